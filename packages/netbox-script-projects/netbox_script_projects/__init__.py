@@ -1,0 +1,20 @@
+"""NetBox plugin: Script Projects with immutable, digest-identified revisions."""
+
+from netbox.plugins import PluginConfig
+
+__version__ = "0.1.0"
+
+
+class ScriptProjectsConfig(PluginConfig):
+    name = "netbox_script_projects"
+    verbose_name = "Script Projects"
+    description = "Script Projects with immutable, digest-identified source revisions"
+    version = __version__
+    author = "Proxbox"
+    base_url = "script-projects"
+    min_version = "4.7.0"
+    max_version = "4.7.99"
+    default_settings = {}
+
+
+config = ScriptProjectsConfig
