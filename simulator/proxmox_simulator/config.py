@@ -1,0 +1,67 @@
+"""Process configuration, read once from the environment.
+
+Every knob lives here so the CLI, the app factory and the tests agree on names.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/pvesim"
+
+
+def database_url_from_env() -> str:
+    """The simulator's own variable wins; the workspace-wide one is the fallback."""
+    return (
+        os.environ.get("PROXMOX_SIMULATOR_DATABASE_URL")
+        or os.environ.get("PROXBOX_DATABASE_URL")
+        or DEFAULT_DATABASE_URL
+    )
+
+
+def default_data_dir() -> Path:
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "proxmox-simulator"
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = field(default_factory=database_url_from_env)
+    data_dir: Path = field(default_factory=default_data_dir)
+    # A registry version ("8.4.5"), a path to an apidoc.js / json(.gz) file, or
+    # "fakepve" for the major-9 schema shipped by the fakepve dependency.
+    contract: str = "fakepve"
+    # "error" is the only honest answer for a declared method nobody implemented.
+    contract_fallback: str = "error"
+    # real | instant | manual | accelerated:<factor>
+    clock: str = "real"
+    task_workers: int = 4
+    lease_seconds: float = 30.0
+    ticket_lifetime: int = 7200
+    pool_min_size: int = 2
+    pool_max_size: int = 10
+
+    @classmethod
+    def from_env(cls, **overrides) -> Settings:
+        env = os.environ
+        values: dict = {
+            "database_url": database_url_from_env(),
+            "data_dir": Path(env["PROXMOX_SIMULATOR_DATA_DIR"])
+            if env.get("PROXMOX_SIMULATOR_DATA_DIR")
+            else default_data_dir(),
+            "contract": env.get("PROXMOX_SIMULATOR_CONTRACT", "fakepve"),
+            "contract_fallback": env.get("CONTRACT_FALLBACK", "error"),
+            "clock": env.get("PROXMOX_SIMULATOR_CLOCK", "real"),
+            "task_workers": int(env.get("PROXMOX_SIMULATOR_TASK_WORKERS", "4")),
+            "lease_seconds": float(env.get("PROXMOX_SIMULATOR_LEASE_SECONDS", "30")),
+            "pool_max_size": int(env.get("PROXMOX_SIMULATOR_POOL_SIZE", "10")),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if values["contract_fallback"] != "error":
+            raise ValueError(
+                f"CONTRACT_FALLBACK={values['contract_fallback']!r} is not supported; "
+                "only 'error' (HTTP 501) is implemented"
+            )
+        return cls(**values)
