@@ -1,0 +1,232 @@
+"""FastAPI application factory: the HTTP adapter over the simulation services."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from contextlib import asynccontextmanager
+from urllib.parse import parse_qsl
+
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from proxmox_simulator.api import render
+from proxmox_simulator.api.auth import authenticate
+from proxmox_simulator.api.handlers import REGISTRY
+from proxmox_simulator.api.handlers.index import directory_index, is_directory_index
+from proxmox_simulator.api.handlers.registry import RequestContext
+from proxmox_simulator.api.logging import install_redaction
+from proxmox_simulator.api.routes import RouteTable
+from proxmox_simulator.api.validation import validate
+from proxmox_simulator.config import Settings
+from proxmox_simulator.contracts.model import Contract
+from proxmox_simulator.contracts.registry import resolve_contract
+from proxmox_simulator.domain import inventory_service
+from proxmox_simulator.domain.access import Principal, check_permissions
+from proxmox_simulator.domain.errors import (
+    AuthenticationFailed,
+    NotImplementedByHandler,
+    ParameterError,
+    PveError,
+)
+from proxmox_simulator.repositories.migrations import is_ready
+from proxmox_simulator.runtime import Runtime
+from proxmox_simulator.simulation.clock import Clock, ManualClock, clock_from_spec
+from proxmox_simulator.tasks.executors import executors
+from proxmox_simulator.tasks.worker import TaskWorker
+
+log = logging.getLogger("proxmox_simulator.api")
+ANONYMOUS = Principal("")
+_FORMATS = ("json", "extjs")
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    contract: Contract | None = None,
+    clock: Clock | None = None,
+) -> FastAPI:
+    """Build the app; the pool, workers and caches live in its lifespan."""
+    settings = settings or Settings.from_env()
+    contract = contract or resolve_contract(settings.contract, settings.data_dir)
+    clock = clock or clock_from_spec(settings.clock)
+    routes = RouteTable(contract)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        install_redaction()
+        rt = await Runtime.open(settings, contract, clock)
+        worker = None
+        if settings.task_workers > 0:
+            worker = TaskWorker(
+                rt.pool,
+                settings.database_url,
+                clock,
+                executors(),
+                lease_seconds=settings.lease_seconds,
+                concurrency=settings.task_workers,
+            )
+            await worker.start()
+        app.state.rt = rt
+        app.state.worker = worker
+        try:
+            yield
+        finally:
+            if worker is not None:
+                await worker.stop()
+            await rt.close()
+
+    app = FastAPI(
+        title="Proxmox VE API simulator",
+        version=contract.version,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.routes = routes
+    app.state.contract = contract
+
+    async def api_entry(request: Request) -> Response:
+        fmt = request.path_params["fmt"]
+        path = "/" + request.path_params["path"]
+        return await dispatch(request, fmt if fmt in _FORMATS else "json", path, fmt)
+
+    app.add_api_route(
+        "/api2/{fmt}/{path:path}",
+        api_entry,
+        methods=["GET", "POST", "PUT", "DELETE"],
+        include_in_schema=False,
+    )
+    _add_admin_routes(app)
+    return app
+
+
+async def _read_params(request: Request) -> dict:
+    params = dict(request.query_params)
+    if request.method in ("POST", "PUT", "DELETE"):
+        body = await request.body()
+        if body:
+            content_type = request.headers.get("content-type", "")
+            if content_type.startswith("application/json"):
+                try:
+                    parsed = json.loads(body)
+                except json.JSONDecodeError as exc:
+                    raise PveError(f"unable to parse JSON body - {exc}", status=400) from None
+                if not isinstance(parsed, dict):
+                    raise PveError("JSON body must be an object", status=400)
+                params.update(parsed)
+            else:
+                params.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+    return params
+
+
+async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) -> Response:
+    started = time.perf_counter()
+    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    method = request.method
+    template = "-"
+    principal = ANONYMOUS
+    try:
+        if requested_fmt not in _FORMATS:
+            raise NotImplementedByHandler(f"Unknown format '{requested_fmt}'")
+        rt: Runtime = request.app.state.rt
+        routes: RouteTable = request.app.state.routes
+        match = routes.match(path)
+        endpoint = routes.methods(match.template).get(method) if match else None
+        if endpoint is None:
+            raise NotImplementedByHandler(f"Method '{method} {path}' not implemented")
+        template = endpoint.path
+        raw = await _read_params(request)
+        if (endpoint.permissions or {}).get("user") != "world":
+            principal = await authenticate(rt, request, method)
+            if principal.tokenid and not endpoint.allowtoken:
+                raise AuthenticationFailed("API tokens are not allowed for this API call")
+        state = await rt.access.get()
+        # Permissions before validation and before touching any resource.
+        check_permissions(state, principal, endpoint.permissions, {**raw, **match.params})
+        params = validate(endpoint, match.params, raw)
+        handler = REGISTRY.get(endpoint.path, method)
+        if handler is None and is_directory_index(endpoint):
+            handler = directory_index
+        if handler is None:
+            raise NotImplementedByHandler(
+                f"Method '{method} {endpoint.path}' not implemented by the simulator "
+                f"(CONTRACT_FALLBACK={rt.settings.contract_fallback})"
+            )
+        ctx = RequestContext(rt, endpoint, params, principal, state, request.headers)
+        data = await handler(ctx)
+        if isinstance(data, render.WithTotal):
+            response = render.success(data.data, fmt, extra={"total": data.total})
+        else:
+            response = render.success(data, fmt)
+    except PveError as exc:
+        response = render.error(exc, fmt)
+    except Exception:
+        log.exception("request %s failed", request_id)
+        response = render.error(PveError("internal error"), fmt)
+    response.headers["x-request-id"] = request_id
+    if log.isEnabledFor(logging.INFO):
+        log.info(
+            "request_id=%s method=%s route=%s status=%s duration_ms=%.1f identity=%s",
+            request_id,
+            method,
+            template,
+            response.status_code,
+            (time.perf_counter() - started) * 1000,
+            principal.auth_id or "-",
+        )
+    return response
+
+
+def _add_admin_routes(app: FastAPI) -> None:
+    """Operator endpoints outside /api2 (PVE itself has no equivalent)."""
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz():
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz(request: Request):
+        rt: Runtime = request.app.state.rt
+        async with rt.pool.acquire() as conn:
+            ready, current, latest = await is_ready(conn)
+        body = {"ready": ready, "migration": current, "latest": latest}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def _root(request: Request) -> Runtime:
+        rt: Runtime = request.app.state.rt
+        principal = await authenticate(rt, request, request.method)
+        if not principal.is_root:
+            raise PveError("simulator administration requires root@pam", status=403)
+        return rt
+
+    @app.put("/simulator/cluster", include_in_schema=False)
+    async def rename_cluster(request: Request):
+        try:
+            rt = await _root(request)
+            params = await _read_params(request)
+            name = params.get("name") or None
+            result = await inventory_service.rename_cluster(rt, name)
+            return render.success(result, "json")
+        except PveError as exc:
+            return render.error(exc, "json")
+
+    @app.post("/simulator/clock/advance", include_in_schema=False)
+    async def advance_clock(request: Request):
+        try:
+            rt = await _root(request)
+            if not isinstance(rt.clock, ManualClock):
+                raise PveError("the clock is not in manual mode", status=400)
+            params = await _read_params(request)
+            try:
+                seconds = float(params.get("seconds", 0))
+            except ValueError:
+                raise ParameterError({"seconds": "type check ('number') failed"}) from None
+            rt.clock.advance(seconds)
+            return render.success({"now": rt.clock.now()}, "json")
+        except PveError as exc:
+            return render.error(exc, "json")

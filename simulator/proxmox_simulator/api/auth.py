@@ -1,0 +1,31 @@
+"""HTTP adapter for authentication: cookies, headers, CSRF."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+
+from proxmox_simulator.domain import access_service
+from proxmox_simulator.domain.access import Principal
+from proxmox_simulator.domain.errors import AuthenticationFailed
+
+COOKIE = "PVEAuthCookie"
+CSRF_HEADER = "csrfpreventiontoken"
+
+
+async def authenticate(rt, request: Request, method: str) -> Principal:
+    authorization = request.headers.get("authorization")
+    if authorization and authorization.startswith("PVEAPIToken"):
+        # Tokens are not a browser credential, so CSRF does not apply.
+        return await access_service.authenticate_token(rt, authorization)
+    ticket = request.cookies.get(COOKIE)
+    if not ticket:
+        raise AuthenticationFailed("No ticket")
+    userid = rt.tickets.verify(ticket)
+    state = await rt.access.get()
+    if not state.user_active(userid, time.time()):
+        raise AuthenticationFailed("user account disabled or expired")
+    if method != "GET" and not rt.tickets.verify_csrf(request.headers.get(CSRF_HEADER), userid):
+        raise AuthenticationFailed("Permission denied - invalid csrf token")
+    return Principal(userid, via_ticket=True)

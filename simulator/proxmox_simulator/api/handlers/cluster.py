@@ -1,0 +1,95 @@
+"""/cluster, /version and /pools."""
+
+from __future__ import annotations
+
+from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import inventory_service as svc
+from proxmox_simulator.domain.errors import PermissionDenied
+from proxmox_simulator.repositories import tasks as task_repo
+from proxmox_simulator.tasks.service import task_list_entry
+
+
+@route("/version", "GET")
+async def version(ctx: RequestContext):
+    return svc.pve_release(ctx.rt.contract.version)
+
+
+@route("/cluster/status", "GET")
+async def cluster_status(ctx: RequestContext):
+    return await svc.cluster_status(ctx.rt)
+
+
+@route("/cluster/resources", "GET")
+async def cluster_resources(ctx: RequestContext):
+    return await svc.cluster_resources(ctx.rt, ctx.state, ctx.principal, ctx.params.get("type"))
+
+
+@route("/cluster/nextid", "GET")
+async def nextid(ctx: RequestContext):
+    vmid = ctx.params.get("vmid")
+    return await svc.next_vmid(ctx.rt, int(vmid) if vmid is not None else None)
+
+
+@route("/cluster/config", "POST")
+async def create_cluster(ctx: RequestContext):
+    return await svc.create_cluster(ctx.rt, ctx.principal, ctx.params["clustername"])
+
+
+@route("/cluster/tasks", "GET")
+async def cluster_tasks(ctx: RequestContext):
+    async with ctx.rt.pool.acquire() as conn:
+        rows = await task_repo.list_tasks(
+            conn,
+            node=None,
+            typefilter=None,
+            userfilter=None,
+            vmid=None,
+            source="all",
+            errors=False,
+            start=0,
+            limit=50,
+        )
+    return [
+        task_list_entry(r)
+        for r in rows
+        if r["userid"] == ctx.principal.userid
+        or ctx.state.has(ctx.principal, f"/nodes/{r['node']}", ["Sys.Audit"])
+    ]
+
+
+@route("/pools", "GET")
+async def list_pools(ctx: RequestContext):
+    if ctx.params.get("poolid"):
+        pool = await svc.get_pool(ctx.rt, ctx.state, ctx.principal, ctx.params["poolid"])
+        return [{"poolid": ctx.params["poolid"], **pool}]
+    return await svc.list_pools(ctx.rt, ctx.state, ctx.principal)
+
+
+@route("/pools", "POST")
+async def create_pool(ctx: RequestContext):
+    await svc.create_pool(ctx.rt, ctx.params["poolid"], ctx.params.get("comment") or "")
+
+
+@route("/pools/{poolid}", "GET")
+async def get_pool(ctx: RequestContext):
+    return await svc.get_pool(ctx.rt, ctx.state, ctx.principal, ctx.params["poolid"])
+
+
+@route("/pools/{poolid}", "PUT")
+async def update_pool(ctx: RequestContext):
+    _require_vm_allocate(ctx)
+    await svc.update_pool(ctx.rt, ctx.params["poolid"], ctx.params)
+
+
+@route("/pools/{poolid}", "DELETE")
+async def delete_pool(ctx: RequestContext):
+    await svc.delete_pool(ctx.rt, ctx.params["poolid"])
+
+
+def _require_vm_allocate(ctx: RequestContext) -> None:
+    """Moving a guest into a pool also needs VM.Allocate on that guest (PVE rule)."""
+    for vmid in str(ctx.params.get("vms") or "").replace(";", ",").split(","):
+        if vmid.strip() and not ctx.state.has(
+            ctx.principal, f"/vms/{vmid.strip()}", ["VM.Allocate"]
+        ):
+            raise PermissionDenied(f"Permission check failed (/vms/{vmid.strip()}, VM.Allocate)")

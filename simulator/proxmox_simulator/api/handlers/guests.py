@@ -1,0 +1,124 @@
+"""/nodes/{node}/qemu and /nodes/{node}/lxc: one implementation, two guest kinds."""
+
+from __future__ import annotations
+
+from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.api.render import RawJSON
+from proxmox_simulator.api.validation import defaults
+from proxmox_simulator.domain import guest_service as svc
+from proxmox_simulator.domain.guests import LXC, QEMU
+
+
+def _register(kind: str) -> None:
+    base = f"/nodes/{{node}}/{kind}"
+    guest = f"{base}/{{vmid}}"
+
+    @route(base, "GET")
+    async def list_guests(ctx: RequestContext):
+        return RawJSON(await svc.list_json(ctx.rt, ctx.state, ctx.principal, kind, ctx.node))
+
+    @route(base, "POST")
+    async def create_guest(ctx: RequestContext):
+        return await svc.create(
+            ctx.rt, ctx.state, ctx.principal, kind, ctx.node, ctx.params, defaults(ctx.endpoint)
+        )
+
+    @route(f"{guest}/config", "GET")
+    async def get_config(ctx: RequestContext):
+        return await svc.get_config(ctx.rt, kind, ctx.node, ctx.vmid)
+
+    @route(f"{guest}/config", "PUT")
+    async def put_config(ctx: RequestContext):
+        return await svc.update_config(
+            ctx.rt,
+            ctx.principal,
+            kind,
+            ctx.node,
+            ctx.vmid,
+            ctx.params,
+            defaults(ctx.endpoint),
+            as_task=False,
+        )
+
+    if kind == QEMU:
+
+        @route(f"{guest}/config", "POST")
+        async def post_config(ctx: RequestContext):
+            return await svc.update_config(
+                ctx.rt,
+                ctx.principal,
+                kind,
+                ctx.node,
+                ctx.vmid,
+                ctx.params,
+                defaults(ctx.endpoint),
+                as_task=True,
+            )
+
+        @route(f"{guest}/agent/network-get-interfaces", "GET")
+        async def agent_interfaces(ctx: RequestContext):
+            return await svc.agent_network_interfaces(ctx.rt, ctx.node, ctx.vmid)
+
+    else:
+
+        @route(f"{guest}/interfaces", "GET")
+        async def lxc_interfaces(ctx: RequestContext):
+            return await svc.lxc_interfaces(ctx.rt, ctx.node, ctx.vmid)
+
+    @route(guest, "DELETE")
+    async def destroy(ctx: RequestContext):
+        return await svc.destroy(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params)
+
+    @route(f"{guest}/status/current", "GET")
+    async def current(ctx: RequestContext):
+        return await svc.current_status(ctx.rt, kind, ctx.node, ctx.vmid)
+
+    for action in ("start", "stop", "shutdown", "reboot", "suspend", "resume"):
+        _register_power(guest, kind, action)
+
+    @route(f"{guest}/snapshot", "GET")
+    async def list_snapshots(ctx: RequestContext):
+        return await svc.list_snapshots(ctx.rt, kind, ctx.node, ctx.vmid)
+
+    @route(f"{guest}/snapshot", "POST")
+    async def create_snapshot(ctx: RequestContext):
+        return await svc.snapshot_task(
+            ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, "snapshot", ctx.params
+        )
+
+    @route(f"{guest}/snapshot/{{snapname}}", "DELETE")
+    async def delete_snapshot(ctx: RequestContext):
+        return await svc.snapshot_task(
+            ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, "delsnapshot", ctx.params
+        )
+
+    @route(f"{guest}/snapshot/{{snapname}}/rollback", "POST")
+    async def rollback(ctx: RequestContext):
+        return await svc.snapshot_task(
+            ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, "rollback", ctx.params
+        )
+
+    @route(f"{guest}/snapshot/{{snapname}}/config", "GET")
+    async def snapshot_config(ctx: RequestContext):
+        return await svc.snapshot_config(ctx.rt, kind, ctx.node, ctx.vmid, ctx.params["snapname"])
+
+    @route(f"{guest}/snapshot/{{snapname}}/config", "PUT")
+    async def update_snapshot(ctx: RequestContext):
+        await svc.update_snapshot(
+            ctx.rt,
+            kind,
+            ctx.node,
+            ctx.vmid,
+            ctx.params["snapname"],
+            ctx.params.get("description") or "",
+        )
+
+
+def _register_power(guest: str, kind: str, action: str) -> None:
+    @route(f"{guest}/status/{action}", "POST")
+    async def power(ctx: RequestContext):
+        return await svc.power(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, action, ctx.params)
+
+
+_register(QEMU)
+_register(LXC)

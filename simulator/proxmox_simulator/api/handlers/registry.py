@@ -1,0 +1,59 @@
+"""The semantic handler registry: (path template, method) → handler.
+
+Grep for a PVE path (e.g. ``"/nodes/{node}/qemu"``) to find its behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proxmox_simulator.contracts.model import Endpoint
+from proxmox_simulator.domain.access import AccessState, Principal
+
+
+@dataclass
+class RequestContext:
+    rt: Any
+    endpoint: Endpoint
+    params: dict
+    principal: Principal
+    state: AccessState
+    headers: Any
+
+    @property
+    def node(self) -> str:
+        return self.params["node"]
+
+    @property
+    def vmid(self) -> int:
+        return int(self.params["vmid"])
+
+
+Handler = Callable[[RequestContext], Awaitable[Any]]
+
+
+class HandlerRegistry:
+    def __init__(self) -> None:
+        self._handlers: dict[tuple[str, str], Handler] = {}
+
+    def route(self, path: str, method: str) -> Callable[[Handler], Handler]:
+        def register(fn: Handler) -> Handler:
+            key = (path, method)
+            if key in self._handlers:
+                raise ValueError(f"handler for {method} {path} registered twice")
+            self._handlers[key] = fn
+            return fn
+
+        return register
+
+    def get(self, path: str, method: str) -> Handler | None:
+        return self._handlers.get((path, method))
+
+    def keys(self) -> set[tuple[str, str]]:
+        return set(self._handlers)
+
+
+REGISTRY = HandlerRegistry()
+route = REGISTRY.route

@@ -1,0 +1,87 @@
+"""Proxmox response envelopes, headers and error bodies.
+
+``/api2/json`` answers ``{"data": ...}`` with the real HTTP status and PVE's
+message as reason phrase; ``/api2/extjs`` always answers 200 with ``success``
+and ``message`` in the body, as the ExtJS GUI expects.
+"""
+
+from __future__ import annotations
+
+import json
+from email.utils import formatdate
+
+from starlette.responses import Response
+
+from proxmox_simulator.domain.errors import PveError
+
+REASON_HEADER = "x-pve-reason"
+
+
+class RawJSON:
+    """Already-serialized JSON (e.g. built by PostgreSQL) to embed without re-encoding."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class WithTotal:
+    """Data plus PVE's top-level ``total`` (task logs, paged lists)."""
+
+    __slots__ = ("data", "total")
+
+    def __init__(self, data, total: int) -> None:
+        self.data = data
+        self.total = total
+
+
+def _headers(extra: dict | None = None) -> dict:
+    headers = {
+        "Cache-Control": "max-age=0",
+        "Pragma": "no-cache",
+        "Expires": formatdate(usegmt=True),
+        "Server": "pve-api-daemon/3.0",
+    }
+    if extra:
+        headers.update(extra)
+    return headers
+
+
+def _encode(data) -> bytes:
+    if isinstance(data, RawJSON):
+        return data.text.encode()
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def success(data, fmt: str, *, extra: dict | None = None, headers: dict | None = None) -> Response:
+    body = b'{"data":' + _encode(data)
+    if fmt == "extjs":
+        body += b',"success":1'
+    for key, value in (extra or {}).items():
+        body += b',"' + key.encode() + b'":' + _encode(value)
+    body += b"}"
+    return Response(
+        body, 200, headers=_headers(headers), media_type="application/json;charset=UTF-8"
+    )
+
+
+def error(exc: PveError, fmt: str) -> Response:
+    message = exc.message.rstrip("\n")
+    payload: dict = {"data": None}
+    if exc.errors:
+        payload["errors"] = exc.errors
+    if fmt == "extjs":
+        payload.update({"success": 0, "message": message, "status": exc.status})
+        return Response(
+            _encode(payload), 200, headers=_headers(), media_type="application/json;charset=UTF-8"
+        )
+    # The reason phrase travels in a private header that our server protocol
+    # turns into the status line (see server.py) and strips before sending.
+    reason = message.splitlines()[0][:200] if message else ""
+    return Response(
+        _encode(payload),
+        exc.status,
+        headers=_headers({REASON_HEADER: reason}),
+        media_type="application/json;charset=UTF-8",
+    )

@@ -1,0 +1,178 @@
+"""Contract-driven parameter validation, with PVE's spellings and messages.
+
+Query strings and form bodies deliver text; JSON bodies deliver native
+values.  Both are coerced the way PVE's JSONSchema does: booleans accept
+1/0/yes/no/on/off/true/false, integers accept an optional sign.
+"""
+
+from __future__ import annotations
+
+import re
+
+from proxmox_simulator.contracts.model import Endpoint, Parameter
+from proxmox_simulator.domain.errors import ParameterError
+
+_TRUE = {"1", "yes", "on", "true"}
+_FALSE = {"0", "no", "off", "false"}
+_INTEGER = re.compile(r"^[+-]?\d+$")
+_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+
+# Named string formats that matter for routing and identity; others pass.
+_FORMATS = {
+    "pve-node": re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$"),
+    "pve-vmid": re.compile(r"^\d+$"),
+    "pve-storage-id": re.compile(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", re.I),
+    "pve-poolid": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9\-_/]*$"),
+    "pve-userid": re.compile(r"^[^\s:/]+@[A-Za-z][A-Za-z0-9._-]*$"),
+    "pve-groupid": re.compile(r"^[A-Za-z0-9.\-_]+$"),
+    "pve-roleid": re.compile(r"^[A-Za-z0-9.\-_]+$"),
+    "pve-realm": re.compile(r"^[A-Za-z][A-Za-z0-9.\-_]+$"),
+    "pve-tokenid": re.compile(r"^[A-Za-z][A-Za-z0-9._-]*$"),
+    "pve-configid": re.compile(r"^[a-z][a-z_]*\d*$"),
+}
+
+
+def parse_boolean(value) -> int | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (0, 1):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return 1
+    if text in _FALSE:
+        return 0
+    return None
+
+
+class _ParameterIndex:
+    """Per-endpoint lookup: plain names, plus ``net[n]``-style indexed families."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.by_name = {p.name: p for p in endpoint.parameters if not p.indexed_stem}
+        self.indexed = tuple(
+            (re.compile(rf"^{re.escape(p.indexed_stem)}\d+$"), p)
+            for p in endpoint.parameters
+            if p.indexed_stem
+        )
+
+    def get(self, name: str) -> Parameter | None:
+        param = self.by_name.get(name)
+        if param is not None:
+            return param
+        for pattern, indexed in self.indexed:
+            if pattern.match(name):
+                return indexed
+        return None
+
+
+# Endpoints are immutable and live as long as their contract; index them once.
+_INDEXES: dict[int, tuple[Endpoint, _ParameterIndex]] = {}
+
+
+def _index(endpoint: Endpoint) -> _ParameterIndex:
+    entry = _INDEXES.get(id(endpoint))
+    if entry is None or entry[0] is not endpoint:
+        entry = (endpoint, _ParameterIndex(endpoint))
+        _INDEXES[id(endpoint)] = entry
+    return entry[1]
+
+
+def _schema_for(endpoint: Endpoint, name: str) -> Parameter | None:
+    return _index(endpoint).get(name)
+
+
+def coerce(param: Parameter, value):
+    """Return (value, error message or None)."""
+    kind = param.type
+    if kind == "boolean":
+        parsed = parse_boolean(value)
+        if parsed is None:
+            return None, f"type check ('boolean') failed - got '{value}'"
+        return parsed, None
+    if kind == "integer":
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or _INTEGER.match(str(value).strip())
+        ):
+            return None, f"type check ('integer') failed - got '{value}'"
+        number = int(str(value).strip())
+        return _check_range(param, number)
+    if kind == "number":
+        if isinstance(value, bool) or not (
+            isinstance(value, (int, float)) or _NUMBER.match(str(value).strip())
+        ):
+            return None, f"type check ('number') failed - got '{value}'"
+        return _check_range(param, float(value))
+    if kind in ("array", "object"):
+        return value, None
+    # string (and anything else declared as text)
+    if isinstance(value, (dict, list)):
+        return None, "type check ('string') failed"
+    text = str(value) if not isinstance(value, bool) else str(int(value))
+    if param.enum and text not in param.enum:
+        return (
+            None,
+            f"value '{text}' does not have a value in the enumeration '{', '.join(param.enum)}'",
+        )
+    if param.max_length is not None and len(text) > param.max_length:
+        return None, f"value may only be {param.max_length} characters long"
+    if param.min_length is not None and len(text) < param.min_length:
+        return None, f"value must be at least {param.min_length} characters long"
+    if param.pattern and not re.fullmatch(param.pattern, text):
+        return None, "value does not match the regex pattern"
+    fmt = param.format
+    if isinstance(fmt, str):
+        checker = _FORMATS.get(fmt)
+        if checker is not None and not checker.match(text):
+            return None, f"value does not look like a valid {fmt.removeprefix('pve-')}"
+    return text, None
+
+
+def _check_range(param: Parameter, number):
+    if param.minimum is not None and number < param.minimum:
+        return None, f"value must have a minimum value of {_fmt_num(param.minimum)}"
+    if param.maximum is not None and number > param.maximum:
+        return None, f"value must have a maximum value of {_fmt_num(param.maximum)}"
+    return number, None
+
+
+def _fmt_num(value) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def validate(endpoint: Endpoint, path_params: dict, supplied: dict) -> dict:
+    """Validate and coerce all parameters; raise ParameterError with per-field messages."""
+    errors: dict[str, str] = {}
+    values: dict = {}
+    merged = dict(supplied)
+    for name, value in path_params.items():
+        if name in merged and str(merged[name]) != value:
+            errors[name] = "duplicate parameter (path and body differ)"
+        merged[name] = value
+    for name, value in merged.items():
+        param = _schema_for(endpoint, name)
+        if param is None:
+            if not endpoint.additional_properties:
+                errors[name] = (
+                    "property is not defined in schema and the schema does not allow additional properties"
+                )
+            else:
+                values[name] = value
+            continue
+        coerced, error = coerce(param, value)
+        if error:
+            errors[name] = error
+        else:
+            values[name] = coerced
+    for param in endpoint.parameters:
+        if param.indexed_stem or param.optional or param.name in merged:
+            continue
+        errors[param.name] = "property is missing and it is not optional"
+    if errors:
+        raise ParameterError(errors)
+    return values
+
+
+def defaults(endpoint: Endpoint) -> dict:
+    """Declared defaults, e.g. ``memory`` for guest creation."""
+    return {p.name: p.default for p in endpoint.parameters if p.default is not None}

@@ -1,0 +1,515 @@
+"""Authentication and access administration (application service)."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+from proxmox_simulator.domain.access import ROOT, AccessState, Principal, split_userid
+from proxmox_simulator.domain.auth import (
+    hash_secret,
+    is_valid_userid,
+    parse_token_header,
+    verify_secret,
+)
+from proxmox_simulator.domain.errors import AuthenticationFailed, ParameterError, PveError
+from proxmox_simulator.domain.privileges import BUILTIN_ROLES, PRIVILEGES
+from proxmox_simulator.repositories import access as access_repo
+
+_LIST = re.compile(r"[,;\s]+")
+
+
+def _split(value) -> list[str]:
+    return [v for v in _LIST.split(str(value or "")) if v]
+
+
+async def bootstrap(conn, root_password: str | None) -> None:
+    """Realms, built-in roles and root@pam: what every PVE installation has."""
+    await access_repo.ensure_realm(conn, "pam", "pam", "Linux PAM standard authentication", True)
+    await access_repo.ensure_realm(conn, "pve", "pve", "Proxmox VE authentication server")
+    for roleid, privs in BUILTIN_ROLES.items():
+        await access_repo.upsert_builtin_role(conn, roleid, sorted(privs))
+    if root_password is not None:
+        await access_repo.upsert_user_password(conn, ROOT, "pam", hash_secret(root_password))
+    elif await access_repo.user(conn, ROOT) is None:
+        await access_repo.upsert_user_password(conn, ROOT, "pam", hash_secret(uuid.uuid4().hex))
+    await access_repo.notify_changed(conn)
+
+
+# -- authentication ------------------------------------------------------------
+
+
+def _qualify(username: str, realm: str | None) -> str:
+    if "@" in username:
+        return username
+    return f"{username}@{realm or 'pam'}"
+
+
+async def login(rt, params: dict) -> dict:
+    """``POST /access/ticket``: password login, or ticket renewal.
+
+    A valid ticket for the same user in ``password`` renews it (PVE's refresh).
+    """
+    userid = _qualify(str(params["username"]), params.get("realm"))
+    password = str(params["password"])
+    if not is_valid_userid(userid):
+        raise AuthenticationFailed()
+    state = await rt.access.get()
+    authenticated = False
+    if password.startswith("PVE:"):
+        try:
+            authenticated = rt.tickets.verify(password) == userid
+        except AuthenticationFailed:
+            authenticated = False
+    else:
+        async with rt.pool.acquire() as conn:
+            row = await access_repo.user(conn, userid)
+        authenticated = row is not None and verify_secret(password, row["password_hash"])
+    if not authenticated or not state.user_active(userid, time.time()):
+        raise AuthenticationFailed()
+    now = time.time()
+    result = {
+        "username": userid,
+        "ticket": rt.tickets.issue(userid, now),
+        "CSRFPreventionToken": rt.tickets.csrf_token(userid, now),
+        "cap": capabilities(state, Principal(userid)),
+    }
+    async with rt.pool.acquire() as conn:
+        cluster = await conn.fetchval("SELECT name FROM cluster WHERE id = 1")
+    if cluster:
+        result["clustername"] = cluster
+    return result
+
+
+def capabilities(state: AccessState, principal: Principal) -> dict:
+    groups = {
+        "vms": "/vms",
+        "storage": "/storage",
+        "access": "/access",
+        "nodes": "/nodes",
+        "dc": "/",
+        "sdn": "/sdn",
+        "mapping": "/mapping",
+    }
+    prefixes = {
+        "vms": ("VM.",),
+        "storage": ("Datastore.",),
+        "access": ("User.", "Group.", "Realm.", "Permissions."),
+        "nodes": ("Sys.",),
+        "dc": ("Sys.", "SDN."),
+        "sdn": ("SDN.",),
+        "mapping": ("Mapping.",),
+    }
+    caps = {}
+    for name, path in groups.items():
+        held = state.privileges(principal, path)
+        caps[name] = {p: 1 for p in sorted(held) if p.startswith(prefixes[name])}
+    return caps
+
+
+async def authenticate_token(rt, header: str) -> Principal:
+    """Verify ``PVEAPIToken=user@realm!id=secret``; scrypt runs once per secret."""
+    creds = parse_token_header(header)
+    if creds is None:
+        raise AuthenticationFailed("invalid token value")
+    state = await rt.access.get()
+    token = state.tokens.get((creds.userid, creds.tokenid))
+    now = time.time()
+    if token is None or (token.expire and token.expire < now):
+        raise AuthenticationFailed("invalid token value")
+    if not state.user_active(creds.userid, now):
+        raise AuthenticationFailed("user account disabled or expired")
+    if not rt.token_cache.lookup(creds, token.generation):
+        if not verify_secret(creds.secret, token.secret_hash):
+            raise AuthenticationFailed("invalid token value")
+        rt.token_cache.remember(creds, token.generation)
+    return Principal(creds.userid, tokenid=creds.tokenid, privsep=token.privsep)
+
+
+# -- users ----------------------------------------------------------------------
+
+
+def _user_entry(row, *, with_tokens: list | None = None) -> dict:
+    entry = {
+        "userid": row["userid"],
+        "enable": 1 if row["enable"] else 0,
+        "expire": row["expire"],
+        "realm-type": split_userid(row["userid"])[1]
+        if row["realm"] in ("pam", "pve")
+        else row["realm"],
+    }
+    for key in ("firstname", "lastname", "email", "comment"):
+        if row[key]:
+            entry[key] = row[key]
+    if row["groups"]:
+        entry["groups"] = ",".join(row["groups"])
+    if with_tokens is not None:
+        entry["tokens"] = with_tokens
+    return entry
+
+
+async def list_users(rt, state: AccessState, principal: Principal, params: dict) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        rows = await access_repo.users(conn)
+        out = []
+        for row in rows:
+            if params.get("enabled") is not None and bool(row["enable"]) != bool(params["enabled"]):
+                continue
+            visible = row["userid"] == principal.userid or state.has(
+                principal, "/access/groups", ["User.Modify", "Sys.Audit"], any_of=True
+            )
+            if not visible:
+                continue
+            tokens = None
+            if params.get("full"):
+                tokens = [_token_entry(t) for t in await access_repo.tokens(conn, row["userid"])]
+            out.append(_user_entry(row, with_tokens=tokens))
+    return out
+
+
+async def get_user(rt, userid: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        row = await access_repo.user(conn, userid)
+        if row is None:
+            raise PveError(f"no such user ('{userid}')")
+        tokens = await access_repo.tokens(conn, userid)
+    entry = _user_entry(row)
+    entry.pop("userid")
+    entry["groups"] = list(row["groups"])
+    entry["tokens"] = {t["tokenid"]: _token_entry(t, with_id=False) for t in tokens}
+    return entry
+
+
+async def create_user(rt, params: dict) -> None:
+    userid = params["userid"]
+    if not is_valid_userid(userid):
+        raise ParameterError({"userid": "value does not look like a valid user name"})
+    _name, realm = split_userid(userid)
+    password = params.get("password")
+    if password and realm == "pam":
+        # PAM users authenticate against the host; PVE refuses to store their password.
+        raise PveError("can't set password on auth type 'pam'")
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await access_repo.insert_user(
+            conn,
+            userid=userid,
+            realm=realm,
+            enable=bool(params.get("enable", 1)),
+            expire=int(params.get("expire") or 0),
+            firstname=params.get("firstname") or "",
+            lastname=params.get("lastname") or "",
+            email=params.get("email") or "",
+            comment=params.get("comment") or "",
+            password_hash=hash_secret(password) if password else None,
+        )
+        if params.get("groups"):
+            await access_repo.set_user_groups(conn, userid, _split(params["groups"]), append=True)
+    rt.access.invalidate()
+
+
+async def update_user(rt, userid: str, params: dict) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await access_repo.user(conn, userid)
+        if row is None:
+            raise PveError(f"update user failed: no such user ('{userid}')")
+        await access_repo.update_user(
+            conn,
+            userid=userid,
+            version=row["version"],
+            enable=bool(params.get("enable", row["enable"])),
+            expire=int(params.get("expire", row["expire"]) or 0),
+            firstname=params.get("firstname", row["firstname"]) or "",
+            lastname=params.get("lastname", row["lastname"]) or "",
+            email=params.get("email", row["email"]) or "",
+            comment=params.get("comment", row["comment"]) or "",
+        )
+        if "groups" in params:
+            await access_repo.set_user_groups(
+                conn, userid, _split(params["groups"]), append=bool(params.get("append"))
+            )
+    rt.access.invalidate()
+
+
+async def delete_user(rt, userid: str) -> None:
+    if userid == ROOT:
+        raise PveError("delete user failed: cannot delete root@pam")
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if await access_repo.user(conn, userid) is None:
+            raise PveError(f"delete user failed: no such user ('{userid}')")
+        await access_repo.delete_user(conn, userid)
+    rt.access.invalidate()
+
+
+async def change_password(rt, principal: Principal, params: dict) -> None:
+    userid = params["userid"]
+    _name, realm = split_userid(userid)
+    if realm not in ("pve", "pam"):
+        raise PveError(f"authentication domain '{realm}' does not support password changes")
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if await access_repo.user(conn, userid) is None:
+            raise PveError(f"no such user ('{userid}')")
+        await access_repo.set_password(conn, userid, hash_secret(params["password"]))
+    rt.access.invalidate()
+
+
+# -- groups -----------------------------------------------------------------------
+
+
+async def list_groups(rt) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        rows = await access_repo.groups(conn)
+    return [
+        {"groupid": r["groupid"], "comment": r["comment"], "users": ",".join(r["members"])}
+        for r in rows
+    ]
+
+
+async def get_group(rt, groupid: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        rows = await access_repo.groups(conn, groupid)
+    if not rows:
+        raise PveError(f"group '{groupid}' does not exist")
+    return {"comment": rows[0]["comment"], "members": list(rows[0]["members"])}
+
+
+async def create_group(rt, groupid: str, comment: str) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await access_repo.insert_group(conn, groupid, comment)
+    rt.access.invalidate()
+
+
+async def update_group(rt, groupid: str, comment: str) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if not await access_repo.groups(conn, groupid):
+            raise PveError(f"group '{groupid}' does not exist")
+        await access_repo.update_group(conn, groupid, comment)
+
+
+async def delete_group(rt, groupid: str) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if not await access_repo.groups(conn, groupid):
+            raise PveError(f"group '{groupid}' does not exist")
+        await access_repo.delete_group(conn, groupid)
+    rt.access.invalidate()
+
+
+# -- roles ------------------------------------------------------------------------
+
+
+def _checked_privs(value) -> list[str]:
+    privs = _split(value)
+    unknown = [p for p in privs if p not in PRIVILEGES]
+    if unknown:
+        raise ParameterError({"privs": f"invalid privilege '{unknown[0]}'"})
+    return sorted(set(privs))
+
+
+async def list_roles(rt) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        rows = await access_repo.roles(conn)
+    return [
+        {
+            "roleid": r["roleid"],
+            "privs": ",".join(sorted(r["privs"])),
+            "special": 1 if r["special"] else 0,
+        }
+        for r in rows
+    ]
+
+
+async def get_role(rt, roleid: str) -> dict:
+    state = await rt.access.get()
+    if roleid not in state.roles:
+        raise PveError(f"role '{roleid}' does not exist")
+    return dict.fromkeys(sorted(state.roles[roleid]), 1)
+
+
+async def create_role(rt, roleid: str, privs) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await access_repo.insert_role(conn, roleid, _checked_privs(privs))
+    rt.access.invalidate()
+
+
+async def update_role(rt, roleid: str, privs, append: bool) -> None:
+    state = await rt.access.get()
+    if roleid not in state.roles:
+        raise PveError(f"role '{roleid}' does not exist")
+    new = _checked_privs(privs)
+    if append:
+        new = sorted(set(new) | state.roles[roleid])
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if not await access_repo.update_role(conn, roleid, new):
+            raise PveError(f"cannot modify special role '{roleid}'")
+    rt.access.invalidate()
+
+
+async def delete_role(rt, roleid: str) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if not await access_repo.delete_role(conn, roleid):
+            raise PveError(f"role '{roleid}' does not exist or is a built-in role")
+    rt.access.invalidate()
+
+
+# -- ACL ------------------------------------------------------------------------
+
+
+async def list_acl(rt, state: AccessState, principal: Principal) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        rows = await access_repo.acl(conn)
+    out = []
+    for r in rows:
+        # PVE shows an entry only to callers who may audit or modify its path.
+        if not state.has(principal, r["path"], ["Sys.Audit", "Permissions.Modify"], any_of=True):
+            continue
+        out.append(
+            {
+                "path": r["path"],
+                "type": r["ugid_type"],
+                "ugid": r["ugid"],
+                "roleid": r["roleid"],
+                "propagate": 1 if r["propagate"] else 0,
+            }
+        )
+    return out
+
+
+async def update_acl(rt, state: AccessState, principal: Principal, params: dict) -> None:
+    path = "/" + "/".join(p for p in str(params["path"]).split("/") if p)
+    roles = _split(params["roles"])
+    subjects = (
+        [("user", u) for u in _split(params.get("users"))]
+        + [("group", g) for g in _split(params.get("groups"))]
+        + [("token", t) for t in _split(params.get("tokens"))]
+    )
+    if not subjects:
+        raise ParameterError({"users": "either 'users', 'groups' or 'tokens' is required"})
+    delete = bool(params.get("delete"))
+    for roleid in roles:
+        if roleid not in state.roles:
+            raise PveError(f"role '{roleid}' does not exist")
+        # Without Permissions.Modify on the path a caller may not grant a role
+        # holding privileges it does not have itself (no escalation by ACL edit).
+        if not principal.is_root and not state.roles[roleid] <= state.privileges(principal, path):
+            raise PveError(f"insufficient privileges to grant role '{roleid}'", status=403)
+    async with rt.pool.acquire() as conn, conn.transaction():
+        for ugid_type, ugid in subjects:
+            if ugid_type == "user" and ugid not in state.users:
+                raise PveError(f"user '{ugid}' does not exist")
+            if ugid_type == "token":
+                owner, _, tokenid = ugid.partition("!")
+                if (owner, tokenid) not in state.tokens:
+                    raise PveError(f"token '{ugid}' does not exist")
+            for roleid in roles:
+                await access_repo.set_acl(
+                    conn,
+                    path=path,
+                    ugid_type=ugid_type,
+                    ugid=ugid,
+                    roleid=roleid,
+                    propagate=bool(params.get("propagate", 1)),
+                    delete=delete,
+                )
+    rt.access.invalidate()
+
+
+# -- API tokens -------------------------------------------------------------------
+
+
+def _token_entry(row, *, with_id: bool = True) -> dict:
+    entry = {"privsep": 1 if row["privsep"] else 0, "expire": row["expire"]}
+    if row["comment"]:
+        entry["comment"] = row["comment"]
+    if with_id:
+        entry["tokenid"] = row["tokenid"]
+    return entry
+
+
+async def list_tokens(rt, userid: str) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        if await access_repo.user(conn, userid) is None:
+            raise PveError(f"no such user ('{userid}')")
+        return [_token_entry(t) for t in await access_repo.tokens(conn, userid)]
+
+
+async def get_token(rt, userid: str, tokenid: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        rows = await access_repo.tokens(conn, userid, tokenid)
+    if not rows:
+        raise PveError(f"no such token '{tokenid}' for user '{userid}'")
+    return _token_entry(rows[0], with_id=False)
+
+
+async def create_token(rt, userid: str, tokenid: str, params: dict) -> dict:
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9._-]*", tokenid):
+        raise ParameterError({"tokenid": "invalid format - invalid API token ID"})
+    secret = str(uuid.uuid4())
+    privsep = bool(params.get("privsep", 1))
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await access_repo.insert_token(
+            conn,
+            userid=userid,
+            tokenid=tokenid,
+            secret_hash=hash_secret(secret),
+            privsep=privsep,
+            expire=int(params.get("expire") or 0),
+            comment=params.get("comment") or "",
+        )
+    rt.access.invalidate()
+    info = {"privsep": 1 if privsep else 0, "expire": int(params.get("expire") or 0)}
+    if params.get("comment"):
+        info["comment"] = params["comment"]
+    return {"full-tokenid": f"{userid}!{tokenid}", "info": info, "value": secret}
+
+
+async def update_token(rt, userid: str, tokenid: str, params: dict) -> dict:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        rows = await access_repo.tokens(conn, userid, tokenid)
+        if not rows:
+            raise PveError(f"no such token '{tokenid}' for user '{userid}'")
+        row = rows[0]
+        await access_repo.update_token(
+            conn,
+            userid=userid,
+            tokenid=tokenid,
+            privsep=bool(params.get("privsep", row["privsep"])),
+            expire=int(params.get("expire", row["expire"]) or 0),
+            comment=params.get("comment", row["comment"]) or "",
+        )
+        updated = (await access_repo.tokens(conn, userid, tokenid))[0]
+    rt.access.invalidate()
+    return _token_entry(updated, with_id=False)
+
+
+async def delete_token(rt, userid: str, tokenid: str) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if not await access_repo.tokens(conn, userid, tokenid):
+            raise PveError(f"no such token '{tokenid}' for user '{userid}'")
+        await access_repo.delete_token(conn, userid, tokenid)
+    rt.access.invalidate()
+
+
+# -- domains ----------------------------------------------------------------------
+
+
+async def list_domains(rt) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        rows = await access_repo.realms(conn)
+    out = []
+    for r in rows:
+        entry = {"realm": r["realm"], "type": r["type"], "comment": r["comment"]}
+        if r["is_default"]:
+            entry["default"] = 1
+        out.append(entry)
+    return out
+
+
+async def get_domain(rt, realm: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        row = await access_repo.realm(conn, realm)
+    if row is None:
+        raise PveError(f"domain '{realm}' does not exist")
+    entry = {"type": row["type"], "comment": row["comment"], "digest": row["realm"]}
+    if row["is_default"]:
+        entry["default"] = 1
+    return entry

@@ -1,0 +1,204 @@
+"""PVE-format credentials: tickets, CSRF prevention tokens, API tokens, scrypt.
+
+Ticket:  ``PVE:<userid>:<HEXTIME>::<base64 Ed25519 signature>``
+CSRF:    ``<HEXTIME>:<base64 HMAC-SHA256(secret, "<HEXTIME>:<userid>")>``
+Token:   ``PVEAPIToken=<userid>!<tokenid>=<secret>``
+
+Signing keys are generated once and stored in the database so every replica
+verifies every other replica's tickets.  Security timestamps use wall time,
+never the simulation clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+from proxmox_simulator.domain.errors import AuthenticationFailed
+
+# PVE accepts tickets from 5 minutes in the future up to 2 hours old.
+TICKET_MIN_AGE = -300
+TICKET_LIFETIME = 7200
+
+_TICKET = re.compile(
+    r"^PVE:(?P<userid>[^:\s]+@[^:\s]+):(?P<hex>[0-9A-F]{8})::(?P<sig>[A-Za-z0-9+/=]+)$"
+)
+_TOKEN = re.compile(
+    r"^PVEAPIToken=(?P<userid>[^!\s]+@[^!\s]+)!(?P<tokenid>[A-Za-z][A-Za-z0-9._-]*)[=:](?P<secret>\S+)$"
+)
+_USERID = re.compile(r"^[^\s:/]+@[A-Za-z][A-Za-z0-9._-]*$")
+
+
+def is_valid_userid(userid: str) -> bool:
+    return bool(_USERID.match(userid))
+
+
+@dataclass(frozen=True)
+class AuthKeys:
+    private_key_pem: bytes
+    csrf_secret: bytes
+
+    @classmethod
+    def generate(cls) -> AuthKeys:
+        from cryptography.hazmat.primitives import serialization
+
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        return cls(pem, secrets.token_bytes(32))
+
+
+class TicketAuthority:
+    def __init__(self, keys: AuthKeys, lifetime: int = TICKET_LIFETIME) -> None:
+        from cryptography.hazmat.primitives import serialization
+
+        self._private: Ed25519PrivateKey = serialization.load_pem_private_key(
+            keys.private_key_pem, password=None
+        )  # type: ignore[assignment]
+        self._public: Ed25519PublicKey = self._private.public_key()
+        self._csrf_secret = keys.csrf_secret
+        self.lifetime = lifetime
+
+    def issue(self, userid: str, now: float | None = None) -> str:
+        stamp = f"{int(now if now is not None else time.time()):08X}"
+        plain = f"PVE:{userid}:{stamp}"
+        signature = base64.b64encode(self._private.sign(plain.encode())).decode()
+        return f"{plain}::{signature}"
+
+    def verify(self, ticket: str, now: float | None = None) -> str:
+        """Return the ticket's userid; raise AuthenticationFailed on any defect."""
+        match = _TICKET.match(ticket or "")
+        if not match:
+            raise AuthenticationFailed("invalid PVE ticket")
+        plain = f"PVE:{match['userid']}:{match['hex']}"
+        try:
+            self._public.verify(base64.b64decode(match["sig"]), plain.encode())
+        except (InvalidSignature, ValueError) as exc:
+            raise AuthenticationFailed("invalid PVE ticket") from exc
+        age = int(now if now is not None else time.time()) - int(match["hex"], 16)
+        if age < TICKET_MIN_AGE or age > self.lifetime:
+            raise AuthenticationFailed("invalid PVE ticket (expired)")
+        return match["userid"]
+
+    def csrf_token(self, userid: str, now: float | None = None) -> str:
+        stamp = f"{int(now if now is not None else time.time()):08X}"
+        digest = hmac.new(self._csrf_secret, f"{stamp}:{userid}".encode(), hashlib.sha256)
+        return f"{stamp}:{base64.b64encode(digest.digest()).decode().rstrip('=')}"
+
+    def verify_csrf(self, token: str | None, userid: str, now: float | None = None) -> bool:
+        if not token or ":" not in token:
+            return False
+        stamp, _, _digest = token.partition(":")
+        if not re.fullmatch(r"[0-9A-F]{8}", stamp):
+            return False
+        expected = hmac.new(self._csrf_secret, f"{stamp}:{userid}".encode(), hashlib.sha256)
+        wanted = f"{stamp}:{base64.b64encode(expected.digest()).decode().rstrip('=')}"
+        age = int(now if now is not None else time.time()) - int(stamp, 16)
+        return hmac.compare_digest(wanted, token) and TICKET_MIN_AGE <= age <= self.lifetime
+
+
+@dataclass(frozen=True)
+class TokenCredentials:
+    userid: str
+    tokenid: str
+    secret: str
+
+
+def parse_token_header(header: str) -> TokenCredentials | None:
+    match = _TOKEN.match(header.strip())
+    if not match:
+        return None
+    return TokenCredentials(match["userid"], match["tokenid"], match["secret"])
+
+
+# -- scrypt password hashes -----------------------------------------------------
+
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+
+
+def hash_secret(secret: str) -> str:
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(
+        secret.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32
+    )
+    b64 = base64.b64encode
+    return f"$scrypt$n={SCRYPT_N},r={SCRYPT_R},p={SCRYPT_P}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def verify_secret(secret: str, encoded: str | None) -> bool:
+    if not encoded or not encoded.startswith("$scrypt$"):
+        return False
+    try:
+        _, _, params, salt_b64, digest_b64 = encoded.split("$")
+        opts = dict(item.split("=") for item in params.split(","))
+        salt, expected = base64.b64decode(salt_b64), base64.b64decode(digest_b64)
+        actual = hashlib.scrypt(
+            secret.encode(),
+            salt=salt,
+            n=int(opts["n"]),
+            r=int(opts["r"]),
+            p=int(opts["p"]),
+            dklen=len(expected),
+        )
+    except (ValueError, KeyError):
+        return False
+    return hmac.compare_digest(actual, expected)
+
+
+class TokenVerificationCache:
+    """Remembers successful token-secret verifications so scrypt runs once.
+
+    Keyed by SHA-256 of the *full* credential (id and secret), so a different
+    secret for the same token is a cache miss and is verified afresh.  An entry
+    is valid only for the token generation it was verified against and for a
+    bounded time; changing or deleting a token bumps its generation.
+    """
+
+    def __init__(self, ttl: float = 300.0, max_entries: int = 4096) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._entries: dict[bytes, tuple[str, str, int, float]] = {}
+
+    @staticmethod
+    def _key(creds: TokenCredentials) -> bytes:
+        material = f"{creds.userid}!{creds.tokenid}={creds.secret}".encode()
+        return hashlib.sha256(material).digest()
+
+    def lookup(self, creds: TokenCredentials, generation: int) -> bool:
+        entry = self._entries.get(self._key(creds))
+        if entry is None:
+            return False
+        userid, tokenid, gen, expires = entry
+        if (userid, tokenid, gen) != (creds.userid, creds.tokenid, generation) or (
+            time.monotonic() > expires
+        ):
+            self._entries.pop(self._key(creds), None)
+            return False
+        return True
+
+    def remember(self, creds: TokenCredentials, generation: int) -> None:
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[self._key(creds)] = (
+            creds.userid,
+            creds.tokenid,
+            generation,
+            time.monotonic() + self.ttl,
+        )
+
+    def clear(self) -> None:
+        self._entries.clear()

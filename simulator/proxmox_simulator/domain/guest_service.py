@@ -1,0 +1,519 @@
+"""QEMU and LXC guest operations (application service).
+
+Synchronous checks happen before a task is created so callers get PVE's
+immediate errors; the state change itself happens in the task's finishing
+transaction (see tasks/executors.py), like a PVE worker.
+"""
+
+from __future__ import annotations
+
+from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain.access import AccessState, Principal
+from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError
+from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import inventory
+from proxmox_simulator.tasks.service import enqueue
+
+GIB = 1024**3
+MIB = 1024**2
+
+# Request parameters that steer an operation but are not stored in the config.
+_NOT_CONFIG = {
+    "node",
+    "vmid",
+    "start",
+    "pool",
+    "storage",
+    "password",
+    "ssh-public-keys",
+    "unique",
+    "archive",
+    "force",
+    "restore",
+    "live-restore",
+    "ostemplate",
+    "ignore-unpack-errors",
+    "digest",
+    "delete",
+    "revert",
+    "skiplock",
+    "background_delay",
+    "bwlimit",
+    "unprivileged-dummy",
+}
+
+
+def conf_path(kind: str, node: str, vmid: int) -> str:
+    folder = "qemu-server" if kind == rules.QEMU else "lxc"
+    return f"nodes/{node}/{folder}/{vmid}.conf"
+
+
+def lock_name(kind: str, vmid: int) -> str:
+    return f"qemu-server/lock-{vmid}" if kind == rules.QEMU else f"lxc/pve-config-{vmid}"
+
+
+async def require_node(conn, node: str):
+    row = await inventory.node(conn, node)
+    if row is None:
+        raise PveError(
+            f"hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
+        )
+    return row
+
+
+async def load_guest(conn, kind: str, node: str, vmid: int, *, for_update: bool = False):
+    """The guest as seen from ``node``; PVE reports a missing config file otherwise."""
+    row = await guest_repo.get(conn, vmid, for_update=for_update)
+    if row is None or row["type"] != kind or row["node"] != node:
+        raise PveError(f"Configuration file '{conf_path(kind, node, vmid)}' does not exist")
+    return row
+
+
+def _sizing(kind: str, config: dict, defaults: dict) -> tuple[int, int, int]:
+    memory = int(config.get("memory", defaults.get("memory", 512)))
+    cores = int(config.get("cores", defaults.get("cores", 1)))
+    sockets = int(config.get("sockets", 1)) if kind == rules.QEMU else 1
+    disk = 0
+    for key, value in config.items():
+        if rules.is_disk_key(kind, key):
+            props = rules.parse_property_string(value, "file")
+            size = props.get("size", "")
+            if size.endswith("G"):
+                disk += int(float(size[:-1]) * GIB)
+            elif size.endswith("M"):
+                disk += int(float(size[:-1]) * MIB)
+    return memory * MIB, disk, cores * sockets
+
+
+def visible_vmids(state: AccessState, principal: Principal, vmids: list[int]) -> list[int] | None:
+    """VMIDs the caller may audit; None means "all" (the root fast path)."""
+    if principal.is_root:
+        return None
+    return [v for v in vmids if state.has(principal, f"/vms/{v}", ["VM.Audit"])]
+
+
+async def list_json(rt, state: AccessState, principal: Principal, kind: str, node: str) -> str:
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+        vmids = None
+        if not principal.is_root:
+            rows = await guest_repo.list_all(conn, node)
+            vmids = visible_vmids(state, principal, [r["vmid"] for r in rows if r["type"] == kind])
+        return await guest_repo.list_json(conn, node, kind, int(rt.clock.now()), vmids)
+
+
+async def _check_disks(conn, kind: str, config: dict) -> None:
+    for request in rules.new_disk_requests(kind, config):
+        storage = await inventory.storage(conn, request.storage)
+        if storage is None:
+            raise ParameterError({request.key: f"storage '{request.storage}' does not exist"})
+        wanted = "images" if kind == rules.QEMU else "rootdir"
+        if wanted not in storage["content"].split(","):
+            raise ParameterError(
+                {request.key: f"storage '{request.storage}' does not support {wanted} content"}
+            )
+
+
+def check_create_permissions(
+    state: AccessState, principal: Principal, kind: str, params: dict, config: dict
+) -> None:
+    """The checks PVE's create handlers do in code (the schema only says "user: all").
+
+    VM.Allocate on /vms/{vmid} or on the target pool, and Datastore.AllocateSpace
+    on every storage that gets a new volume.
+    """
+    vmid = params["vmid"]
+    pool = params.get("pool")
+    allowed = state.has(principal, f"/vms/{vmid}", ["VM.Allocate"]) or (
+        bool(pool) and state.has(principal, f"/pool/{pool}", ["VM.Allocate"])
+    )
+    if not allowed:
+        raise PermissionDenied(f"Permission check failed (/vms/{vmid}, VM.Allocate)")
+    for request in rules.new_disk_requests(kind, config):
+        state.require(principal, f"/storage/{request.storage}", ["Datastore.AllocateSpace"])
+
+
+async def create(
+    rt, state: AccessState, principal: Principal, kind: str, node: str, params: dict, defaults: dict
+) -> str:
+    vmid = int(params["vmid"])
+    config = {k: v for k, v in params.items() if k not in _NOT_CONFIG}
+    check_create_permissions(state, principal, kind, params, config)
+    if kind == rules.LXC:
+        if not params.get("ostemplate"):
+            raise ParameterError({"ostemplate": "property is missing and it is not optional"})
+        config.setdefault("ostype", "debian")
+        config.setdefault("arch", "amd64")
+    config = rules.ensure_macs(kind, vmid, config)
+    name = str(config.get("name") or config.get("hostname") or "")
+    if kind == rules.LXC and not name:
+        name = f"CT{vmid}"
+        config["hostname"] = name
+    pool = params.get("pool")
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await require_node(conn, node)
+        await _check_disks(conn, kind, config)
+        if pool and await inventory.pool(conn, pool) is None:
+            raise PveError(f"pool '{pool}' does not exist")
+        maxmem, _disk, cpus = _sizing(kind, config, defaults)
+        config["lock"] = "create"
+        await guest_repo.insert(
+            conn,
+            vmid=vmid,
+            kind=kind,
+            node=node,
+            name=name,
+            template=False,
+            pool=pool,
+            config=config,
+            interfaces=rules.guest_interfaces(kind, config),
+            maxmem=maxmem,
+            maxdisk=0,
+            cpus=cpus,
+        )
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="qmcreate" if kind == rules.QEMU else "vzcreate",
+            task_id=str(vmid),
+            principal=principal,
+            payload={"vmid": vmid, "kind": kind, "start": bool(params.get("start"))},
+            lock=lock_name(kind, vmid),
+        )
+
+
+def render_config(row, *, with_digest: bool = True) -> dict:
+    config = dict(row["config"])
+    if with_digest:
+        config["digest"] = rules.config_digest(row["config"])
+    return config
+
+
+async def get_config(rt, kind: str, node: str, vmid: int) -> dict:
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, kind, node, vmid)
+    return render_config(row)
+
+
+async def update_config(
+    rt,
+    principal: Principal,
+    kind: str,
+    node: str,
+    vmid: int,
+    params: dict,
+    defaults: dict,
+    *,
+    as_task: bool,
+) -> str | None:
+    changes = {k: v for k, v in params.items() if k not in _NOT_CONFIG}
+    deletions = [
+        d.strip() for d in str(params.get("delete") or "").replace(";", ",").split(",") if d.strip()
+    ]
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await load_guest(conn, kind, node, vmid)
+        current = dict(row["config"])
+        if current.get("lock") and not params.get("skiplock"):
+            raise PveError(f"{rules.noun(kind)} is locked ({current['lock']})")
+        digest = params.get("digest")
+        if digest and digest != rules.config_digest(current):
+            raise PveError(
+                "detected modified configuration - file changed by other user? Try again."
+            )
+        for key in deletions:
+            current.pop(key, None)
+        await _check_disks(conn, kind, changes)
+        current.update(changes)
+        current = rules.ensure_macs(kind, vmid, current)
+        for request in rules.new_disk_requests(kind, changes):
+            current[request.key] = await allocate_disk(conn, rt.clock, kind, node, vmid, request)
+        maxmem, maxdisk, cpus = _sizing(kind, current, defaults)
+        name = str(current.get("name") or current.get("hostname") or "")
+        await guest_repo.update_config(
+            conn,
+            vmid=vmid,
+            expected_version=row["version"],
+            config=current,
+            name=name,
+            maxmem=maxmem,
+            maxdisk=maxdisk,
+            cpus=cpus,
+            interfaces=rules.guest_interfaces(kind, current),
+            pool=row["pool"],
+        )
+        if not as_task:
+            return None
+        # PVE's async config update runs in a worker; the change above commits with it.
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="qmconfig",
+            task_id=str(vmid),
+            principal=principal,
+            payload={"vmid": vmid, "kind": kind, "changed": sorted(changes), "deleted": deletions},
+            lock=lock_name(kind, vmid),
+        )
+
+
+async def allocate_disk(
+    conn, clock, kind: str, node: str, vmid: int, request: rules.DiskRequest
+) -> str:
+    """Create the volume for a ``STORAGE:SIZE`` request and return the config value."""
+    storage = await inventory.storage(conn, request.storage)
+    index = await inventory.next_disk_index(conn, vmid)
+    volname = f"vm-{vmid}-disk-{index}"
+    volid = f"{request.storage}:{volname}"
+    if storage["type"] == "dir":
+        volid = (
+            f"{request.storage}:{vmid}/{volname}.qcow2"
+            if kind == rules.QEMU
+            else f"{request.storage}:{vmid}/{volname}.raw"
+        )
+    size = int(request.size_gib * GIB)
+    await inventory.insert_volume(
+        conn,
+        volid=volid,
+        storage_name=request.storage,
+        node_name=None if storage["shared"] else node,
+        vmid=vmid,
+        content="images" if kind == rules.QEMU else "rootdir",
+        fmt="qcow2" if volid.endswith(".qcow2") else "raw",
+        size=size,
+        ctime=int(clock.now()),
+    )
+    size_text = (
+        f"{int(request.size_gib)}G" if request.size_gib.is_integer() else f"{int(size / MIB)}M"
+    )
+    options = {k: v for k, v in request.options.items() if k != "size"}
+    return rules.format_property_string({"file": volid, **options, "size": size_text}, "file")
+
+
+async def power(
+    rt, principal: Principal, kind: str, node: str, vmid: int, action: str, params: dict
+) -> str:
+    transition = rules.TRANSITIONS[action]
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await load_guest(conn, kind, node, vmid)
+        lock = row["config"].get("lock")
+        if lock and not params.get("skiplock"):
+            raise PveError(f"{rules.noun(kind)} is locked ({lock})")
+        rules.check_transition(kind, vmid, row["status"], action)
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type=transition.task_type(kind),
+            task_id=str(vmid),
+            principal=principal,
+            payload={"vmid": vmid, "kind": kind, "action": action},
+            lock=lock_name(kind, vmid),
+        )
+
+
+async def destroy(rt, principal: Principal, kind: str, node: str, vmid: int, params: dict) -> str:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await load_guest(conn, kind, node, vmid)
+        rules.require_stopped_for_destroy(kind, vmid, row["status"])
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="qmdestroy" if kind == rules.QEMU else "vzdestroy",
+            task_id=str(vmid),
+            principal=principal,
+            payload={"vmid": vmid, "kind": kind, "purge": bool(params.get("purge"))},
+            lock=lock_name(kind, vmid),
+        )
+
+
+def uptime(row, now: float) -> int:
+    if row["status"] == rules.STOPPED or row["started_at"] is None:
+        return 0
+    return max(0, int(now) - int(row["started_at"]))
+
+
+async def current_status(rt, kind: str, node: str, vmid: int) -> dict:
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, kind, node, vmid)
+    running = row["status"] != rules.STOPPED
+    config = row["config"]
+    status = {
+        "vmid": vmid,
+        "name": row["name"] or None,
+        "status": "running" if running else "stopped",
+        "cpus": row["cpus"],
+        "maxmem": row["maxmem"],
+        "mem": row["maxmem"] * 2 // 5 if running else 0,
+        "maxdisk": row["maxdisk"],
+        "disk": 0,
+        "uptime": uptime(row, rt.clock.now()),
+        "cpu": 0.0125 if row["status"] == rules.RUNNING else 0,
+        "netin": 0,
+        "netout": 0,
+        "diskread": 0,
+        "diskwrite": 0,
+        "ha": {"managed": 0},
+    }
+    if kind == rules.QEMU:
+        status["qmpstatus"] = row["status"]
+        agent = rules.parse_property_string(config.get("agent", "0"), "enabled")
+        if agent.get("enabled") in ("1", "yes", "on", "true"):
+            status["agent"] = 1
+        if running:
+            status["pid"] = 10000 + vmid
+            status["running-qemu"] = "9.2.0"
+            status["running-machine"] = "pc-i440fx-9.2+pve1"
+    else:
+        status["type"] = "lxc"
+        status["maxswap"] = 512 * MIB
+        status["swap"] = 0
+        if running:
+            status["pid"] = 10000 + vmid
+    if row["template"]:
+        status["template"] = 1
+    if config.get("lock"):
+        status["lock"] = config["lock"]
+    if config.get("tags"):
+        status["tags"] = config["tags"]
+    return {k: v for k, v in status.items() if v is not None}
+
+
+async def agent_network_interfaces(rt, node: str, vmid: int) -> dict:
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, rules.QEMU, node, vmid)
+    agent = rules.parse_property_string(row["config"].get("agent", "0"), "enabled")
+    if agent.get("enabled") not in ("1", "yes", "on", "true"):
+        raise PveError("No QEMU guest agent configured")
+    if row["status"] != rules.RUNNING:
+        raise PveError(f"VM {vmid} is not running")
+    loopback = {
+        "name": "lo",
+        "hardware-address": "00:00:00:00:00:00",
+        "ip-addresses": [
+            {"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
+            {"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128},
+        ],
+        "statistics": _zero_stats(),
+    }
+    result = [loopback]
+    for nic in row["interfaces"]:
+        result.append({**nic, "statistics": _zero_stats()})
+    return {"result": result}
+
+
+def _zero_stats() -> dict:
+    keys = (
+        "rx-bytes",
+        "rx-dropped",
+        "rx-errs",
+        "rx-packets",
+        "tx-bytes",
+        "tx-dropped",
+        "tx-errs",
+        "tx-packets",
+    )
+    return dict.fromkeys(keys, 0)
+
+
+async def lxc_interfaces(rt, node: str, vmid: int) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, rules.LXC, node, vmid)
+    if row["status"] != rules.RUNNING:
+        raise PveError(f"CT {vmid} not running")
+    result = [
+        {"name": "lo", "hwaddr": "00:00:00:00:00:00", "inet": "127.0.0.1/8", "inet6": "::1/128"}
+    ]
+    for nic in row["interfaces"]:
+        entry = {"name": nic["name"], "hwaddr": nic["hardware-address"]}
+        for address in nic["ip-addresses"]:
+            family = "inet" if address["ip-address-type"] == "ipv4" else "inet6"
+            entry[family] = f"{address['ip-address']}/{address['prefix']}"
+        result.append(entry)
+    return result
+
+
+# -- snapshots -----------------------------------------------------------------
+
+
+async def list_snapshots(rt, kind: str, node: str, vmid: int) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, kind, node, vmid)
+        snaps = await guest_repo.snapshots(conn, vmid)
+    out = []
+    for snap in snaps:
+        entry = {
+            "name": snap["name"],
+            "description": snap["description"],
+            "snaptime": snap["snaptime"],
+        }
+        if snap["parent"]:
+            entry["parent"] = snap["parent"]
+        if kind == rules.QEMU:
+            entry["vmstate"] = 1 if snap["vmstate"] else 0
+        out.append(entry)
+    current = {
+        "name": "current",
+        "description": "You are here!",
+        "digest": rules.config_digest(row["config"]),
+    }
+    if row["config"].get("parent"):
+        current["parent"] = row["config"]["parent"]
+    if kind == rules.QEMU:
+        current["running"] = 1 if row["status"] != rules.STOPPED else 0
+    out.append(current)
+    return out
+
+
+async def snapshot_task(
+    rt, principal: Principal, kind: str, node: str, vmid: int, op: str, params: dict
+) -> str:
+    """op: snapshot | delsnapshot | rollback."""
+    name = params["snapname"]
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await load_guest(conn, kind, node, vmid)
+        existing = await guest_repo.snapshot(conn, vmid, name)
+        if op == "snapshot":
+            if name == "current":
+                raise ParameterError(
+                    {"snapname": "invalid format - snapshot name 'current' is reserved"}
+                )
+            if existing is not None:
+                raise PveError(f"snapshot name '{name}' already used")
+        elif existing is None:
+            raise PveError(f"snapshot '{name}' does not exist")
+        prefix = "qm" if kind == rules.QEMU else "vz"
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type=f"{prefix}{op}",
+            task_id=str(vmid),
+            principal=principal,
+            payload={
+                "vmid": vmid,
+                "kind": kind,
+                "snapname": name,
+                "description": params.get("description", ""),
+                "vmstate": bool(params.get("vmstate")) and row["status"] != rules.STOPPED,
+            },
+            lock=lock_name(kind, vmid),
+        )
+
+
+async def snapshot_config(rt, kind: str, node: str, vmid: int, name: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        await load_guest(conn, kind, node, vmid)
+        snap = await guest_repo.snapshot(conn, vmid, name)
+    if snap is None:
+        raise PveError(f"snapshot '{name}' does not exist")
+    return {**snap["config"], "snaptime": snap["snaptime"], "description": snap["description"]}
+
+
+async def update_snapshot(rt, kind: str, node: str, vmid: int, name: str, description: str) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await load_guest(conn, kind, node, vmid)
+        if await guest_repo.snapshot(conn, vmid, name) is None:
+            raise PveError(f"snapshot '{name}' does not exist")
+        await guest_repo.update_snapshot_description(conn, vmid, name, description)

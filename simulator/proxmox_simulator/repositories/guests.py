@@ -1,0 +1,190 @@
+"""Guest rows (QEMU and LXC share one table so VMIDs are unique cluster-wide)."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from proxmox_simulator.domain.errors import Conflict, PveError
+
+_COLUMNS = "vmid, type, node, name, status, template, pool, config, interfaces, started_at, maxmem, maxdisk, cpus, version"
+_GET = f"SELECT {_COLUMNS} FROM guests WHERE vmid = $1"
+_GET_FOR_UPDATE = f"SELECT {_COLUMNS} FROM guests WHERE vmid = $1 FOR UPDATE"
+_INSERT = """
+INSERT INTO guests (vmid, type, node, name, status, template, pool, config, interfaces,
+                    maxmem, maxdisk, cpus)
+VALUES ($1, $2, $3, $4, 'stopped', $5, $6, $7, $8, $9, $10, $11)
+"""
+# Compare-and-swap: a writer that read an older version updates nothing.
+_UPDATE_CONFIG = """
+UPDATE guests
+SET config = $3, name = $4, maxmem = $5, maxdisk = $6, cpus = $7, interfaces = $8,
+    pool = $9, version = version + 1
+WHERE vmid = $1 AND version = $2
+RETURNING version
+"""
+_SET_STATUS = """
+UPDATE guests SET status = $2, started_at = $3, version = version + 1
+WHERE vmid = $1 RETURNING version
+"""
+_SET_POOL = "UPDATE guests SET pool = $2, version = version + 1 WHERE vmid = $1"
+_DELETE = "DELETE FROM guests WHERE vmid = $1"
+_LIST = f"SELECT {_COLUMNS} FROM guests WHERE ($1::text IS NULL OR node = $1) ORDER BY vmid"
+_LIST_POOL = f"SELECT {_COLUMNS} FROM guests WHERE pool = $1 ORDER BY vmid"
+_EXISTS = "SELECT EXISTS (SELECT 1 FROM guests WHERE vmid = $1)"
+_NEXTID = """
+SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM guests WHERE vmid = 100) THEN 100 ELSE
+  (SELECT min(g.vmid) + 1 FROM guests g
+   WHERE NOT EXISTS (SELECT 1 FROM guests h WHERE h.vmid = g.vmid + 1)) END
+"""
+
+# The node's guest list is built by PostgreSQL as one JSON text: the hot path
+# of every inventory sync, so no per-row Python objects are created.
+_LIST_JSON = """
+SELECT coalesce(json_agg(json_strip_nulls(json_build_object(
+    'vmid', vmid,
+    'name', nullif(name, ''),
+    'status', CASE WHEN status = 'paused' THEN 'running' ELSE status END,
+    'qmpstatus', CASE WHEN type = 'qemu' THEN status END,
+    'cpus', cpus,
+    'maxmem', maxmem,
+    'mem', CASE WHEN status = 'stopped' THEN 0 ELSE maxmem * 2 / 5 END,
+    'maxdisk', maxdisk,
+    'disk', CASE WHEN type = 'lxc' AND status <> 'stopped' THEN maxdisk / 4 ELSE 0 END,
+    'maxswap', CASE WHEN type = 'lxc' THEN 536870912 END,
+    'swap', CASE WHEN type = 'lxc' THEN 0 END,
+    'uptime', CASE WHEN status = 'stopped' OR started_at IS NULL THEN 0
+                   ELSE greatest($3::bigint - started_at, 0) END,
+    'cpu', CASE WHEN status = 'running' THEN 0.0125 ELSE 0 END,
+    'pid', CASE WHEN status <> 'stopped' THEN 10000 + vmid END,
+    'netin', 0, 'netout', 0, 'diskread', 0, 'diskwrite', 0,
+    'template', CASE WHEN template THEN 1 END,
+    'tags', config->>'tags',
+    'lock', config->>'lock',
+    'type', CASE WHEN type = 'lxc' THEN 'lxc' END
+)) ORDER BY vmid), '[]')::text
+FROM guests
+WHERE node = $1 AND type = $2 AND ($4::int[] IS NULL OR vmid = ANY($4))
+"""
+
+
+class VmidTaken(PveError):
+    pass
+
+
+async def get(conn: asyncpg.Connection, vmid: int, *, for_update: bool = False):
+    return await conn.fetchrow(_GET_FOR_UPDATE if for_update else _GET, vmid)
+
+
+async def exists(conn: asyncpg.Connection, vmid: int) -> bool:
+    return await conn.fetchval(_EXISTS, vmid)
+
+
+async def insert(
+    conn, *, vmid, kind, node, name, template, pool, config, interfaces, maxmem, maxdisk, cpus
+):
+    try:
+        await conn.execute(
+            _INSERT,
+            vmid,
+            kind,
+            node,
+            name,
+            template,
+            pool,
+            config,
+            interfaces,
+            maxmem,
+            maxdisk,
+            cpus,
+        )
+    except asyncpg.UniqueViolationError as exc:
+        raise VmidTaken(f"unable to create VM {vmid} - VM {vmid} already exists") from exc
+
+
+async def update_config(
+    conn, *, vmid, expected_version, config, name, maxmem, maxdisk, cpus, interfaces, pool
+) -> int:
+    version = await conn.fetchval(
+        _UPDATE_CONFIG,
+        vmid,
+        expected_version,
+        config,
+        name,
+        maxmem,
+        maxdisk,
+        cpus,
+        interfaces,
+        pool,
+    )
+    if version is None:
+        raise Conflict("detected modified configuration - file changed by other user? Try again.")
+    return version
+
+
+async def set_status(conn, vmid: int, status: str, started_at: int | None) -> None:
+    await conn.execute(_SET_STATUS, vmid, status, started_at)
+
+
+async def set_pool(conn, vmid: int, pool: str | None) -> None:
+    await conn.execute(_SET_POOL, vmid, pool)
+
+
+async def delete(conn, vmid: int) -> None:
+    await conn.execute(_DELETE, vmid)
+
+
+async def list_all(conn, node: str | None = None):
+    return await conn.fetch(_LIST, node)
+
+
+async def list_pool(conn, pool: str):
+    return await conn.fetch(_LIST_POOL, pool)
+
+
+async def list_json(conn, node: str, kind: str, now: int, vmids: list[int] | None) -> str:
+    return await conn.fetchval(_LIST_JSON, node, kind, now, vmids)
+
+
+async def next_free_vmid(conn) -> int:
+    return await conn.fetchval(_NEXTID)
+
+
+# -- snapshots ---------------------------------------------------------------
+
+_SNAPSHOTS = "SELECT * FROM guest_snapshots WHERE vmid = $1 ORDER BY snaptime, name"
+_SNAPSHOT = "SELECT * FROM guest_snapshots WHERE vmid = $1 AND name = $2"
+_INSERT_SNAPSHOT = """
+INSERT INTO guest_snapshots (vmid, name, parent, description, snaptime, vmstate, config)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+"""
+_DELETE_SNAPSHOT = "DELETE FROM guest_snapshots WHERE vmid = $1 AND name = $2"
+_REPARENT = "UPDATE guest_snapshots SET parent = $3 WHERE vmid = $1 AND parent = $2"
+_UPDATE_SNAPSHOT_DESCRIPTION = (
+    "UPDATE guest_snapshots SET description = $3 WHERE vmid = $1 AND name = $2"
+)
+
+
+async def snapshots(conn, vmid: int):
+    return await conn.fetch(_SNAPSHOTS, vmid)
+
+
+async def snapshot(conn, vmid: int, name: str):
+    return await conn.fetchrow(_SNAPSHOT, vmid, name)
+
+
+async def insert_snapshot(conn, *, vmid, name, parent, description, snaptime, vmstate, config):
+    try:
+        await conn.execute(
+            _INSERT_SNAPSHOT, vmid, name, parent, description, snaptime, vmstate, config
+        )
+    except asyncpg.UniqueViolationError as exc:
+        raise PveError(f"snapshot name '{name}' already used") from exc
+
+
+async def delete_snapshot(conn, vmid: int, name: str, parent: str | None) -> None:
+    await conn.execute(_REPARENT, vmid, name, parent)
+    await conn.execute(_DELETE_SNAPSHOT, vmid, name)
+
+
+async def update_snapshot_description(conn, vmid: int, name: str, description: str) -> None:
+    await conn.execute(_UPDATE_SNAPSHOT_DESCRIPTION, vmid, name, description)

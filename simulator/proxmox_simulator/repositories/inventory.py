@@ -1,0 +1,156 @@
+"""Cluster, nodes, storages, volumes and pools."""
+
+from __future__ import annotations
+
+import asyncpg
+
+# -- cluster ---------------------------------------------------------------
+
+_CLUSTER = "SELECT name, config_version, version FROM cluster WHERE id = 1"
+_RENAME_CLUSTER = """
+UPDATE cluster SET name = $1, config_version = config_version + 1, version = version + 1
+WHERE id = 1 RETURNING name, config_version, version
+"""
+
+
+async def cluster(conn: asyncpg.Connection) -> asyncpg.Record | None:
+    return await conn.fetchrow(_CLUSTER)
+
+
+async def set_cluster_name(conn: asyncpg.Connection, name: str | None) -> asyncpg.Record:
+    return await conn.fetchrow(_RENAME_CLUSTER, name)
+
+
+# -- nodes -------------------------------------------------------------------
+
+_NODES = "SELECT * FROM nodes ORDER BY node"
+_NODE = "SELECT * FROM nodes WHERE node = $1"
+_NODE_USAGE = """
+SELECT n.node,
+       count(g.vmid) FILTER (WHERE g.status <> 'stopped') AS running,
+       coalesce(sum(g.maxmem) FILTER (WHERE g.status <> 'stopped'), 0) AS guest_mem
+FROM nodes n LEFT JOIN guests g ON g.node = n.node
+GROUP BY n.node
+"""
+
+
+async def nodes(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    return await conn.fetch(_NODES)
+
+
+async def node(conn: asyncpg.Connection, name: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(_NODE, name)
+
+
+async def node_usage(conn: asyncpg.Connection) -> dict[str, asyncpg.Record]:
+    return {r["node"]: r for r in await conn.fetch(_NODE_USAGE)}
+
+
+# -- storages and volumes ---------------------------------------------------
+
+_STORAGES = "SELECT * FROM storages ORDER BY storage"
+_STORAGE = "SELECT * FROM storages WHERE storage = $1"
+_STORAGE_USED = """
+SELECT storage, coalesce(node, '') AS node, sum(size) AS used FROM volumes GROUP BY 1, 2
+"""
+_VOLUMES = """
+SELECT * FROM volumes
+WHERE storage = $1 AND (node IS NULL OR node = $2)
+  AND ($3::text IS NULL OR content = $3) AND ($4::int IS NULL OR vmid = $4)
+ORDER BY volid
+"""
+_VOLUME = "SELECT * FROM volumes WHERE volid = $1"
+_INSERT_VOLUME = """
+INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+"""
+_DELETE_GUEST_VOLUMES = "DELETE FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')"
+_NEXT_DISK_INDEX = """
+SELECT count(*) FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')
+"""
+
+
+async def storages(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    return await conn.fetch(_STORAGES)
+
+
+async def storage(conn: asyncpg.Connection, name: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(_STORAGE, name)
+
+
+async def storage_used(conn: asyncpg.Connection) -> dict[tuple[str, str], int]:
+    return {(r["storage"], r["node"]): int(r["used"]) for r in await conn.fetch(_STORAGE_USED)}
+
+
+async def volumes(conn, storage_name: str, node_name: str, content: str | None, vmid: int | None):
+    return await conn.fetch(_VOLUMES, storage_name, node_name, content, vmid)
+
+
+async def volume(conn: asyncpg.Connection, volid: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(_VOLUME, volid)
+
+
+async def insert_volume(conn, *, volid, storage_name, node_name, vmid, content, fmt, size, ctime):
+    await conn.execute(
+        _INSERT_VOLUME, volid, storage_name, node_name, vmid, content, fmt, size, ctime
+    )
+
+
+async def delete_guest_volumes(conn: asyncpg.Connection, vmid: int) -> None:
+    await conn.execute(_DELETE_GUEST_VOLUMES, vmid)
+
+
+async def next_disk_index(conn: asyncpg.Connection, vmid: int) -> int:
+    return await conn.fetchval(_NEXT_DISK_INDEX, vmid)
+
+
+# -- pools -------------------------------------------------------------------
+
+_POOLS = "SELECT poolid, comment FROM pools ORDER BY poolid"
+_POOL = "SELECT poolid, comment FROM pools WHERE poolid = $1"
+_POOL_STORAGES = "SELECT storage FROM pool_storages WHERE poolid = $1 ORDER BY storage"
+_INSERT_POOL = "INSERT INTO pools (poolid, comment) VALUES ($1, $2)"
+_UPDATE_POOL_COMMENT = "UPDATE pools SET comment = $2 WHERE poolid = $1"
+_DELETE_POOL = "DELETE FROM pools WHERE poolid = $1"
+_ADD_POOL_STORAGE = "INSERT INTO pool_storages VALUES ($1, $2) ON CONFLICT DO NOTHING"
+_REMOVE_POOL_STORAGE = "DELETE FROM pool_storages WHERE poolid = $1 AND storage = $2"
+_POOL_HAS_MEMBERS = """
+SELECT EXISTS (SELECT 1 FROM guests WHERE pool = $1)
+    OR EXISTS (SELECT 1 FROM pool_storages WHERE poolid = $1)
+"""
+
+
+async def pools(conn):
+    return await conn.fetch(_POOLS)
+
+
+async def pool(conn, poolid: str):
+    return await conn.fetchrow(_POOL, poolid)
+
+
+async def pool_storages(conn, poolid: str) -> list[str]:
+    return [r["storage"] for r in await conn.fetch(_POOL_STORAGES, poolid)]
+
+
+async def insert_pool(conn, poolid: str, comment: str) -> None:
+    await conn.execute(_INSERT_POOL, poolid, comment)
+
+
+async def update_pool_comment(conn, poolid: str, comment: str) -> None:
+    await conn.execute(_UPDATE_POOL_COMMENT, poolid, comment)
+
+
+async def delete_pool(conn, poolid: str) -> None:
+    await conn.execute(_DELETE_POOL, poolid)
+
+
+async def pool_has_members(conn, poolid: str) -> bool:
+    return await conn.fetchval(_POOL_HAS_MEMBERS, poolid)
+
+
+async def add_pool_storage(conn, poolid: str, storage_name: str) -> None:
+    await conn.execute(_ADD_POOL_STORAGE, poolid, storage_name)
+
+
+async def remove_pool_storage(conn, poolid: str, storage_name: str) -> None:
+    await conn.execute(_REMOVE_POOL_STORAGE, poolid, storage_name)

@@ -1,0 +1,171 @@
+"""Durable task queue: rows, events, logs, leases and resource locks.
+
+A task is acknowledged (its UPID returned) only after ``create`` commits the
+task row, its ``created`` event, its idempotency key and its resource lock in
+the caller's transaction.  Workers claim with ``FOR UPDATE SKIP LOCKED`` and a
+lease measured in PostgreSQL wall time; ``finish`` only succeeds for the
+current lease holder, so a worker that lost its lease cannot complete twice.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from proxmox_simulator.domain.errors import Conflict
+
+TASK_CHANNEL = "pvesim_tasks"
+
+_BY_IDEMPOTENCY_KEY = "SELECT upid FROM tasks WHERE idempotency_key = $1"
+_NEXT_PID = "SELECT nextval('task_pid_seq')"
+_INSERT = """
+INSERT INTO tasks (upid, node, pid, pstart, starttime, type, id, userid, tokenid, state,
+                   payload, idempotency_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11)
+"""
+_EVENT = "INSERT INTO task_events (upid, kind, worker, detail) VALUES ($1, $2, $3, $4)"
+_LOCK = "INSERT INTO resource_locks (resource, upid) VALUES ($1, $2)"
+_LOCK_HOLDER = "SELECT upid FROM resource_locks WHERE resource = $1"
+_CLAIM = """
+UPDATE tasks SET state = 'running', lease_owner = $1,
+                 lease_expires_at = clock_timestamp() + make_interval(secs => $2),
+                 attempts = attempts + 1
+WHERE upid = (
+    SELECT upid FROM tasks
+    WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < clock_timestamp())
+    ORDER BY created_at
+    FOR UPDATE SKIP LOCKED
+    LIMIT 1
+)
+RETURNING *
+"""
+_RENEW = """
+UPDATE tasks SET lease_expires_at = clock_timestamp() + make_interval(secs => $3)
+WHERE upid = $1 AND lease_owner = $2 AND state = 'running'
+RETURNING upid
+"""
+_APPEND_LOG = """
+INSERT INTO task_log (upid, n, t)
+SELECT $1, coalesce((SELECT max(n) FROM task_log WHERE upid = $1), 0) + s.ord, s.line
+FROM unnest($2::text[]) WITH ORDINALITY AS s(line, ord)
+"""
+_FINISH = """
+UPDATE tasks SET state = 'stopped', exitstatus = $3, endtime = $4, warnings = $5,
+                 lease_owner = NULL, lease_expires_at = NULL
+WHERE upid = $1 AND lease_owner = $2 AND state = 'running'
+RETURNING upid
+"""
+_RELEASE_LOCKS = "DELETE FROM resource_locks WHERE upid = $1"
+_GET = "SELECT * FROM tasks WHERE upid = $1"
+_LOG = "SELECT n, t FROM task_log WHERE upid = $1 AND n > $2 ORDER BY n LIMIT $3"
+_LOG_TOTAL = "SELECT count(*) FROM task_log WHERE upid = $1"
+_LIST = """
+SELECT * FROM tasks
+WHERE ($1::text IS NULL OR node = $1)
+  AND ($2::text IS NULL OR type = $2)
+  AND ($3::text IS NULL OR userid = $3 OR userid || '!' || tokenid = $3)
+  AND ($4::text IS NULL OR id = $4)
+  AND ($5::text IS NULL OR ($5 = 'active' AND state <> 'stopped')
+                        OR ($5 = 'archive' AND state = 'stopped') OR $5 = 'all')
+  AND (NOT $6::boolean OR (state = 'stopped' AND exitstatus <> 'OK'))
+ORDER BY starttime DESC, pid DESC
+OFFSET $7 LIMIT $8
+"""
+_EVENTS = "SELECT kind, worker, detail FROM task_events WHERE upid = $1 ORDER BY id"
+
+
+async def existing_for_key(conn: asyncpg.Connection, key: str) -> str | None:
+    return await conn.fetchval(_BY_IDEMPOTENCY_KEY, key)
+
+
+async def next_pid(conn: asyncpg.Connection) -> int:
+    return await conn.fetchval(_NEXT_PID)
+
+
+async def insert(
+    conn,
+    *,
+    upid,
+    node,
+    pid,
+    pstart,
+    starttime,
+    type,
+    id,
+    userid,
+    tokenid,
+    payload,
+    idempotency_key,
+    lock,
+):
+    """Insert row, event and lock; must run inside the caller's transaction."""
+    await conn.execute(
+        _INSERT,
+        upid,
+        node,
+        pid,
+        pstart,
+        starttime,
+        type,
+        id,
+        userid,
+        tokenid,
+        payload,
+        idempotency_key,
+    )
+    await conn.execute(_EVENT, upid, "created", None, {"type": type, "id": id})
+    if lock:
+        try:
+            async with conn.transaction():  # savepoint: report the holder, keep the txn
+                await conn.execute(_LOCK, lock, upid)
+        except asyncpg.UniqueViolationError:
+            holder = await conn.fetchval(_LOCK_HOLDER, lock)
+            raise Conflict(
+                f"can't lock file '/var/lock/{lock}.conf' - got timeout (held by {holder})"
+            ) from None
+    await conn.execute(f"NOTIFY {TASK_CHANNEL}")
+
+
+async def claim(conn, worker_id: str, lease_seconds: float):
+    async with conn.transaction():
+        row = await conn.fetchrow(_CLAIM, worker_id, lease_seconds)
+        if row is not None:
+            kind = "claimed" if row["attempts"] == 1 else "reclaimed"
+            await conn.execute(_EVENT, row["upid"], kind, worker_id, {"attempt": row["attempts"]})
+    return row
+
+
+async def renew(conn, upid: str, worker_id: str, lease_seconds: float) -> bool:
+    return await conn.fetchval(_RENEW, upid, worker_id, lease_seconds) is not None
+
+
+async def append_log(conn, upid: str, lines: list[str]) -> None:
+    await conn.execute(_APPEND_LOG, upid, lines)
+
+
+class LeaseLost(Exception):
+    """The worker no longer owns the task; its effects must be rolled back."""
+
+
+async def finish(conn, *, upid, worker_id, exitstatus, endtime, warnings) -> None:
+    """Mark stopped and release locks; call inside the effect's transaction."""
+    done = await conn.fetchval(_FINISH, upid, worker_id, exitstatus, endtime, warnings)
+    if done is None:
+        raise LeaseLost(upid)
+    await conn.execute(_RELEASE_LOCKS, upid)
+    await conn.execute(_EVENT, upid, "finished", worker_id, {"exitstatus": exitstatus})
+
+
+async def get(conn, upid: str):
+    return await conn.fetchrow(_GET, upid)
+
+
+async def log(conn, upid: str, start: int, limit: int):
+    return await conn.fetch(_LOG, upid, start, limit), await conn.fetchval(_LOG_TOTAL, upid)
+
+
+async def events(conn, upid: str):
+    return await conn.fetch(_EVENTS, upid)
+
+
+async def list_tasks(conn, *, node, typefilter, userfilter, vmid, source, errors, start, limit):
+    return await conn.fetch(_LIST, node, typefilter, userfilter, vmid, source, errors, start, limit)

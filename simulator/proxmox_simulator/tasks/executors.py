@@ -1,0 +1,237 @@
+"""What each task type does once a worker holds its lease.
+
+Each executor logs like the PVE worker would, spends simulated time, then
+commits its state change together with the task's completion.
+"""
+
+from __future__ import annotations
+
+from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import inventory
+from proxmox_simulator.tasks.worker import Executor, TaskContext
+
+
+async def _locked_guest(conn, ctx: TaskContext):
+    vmid = ctx.payload["vmid"]
+    row = await guest_repo.get(conn, vmid, for_update=True)
+    if row is None:
+        raise PveError(
+            f"Configuration file for {rules.noun(ctx.payload['kind'])} {vmid} does not exist"
+        )
+    return row
+
+
+async def create_guest(ctx: TaskContext) -> None:
+    from proxmox_simulator.domain.guest_service import allocate_disk
+
+    vmid, kind = ctx.payload["vmid"], ctx.payload["kind"]
+    await ctx.sleep(rules.DURATIONS["create"])
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        config = dict(row["config"])
+        for request in rules.new_disk_requests(kind, config):
+            value = await allocate_disk(conn, ctx.clock, kind, row["node"], vmid, request)
+            config[request.key] = value
+            lines.append(f"  allocated {value.split(',', 1)[0]} ({request.size_gib:g} GiB)")
+        config.pop("lock", None)
+        maxdisk = await _guest_disk_bytes(conn, vmid)
+        await guest_repo.update_config(
+            conn,
+            vmid=vmid,
+            expected_version=row["version"],
+            config=config,
+            name=row["name"],
+            maxmem=row["maxmem"],
+            maxdisk=maxdisk,
+            cpus=row["cpus"],
+            interfaces=rules.guest_interfaces(kind, config),
+            pool=row["pool"],
+        )
+        if ctx.payload.get("start"):
+            await guest_repo.set_status(conn, vmid, rules.RUNNING, int(ctx.clock.now()))
+            lines.append(f"{rules.noun(kind)} {vmid} started")
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def _guest_disk_bytes(conn, vmid: int) -> int:
+    return await conn.fetchval(
+        "SELECT coalesce(sum(size), 0) FROM volumes WHERE vmid = $1 AND content IN ('images','rootdir')",
+        vmid,
+    )
+
+
+async def power(ctx: TaskContext) -> None:
+    vmid, kind, action = ctx.payload["vmid"], ctx.payload["kind"], ctx.payload["action"]
+    await ctx.sleep(rules.DURATIONS[action])
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        changes = rules.check_transition(kind, vmid, row["status"], action)
+        target = rules.TRANSITIONS[action].target
+        if changes or action == "reboot":
+            started = row["started_at"]
+            if target == rules.RUNNING and row["status"] != rules.PAUSED:
+                started = int(ctx.clock.now())
+            if target == rules.STOPPED:
+                started = None
+            await guest_repo.set_status(conn, vmid, target, started)
+
+    await ctx.complete(effect)
+
+
+async def destroy(ctx: TaskContext) -> None:
+    vmid, kind = ctx.payload["vmid"], ctx.payload["kind"]
+    await ctx.sleep(rules.DURATIONS["destroy"])
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        rules.require_stopped_for_destroy(kind, vmid, row["status"])
+        for volume in await conn.fetch("SELECT volid FROM volumes WHERE vmid = $1", vmid):
+            await ctx_log_line(
+                conn, ctx, f'  Logical volume "{volume["volid"]}" successfully removed.'
+            )
+        await inventory.delete_guest_volumes(conn, vmid)
+        if ctx.payload.get("purge"):
+            await conn.execute("DELETE FROM acl WHERE path = $1", f"/vms/{vmid}")
+        await guest_repo.delete(conn, vmid)
+
+    await ctx.complete(effect)
+
+
+async def ctx_log_line(conn, ctx: TaskContext, line: str) -> None:
+    from proxmox_simulator.repositories import tasks as task_repo
+
+    await task_repo.append_log(conn, ctx.row["upid"], [line])
+
+
+async def config_update(ctx: TaskContext) -> None:
+    changed = ", ".join(ctx.payload.get("changed", [])) or "none"
+    await ctx.sleep(rules.DURATIONS["config"])
+    await ctx.complete(lines=[f"update VM {ctx.payload['vmid']}: {changed}"])
+
+
+async def snapshot(ctx: TaskContext) -> None:
+    vmid, name = ctx.payload["vmid"], ctx.payload["snapname"]
+    await ctx.sleep(rules.DURATIONS["snapshot"])
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        config = dict(row["config"])
+        parent = config.pop("parent", None)
+        await guest_repo.insert_snapshot(
+            conn,
+            vmid=vmid,
+            name=name,
+            parent=parent,
+            description=ctx.payload.get("description") or "",
+            snaptime=int(ctx.clock.now()),
+            vmstate=ctx.payload.get("vmstate", False),
+            config=config,
+        )
+        await _set_parent(conn, row, name)
+
+    await ctx.complete(effect, lines=[f"snapshotting '{name}'"])
+
+
+async def _set_parent(conn, row, parent: str | None) -> None:
+    config = dict(row["config"])
+    if parent:
+        config["parent"] = parent
+    else:
+        config.pop("parent", None)
+    await guest_repo.update_config(
+        conn,
+        vmid=row["vmid"],
+        expected_version=row["version"],
+        config=config,
+        name=row["name"],
+        maxmem=row["maxmem"],
+        maxdisk=row["maxdisk"],
+        cpus=row["cpus"],
+        interfaces=row["interfaces"],
+        pool=row["pool"],
+    )
+
+
+async def delete_snapshot(ctx: TaskContext) -> None:
+    vmid, name = ctx.payload["vmid"], ctx.payload["snapname"]
+    await ctx.sleep(rules.DURATIONS["delsnapshot"])
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        snap = await guest_repo.snapshot(conn, vmid, name)
+        if snap is None:
+            raise PveError(f"snapshot '{name}' does not exist")
+        await guest_repo.delete_snapshot(conn, vmid, name, snap["parent"])
+        if row["config"].get("parent") == name:
+            await _set_parent(conn, row, snap["parent"])
+
+    await ctx.complete(effect)
+
+
+async def rollback(ctx: TaskContext) -> None:
+    vmid, name, kind = ctx.payload["vmid"], ctx.payload["snapname"], ctx.payload["kind"]
+    await ctx.sleep(rules.DURATIONS["rollback"])
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        snap = await guest_repo.snapshot(conn, vmid, name)
+        if snap is None:
+            raise PveError(f"snapshot '{name}' does not exist")
+        config = {**snap["config"], "parent": name}
+        await guest_repo.update_config(
+            conn,
+            vmid=vmid,
+            expected_version=row["version"],
+            config=config,
+            name=str(config.get("name") or config.get("hostname") or row["name"]),
+            maxmem=row["maxmem"],
+            maxdisk=row["maxdisk"],
+            cpus=row["cpus"],
+            interfaces=rules.guest_interfaces(kind, config),
+            pool=row["pool"],
+        )
+        status = rules.RUNNING if snap["vmstate"] else rules.STOPPED
+        await guest_repo.set_status(
+            conn, vmid, status, int(ctx.clock.now()) if status == rules.RUNNING else None
+        )
+
+    await ctx.complete(effect)
+
+
+async def create_cluster(ctx: TaskContext) -> None:
+    await ctx.sleep(1.0)
+
+    async def effect(conn) -> None:
+        current = await inventory.cluster(conn)
+        if current is not None and current["name"]:
+            raise PveError("cluster config '/etc/pve/corosync.conf' already exists")
+        await inventory.set_cluster_name(conn, ctx.payload["clustername"])
+
+    await ctx.complete(
+        effect, lines=[f"Writing corosync config for '{ctx.payload['clustername']}'"]
+    )
+
+
+def executors() -> dict[str, Executor]:
+    table: dict[str, Executor] = {
+        "qmcreate": create_guest,
+        "vzcreate": create_guest,
+        "qmdestroy": destroy,
+        "vzdestroy": destroy,
+        "qmconfig": config_update,
+        "clustercreate": create_cluster,
+    }
+    for transition in rules.TRANSITIONS.values():
+        table[transition.task_type_qemu] = power
+        table[transition.task_type_lxc] = power
+    for prefix in ("qm", "vz"):
+        table[f"{prefix}snapshot"] = snapshot
+        table[f"{prefix}delsnapshot"] = delete_snapshot
+        table[f"{prefix}rollback"] = rollback
+    return table

@@ -1,0 +1,197 @@
+"""Task workers: claim, lease, execute, finish exactly once.
+
+Leases use PostgreSQL wall time and ``asyncio`` monotonic sleeps, never the
+simulation clock, so pausing or accelerating a scenario cannot make a live
+worker look dead (or a dead one look alive).  Wake-ups come from
+``LISTEN pvesim_tasks``; a short poll remains only to notice expired leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+
+from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.repositories import db
+from proxmox_simulator.repositories import tasks as task_repo
+from proxmox_simulator.simulation.clock import Clock
+
+log = logging.getLogger("proxmox_simulator.tasks")
+
+Effect = Callable[[asyncpg.Connection], Awaitable[None]]
+
+
+class TaskContext:
+    """What an executor may do: log, sleep in simulated time, commit its effect."""
+
+    def __init__(self, worker: TaskWorker, row: asyncpg.Record) -> None:
+        self.worker = worker
+        self.row = row
+        self.payload: dict = row["payload"]
+        self.warnings = 0
+        self.completed = False
+
+    @property
+    def clock(self) -> Clock:
+        return self.worker.clock
+
+    async def log(self, *lines: str) -> None:
+        async with self.worker.pool.acquire() as conn:
+            await task_repo.append_log(conn, self.row["upid"], list(lines))
+
+    async def warn(self, line: str) -> None:
+        self.warnings += 1
+        await self.log(f"WARN: {line}")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.clock.sleep(seconds)
+
+    async def complete(self, effect: Effect | None = None, *, lines: list[str] = ()) -> None:
+        """Apply the effect and mark the task stopped in one transaction."""
+        exitstatus = f"WARNINGS: {self.warnings}" if self.warnings else "OK"
+        async with self.worker.pool.acquire() as conn, conn.transaction():
+            if effect is not None:
+                await effect(conn)
+            final = [*lines, "TASK OK" if exitstatus == "OK" else f"TASK {exitstatus}"]
+            await task_repo.append_log(conn, self.row["upid"], final)
+            await task_repo.finish(
+                conn,
+                upid=self.row["upid"],
+                worker_id=self.worker.worker_id,
+                exitstatus=exitstatus,
+                endtime=int(self.clock.now()),
+                warnings=self.warnings,
+            )
+        self.completed = True
+
+    async def fail(self, message: str) -> None:
+        async with self.worker.pool.acquire() as conn, conn.transaction():
+            await task_repo.append_log(conn, self.row["upid"], [f"TASK ERROR: {message}"])
+            await task_repo.finish(
+                conn,
+                upid=self.row["upid"],
+                worker_id=self.worker.worker_id,
+                exitstatus=message,
+                endtime=int(self.clock.now()),
+                warnings=self.warnings,
+            )
+        self.completed = True
+
+
+Executor = Callable[[TaskContext], Awaitable[None]]
+
+
+class TaskWorker:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        clock: Clock,
+        executors: dict[str, Executor],
+        *,
+        lease_seconds: float = 30.0,
+        concurrency: int = 4,
+        worker_id: str | None = None,
+        poll_seconds: float | None = None,
+    ) -> None:
+        self.pool = pool
+        self.dsn = dsn
+        self.clock = clock
+        self.executors = executors
+        self.lease_seconds = lease_seconds
+        self.concurrency = concurrency
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.poll_seconds = poll_seconds or min(1.0, lease_seconds / 2)
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._loops: list[asyncio.Task] = []
+        self._listener: asyncpg.Connection | None = None
+
+    async def start(self) -> None:
+        self._listener = await db.connect(self.dsn)
+        await self._listener.add_listener(task_repo.TASK_CHANNEL, self._on_notify)
+        self._loops = [
+            asyncio.create_task(self._loop(), name=f"task-worker-{i}")
+            for i in range(self.concurrency)
+        ]
+
+    def _on_notify(self, *_args) -> None:
+        self._wake.set()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop claiming; let in-flight work finish within ``grace``, then cancel."""
+        self._stopping = True
+        self._wake.set()
+        if self._loops:
+            _done, pending = await asyncio.wait(self._loops, timeout=grace)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                async with self.pool.acquire() as conn:
+                    row = await task_repo.claim(conn, self.worker_id, self.lease_seconds)
+            except (asyncpg.UndefinedTableError, OSError, asyncpg.PostgresError) as exc:
+                # Before `migrate` ran, or while the database restarts: retry later.
+                log.warning("task claim failed: %s", exc)
+                row = None
+                await asyncio.sleep(self.poll_seconds)
+            if row is not None:
+                await self._execute(row)
+                continue
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+
+    async def _renew(self, upid: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            async with self.pool.acquire() as conn:
+                if not await task_repo.renew(conn, upid, self.worker_id, self.lease_seconds):
+                    log.warning("lost lease on %s", upid)
+                    return
+
+    async def _execute(self, row: asyncpg.Record) -> None:
+        ctx = TaskContext(self, row)
+        renewer = asyncio.create_task(self._renew(row["upid"]))
+        try:
+            if row["attempts"] > 1:
+                await ctx.log(f"task reclaimed by {self.worker_id} (attempt {row['attempts']})")
+            executor = self.executors.get(row["type"])
+            if executor is None:
+                await ctx.fail(f"unknown task type '{row['type']}'")
+                return
+            try:
+                await executor(ctx)
+                if not ctx.completed:
+                    await ctx.complete()
+            except PveError as exc:
+                await ctx.fail(exc.message)
+        except task_repo.LeaseLost:
+            log.warning(
+                "task %s was taken over by another worker; effects rolled back", row["upid"]
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in an executor must not kill the worker loop
+            log.exception("task %s crashed", row["upid"])
+            with contextlib.suppress(Exception):
+                await ctx.fail(f"internal error: {exc}")
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await renewer
