@@ -135,6 +135,7 @@ def uvicorn_config(
         log_level=log_level,
         access_log=False,
         lifespan="on",
+        server_header=False,  # the app sends PVE's own "Server: pve-api-daemon/3.0"
         **kwargs,
     )
 

@@ -3,8 +3,9 @@
 Templates are matched segment by segment instead of through FastAPI path
 converters, because PVE templates use names FastAPI cannot (``{route-map-id}``)
 and some values contain ``/`` (``{volume}`` = ``local:iso/x.iso``, ``{cidr}``).
-A template whose last segment is a parameter may absorb the remaining
-segments, but only when no template matches segment-for-segment.
+A template whose last segment is one of the parameters whose values may
+contain ``/`` absorbs the remaining segments, but only when no template
+matches segment-for-segment.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from proxmox_simulator.contracts.model import Contract, Endpoint
+
+# Volume IDs ("local:iso/x.iso"), CIDRs ("10.0.0.0/24") and nested pool IDs
+# ("parent/child") contain slashes; every other parameter is one segment.
+SLASH_PARAMS = frozenset({"volume", "cidr", "poolid"})
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,7 @@ class Template:
 
     @property
     def tail_param(self) -> bool:
-        return bool(self.segments) and self.segments[-1].startswith("{")
+        return bool(self.segments) and self.segments[-1][1:-1] in SLASH_PARAMS
 
     def literal_count(self) -> int:
         return sum(1 for s in self.segments if not s.startswith("{"))

@@ -118,14 +118,39 @@ def coerce(param: Parameter, value):
         return None, f"value may only be {param.max_length} characters long"
     if param.min_length is not None and len(text) < param.min_length:
         return None, f"value must be at least {param.min_length} characters long"
-    if param.pattern and not re.fullmatch(param.pattern, text):
-        return None, "value does not match the regex pattern"
+    if param.pattern:
+        compiled = _compiled(param.pattern)
+        if compiled is not None and not compiled.fullmatch(text):
+            return None, "value does not match the regex pattern"
     fmt = param.format
     if isinstance(fmt, str):
         checker = _FORMATS.get(fmt)
         if checker is not None and not checker.match(text):
             return None, f"value does not look like a valid {fmt.removeprefix('pve-')}"
     return text, None
+
+
+_PERL_FLAGS = re.compile(r"\(\?\^([a-z]*):")
+_PATTERNS: dict[str, re.Pattern | None] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern | None:
+    """PVE's patterns are Perl regexes: translate ``(?^flags:`` groups and ``\\z``.
+
+    A pattern Python cannot compile even after translation is not enforced
+    (better than rejecting valid input with a made-up error).
+    """
+    if pattern not in _PATTERNS:
+        translated = _PERL_FLAGS.sub(
+            lambda m: f"(?{m.group(1).replace('u', '')}:" if m.group(1).replace("u", "") else "(?:",
+            pattern,
+        )
+        translated = translated.replace("\\z", "\\Z")
+        try:
+            _PATTERNS[pattern] = re.compile(translated)
+        except re.error:
+            _PATTERNS[pattern] = None
+    return _PATTERNS[pattern]
 
 
 def _check_range(param: Parameter, number):

@@ -1,0 +1,547 @@
+"""HTTP behaviour: envelopes, errors, auth, CSRF, tokens, permissions, handlers."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import httpx
+import pytest
+from simtest_support import ROOT_PASSWORD, run
+
+from proxmox_simulator.api.logging import RedactingFilter, redact
+from proxmox_simulator.domain.auth import TicketAuthority
+from proxmox_simulator.repositories import db
+from proxmox_simulator.repositories import settings as settings_repo
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with httpx.Client(base_url=server.base_url + "/api2/json", verify=False, timeout=30) as c:
+        yield c
+
+
+def login(client, username="root@pam", password=ROOT_PASSWORD):
+    response = client.post("/access/ticket", data={"username": username, "password": password})
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    return data["ticket"], data["CSRFPreventionToken"]
+
+
+class Session:
+    """A logged-in caller: cookie + CSRF header, like the GUI or proxmoxer."""
+
+    def __init__(self, client, username="root@pam", password=ROOT_PASSWORD):
+        self.client = client
+        self.ticket, self.csrf = login(client, username, password)
+
+    def request(self, method, path, **kwargs):
+        headers = kwargs.pop("headers", {})
+        if method != "GET":
+            headers.setdefault("CSRFPreventionToken", self.csrf)
+        headers.setdefault("Cookie", f"PVEAuthCookie={self.ticket}")
+        return self.client.request(method, path, headers=headers, **kwargs)
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, **kw):
+        return self.request("POST", path, **kw)
+
+    def put(self, path, **kw):
+        return self.request("PUT", path, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def wait(self, upid, timeout=20):
+        node = upid.split(":")[1]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.get(f"/nodes/{node}/tasks/{upid}/status").json()["data"]
+            if status["status"] == "stopped":
+                return status
+            time.sleep(0.02)
+        raise AssertionError(f"task {upid} did not finish")
+
+
+@pytest.fixture(scope="module")
+def root(client):
+    return Session(client)
+
+
+def cookie(ticket):
+    return {"Cookie": f"PVEAuthCookie={ticket}"}
+
+
+def token_header(full_id, secret):
+    return {"Authorization": f"PVEAPIToken={full_id}={secret}"}
+
+
+# -- envelope and errors -----------------------------------------------------------
+
+
+def test_envelope_headers_and_version(root):
+    response = root.get("/version")
+    assert response.status_code == 200
+    assert response.headers["server"] == "pve-api-daemon/3.0"
+    assert response.headers["cache-control"] == "max-age=0"
+    assert response.json() == {
+        "data": {"version": "9.2.12", "release": "9.2", "repoid": response.json()["data"]["repoid"]}
+    }
+
+
+def test_parameter_errors_have_pve_shape_and_reason(root):
+    response = root.get("/nodes/pve1/qemu", params={"full": "perhaps", "bogus": "1"})
+    assert response.status_code == 400
+    assert response.reason_phrase == "Parameter verification failed."
+    body = response.json()
+    assert body["data"] is None
+    assert set(body["errors"]) == {"full", "bogus"}
+
+
+def test_unknown_paths_and_unhandled_methods_answer_501(root):
+    response = root.get("/nodes/pve1/definitely-not-a-path")
+    assert response.status_code == 501
+    assert "not implemented" in response.reason_phrase
+    declared_but_unhandled = root.get("/cluster/ha/resources")
+    assert declared_but_unhandled.status_code == 501
+    assert "CONTRACT_FALLBACK=error" in declared_but_unhandled.reason_phrase
+    assert declared_but_unhandled.json() == {"data": None}
+
+
+def test_extjs_format_wraps_errors_in_a_200(client, root):
+    response = client.get(
+        "/../extjs/nodes/pve1/qemu/999999/status/current", headers=cookie(root.ticket)
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert body["success"] == 0 and body["status"] == 500
+    assert "does not exist" in body["message"]
+
+
+def test_missing_guest_reports_missing_config_file(root):
+    response = root.get("/nodes/pve1/qemu/999999/config")
+    assert response.status_code == 500
+    assert (
+        response.reason_phrase
+        == "Configuration file 'nodes/pve1/qemu-server/999999.conf' does not exist"
+    )
+
+
+def test_directory_index_from_contract(root, seeded):
+    vmid = _first_guest(root, "pve1", "qemu")
+    subdirs = {e["subdir"] for e in root.get(f"/nodes/pve1/qemu/{vmid}").json()["data"]}
+    assert {"config", "status", "snapshot", "agent"} <= subdirs
+    assert root.get("/nodes/pve1/qemu/999999").status_code == 500
+
+
+def _first_guest(session, node, kind):
+    guests = session.get(f"/nodes/{node}/{kind}").json()["data"]
+    assert guests, f"seed has {kind} guests on {node}"
+    return guests[0]["vmid"]
+
+
+# -- authentication ------------------------------------------------------------------
+
+
+def test_requests_without_credentials_are_refused(client):
+    response = client.get("/nodes")
+    assert response.status_code == 401
+    assert response.reason_phrase == "No ticket"
+
+
+def test_wrong_password_is_authentication_failure(client):
+    response = client.post("/access/ticket", data={"username": "root@pam", "password": "nope"})
+    assert response.status_code == 401
+    assert response.reason_phrase == "authentication failure"
+    realm_form = client.post(
+        "/access/ticket", data={"username": "root", "realm": "pam", "password": ROOT_PASSWORD}
+    )
+    assert realm_form.status_code == 200
+
+
+def test_ticket_format_and_renewal(client, root):
+    user, stamp = root.ticket.split(":")[1:3]
+    assert root.ticket.startswith("PVE:root@pam:") and len(stamp) == 8 and user == "root@pam"
+    renewed = client.post("/access/ticket", data={"username": "root@pam", "password": root.ticket})
+    assert renewed.status_code == 200
+    assert renewed.json()["data"]["ticket"].startswith("PVE:root@pam:")
+
+
+def test_forged_expired_and_wrong_user_tickets_are_refused(client, root, settings):
+    forged = root.ticket[:-8] + ("AAAAAAA=" if not root.ticket.endswith("AAAAAAA=") else "BBBBBBB=")
+    assert client.get("/nodes", headers=cookie(forged)).status_code == 401
+    swapped = root.ticket.replace("root@pam", "alice@pve")
+    assert client.get("/nodes", headers=cookie(swapped)).status_code == 401
+
+    async def authority():
+        conn = await db.connect(settings.database_url)
+        try:
+            return TicketAuthority(await settings_repo.auth_keys(conn))
+        finally:
+            await conn.close()
+
+    old = run(authority()).issue("root@pam", time.time() - 7300)
+    response = client.get("/nodes", headers=cookie(old))
+    assert response.status_code == 401 and "expired" in response.reason_phrase
+    # An expired ticket cannot be renewed either.
+    assert (
+        client.post("/access/ticket", data={"username": "root@pam", "password": old}).status_code
+        == 401
+    )
+
+
+def test_writes_with_a_ticket_need_the_matching_csrf_token(client, root, alice):
+    vmid = _first_guest(root, "pve1", "qemu")
+    path = f"/nodes/pve1/qemu/{vmid}/config"
+    no_csrf = client.put(path, data={"description": "x"}, headers=cookie(root.ticket))
+    assert no_csrf.status_code == 401
+    assert no_csrf.reason_phrase == "Permission denied - invalid csrf token"
+    # alice's CSRF token does not validate root's ticket.
+    other = client.put(
+        path,
+        data={"description": "x"},
+        headers={**cookie(root.ticket), "CSRFPreventionToken": alice.csrf},
+    )
+    assert other.status_code == 401
+    # A renewal with another user's ticket is refused.
+    assert (
+        client.post(
+            "/access/ticket", data={"username": "root@pam", "password": alice.ticket}
+        ).status_code
+        == 401
+    )
+    assert root.put(path, data={"description": "x"}).status_code == 200
+
+
+# -- users, tokens, permissions --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def alice(client, root):
+    """alice@pve may operate one VM (PVEVMUser on /vms/<vmid>), nothing else."""
+    userid = "alice@pve"
+    created = root.post(
+        "/access/users", data={"userid": userid, "password": "alice-pw", "comment": "tester"}
+    )
+    assert created.status_code == 200, created.text
+    vmid = _first_guest(root, "pve1", "qemu")
+    acl = root.put(
+        "/access/acl", data={"path": f"/vms/{vmid}", "users": userid, "roles": "PVEVMUser"}
+    )
+    assert acl.status_code == 200, acl.text
+    session = Session(client, userid, "alice-pw")
+    session.vmid = vmid
+    return session
+
+
+def test_lists_are_filtered_by_privileges(alice, root):
+    visible = [g["vmid"] for g in alice.get("/nodes/pve1/qemu").json()["data"]]
+    assert visible == [alice.vmid]
+    assert len(root.get("/nodes/pve1/qemu").json()["data"]) >= 1
+    resources = alice.get("/cluster/resources", params={"type": "vm"}).json()["data"]
+    assert [r["vmid"] for r in resources] == [alice.vmid]
+    forbidden = alice.get("/nodes/pve1/status")
+    assert forbidden.status_code == 403
+    assert forbidden.reason_phrase == "Permission check failed (/nodes/pve1, Sys.Audit)"
+
+
+def test_token_privilege_separation_cannot_escalate(client, alice, root):
+    created = alice.post("/access/users/alice@pve/token/ci", data={"privsep": 1})
+    assert created.status_code == 200, created.text
+    token = created.json()["data"]
+    assert token["full-tokenid"] == "alice@pve!ci" and len(token["value"]) == 36
+    # Even root granting the token Administrator on / gives it only alice's rights.
+    granted = root.put(
+        "/access/acl", data={"path": "/", "tokens": "alice@pve!ci", "roles": "Administrator"}
+    )
+    assert granted.status_code == 200
+    headers = token_header("alice@pve!ci", token["value"])
+    listed = client.get("/nodes/pve1/qemu", headers=headers)
+    assert [g["vmid"] for g in listed.json()["data"]] == [alice.vmid]
+    assert client.get("/nodes/pve1/status", headers=headers).status_code == 403
+    assert (
+        client.post("/access/users", headers=headers, data={"userid": "mallory@pve"}).status_code
+        == 403
+    )
+    self_grant = client.put(
+        "/access/acl",
+        headers=headers,
+        data={"path": "/", "users": "alice@pve", "roles": "Administrator"},
+    )
+    assert self_grant.status_code == 403
+    mint = client.post("/access/users/alice@pve/token/more", headers=headers, data={"privsep": 0})
+    assert mint.status_code == 403
+    create_vm = client.post("/nodes/pve1/qemu", headers=headers, data={"vmid": 4242})
+    assert create_vm.status_code == 403
+    # Tokens need no CSRF token for writes they are allowed to make (VM.PowerMgmt).
+    vm = f"/nodes/pve1/qemu/{alice.vmid}"
+    state = client.get(f"{vm}/status/current", headers=headers).json()["data"]["status"]
+    allowed = client.post(
+        f"{vm}/status/{'stop' if state == 'running' else 'start'}", headers=headers
+    )
+    assert allowed.status_code == 200, allowed.text
+    upid = allowed.json()["data"]
+    assert upid.endswith(":alice@pve!ci:")
+    finished = root.wait(upid)
+    assert finished["user"] == "alice@pve" and finished["tokenid"] == "ci"
+    # A wrong secret fails, also after the right one was cached.
+    assert (
+        client.get("/version", headers=token_header("alice@pve!ci", str(uuid.uuid4()))).status_code
+        == 401
+    )
+    # Deleting the token invalidates cached verifications at once.
+    assert root.delete("/access/users/alice@pve/token/ci").status_code == 200
+    assert client.get("/version", headers=headers).status_code == 401
+
+
+def test_password_and_token_secrets_are_stored_hashed(settings):
+    async def rows():
+        conn = await db.connect(settings.database_url)
+        try:
+            return await conn.fetch(
+                "SELECT password_hash FROM users UNION ALL SELECT secret_hash FROM api_tokens"
+            )
+        finally:
+            await conn.close()
+
+    hashes = [r[0] for r in run(rows()) if r[0]]
+    assert hashes and all(h.startswith("$scrypt$") for h in hashes)
+
+
+def test_log_redaction():
+    line = (
+        "cookie PVEAuthCookie=PVE:root@pam:65A1B2C3::c2lnbmF0dXJl; Authorization: "
+        "PVEAPIToken=root@pam!sync=11111111-2222-3333-4444-555555555555 password=hunter2"
+    )
+    cleaned = redact(line)
+    assert (
+        "c2lnbmF0dXJl" not in cleaned and "555555555555" not in cleaned and "hunter2" not in cleaned
+    )
+    assert "root@pam!sync" in cleaned
+    record = logging.LogRecord(
+        "x", logging.INFO, __file__, 1, "login %s", ("password=hunter2",), None
+    )
+    RedactingFilter().filter(record)
+    assert "hunter2" not in record.getMessage()
+
+
+# -- resources ---------------------------------------------------------------------------
+
+
+def test_cluster_and_nodes(root, seeded):
+    status = root.get("/cluster/status").json()["data"]
+    assert status[0]["type"] == "cluster" and status[0]["name"] == "pvesim"
+    assert [e["name"] for e in status if e["type"] == "node"] == ["pve1", "pve2", "pve3"]
+    nodes = root.get("/nodes").json()["data"]
+    assert {n["node"] for n in nodes} == {"pve1", "pve2", "pve3"}
+    node = root.get("/nodes/pve2/status").json()["data"]
+    assert node["cpuinfo"]["cpus"] > 0 and node["memory"]["total"] > 0
+    assert root.get("/nodes/pve2/version").json()["data"]["version"] == "9.2.12"
+    nextid = int(root.get("/cluster/nextid").json()["data"])
+    assert root.get(f"/nodes/pve1/qemu/{nextid}/config").status_code == 500
+    taken = _first_guest(root, "pve1", "qemu")
+    assert root.get("/cluster/nextid", params={"vmid": taken}).status_code == 400
+    kinds = {r["type"] for r in root.get("/cluster/resources").json()["data"]}
+    assert {"node", "storage", "qemu", "lxc", "pool"} <= kinds
+
+
+def test_cluster_rename_through_the_admin_endpoint(client, root, server):
+    admin = httpx.Client(base_url=server.base_url, verify=False)
+    try:
+        headers = {"CSRFPreventionToken": root.csrf, **cookie(root.ticket)}
+        renamed = admin.put("/simulator/cluster", data={"name": "renamed"}, headers=headers)
+        assert renamed.status_code == 200
+        assert root.get("/cluster/status").json()["data"][0]["name"] == "renamed"
+        assert admin.put("/simulator/cluster", data={"name": "x"}).status_code == 401
+    finally:
+        admin.put("/simulator/cluster", data={"name": "pvesim"}, headers=headers)
+        admin.close()
+    assert admin.is_closed
+
+
+def test_storage_content_and_volume_with_slash(root):
+    storages = {s["storage"] for s in root.get("/nodes/pve1/storage").json()["data"]}
+    assert {"local", "local-lvm"} <= storages
+    content = root.get("/nodes/pve1/storage/local/content", params={"content": "iso"}).json()[
+        "data"
+    ]
+    volid = content[0]["volid"]
+    assert volid.startswith("local:iso/")
+    info = root.get(f"/nodes/pve1/storage/local/content/{volid}").json()["data"]
+    assert info["format"] == "iso" and info["size"] > 0
+    images = root.get("/nodes/pve1/storage/local-lvm/content").json()["data"]
+    assert all(v["content"] in ("images", "rootdir") and "vmid" in v for v in images)
+
+
+def test_guest_lifecycle_with_json_bodies_snapshots_and_agent(root, unique_vmid):
+    vmid = unique_vmid
+    created = root.post(
+        "/nodes/pve1/qemu",
+        json={
+            "vmid": vmid,
+            "name": "api-test",
+            "memory": 2048,
+            "cores": 2,
+            "agent": "1",
+            "scsi0": "local-lvm:4",
+            "net0": "virtio,bridge=vmbr0",
+            "ipconfig0": "ip=10.77.0.5/24",
+        },
+    )
+    assert created.status_code == 200, created.text
+    upid = created.json()["data"]
+    assert upid.startswith("UPID:pve1:") and f":qmcreate:{vmid}:root@pam:" in upid
+    assert root.wait(upid)["exitstatus"] == "OK"
+    duplicate = root.post("/nodes/pve1/qemu", data={"vmid": vmid})
+    assert duplicate.status_code == 500 and "already exists" in duplicate.reason_phrase
+    config = root.get(f"/nodes/pve1/qemu/{vmid}/config").json()["data"]
+    assert (
+        config["scsi0"].startswith(f"local-lvm:vm-{vmid}-disk-0") and "size=4G" in config["scsi0"]
+    )
+    assert config["net0"].startswith("virtio=BC:24:11:")
+    assert "lock" not in config
+    stale = root.put(f"/nodes/pve1/qemu/{vmid}/config", data={"memory": 4096, "digest": "0" * 40})
+    assert stale.status_code == 500 and "file changed by other user" in stale.reason_phrase
+    updated = root.put(
+        f"/nodes/pve1/qemu/{vmid}/config",
+        data={"memory": 4096, "digest": config["digest"], "delete": "ipconfig0"},
+    )
+    assert updated.status_code == 200
+    assert str(root.get(f"/nodes/pve1/qemu/{vmid}/config").json()["data"]["memory"]) == "4096"
+    assert (
+        root.get(f"/nodes/pve1/qemu/{vmid}/agent/network-get-interfaces").status_code == 500
+    )  # stopped
+    assert (
+        root.wait(root.post(f"/nodes/pve1/qemu/{vmid}/status/start").json()["data"])["exitstatus"]
+        == "OK"
+    )
+    again = root.post(f"/nodes/pve1/qemu/{vmid}/status/start")
+    assert again.status_code == 500 and again.reason_phrase == f"VM {vmid} already running"
+    current = root.get(f"/nodes/pve1/qemu/{vmid}/status/current").json()["data"]
+    assert (
+        current["status"] == "running"
+        and current["qmpstatus"] == "running"
+        and current["agent"] == 1
+    )
+    nics = root.get(f"/nodes/pve1/qemu/{vmid}/agent/network-get-interfaces").json()["data"][
+        "result"
+    ]
+    assert [n["name"] for n in nics] == ["lo", "ens18"]
+    assert (
+        root.wait(root.post(f"/nodes/pve1/qemu/{vmid}/status/suspend").json()["data"])["exitstatus"]
+        == "OK"
+    )
+    assert (
+        root.get(f"/nodes/pve1/qemu/{vmid}/status/current").json()["data"]["qmpstatus"] == "paused"
+    )
+    assert (
+        root.wait(root.post(f"/nodes/pve1/qemu/{vmid}/status/resume").json()["data"])["exitstatus"]
+        == "OK"
+    )
+    snap = root.post(
+        f"/nodes/pve1/qemu/{vmid}/snapshot", data={"snapname": "before", "description": "d"}
+    )
+    assert root.wait(snap.json()["data"])["exitstatus"] == "OK"
+    snaps = root.get(f"/nodes/pve1/qemu/{vmid}/snapshot").json()["data"]
+    assert [s["name"] for s in snaps] == ["before", "current"] and snaps[1]["parent"] == "before"
+    root.put(f"/nodes/pve1/qemu/{vmid}/config", data={"memory": 8192})
+    rollback = root.post(f"/nodes/pve1/qemu/{vmid}/snapshot/before/rollback")
+    assert root.wait(rollback.json()["data"])["exitstatus"] == "OK"
+    assert str(root.get(f"/nodes/pve1/qemu/{vmid}/config").json()["data"]["memory"]) == "4096"
+    delete_snap = root.delete(f"/nodes/pve1/qemu/{vmid}/snapshot/before")
+    assert root.wait(delete_snap.json()["data"])["exitstatus"] == "OK"
+    running_delete = root.delete(f"/nodes/pve1/qemu/{vmid}")
+    if running_delete.status_code == 200:  # rollback without vmstate stopped the VM
+        assert root.wait(running_delete.json()["data"])["exitstatus"] == "OK"
+    else:
+        assert "destroy failed" in running_delete.reason_phrase
+        assert (
+            root.wait(root.post(f"/nodes/pve1/qemu/{vmid}/status/stop").json()["data"])[
+                "exitstatus"
+            ]
+            == "OK"
+        )
+        assert (
+            root.wait(root.delete(f"/nodes/pve1/qemu/{vmid}").json()["data"])["exitstatus"] == "OK"
+        )
+    assert root.get(f"/nodes/pve1/qemu/{vmid}/config").status_code == 500
+
+
+def test_lxc_interfaces_and_power(root, unique_vmid):
+    vmid = unique_vmid
+    upid = root.post(
+        "/nodes/pve2/lxc",
+        data={
+            "vmid": vmid,
+            "hostname": "ct-test",
+            "ostemplate": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+            "rootfs": "local-lvm:2",
+            "net0": "name=eth0,bridge=vmbr0,ip=10.88.0.9/24",
+            "start": 1,
+        },
+    ).json()["data"]
+    assert ":vzcreate:" in upid and root.wait(upid)["exitstatus"] == "OK"
+    interfaces = root.get(f"/nodes/pve2/lxc/{vmid}/interfaces").json()["data"]
+    eth0 = next(i for i in interfaces if i["name"] == "eth0")
+    assert eth0["inet"] == "10.88.0.9/24" and eth0["hwaddr"].startswith("bc:24:11")
+    assert root.get(f"/nodes/pve1/lxc/{vmid}/status/current").status_code == 500  # wrong node
+    assert (
+        root.wait(root.post(f"/nodes/pve2/lxc/{vmid}/status/shutdown").json()["data"])["exitstatus"]
+        == "OK"
+    )
+    assert root.get(f"/nodes/pve2/lxc/{vmid}/interfaces").status_code == 500
+    assert root.wait(root.delete(f"/nodes/pve2/lxc/{vmid}").json()["data"])["exitstatus"] == "OK"
+
+
+def test_task_status_fields_list_and_log_paging(root):
+    vmid = _first_guest(root, "pve3", "qemu")
+    current = root.get(f"/nodes/pve3/qemu/{vmid}/status/current").json()["data"]["status"]
+    action = "stop" if current == "running" else "start"
+    upid = root.post(f"/nodes/pve3/qemu/{vmid}/status/{action}").json()["data"]
+    status = root.wait(upid)
+    assert set(status) == {
+        "upid",
+        "node",
+        "pid",
+        "pstart",
+        "starttime",
+        "type",
+        "id",
+        "user",
+        "status",
+        "exitstatus",
+    }
+    log = root.get(f"/nodes/pve3/tasks/{upid}/log", params={"start": 0, "limit": 1}).json()
+    assert log["total"] >= 1 and len(log["data"]) == 1 and log["data"][0]["n"] == 1
+    assert (
+        root.get(f"/nodes/pve3/tasks/{upid}/log", params={"start": log["total"]}).json()["data"]
+        == []
+    )
+    tasks = root.get("/nodes/pve3/tasks", params={"vmid": vmid}).json()["data"]
+    assert tasks[0]["upid"] == upid and tasks[0]["status"] == "OK"
+    assert root.get("/nodes/pve1/tasks/" + upid + "/status").status_code == 500  # wrong node
+    assert root.get("/nodes/pve3/tasks/UPID:garbage/status").status_code == 400
+
+
+def test_pools(root):
+    vmid = _first_guest(root, "pve1", "qemu")
+    assert root.post("/pools", data={"poolid": "apitest", "comment": "c"}).status_code == 200
+    assert (
+        root.put(
+            "/pools/apitest", data={"vms": str(vmid), "storage": "local", "allow-move": 1}
+        ).status_code
+        == 200
+    )
+    members = root.get("/pools/apitest").json()["data"]["members"]
+    assert {m["id"] for m in members} == {f"qemu/{vmid}", "storage/local"}
+    assert root.delete("/pools/apitest").status_code == 500  # not empty
+    root.put("/pools/apitest", data={"vms": str(vmid), "storage": "local", "delete": 1})
+    assert root.delete("/pools/apitest").status_code == 200
+
+
+def test_readiness_checks_the_latest_migration(server):
+    response = httpx.get(server.base_url + "/readyz", verify=False)
+    assert response.status_code == 200 and response.json()["ready"] is True
