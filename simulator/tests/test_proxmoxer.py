@@ -1,0 +1,86 @@
+"""The real client, proxmoxer, against the simulator over TLS."""
+
+from __future__ import annotations
+
+import pytest
+from proxmoxer import ProxmoxAPI
+from proxmoxer.core import ResourceException
+from proxmoxer.tools import Tasks
+from simtest_support import ROOT_PASSWORD, run
+
+from proxmox_simulator.cli import create_token
+
+
+def _api(server, **auth) -> ProxmoxAPI:
+    return ProxmoxAPI("127.0.0.1", port=server.port, verify_ssl=False, timeout=30, **auth)
+
+
+def test_password_login_ticket_renewal_and_vm_lifecycle(server, unique_vmid):
+    prox = _api(server, user="root@pam", password=ROOT_PASSWORD)
+    auth = prox._backend.auth
+    first_ticket = auth.pve_auth_ticket
+    # proxmoxer renews by posting its current ticket as the password.
+    auth._get_new_tokens()
+    assert auth.pve_auth_ticket.startswith("PVE:root@pam:")
+    assert auth.pve_auth_ticket != first_ticket or auth.csrf_prevention_token
+
+    nodes = {n["node"] for n in prox.nodes.get()}
+    assert nodes == {"pve1", "pve2", "pve3"}
+    vmid = unique_vmid
+    upid = prox.nodes("pve2").qemu.post(
+        vmid=vmid,
+        name="proxmoxer-vm",
+        memory=1024,
+        cores=1,
+        scsi0="local-lvm:4",
+        net0="virtio,bridge=vmbr0",
+        agent=1,
+        ipconfig0="ip=10.66.0.10/24,gw=10.66.0.1",
+    )
+    assert Tasks.decode_upid(upid)["type"] == "qmcreate"
+    assert Tasks.blocking_status(prox, upid, polling_interval=0.05)["exitstatus"] == "OK"
+    start = prox.nodes("pve2").qemu(vmid).status.start.post()
+    assert Tasks.blocking_status(prox, start, polling_interval=0.05)["exitstatus"] == "OK"
+    config = prox.nodes("pve2").qemu(vmid).config.get()
+    assert config["name"] == "proxmoxer-vm" and config["scsi0"].startswith(
+        f"local-lvm:vm-{vmid}-disk-0"
+    )
+    agent = prox.nodes("pve2").qemu(vmid).agent("network-get-interfaces").get()
+    addresses = [a["ip-address"] for nic in agent["result"] for a in nic["ip-addresses"]]
+    assert "10.66.0.10" in addresses
+    log = Tasks.decode_log(prox.nodes("pve2").tasks(start).log.get())
+    assert "TASK OK" in log
+    stop = prox.nodes("pve2").qemu(vmid).status.stop.post()
+    assert Tasks.blocking_status(prox, stop, polling_interval=0.05)["exitstatus"] == "OK"
+    assert prox.nodes("pve2").qemu(vmid).status.current.get()["status"] == "stopped"
+    delete = prox.nodes("pve2").qemu(vmid).delete()
+    assert Tasks.blocking_status(prox, delete, polling_interval=0.05)["exitstatus"] == "OK"
+    with pytest.raises(ResourceException) as missing:
+        prox.nodes("pve2").qemu(vmid).config.get()
+    assert missing.value.status_code == 500
+
+
+def test_token_login_and_read_only_token_is_refused_writes(server, settings, unique_vmid):
+    sync = run(create_token(settings, "root@pam!pxsync", privsep=False, comment="proxmoxer"))
+    prox = _api(server, user="root@pam", token_name="pxsync", token_value=sync["value"])
+    assert {n["node"] for n in prox.nodes.get()} == {"pve1", "pve2", "pve3"}
+    upid = prox.nodes("pve1").qemu.post(vmid=unique_vmid, name="token-vm", memory=512)
+    assert Tasks.blocking_status(prox, upid, polling_interval=0.05)["exitstatus"] == "OK"
+    assert upid.split(":")[7] == "root@pam!pxsync"  # the UPID names the token
+    Tasks.blocking_status(
+        prox, prox.nodes("pve1").qemu(unique_vmid).delete(), polling_interval=0.05
+    )
+
+    readonly = run(create_token(settings, "root@pam!pxro", privsep=True, comment="audit only"))
+    root = _api(server, user="root@pam", password=ROOT_PASSWORD)
+    root.access.acl.put(path="/", tokens="root@pam!pxro", roles="PVEAuditor")
+    ro = _api(server, user="root@pam", token_name="pxro", token_value=readonly["value"])
+    assert len(ro.nodes("pve1").qemu.get()) >= 1  # auditing is allowed
+    with pytest.raises(ResourceException) as denied:
+        ro.nodes("pve1").qemu.post(vmid=unique_vmid + 1, name="nope", memory=512)
+    assert denied.value.status_code == 403
+    guest = ro.nodes("pve1").qemu.get()[0]["vmid"]
+    with pytest.raises(ResourceException) as denied_power:
+        ro.nodes("pve1").qemu(guest).status.start.post()
+    assert denied_power.value.status_code == 403
+    assert "VM.PowerMgmt" in str(denied_power.value)
