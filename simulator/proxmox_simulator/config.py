@@ -40,6 +40,8 @@ class Settings:
     task_workers: int = 4
     lease_seconds: float = 30.0
     ticket_lifetime: int = 7200
+    # Reuse rendered guest lists within one guest generation and clock second.
+    list_cache: bool = True
     pool_min_size: int = 2
     pool_max_size: int = 10
 
@@ -57,6 +59,7 @@ class Settings:
             "task_workers": int(env.get("PROXMOX_SIMULATOR_TASK_WORKERS", "4")),
             "lease_seconds": float(env.get("PROXMOX_SIMULATOR_LEASE_SECONDS", "30")),
             "pool_max_size": int(env.get("PROXMOX_SIMULATOR_POOL_SIZE", "10")),
+            "list_cache": env.get("PROXMOX_SIMULATOR_LIST_CACHE", "1") not in ("0", "false", "no"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["contract_fallback"] != "error":

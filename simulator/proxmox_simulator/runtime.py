@@ -18,6 +18,7 @@ from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts.model import Contract
 from proxmox_simulator.domain.access import AccessState
 from proxmox_simulator.domain.auth import TicketAuthority, TokenVerificationCache
+from proxmox_simulator.domain.guest_service import RenderedListCache
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import settings as settings_repo
@@ -66,6 +67,7 @@ class Runtime:
     tickets: TicketAuthority
     access: AccessCache
     token_cache: TokenVerificationCache
+    list_cache: RenderedListCache = field(default_factory=RenderedListCache)
     _listener: asyncpg.Connection | None = field(default=None, repr=False)
 
     @classmethod
@@ -86,6 +88,7 @@ class Runtime:
             tickets=TicketAuthority(keys, settings.ticket_lifetime),
             access=AccessCache(pool, token_cache),
             token_cache=token_cache,
+            list_cache=RenderedListCache(max_entries=64 if settings.list_cache else 0),
         )
         runtime._listener = await db.connect(settings.database_url)
         await runtime._listener.add_listener(access_repo.ACCESS_CHANNEL, runtime.access.invalidate)

@@ -362,6 +362,16 @@ def test_cluster_rename_through_the_admin_endpoint(client, root, server):
     assert admin.is_closed
 
 
+def test_guest_list_reflects_committed_changes_immediately(root):
+    guests = root.get("/nodes/pve1/qemu").json()["data"]
+    vmid = guests[-1]["vmid"]
+    new_name = f"renamed-{uuid.uuid4().hex[:6]}"
+    assert root.put(f"/nodes/pve1/qemu/{vmid}/config", data={"name": new_name}).status_code == 200
+    # Same clock second, same node: the rendered-list cache must not serve the old name.
+    after = {g["vmid"]: g for g in root.get("/nodes/pve1/qemu").json()["data"]}
+    assert after[vmid]["name"] == new_name
+
+
 def test_storage_content_and_volume_with_slash(root):
     storages = {s["storage"] for s in root.get("/nodes/pve1/storage").json()["data"]}
     assert {"local", "local-lvm"} <= storages

@@ -92,14 +92,47 @@ def visible_vmids(state: AccessState, principal: Principal, vmids: list[int]) ->
     return [v for v in vmids if state.has(principal, f"/vms/{v}", ["VM.Audit"])]
 
 
+class RenderedListCache:
+    """Recently rendered guest lists, valid for one guest generation and second.
+
+    Rendering 1,000 guests costs PostgreSQL several milliseconds; a sync loop
+    asks for the same list over and over.  An entry is reused only while the
+    committed ``guest_generation`` is unchanged and within the same clock
+    second (uptime has one-second resolution), so no caller ever sees a list
+    older than the last committed change.
+    """
+
+    def __init__(self, max_entries: int = 64) -> None:
+        self.max_entries = max_entries
+        self._entries: dict[tuple, str] = {}
+
+    def get(self, key: tuple) -> str | None:
+        return self._entries.get(key)
+
+    def put(self, key: tuple, text: str) -> None:
+        if self.max_entries <= 0:
+            return  # caching disabled (PROXMOX_SIMULATOR_LIST_CACHE=0)
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[key] = text
+
+
 async def list_json(rt, state: AccessState, principal: Principal, kind: str, node: str) -> str:
+    now = int(rt.clock.now())
     async with rt.pool.acquire() as conn:
-        await require_node(conn, node)
+        generation = await guest_repo.generation(conn)
         vmids = None
         if not principal.is_root:
             rows = await guest_repo.list_all(conn, node)
             vmids = visible_vmids(state, principal, [r["vmid"] for r in rows if r["type"] == kind])
-        return await guest_repo.list_json(conn, node, kind, int(rt.clock.now()), vmids)
+        key = (node, kind, generation, now, tuple(vmids) if vmids is not None else None)
+        cached = rt.list_cache.get(key)
+        if cached is not None:
+            return cached
+        await require_node(conn, node)
+        text = await guest_repo.list_json(conn, node, kind, now, vmids)
+    rt.list_cache.put(key, text)
+    return text
 
 
 async def _check_disks(conn, kind: str, config: dict) -> None:

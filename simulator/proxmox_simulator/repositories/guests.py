@@ -145,6 +145,14 @@ async def list_json(conn, node: str, kind: str, now: int, vmids: list[int] | Non
     return await conn.fetchval(_LIST_JSON, node, kind, now, vmids)
 
 
+_GENERATION = "SELECT value FROM guest_generation WHERE id = 1"
+
+
+async def generation(conn) -> int:
+    """Bumped by a statement trigger on every committed change to ``guests``."""
+    return await conn.fetchval(_GENERATION)
+
+
 async def next_free_vmid(conn) -> int:
     return await conn.fetchval(_NEXTID)
 

@@ -28,6 +28,7 @@ class Profile:
     cluster: str | None
     pools: int
     description: str
+    lxc_share: float = 0.2
 
 
 PROFILES: dict[str, Profile] = {
@@ -39,6 +40,8 @@ PROFILES: dict[str, Profile] = {
         Profile("medium", 3, 100, "pvesim", 3, "three nodes, 100 guests"),
         Profile("large", 4, 1000, "pvesim", 4, "four nodes, 1,000 guests"),
         Profile("xlarge", 16, 10000, "pvesim", 8, "sixteen nodes, 10,000 guests"),
+        # The benchmark's worst case: one node listing 1,000 QEMU guests.
+        Profile("bench-1k", 1, 1000, "pvesim", 0, "one node, 1,000 QEMU guests", lxc_share=0.0),
     )
 }
 
@@ -107,7 +110,7 @@ def plan(profile: Profile, seed: int) -> dict:
         vmid += 1 if rng.random() < 0.9 else rng.randint(2, 5)
         node_index = index % len(names)
         node = names[node_index]
-        kind = rules.LXC if rng.random() < 0.2 else rules.QEMU
+        kind = rules.LXC if rng.random() < profile.lxc_share else rules.QEMU
         role = rng.choice(_ROLES)
         name = f"{role}-{index + 1:05d}" if profile.guests > 999 else f"{role}-{index + 1:03d}"
         memory = rng.choice((1024, 2048, 4096, 8192))

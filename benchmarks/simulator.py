@@ -1,0 +1,343 @@
+"""Proxmox VE simulator benchmark: prints figures, asserts nothing.
+
+What it measures, all over loopback with one uvicorn process per server and
+the same server settings (httptools, uvloop, no TLS, no access log):
+
+* ``GET /api2/json/nodes/{node}/qemu`` listing 1,000 guests, authenticated
+  with a ticket cookie and with an API token (and once more with the
+  rendered-list cache disabled, so PostgreSQL renders every response);
+* a bare FastAPI endpoint returning the same JSON document with
+  ``JSONResponse`` (the framework's floor for that payload);
+* task latency with an instant clock: ``POST .../status/start`` until the
+  task reports ``stopped``, observed by a client polling its status, and
+  server-side from the task's ``created`` to ``finished`` events.
+
+The load generator is this process (asyncio + httpx, N concurrent
+connections, bounded by request count and time); each server is a separate
+subprocess.  A throwaway ``pvesim_bench_<pid>`` database is created and
+dropped.
+
+    uv run python benchmarks/simulator.py [--requests 2000] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import asyncpg
+import httpx
+
+ROOT_PASSWORD = "bench-password"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _admin_url() -> str:
+    return os.environ.get("PROXBOX_DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(_admin_url())
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def bench_database():
+    name = f"pvesim_bench_{os.getpid()}"
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    url = _admin_url().rpartition("/")[0] + f"/{name}"
+    try:
+        yield url
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _cli(url: str, *args: str) -> str:
+    env = {**os.environ, "PROXMOX_SIMULATOR_DATABASE_URL": url}
+    done = subprocess.run(
+        [sys.executable, "-m", "proxmox_simulator.cli", *args],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+@contextmanager
+def background(cmd: list[str], env: dict, port: int):
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read().decode())
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+# -- the bare comparison server ---------------------------------------------------
+
+
+def run_bare_server(port: int, payload_file: str) -> None:
+    """FastAPI + JSONResponse serving a fixed document: the framework floor."""
+    import uvicorn
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    with open(payload_file) as fh:
+        document = json.load(fh)
+    app = FastAPI()
+
+    @app.get("/healthz")
+    async def healthz():
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/bare")
+    async def bare():
+        return JSONResponse(document)
+
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        http="httptools",
+        loop="uvloop",
+        log_level="warning",
+        access_log=False,
+    )
+
+
+# -- load loop ------------------------------------------------------------------------
+
+
+async def load(url: str, headers: dict, total: int, concurrency: int, max_seconds: float) -> dict:
+    latencies: list[float] = []
+    failures = 0
+    issued = 0
+    deadline = time.monotonic() + max_seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=30) as client:
+        await client.get(url)  # warm-up: connection, caches, token verification
+
+        async def worker():
+            nonlocal issued, failures
+            while issued < total and time.monotonic() < deadline:
+                issued += 1
+                started = time.perf_counter()
+                response = await client.get(url)
+                latencies.append(time.perf_counter() - started)
+                if response.status_code != 200:
+                    failures += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "requests": len(latencies),
+        "failures": failures,
+        "rps": len(latencies) / elapsed,
+        "p50_ms": latencies[len(latencies) // 2] * 1000,
+        "p95_ms": latencies[int(len(latencies) * 0.95) - 1] * 1000,
+    }
+
+
+async def task_latency(base: str, headers: dict, node: str, vmids: list[int]) -> dict:
+    """POST start → first status poll that says stopped; then stop it again."""
+    observed = []
+    async with httpx.AsyncClient(
+        base_url=base + "/api2/json", headers=headers, timeout=30
+    ) as client:
+
+        async def run_task(path: str) -> tuple[str, float]:
+            started = time.perf_counter()
+            response = await client.post(path)
+            upid = response.json()["data"]
+            while True:
+                status = (await client.get(f"/nodes/{node}/tasks/{upid}/status")).json()["data"]
+                if status["status"] == "stopped":
+                    return upid, time.perf_counter() - started
+
+        upids = []
+        for vmid in vmids:
+            upid, seconds = await run_task(f"/nodes/{node}/qemu/{vmid}/status/start")
+            observed.append(seconds)
+            upids.append(upid)
+            await run_task(f"/nodes/{node}/qemu/{vmid}/status/stop")
+    observed.sort()
+    return {
+        "tasks": len(observed),
+        "client_p50_ms": observed[len(observed) // 2] * 1000,
+        "client_p95_ms": observed[int(len(observed) * 0.95) - 1] * 1000,
+        "upids": upids,
+    }
+
+
+async def server_side_latency(db_url: str, upids: list[str]) -> dict:
+    conn = await asyncpg.connect(db_url)
+    try:
+        rows = await conn.fetch(
+            """
+            SELECT upid,
+                   extract(epoch FROM max(at) FILTER (WHERE kind = 'finished')
+                                    - min(at) FILTER (WHERE kind = 'created')) AS seconds
+            FROM task_events WHERE upid = ANY($1) GROUP BY upid
+            """,
+            upids,
+        )
+    finally:
+        await conn.close()
+    values = sorted(float(r["seconds"]) for r in rows)
+    return {
+        "server_p50_ms": values[len(values) // 2] * 1000,
+        "server_p95_ms": values[int(len(values) * 0.95) - 1] * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=1500, help="requests per scenario")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=20.0, help="time bound per scenario")
+    parser.add_argument("--tasks", type=int, default=30, help="start/stop task pairs")
+    parser.add_argument(
+        "--bare-server", nargs=2, metavar=("PORT", "PAYLOAD"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    if args.bare_server:
+        run_bare_server(int(args.bare_server[0]), args.bare_server[1])
+        return
+
+    with bench_database() as db_url:
+        _cli(db_url, "migrate")
+        _cli(
+            db_url, "seed", "--profile", "bench-1k", "--seed", "1", "--root-password", ROOT_PASSWORD
+        )
+        token = _cli(db_url, "token", "create", "root@pam!bench", "--privsep", "0")
+        sim_port, bare_port = _free_port(), _free_port()
+        env = {
+            **os.environ,
+            "PROXMOX_SIMULATOR_DATABASE_URL": db_url,
+            "PROXMOX_SIMULATOR_CLOCK": "instant",
+        }
+        serve = [sys.executable, "-m", "proxmox_simulator.cli", "serve", "--port", str(sim_port)]
+        with background(serve, env, sim_port) as sim:
+            api = sim + "/api2/json"
+            login = httpx.post(
+                api + "/access/ticket", data={"username": "root@pam", "password": ROOT_PASSWORD}
+            )
+            ticket = login.json()["data"]["ticket"]
+            ticket_headers = {"Cookie": f"PVEAuthCookie={ticket}"}
+            token_headers = {"Authorization": f"PVEAPIToken=root@pam!bench={token}"}
+            listing = httpx.get(api + "/nodes/pve1/qemu", headers=ticket_headers)
+            guests = listing.json()["data"]
+            payload = os.path.join(
+                os.environ.get("TMPDIR", "/tmp"), f"pvesim-bench-{os.getpid()}.json"
+            )
+            with open(payload, "w") as fh:
+                json.dump(listing.json(), fh)
+            print(f"guest list: {len(guests)} guests, {len(listing.content):,} bytes per response")
+            print(
+                f"load: {args.concurrency} connections, up to {args.requests} requests or {args.seconds:.0f} s per scenario\n"
+            )
+
+            results = {}
+            url = api + "/nodes/pve1/qemu"
+            results["simulator, ticket"] = asyncio.run(
+                load(url, ticket_headers, args.requests, args.concurrency, args.seconds)
+            )
+            results["simulator, API token"] = asyncio.run(
+                load(url, token_headers, args.requests, args.concurrency, args.seconds)
+            )
+            # The same requests with the rendered-list cache off: every request
+            # has PostgreSQL build the 1,000-guest document.
+            cold_port = _free_port()
+            cold_cmd = [
+                sys.executable,
+                "-m",
+                "proxmox_simulator.cli",
+                "serve",
+                "--port",
+                str(cold_port),
+            ]
+            with background(
+                cold_cmd, {**env, "PROXMOX_SIMULATOR_LIST_CACHE": "0"}, cold_port
+            ) as cold:
+                cold_login = httpx.post(
+                    cold + "/api2/json/access/ticket",
+                    data={"username": "root@pam", "password": ROOT_PASSWORD},
+                )
+                cold_headers = {"Cookie": f"PVEAuthCookie={cold_login.json()['data']['ticket']}"}
+                results["simulator, ticket, no cache"] = asyncio.run(
+                    load(
+                        cold + "/api2/json/nodes/pve1/qemu",
+                        cold_headers,
+                        args.requests,
+                        args.concurrency,
+                        args.seconds,
+                    )
+                )
+            bare_cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--bare-server",
+                str(bare_port),
+                payload,
+            ]
+            with background(bare_cmd, os.environ.copy(), bare_port) as bare:
+                results["bare FastAPI JSONResponse"] = asyncio.run(
+                    load(bare + "/bare", {}, args.requests, args.concurrency, args.seconds)
+                )
+            os.unlink(payload)
+
+            print(
+                f"{'GET /nodes/pve1/qemu':<28} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'n':>6} {'fail':>5}"
+            )
+            for name, r in results.items():
+                print(
+                    f"{name:<28} {r['rps']:>8.1f} {r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f} {r['requests']:>6} {r['failures']:>5}"
+                )
+
+            stopped = [g["vmid"] for g in guests if g["status"] == "stopped"][: args.tasks]
+            tasks = asyncio.run(task_latency(sim, token_headers, "pve1", stopped))
+            server = asyncio.run(server_side_latency(db_url, tasks["upids"]))
+            print(f"\ntask start (instant clock), {tasks['tasks']} tasks:")
+            print(
+                f"  POST → status 'stopped' seen by client: p50 {tasks['client_p50_ms']:.1f} ms, p95 {tasks['client_p95_ms']:.1f} ms"
+            )
+            print(
+                f"  created → finished events (server):     p50 {server['server_p50_ms']:.1f} ms, p95 {server['server_p95_ms']:.1f} ms"
+            )
+
+
+if __name__ == "__main__":
+    main()
