@@ -12,7 +12,9 @@ from proxmox_simulator.cli import create_token
 
 
 def _api(server, **auth) -> ProxmoxAPI:
-    return ProxmoxAPI("127.0.0.1", port=server.port, verify_ssl=False, timeout=30, **auth)
+    # Verify TLS against the self-signed certificate the server generated.
+    cert = server.settings.data_dir / "tls" / "pve-ssl.pem"
+    return ProxmoxAPI("127.0.0.1", port=server.port, verify_ssl=str(cert), timeout=30, **auth)
 
 
 def test_password_login_ticket_renewal_and_vm_lifecycle(server, unique_vmid):
