@@ -1,0 +1,195 @@
+"""`proxbox-sync`: run one endpoint's sync (rich progress or --json), or serve the HTTP API."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from proxbox_backend.config import ConfigurationError, Settings
+from proxbox_backend.secrets import install_redaction
+from proxbox_backend.service import RunReport, SyncService
+from proxbox_backend.stages import STAGES
+from proxbox_backend.stages.guests import DISAPPEARED_POLICIES
+
+EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
+
+
+def _settings(args) -> Settings:
+    verify = None
+    if getattr(args, "proxmox_insecure", False):
+        verify = False
+    return Settings.from_env(
+        netbox_url=args.netbox_url,
+        netbox_token=args.netbox_token,
+        netbox_ca_bundle=args.netbox_ca_bundle,
+        proxmox_url=getattr(args, "proxmox_url", None),
+        proxmox_token_id=getattr(args, "proxmox_token_id", None),
+        proxmox_token=getattr(args, "proxmox_token", None),
+        proxmox_ca_bundle=getattr(args, "proxmox_ca_bundle", None),
+        proxmox_verify_tls=verify,
+        disappeared=getattr(args, "disappeared", None),
+    )
+
+
+def render_summary(report: RunReport, console) -> None:
+    from rich.table import Table
+
+    cluster = report.cluster
+    if cluster:
+        console.print(
+            f"Cluster [bold]{cluster['name']}[/] ({cluster['mode']}) → NetBox cluster "
+            f"#{cluster['id']}: claim HTTP {cluster['claim_status']}, "
+            f"created={str(cluster['created']).lower()}, changed={str(cluster['changed']).lower()}"
+        )
+    table = Table(title=f"Sync of endpoint {report.endpoint.get('name', '?')}")
+    table.add_column("object type")
+    for outcome in ("created", "updated", "unchanged", "deleted", "failed"):
+        table.add_column(outcome, justify="right")
+    for object_type, counters in report.tally.counters.items():
+        row = counters.as_dict()
+        table.add_row(
+            object_type, *(str(row[k]) for k in row), style="red" if counters.failed else None
+        )
+    console.print(table)
+    for failure in report.tally.failures:
+        console.print(f"[red]failed[/] {failure.object_type} {failure.label}: {failure.reason}")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {warning}")
+    nb = report.netbox_requests
+    console.print(
+        f"NetBox requests: {nb.get('total', 0)} ({nb.get('writes', 0)} writes), "
+        f"inventory writes: {report.tally.writes}, {report.duration_s:.2f}s"
+    )
+    if report.sync_state:
+        console.print(f"Sync state: {report.sync_state}")
+    if report.error:
+        console.print(f"[bold red]error[/] {report.error}")
+
+
+async def _run_with_progress(service: SyncService, endpoint: str) -> RunReport:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("{task.description:<12}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    tasks = {name: progress.add_task(name, total=None, start=False) for name in STAGES}
+
+    def on_event(event: dict) -> None:
+        stage = event.get("stage")
+        if stage not in tasks:
+            return
+        task = tasks[stage]
+        if event["event"] == "progress":
+            progress.start_task(task)
+            progress.update(
+                task,
+                total=event["total"],
+                completed=event["done"],
+                description=f"{stage} ({event.get('phase', '')})"[:30],
+            )
+        elif event.get("state") == "started":
+            progress.start_task(task)
+            progress.update(
+                task, total=max(event.get("total", 0), 1), completed=0, description=stage
+            )
+        elif event.get("state") == "finished":
+            total = progress.tasks[task].total or 1
+            progress.update(task, completed=total)
+
+    with progress:
+        report = await service.run(endpoint, on_event)
+    render_summary(report, Console())
+    return report
+
+
+def cmd_run(args) -> int:
+    try:
+        settings = _settings(args)
+    except ConfigurationError as exc:
+        print(f"proxbox-sync: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    install_redaction(*settings.secrets())
+    service = SyncService(settings)
+    if args.json:
+        report = asyncio.run(service.run(args.endpoint))
+        print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
+    else:
+        report = asyncio.run(_run_with_progress(service, args.endpoint))
+    return EXIT_OK if report.ok else EXIT_FAILURES
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from proxbox_backend.api import create_app
+
+    try:
+        settings = _settings(args)
+    except ConfigurationError as exc:
+        print(f"proxbox-sync: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    install_redaction(*settings.secrets())
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    return EXIT_OK
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--netbox-url", help="NetBox base URL (env PROXBOX_NETBOX_URL)")
+    parser.add_argument("--netbox-token", help="NetBox API token (env PROXBOX_NETBOX_TOKEN)")
+    parser.add_argument("--netbox-ca-bundle", help="CA bundle for NetBox's TLS certificate")
+    parser.add_argument(
+        "--proxmox-url", help="override the endpoint's URL (env PROXBOX_PROXMOX_URL)"
+    )
+    parser.add_argument(
+        "--proxmox-token-id",
+        help="user@realm!tokenid when the credentials API is unavailable "
+        "(env PROXBOX_PROXMOX_TOKEN_ID; default: the endpoint's token id)",
+    )
+    parser.add_argument(
+        "--proxmox-token", help="the token secret; prefer env PROXBOX_PROXMOX_TOKEN"
+    )
+    parser.add_argument("--proxmox-ca-bundle", help="CA bundle for Proxmox's TLS certificate")
+    parser.add_argument(
+        "--proxmox-insecure", action="store_true", help="do not verify Proxmox's TLS certificate"
+    )
+    parser.add_argument(
+        "--disappeared",
+        choices=DISAPPEARED_POLICIES,
+        help="guests gone from Proxmox: mark offline (default), delete or keep "
+        "(env PROXBOX_DISAPPEARED_GUESTS)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proxbox-sync", description="Sync Proxmox VE inventory into NetBox"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="sync one endpoint now")
+    run.add_argument("--endpoint", required=True, help="the endpoint's NetBox id or name")
+    run.add_argument("--json", action="store_true", help="print the report as JSON")
+    _common(run)
+    run.set_defaults(func=cmd_run)
+    serve = sub.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8800)
+    _common(serve)
+    serve.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""One resilient request loop for both APIs: timeouts, bounded retries, bounded concurrency.
+
+Which failures are retried depends on whether repeating the request is safe:
+idempotent methods (GET, PUT, PATCH with absolute values, DELETE) retry on any
+5xx, 409, 429 and transport error; POST only when the server cannot have acted
+on it (connection never established, 429, 503) or said "conflict, retry later"
+(409), so a create is never silently doubled by a retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+log = logging.getLogger("proxbox_backend.http")
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
+RETRY_ANY_METHOD = frozenset({409, 429, 503})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4  # total tries, the first one included
+    backoff: float = 0.5  # seconds before the first retry; doubles each time
+    max_backoff: float = 10.0
+    jitter: float = 0.2  # fraction of the delay added at random, so clients don't stampede
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        base = min(self.max_backoff, self.backoff * (2 ** (retry - 1)))
+        if retry_after is not None:
+            base = min(self.max_backoff, max(base, retry_after))
+        return base + base * self.jitter * random.random()
+
+
+@dataclass
+class RequestStats:
+    """What a client sent, by method: the benchmark's and the CLI's view of the traffic."""
+
+    by_method: Counter = field(default_factory=Counter)
+    retries: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_method.values())
+
+    @property
+    def writes(self) -> int:
+        return sum(n for m, n in self.by_method.items() if m not in ("GET", "HEAD", "OPTIONS"))
+
+    def as_dict(self) -> dict:
+        return {
+            "total": self.total,
+            "writes": self.writes,
+            "retries": self.retries,
+            "by_method": dict(self.by_method),
+        }
+
+
+class TransportError(Exception):
+    """The request failed after every allowed attempt without an HTTP answer."""
+
+
+def _retriable_status(method: str, status: int) -> bool:
+    if status in RETRY_ANY_METHOD:
+        return True
+    return method in IDEMPOTENT and status >= 500
+
+
+def _retriable_exception(method: str, exc: httpx.TransportError) -> bool:
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+        return True  # nothing reached the server
+    return method in IDEMPOTENT
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class ResilientTransport:
+    """An `httpx.AsyncClient` behind a semaphore and the retry policy above."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        retry: RetryPolicy | None = None,
+        concurrency: int = 8,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        name: str = "http",
+    ):
+        self.client = client
+        self.retry = retry or RetryPolicy()
+        self.semaphore = asyncio.Semaphore(concurrency)
+        self.stats = RequestStats()
+        self._sleep = sleep
+        self.name = name
+
+    async def request(self, method: str, url: str, **kwargs) -> httpx.Response:
+        method = method.upper()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self.semaphore:
+                    self.stats.by_method[method] += 1
+                    response = await self.client.request(method, url, **kwargs)
+            except httpx.TransportError as exc:
+                if attempt >= self.retry.attempts or not _retriable_exception(method, exc):
+                    raise TransportError(
+                        f"{self.name}: {method} {url} failed after {attempt} attempt(s): "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                delay = self.retry.delay(attempt)
+                log.warning(
+                    "%s: %s %s: %s; retry in %.2fs",
+                    self.name,
+                    method,
+                    url,
+                    type(exc).__name__,
+                    delay,
+                )
+            else:
+                if attempt >= self.retry.attempts or not _retriable_status(
+                    method, response.status_code
+                ):
+                    return response
+                delay = self.retry.delay(attempt, _retry_after(response))
+                log.warning(
+                    "%s: %s %s answered %s; retry in %.2fs",
+                    self.name,
+                    method,
+                    url,
+                    response.status_code,
+                    delay,
+                )
+            self.stats.retries += 1
+            await self._sleep(delay)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

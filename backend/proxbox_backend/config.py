@@ -1,0 +1,84 @@
+"""Backend settings from flags and the environment; secrets stay wrapped."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from proxbox_backend.clients.http import RetryPolicy
+from proxbox_backend.clients.proxmox import ProxmoxCredentials
+from proxbox_backend.secrets import Secret
+from proxbox_backend.stages.guests import DISAPPEARED_POLICIES, OFFLINE
+
+ENV = {
+    "netbox_url": "PROXBOX_NETBOX_URL",
+    "netbox_token": "PROXBOX_NETBOX_TOKEN",
+    "netbox_ca_bundle": "PROXBOX_NETBOX_CA_BUNDLE",
+    "proxmox_url": "PROXBOX_PROXMOX_URL",
+    "proxmox_token_id": "PROXBOX_PROXMOX_TOKEN_ID",
+    "proxmox_token": "PROXBOX_PROXMOX_TOKEN",
+    "proxmox_user": "PROXBOX_PROXMOX_USER",
+    "proxmox_password": "PROXBOX_PROXMOX_PASSWORD",
+    "proxmox_ca_bundle": "PROXBOX_PROXMOX_CA_BUNDLE",
+    "disappeared": "PROXBOX_DISAPPEARED_GUESTS",
+}
+
+
+class ConfigurationError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    netbox_url: str
+    netbox_token: Secret = field(repr=False)
+    netbox_verify_tls: bool = True
+    netbox_ca_bundle: str | None = None
+    # Fallbacks until the plugin's credentials API answers for this endpoint.
+    proxmox_url: str | None = None
+    proxmox_token_id: str | None = None
+    proxmox_token: Secret | None = field(default=None, repr=False)
+    proxmox_user: str | None = None
+    proxmox_password: Secret | None = field(default=None, repr=False)
+    proxmox_ca_bundle: str | None = None
+    proxmox_verify_tls: bool | None = None  # None: the endpoint's verify_tls decides
+    disappeared: str = OFFLINE
+    proxmox_concurrency: int = 8
+    netbox_concurrency: int = 4
+    timeout: float = 60.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self):
+        if not self.netbox_url:
+            raise ConfigurationError("NetBox URL missing: --netbox-url or PROXBOX_NETBOX_URL")
+        if not self.netbox_token:
+            raise ConfigurationError("NetBox token missing: --netbox-token or PROXBOX_NETBOX_TOKEN")
+        if self.disappeared not in DISAPPEARED_POLICIES:
+            raise ConfigurationError(
+                f"disappeared-guest policy must be one of {', '.join(DISAPPEARED_POLICIES)}"
+            )
+
+    @classmethod
+    def from_env(cls, **overrides) -> Settings:
+        values = {}
+        for name, var in ENV.items():
+            if os.environ.get(var):
+                values[name] = os.environ[var]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for name in ("netbox_token", "proxmox_token", "proxmox_password"):
+            if isinstance(values.get(name), str):
+                values[name] = Secret(values[name])
+        values.setdefault("netbox_url", "")
+        values.setdefault("netbox_token", Secret(""))
+        return cls(**values)
+
+    def fallback_credentials(self, endpoint_token_id: str | None) -> ProxmoxCredentials | None:
+        token_id = self.proxmox_token_id or endpoint_token_id
+        if token_id and self.proxmox_token:
+            return ProxmoxCredentials(token_id=token_id, token_secret=self.proxmox_token)
+        if self.proxmox_user and self.proxmox_password:
+            return ProxmoxCredentials(username=self.proxmox_user, password=self.proxmox_password)
+        return None
+
+    def secrets(self) -> tuple[Secret, ...]:
+        return tuple(s for s in (self.netbox_token, self.proxmox_token, self.proxmox_password) if s)

@@ -1,0 +1,49 @@
+"""The plugin's Proxmox endpoint record, as far as the sync needs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _id(value) -> int | None:
+    if isinstance(value, dict):
+        return value.get("id")
+    return value
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: int
+    name: str
+    host: str
+    port: int
+    verify_tls: bool
+    enabled: bool
+    mode: str
+    token_id: str | None
+    site_id: int | None
+    tenant_id: int | None
+    netbox_cluster_id: int | None
+
+    @classmethod
+    def from_api(cls, data: dict) -> Endpoint:
+        return cls(
+            id=data["id"],
+            name=data["name"],
+            host=data["host"],
+            port=int(data.get("port") or 8006),
+            verify_tls=bool(data.get("verify_tls", True)),
+            enabled=bool(data.get("enabled", True)),
+            mode=data.get("mode") or "cluster",
+            token_id=data.get("token_id") or None,
+            site_id=_id(data.get("site")),
+            tenant_id=_id(data.get("tenant")),
+            netbox_cluster_id=_id(data.get("netbox_cluster")),
+        )
+
+    @property
+    def url(self) -> str:
+        host = self.host if "://" in self.host else f"https://{self.host}"
+        # A host given with its own port keeps it; otherwise the record's port applies.
+        scheme, _, rest = host.partition("://")
+        return host if ":" in rest.split("/")[0] else f"{scheme}://{rest.rstrip('/')}:{self.port}"

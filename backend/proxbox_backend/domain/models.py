@@ -1,0 +1,83 @@
+"""Proxmox inventory as the planners see it, normalized to NetBox's units (MB, CIDR)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+QEMU, LXC = "qemu", "lxc"
+CLUSTER, STANDALONE = "cluster", "standalone"
+
+
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """Who the endpoint is, from /cluster/status: a cluster's name, or a standalone node's."""
+
+    name: str
+    mode: str  # cluster | standalone
+    nodes: tuple[str, ...]
+    quorate: bool
+
+
+@dataclass(frozen=True)
+class ProxmoxNode:
+    name: str
+    online: bool
+    ip: str | None = None
+
+
+@dataclass(frozen=True)
+class GuestNic:
+    key: str  # net0
+    name: str  # NetBox interface name: the container's own name (eth0) or the config key
+    mac: str | None  # upper case, colon separated
+    enabled: bool
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class GuestDisk:
+    key: str  # scsi0, rootfs, mp0
+    size_mb: int
+    volume: str
+
+
+@dataclass(frozen=True)
+class GuestAddress:
+    nic: str  # GuestNic.name the address belongs to
+    address: str  # CIDR, normalized ("10.0.0.5/24")
+
+
+@dataclass(frozen=True)
+class Guest:
+    kind: str  # qemu | lxc
+    vmid: int
+    name: str
+    node: str
+    status: str  # Proxmox: running | stopped | paused
+    vcpus: float | None
+    memory_mb: int | None
+    # Survives config edits but not re-creation, so a reused VMID is a new guest.
+    creation_id: str | None = None
+    nics: tuple[GuestNic, ...] = ()
+    disks: tuple[GuestDisk, ...] = ()
+    addresses: tuple[GuestAddress, ...] = ()
+    template: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.kind}/{self.vmid})"
+
+    @property
+    def disk_mb(self) -> int | None:
+        return sum(d.size_mb for d in self.disks) or None
+
+
+@dataclass
+class ProxmoxInventory:
+    identity: ClusterIdentity
+    nodes: list[ProxmoxNode]
+    guests: list[Guest]
+    # Things Proxmox would not tell us (agent down, config unreadable): reported, not fatal.
+    warnings: list[str] = field(default_factory=list)
+    # (kind, vmid) of guests Proxmox listed but whose config could not be read.
+    unreadable: set[tuple[str, int]] = field(default_factory=set)

@@ -1,0 +1,59 @@
+"""A stage's plan: what to create, update and delete in NetBox, and what already matches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Create:
+    key: Any  # the planner's identity for the object, to link the created id back
+    label: str
+    payload: dict
+
+
+@dataclass(frozen=True)
+class Update:
+    key: Any
+    label: str
+    id: int
+    changes: dict  # only the fields that differ
+
+
+@dataclass(frozen=True)
+class Delete:
+    key: Any
+    label: str
+    id: int
+
+
+@dataclass(frozen=True)
+class PlanningFailure:
+    """An object the planner could not express (e.g. its host device failed)."""
+
+    label: str
+    reason: str
+
+
+@dataclass
+class Plan:
+    object_type: str  # NetBox's app.model, e.g. virtualization.virtualmachine
+    creates: list[Create] = field(default_factory=list)
+    updates: list[Update] = field(default_factory=list)
+    deletes: list[Delete] = field(default_factory=list)
+    unchanged: dict[Any, int] = field(default_factory=dict)  # key → id of matching objects
+    failures: list[PlanningFailure] = field(default_factory=list)
+
+    @property
+    def writes(self) -> int:
+        return len(self.creates) + len(self.updates) + len(self.deletes)
+
+    @property
+    def size(self) -> int:
+        return self.writes + len(self.unchanged) + len(self.failures)
+
+
+def diff(desired: dict, current: dict) -> dict:
+    """The desired fields whose normalized current value differs."""
+    return {k: v for k, v in desired.items() if current.get(k) != v}

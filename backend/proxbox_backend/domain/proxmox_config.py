@@ -1,0 +1,228 @@
+"""Reading guest configs and status entries into the domain models (pure functions).
+
+PVE stores NICs and disks as property strings (`virtio=BC:24:11:..,bridge=vmbr0`,
+`local-lvm:vm-101-disk-0,size=32G`); sizes carry K/M/G/T suffixes or are bytes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from proxbox_backend.domain.models import (
+    CLUSTER,
+    LXC,
+    QEMU,
+    STANDALONE,
+    ClusterIdentity,
+    Guest,
+    GuestAddress,
+    GuestDisk,
+    GuestNic,
+    ProxmoxNode,
+)
+
+QEMU_NIC_MODELS = frozenset(
+    {
+        "virtio", "e1000", "e1000e", "rtl8139", "vmxnet3", "ne2k_pci", "pcnet", "i82551",
+        "i82557b", "i82559er", "ne2k_isa", "e1000-82540em", "e1000-82544gc", "e1000-82545em",
+    }
+)  # fmt: skip
+QEMU_DISK_KEY = re.compile(r"^(?:scsi|virtio|sata|ide)\d+$")
+LXC_DISK_KEY = re.compile(r"^(?:rootfs|mp\d+)$")
+NET_KEY = re.compile(r"^net(\d+)$")
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)$", re.IGNORECASE)
+_UNIT_MB = {"": 1 / 1024**2, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def property_string(value: str, default_key: str | None = None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in str(value).split(","):
+        if not item:
+            continue
+        key, sep, val = item.partition("=")
+        if sep:
+            out[key.strip()] = val.strip()
+        elif default_key:
+            out[default_key] = key.strip()
+    return out
+
+
+def size_mb(value: str) -> int:
+    match = _SIZE.match(str(value).strip())
+    if not match:
+        raise ConfigError(f"unreadable size {value!r}")
+    return round(float(match[1]) * _UNIT_MB[match[2].upper()])
+
+
+def normalize_mac(mac: str | None) -> str | None:
+    if not mac:
+        return None
+    cleaned = mac.strip().upper().replace("-", ":")
+    return cleaned if re.fullmatch(r"(?:[0-9A-F]{2}:){5}[0-9A-F]{2}", cleaned) else None
+
+
+def normalize_cidr(value: str) -> str | None:
+    try:
+        return str(ipaddress.ip_interface(value.strip()))
+    except ValueError:
+        return None
+
+
+def is_reportable_address(cidr: str) -> bool:
+    """Loopback and link-local addresses describe no reachable service."""
+    ip = ipaddress.ip_interface(cidr).ip
+    return not (ip.is_loopback or ip.is_link_local or ip.is_unspecified)
+
+
+# -- cluster ------------------------------------------------------------------------------
+
+
+def cluster_identity(status: list[dict]) -> ClusterIdentity:
+    """Cluster name and quorum from the `cluster` entry; without one, the standalone node."""
+    cluster = next((e for e in status if e.get("type") == "cluster"), None)
+    nodes = tuple(sorted(e["name"] for e in status if e.get("type") == "node"))
+    if cluster is not None and cluster.get("name"):
+        return ClusterIdentity(cluster["name"], CLUSTER, nodes, bool(cluster.get("quorate")))
+    if len(nodes) != 1:
+        raise ConfigError(f"no cluster entry and {len(nodes)} nodes in /cluster/status")
+    return ClusterIdentity(nodes[0], STANDALONE, nodes, True)
+
+
+def nodes_from_status(status: list[dict]) -> list[ProxmoxNode]:
+    return sorted(
+        (
+            ProxmoxNode(e["name"], bool(e.get("online", 1)), e.get("ip"))
+            for e in status
+            if e.get("type") == "node"
+        ),
+        key=lambda n: n.name,
+    )
+
+
+# -- guests -------------------------------------------------------------------------------
+
+
+def creation_id(kind: str, config: dict) -> str | None:
+    """PVE ≥7.2 stamps `meta: ctime=…` at creation; SMBIOS UUIDs are per-VM otherwise."""
+    if kind != QEMU:
+        return None
+    meta = property_string(config.get("meta", ""))
+    if meta.get("ctime"):
+        return f"ctime:{meta['ctime']}"
+    smbios = property_string(config.get("smbios1", ""))
+    if smbios.get("uuid"):
+        return f"uuid:{smbios['uuid'].lower()}"
+    return None
+
+
+def nics(kind: str, config: dict) -> list[GuestNic]:
+    out = []
+    for key in sorted(config, key=lambda k: (len(k), k)):
+        match = NET_KEY.match(key)
+        if not match:
+            continue
+        if kind == QEMU:
+            props = property_string(config[key], "model")
+            model = next((k for k in props if k in QEMU_NIC_MODELS), props.get("model", ""))
+            mac = props.get(model) if model in props else props.get("macaddr")
+            name = key
+            description = f"{model} on {props['bridge']}" if props.get("bridge") else model
+        else:
+            props = property_string(config[key])
+            mac = props.get("hwaddr")
+            name = props.get("name") or key
+            description = f"on {props['bridge']}" if props.get("bridge") else ""
+        out.append(
+            GuestNic(key, name, normalize_mac(mac), props.get("link_down") != "1", description)
+        )
+    return out
+
+
+def disks(kind: str, config: dict) -> list[GuestDisk]:
+    pattern = QEMU_DISK_KEY if kind == QEMU else LXC_DISK_KEY
+    out = []
+    for key in sorted(config):
+        if not pattern.match(key):
+            continue
+        props = property_string(config[key], "file" if kind == QEMU else "volume")
+        volume = props.get("file") or props.get("volume") or ""
+        if props.get("media") == "cdrom" or volume == "none" or "size" not in props:
+            continue
+        out.append(GuestDisk(key, size_mb(props["size"]), volume))
+    return out
+
+
+def lxc_config_addresses(config: dict, guest_nics: list[GuestNic]) -> list[GuestAddress]:
+    """Static `ip=`/`ip6=` of a container's NICs (known even while it is stopped)."""
+    by_key = {n.key: n for n in guest_nics}
+    out = []
+    for key, nic in by_key.items():
+        props = property_string(config.get(key, ""))
+        for field in ("ip", "ip6"):
+            cidr = normalize_cidr(props.get(field, "")) if "/" in props.get(field, "") else None
+            if cidr and is_reportable_address(cidr):
+                out.append(GuestAddress(nic.name, cidr))
+    return out
+
+
+def agent_addresses(agent: list[dict], guest_nics: list[GuestNic]) -> list[GuestAddress]:
+    """Addresses the QEMU guest agent reports, attached to the NIC with the same MAC."""
+    by_mac = {n.mac: n for n in guest_nics if n.mac}
+    out = []
+    for iface in agent:
+        nic = by_mac.get(normalize_mac(iface.get("hardware-address")))
+        if nic is None:
+            continue
+        for address in iface.get("ip-addresses") or []:
+            cidr = normalize_cidr(f"{address.get('ip-address')}/{address.get('prefix')}")
+            if cidr and is_reportable_address(cidr):
+                out.append(GuestAddress(nic.name, cidr))
+    return out
+
+
+def lxc_runtime_addresses(entries: list[dict], guest_nics: list[GuestNic]) -> list[GuestAddress]:
+    """`/nodes/{n}/lxc/{vmid}/interfaces`: `inet`/`inet6` per interface name."""
+    names = {n.name for n in guest_nics}
+    out = []
+    for entry in entries:
+        if entry.get("name") not in names:
+            continue
+        for family in ("inet", "inet6"):
+            cidr = normalize_cidr(entry.get(family) or "") if entry.get(family) else None
+            if cidr and is_reportable_address(cidr):
+                out.append(GuestAddress(entry["name"], cidr))
+    return out
+
+
+def guest(resource: dict, config: dict, addresses: list[GuestAddress] | None = None) -> Guest:
+    """One guest from its /cluster/resources entry and its config."""
+    kind = resource["type"]
+    guest_nics = nics(kind, config)
+    if addresses is None:
+        addresses = lxc_config_addresses(config, guest_nics) if kind == LXC else []
+    memory = config.get("memory", resource.get("maxmem", 0) // 1024**2 or None)
+    cores = config.get("cores") or resource.get("maxcpu")
+    sockets = config.get("sockets", 1) if kind == QEMU else 1
+    vcpus = config.get("vcpus") or (float(cores) * float(sockets) if cores else None)
+    return Guest(
+        kind=kind,
+        vmid=int(resource["vmid"]),
+        name=resource.get("name")
+        or config.get("name")
+        or config.get("hostname")
+        or f"{kind}-{resource['vmid']}",
+        node=resource["node"],
+        status=resource.get("status", "unknown"),
+        vcpus=float(vcpus) if vcpus else None,
+        memory_mb=int(memory) if memory else None,
+        creation_id=creation_id(kind, config),
+        nics=tuple(guest_nics),
+        disks=tuple(disks(kind, config)),
+        addresses=tuple(dict.fromkeys(addresses)),
+        template=bool(resource.get("template")),
+    )

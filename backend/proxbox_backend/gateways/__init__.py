@@ -1,0 +1,1 @@
+"""Gateways: the sync's questions to Proxmox and NetBox, in domain terms."""

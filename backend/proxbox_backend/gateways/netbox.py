@@ -1,0 +1,248 @@
+"""NetBox gateway: the plugin's endpoint, credentials, claim and sidecar APIs, the
+prerequisite objects created once, and the bulk reads the planners compare against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
+from proxbox_backend.clients.proxmox import ProxmoxCredentials
+from proxbox_backend.domain.counters import Tally
+from proxbox_backend.domain.endpoint import Endpoint
+from proxbox_backend.secrets import Secret
+
+PLUGIN = "/plugins/proxbox"
+ENDPOINTS = f"{PLUGIN}/endpoints/proxmox/"
+SYNC_STATES = f"{PLUGIN}/cluster-sync-states/"
+
+CLUSTERS = "/virtualization/clusters/"
+CLUSTER_TYPES = "/virtualization/cluster-types/"
+VIRTUAL_MACHINES = "/virtualization/virtual-machines/"
+VM_INTERFACES = "/virtualization/interfaces/"
+VIRTUAL_DISKS = "/virtualization/virtual-disks/"
+IP_ADDRESSES = "/ipam/ip-addresses/"
+DEVICES = "/dcim/devices/"
+DEVICE_ROLES = "/dcim/device-roles/"
+DEVICE_TYPES = "/dcim/device-types/"
+MANUFACTURERS = "/dcim/manufacturers/"
+CUSTOM_FIELDS = "/extras/custom-fields/"
+
+SOURCE_FIELD = "proxbox_source"
+
+# Only the fields the planners compare: NetBox serializes far less per object.
+VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields"
+DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type"
+INTERFACE_FIELDS = "id,name,enabled,description,virtual_machine,primary_mac_address"
+DISK_FIELDS = "id,name,size,description,virtual_machine"
+IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id"
+
+
+class EndpointNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class Prerequisites:
+    cluster_type_id: int
+    device_role_id: int
+    device_type_id: int
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    http_status: int
+    cluster: dict
+    tracking_id: int | None
+    created: bool
+    changed: bool
+
+    @property
+    def cluster_id(self) -> int:
+        return self.cluster["id"]
+
+
+class ClaimRefused(Exception):
+    """The claim action said no (403 permission, 409 ownership/uniqueness, 400 input)."""
+
+    def __init__(self, error: NetBoxError):
+        self.error = error
+        super().__init__(str(error))
+
+
+class NetBoxGateway:
+    def __init__(self, client: NetBoxClient):
+        self.client = client
+
+    # -- the plugin --------------------------------------------------------------------
+
+    async def endpoint(self, ref: str | int) -> Endpoint:
+        text = str(ref)
+        if text.isdigit():
+            try:
+                return Endpoint.from_api(await self.client.get(f"{ENDPOINTS}{int(text)}/"))
+            except NetBoxError as exc:
+                if exc.status != 404:
+                    raise
+                raise EndpointNotFound(f"no Proxmox endpoint with id {text}") from exc
+        found = await self.client.list(ENDPOINTS, {"name": text})
+        if len(found) != 1:
+            raise EndpointNotFound(f"no Proxmox endpoint named {text!r}")
+        return Endpoint.from_api(found[0])
+
+    async def credentials(self, endpoint: Endpoint) -> ProxmoxCredentials | None:
+        """The endpoint's token from the backend-only credentials API, when it exists
+        and this NetBox token may read it; None otherwise (the caller falls back)."""
+        response = await self.client.request("GET", f"{ENDPOINTS}{endpoint.id}/credentials/")
+        if response.status_code in (403, 404, 405):
+            return None
+        if not response.is_success:
+            raise NetBoxError(response.status_code, "GET", "credentials", response.text[:200])
+        data = response.json()
+        if not data.get("token_id") or not data.get("token_secret"):
+            return None
+        return ProxmoxCredentials(data["token_id"], Secret(data["token_secret"]))
+
+    async def claim(self, endpoint: Endpoint, body: dict) -> ClaimResult:
+        response = await self.client.request(
+            "POST", f"{ENDPOINTS}{endpoint.id}/sync-cluster/", json=body
+        )
+        data = response.json() if response.content else None
+        if response.status_code not in (200, 201):
+            raise ClaimRefused(NetBoxError(response.status_code, "POST", "sync-cluster", data))
+        return ClaimResult(
+            http_status=response.status_code,
+            cluster=data["cluster"],
+            tracking_id=data.get("proxmox_cluster"),
+            created=bool(data.get("created")),
+            changed=bool(data.get("changed")),
+        )
+
+    async def write_sync_state(self, cluster_id: int, metadata: dict) -> str:
+        """Record the run on the cluster's typed sidecar; says what happened."""
+        response = await self.client.request("GET", SYNC_STATES, params={"cluster_id": cluster_id})
+        if response.status_code == 404:
+            return "sidecar API not available in this NetBox"
+        if not response.is_success:
+            return f"sidecar lookup answered HTTP {response.status_code}"
+        results = response.json().get("results", [])
+        if not results:
+            return "no sync-state sidecar for this cluster"
+        sidecar = results[0]
+        update = await self.client.request("PATCH", f"{SYNC_STATES}{sidecar['id']}/", json=metadata)
+        if not update.is_success:
+            return f"sidecar update answered HTTP {update.status_code}: {update.text[:200]}"
+        return "recorded"
+
+    # -- prerequisites, created once ------------------------------------------------------
+
+    async def _get_or_create(
+        self, path: str, lookup: dict, payload: dict, tally: Tally, object_type: str
+    ) -> int:
+        found = await self.client.list(path, lookup)
+        if found:
+            return found[0]["id"]
+        result = await self.client.bulk_create(path, [payload])
+        if 0 in result.succeeded:
+            tally.add(object_type, "created")
+            return result.succeeded[0]["id"]
+        # Another backend may have created it between our read and our write.
+        found = await self.client.list(path, lookup)
+        if found:
+            return found[0]["id"]
+        raise NetBoxError(400, "POST", path, result.failed.get(0))
+
+    async def prerequisites(self, tally: Tally) -> Prerequisites:
+        await self.ensure_source_field(tally)
+        cluster_type = await self._get_or_create(
+            CLUSTER_TYPES,
+            {"slug": "proxmox-ve"},
+            {"name": "Proxmox VE", "slug": "proxmox-ve"},
+            tally,
+            "virtualization.clustertype",
+        )
+        role = await self._get_or_create(
+            DEVICE_ROLES,
+            {"slug": "proxmox-ve-node"},
+            {
+                "name": "Proxmox VE node",
+                "slug": "proxmox-ve-node",
+                "color": "e57000",
+                "vm_role": False,
+            },
+            tally,
+            "dcim.devicerole",
+        )
+        manufacturer = await self._get_or_create(
+            MANUFACTURERS,
+            {"slug": "proxmox"},
+            {"name": "Proxmox", "slug": "proxmox"},
+            tally,
+            "dcim.manufacturer",
+        )
+        device_type = await self._get_or_create(
+            DEVICE_TYPES,
+            {"slug": "proxmox-ve-node"},
+            {
+                "manufacturer": manufacturer,
+                "model": "Proxmox VE node",
+                "slug": "proxmox-ve-node",
+                "u_height": 0,
+            },
+            tally,
+            "dcim.devicetype",
+        )
+        return Prerequisites(cluster_type, role, device_type)
+
+    async def ensure_source_field(self, tally: Tally) -> None:
+        await self._get_or_create(
+            CUSTOM_FIELDS,
+            {"name": SOURCE_FIELD},
+            {
+                "name": SOURCE_FIELD,
+                "label": "Proxbox source",
+                "type": "text",
+                "object_types": ["virtualization.virtualmachine"],
+                "description": "Proxmox identity of this guest: <cluster>/<qemu|lxc>/<vmid>"
+                "[#<creation id>]. Written by the Proxbox sync; do not edit.",
+                "ui_editable": "no",
+                "filter_logic": "exact",
+                "required": False,
+            },
+            tally,
+            "extras.customfield",
+        )
+
+    # -- current state ------------------------------------------------------------------
+
+    async def update_cluster(self, cluster_id: int, changes: dict) -> dict:
+        return await self.client.call("PATCH", f"{CLUSTERS}{cluster_id}/", json=changes)
+
+    async def devices(self, cluster_id: int) -> list[dict]:
+        return await self.client.list(DEVICES, {"cluster_id": cluster_id, "fields": DEVICE_FIELDS})
+
+    async def virtual_machines(self, cluster_id: int) -> list[dict]:
+        return await self.client.list(
+            VIRTUAL_MACHINES, {"cluster_id": cluster_id, "fields": VM_FIELDS}
+        )
+
+    async def interfaces(self, cluster_id: int) -> list[dict]:
+        return await self.client.list(
+            VM_INTERFACES, {"cluster_id": cluster_id, "fields": INTERFACE_FIELDS}
+        )
+
+    async def disks(self, vm_ids: list[int]) -> list[dict]:
+        return await self.client.list_by_ids(
+            VIRTUAL_DISKS, "virtual_machine_id", vm_ids, {"fields": DISK_FIELDS}
+        )
+
+    async def ip_addresses(self, vm_ids: list[int]) -> list[dict]:
+        return await self.client.list_by_ids(
+            IP_ADDRESSES, "virtual_machine_id", vm_ids, {"fields": IP_FIELDS}
+        )
+
+
+def nested_id(value: Any) -> int | None:
+    if isinstance(value, dict):
+        return value.get("id")
+    return value

@@ -1,0 +1,92 @@
+"""Proxmox gateway: the endpoint's inventory in domain models, read with bounded concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from proxbox_backend.clients.http import TransportError
+from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxError
+from proxbox_backend.domain import proxmox_config as parse
+from proxbox_backend.domain.models import (
+    LXC,
+    QEMU,
+    ClusterIdentity,
+    Guest,
+    ProxmoxInventory,
+    ProxmoxNode,
+)
+
+
+class ProxmoxGateway:
+    def __init__(self, client: ProxmoxClient):
+        self.client = client
+
+    async def identity(self) -> tuple[ClusterIdentity, list[ProxmoxNode]]:
+        status = await self.client.cluster_status()
+        nodes = parse.nodes_from_status(status)
+        if not nodes:
+            # Some standalone hosts list no node entry in /cluster/status; /nodes always does.
+            nodes = [
+                ProxmoxNode(n["node"], n.get("status", "online") == "online")
+                for n in await self.client.nodes()
+            ]
+            status = [*status, *({"type": "node", "name": n.name} for n in nodes)]
+        return parse.cluster_identity(status), nodes
+
+    async def inventory(
+        self,
+        identity: ClusterIdentity,
+        nodes: list[ProxmoxNode],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ProxmoxInventory:
+        resources = [r for r in await self.client.guests() if r.get("type") in (QEMU, LXC)]
+        inventory = ProxmoxInventory(identity, nodes, [])
+        done = 0
+        total = len(resources)
+        if progress:
+            progress(0, total)
+
+        async def read(resource: dict) -> Guest | None:
+            nonlocal done
+            try:
+                return await self._guest(resource, inventory.warnings)
+            except (ProxmoxError, TransportError, parse.ConfigError) as exc:
+                inventory.warnings.append(
+                    f"{resource.get('type')}/{resource.get('vmid')}: config unreadable: {exc}"
+                )
+                return None
+            finally:
+                done += 1
+                if progress:
+                    progress(done, total)
+
+        guests = await asyncio.gather(*(read(r) for r in resources))
+        # A guest whose config could not be read is left out of this run entirely, and
+        # remembered so the disappeared-guest policy does not delete it by mistake.
+        inventory.guests = [g for g in guests if g is not None]
+        inventory.unreadable = {
+            (r["type"], int(r["vmid"])) for r, g in zip(resources, guests, strict=True) if g is None
+        }
+        return inventory
+
+    async def _guest(self, resource: dict, warnings: list[str]) -> Guest:
+        kind, node, vmid = resource["type"], resource["node"], int(resource["vmid"])
+        config = await self.client.guest_config(node, kind, vmid)
+        draft = parse.guest(resource, config)
+        if resource.get("status") != "running":
+            return draft
+        addresses = list(draft.addresses)
+        try:
+            if kind == QEMU:
+                agent = parse.property_string(config.get("agent", "0"), "enabled")
+                if agent.get("enabled") in ("1", "yes", "on", "true"):
+                    reported = await self.client.qemu_agent_interfaces(node, vmid)
+                    addresses = parse.agent_addresses(reported, list(draft.nics))
+            else:
+                reported = await self.client.lxc_interfaces(node, vmid)
+                addresses += parse.lxc_runtime_addresses(reported, list(draft.nics))
+        except ProxmoxError as exc:
+            # An agent that is not running is normal; the guest syncs without addresses.
+            warnings.append(f"{draft.label}: no runtime addresses: {exc.reason}")
+        return parse.guest(resource, config, addresses)

@@ -1,0 +1,73 @@
+"""Stage `cluster`: claim the endpoint's native cluster through the plugin's action.
+
+The cluster is never looked up by name: the claim answers with the one native
+cluster this endpoint owns (creating or renaming it), and every later stage uses
+that cluster's id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxbox_backend.domain.counters import Tally
+from proxbox_backend.domain.endpoint import Endpoint
+from proxbox_backend.domain.models import ClusterIdentity
+from proxbox_backend.gateways.netbox import ClaimResult, NetBoxGateway, nested_id
+
+OBJECT_TYPE = "virtualization.cluster"
+
+
+def claim_body(identity: ClusterIdentity, endpoint: Endpoint, cluster_type_id: int) -> dict:
+    """The sync-cluster request: placement always comes from the endpoint record."""
+    return {
+        "name": identity.name,
+        "mode": identity.mode,
+        "cluster_type": cluster_type_id,
+        "site": endpoint.site_id,
+        "tenant": endpoint.tenant_id,
+    }
+
+
+def desired_status(identity: ClusterIdentity) -> str:
+    """A cluster without quorum cannot run or change guests: NetBox calls that offline."""
+    return "active" if identity.quorate else "offline"
+
+
+def plan_metadata(identity: ClusterIdentity, cluster: dict) -> dict:
+    """Cluster fields the claim does not own, reconciled after it."""
+    current = cluster.get("status")
+    current = current.get("value") if isinstance(current, dict) else current
+    wanted = desired_status(identity)
+    return {} if current == wanted else {"status": wanted}
+
+
+@dataclass(frozen=True)
+class ClusterOutcome:
+    claim: ClaimResult
+    cluster_id: int
+    metadata_changed: bool
+
+
+def count(tally: Tally, claim: ClaimResult, metadata_changed: bool) -> None:
+    """Creation takes precedence; then an update when the claim or the metadata changed."""
+    if claim.created:
+        tally.add(OBJECT_TYPE, "created")
+    elif claim.changed or metadata_changed:
+        tally.add(OBJECT_TYPE, "updated")
+    else:
+        tally.add(OBJECT_TYPE, "unchanged")
+
+
+async def apply(
+    netbox: NetBoxGateway,
+    endpoint: Endpoint,
+    identity: ClusterIdentity,
+    cluster_type_id: int,
+    tally: Tally,
+) -> ClusterOutcome:
+    claim = await netbox.claim(endpoint, claim_body(identity, endpoint, cluster_type_id))
+    changes = plan_metadata(identity, claim.cluster)
+    if changes:
+        await netbox.update_cluster(claim.cluster_id, changes)
+    count(tally, claim, bool(changes))
+    return ClusterOutcome(claim, nested_id(claim.cluster), bool(changes))

@@ -1,0 +1,143 @@
+"""Stage `guests`: QEMU VMs and LXC containers → NetBox virtual machines.
+
+A guest's identity is its source key, stored in the `proxbox_source` custom field:
+`<cluster identity>/<qemu|lxc>/<vmid>[#<creation id>]`.  The cluster part is the
+claimed native cluster (stable across renames, distinct for clusters that share a
+name), the creation id distinguishes a new guest that reuses a destroyed guest's
+VMID.  Virtual machines without a key under this cluster are not ours: never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxbox_backend.domain.counters import Tally
+from proxbox_backend.domain.models import Guest
+from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
+from proxbox_backend.gateways.netbox import SOURCE_FIELD, VIRTUAL_MACHINES, NetBoxGateway, nested_id
+from proxbox_backend.stages.apply import apply_plan
+
+OBJECT_TYPE = "virtualization.virtualmachine"
+
+OFFLINE, DELETE, KEEP = "offline", "delete", "keep"
+DISAPPEARED_POLICIES = (OFFLINE, DELETE, KEEP)
+
+STATUS = {"running": "active", "paused": "paused", "stopped": "offline"}
+
+
+def cluster_source(cluster_id: int) -> str:
+    return f"cluster-{cluster_id}"
+
+
+def source_key(prefix: str, guest: Guest) -> str:
+    key = f"{prefix}/{guest.kind}/{guest.vmid}"
+    return f"{key}#{guest.creation_id}" if guest.creation_id else key
+
+
+def parse_source_key(prefix: str, value: str | None) -> tuple[str, int] | None:
+    """(kind, vmid) of one of this cluster's keys; None for anything else."""
+    if not value or not value.startswith(prefix + "/"):
+        return None
+    kind, _, rest = value[len(prefix) + 1 :].partition("/")
+    vmid = rest.partition("#")[0]
+    return (kind, int(vmid)) if vmid.isdigit() else None
+
+
+@dataclass(frozen=True)
+class GuestPlacement:
+    cluster_id: int
+    site_id: int | None
+    tenant_id: int | None
+    device_ids: dict[str, int]  # node name → device id
+    disappeared: str = OFFLINE
+
+
+def _vcpus(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def _current(vm: dict) -> dict:
+    status = vm.get("status")
+    return {
+        "name": vm.get("name"),
+        "status": status.get("value") if isinstance(status, dict) else status,
+        "vcpus": _vcpus(vm.get("vcpus")),
+        "memory": vm.get("memory"),
+        "cluster": nested_id(vm.get("cluster")),
+        "device": nested_id(vm.get("device")),
+        "site": nested_id(vm.get("site")),
+        "tenant": nested_id(vm.get("tenant")),
+    }
+
+
+def desired(guest: Guest, placement: GuestPlacement) -> dict:
+    fields = {
+        "name": guest.name,
+        "status": STATUS.get(guest.status, "offline"),
+        "vcpus": guest.vcpus,
+        "memory": guest.memory_mb,
+        "cluster": placement.cluster_id,
+        "site": placement.site_id,
+        "tenant": placement.tenant_id,
+    }
+    # Without its node's device (the device failed), leave the host field as it is.
+    if guest.node in placement.device_ids:
+        fields["device"] = placement.device_ids[guest.node]
+    return fields
+
+
+def plan(
+    guests: list[Guest],
+    current: list[dict],
+    placement: GuestPlacement,
+    unreadable: set[tuple[str, int]] = frozenset(),
+) -> Plan:
+    prefix = cluster_source(placement.cluster_id)
+    result = Plan(OBJECT_TYPE)
+    ours: dict[str, dict] = {}
+    for vm in current:
+        key = (vm.get("custom_fields") or {}).get(SOURCE_FIELD)
+        if parse_source_key(prefix, key) is not None:
+            ours.setdefault(key, vm)
+    wanted = set()
+    for guest in guests:
+        key = source_key(prefix, guest)
+        wanted.add(key)
+        fields = desired(guest, placement)
+        existing = ours.get(key)
+        if existing is None:
+            payload = {**fields, "disk": guest.disk_mb, "custom_fields": {SOURCE_FIELD: key}}
+            result.creates.append(Create(key, guest.label, payload))
+            continue
+        changes = diff(fields, _current(existing))
+        if changes:
+            result.updates.append(Update(key, guest.label, existing["id"], changes))
+        else:
+            result.unchanged[key] = existing["id"]
+    for key, vm in ours.items():
+        if key in wanted or parse_source_key(prefix, key) in unreadable:
+            continue
+        label = f"{vm.get('name')} ({key}, gone from Proxmox)"
+        if placement.disappeared == DELETE:
+            result.deletes.append(Delete(key, label, vm["id"]))
+        elif placement.disappeared == OFFLINE and _current(vm)["status"] != "offline":
+            result.updates.append(Update(key, label, vm["id"], {"status": "offline"}))
+        else:
+            result.unchanged[key] = vm["id"]
+    return result
+
+
+async def apply(
+    netbox: NetBoxGateway,
+    guests: list[Guest],
+    placement: GuestPlacement,
+    tally: Tally,
+    unreadable: set[tuple[str, int]] = frozenset(),
+) -> tuple[dict[str, int], set[int]]:
+    """(source key → VM id of every guest now in NetBox, ids of VMs that existed before)."""
+    current = await netbox.virtual_machines(placement.cluster_id)
+    the_plan = plan(guests, current, placement, unreadable)
+    ids = await apply_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
+    wanted = {source_key(cluster_source(placement.cluster_id), g) for g in guests}
+    existing = {vm["id"] for vm in current}
+    return {k: v for k, v in ids.items() if k in wanted}, existing

@@ -1,0 +1,290 @@
+"""HTTP clients against httpx.MockTransport: auth, retries and backoff, bulk isolation,
+pagination, and secrets that never show up in reprs or logs."""
+
+import json
+import logging
+
+import httpx
+import pytest
+
+from proxbox_backend.clients.http import RetryPolicy, TransportError
+from proxbox_backend.clients.netbox import NetBoxClient
+from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials, ProxmoxError
+from proxbox_backend.secrets import Secret, install_redaction, redact
+
+NETBOX_TOKEN = "0123456789abcdef0123456789abcdef01234567"
+PVE_SECRET = "5d7c9a1e-1111-2222-3333-444455556666"
+
+
+class Recorder:
+    """A scripted server: answers in order, remembers every request."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer(request) if callable(answer) else answer
+
+
+class Sleeps(list):
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def netbox(server, token=NETBOX_TOKEN, **kw) -> tuple[NetBoxClient, Sleeps]:
+    sleeps = Sleeps()
+    client = NetBoxClient(
+        "http://netbox.test",
+        Secret(token),
+        transport=httpx.MockTransport(server),
+        sleep=sleeps,
+        retry=RetryPolicy(attempts=3, backoff=0.5, jitter=0),
+        **kw,
+    )
+    return client, sleeps
+
+
+def proxmox(server, credentials=None) -> tuple[ProxmoxClient, Sleeps]:
+    sleeps = Sleeps()
+    credentials = credentials or ProxmoxCredentials("sync@pve!proxbox", Secret(PVE_SECRET))
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        credentials,
+        transport=httpx.MockTransport(server),
+        sleep=sleeps,
+        retry=RetryPolicy(attempts=3, backoff=0.5, jitter=0),
+    )
+    return client, sleeps
+
+
+@pytest.mark.parametrize(
+    ("token", "header"),
+    [
+        (NETBOX_TOKEN, f"Token {NETBOX_TOKEN}"),
+        ("nbt_abc123.secretpart", "Bearer nbt_abc123.secretpart"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_netbox_token_versions(token, header):
+    server = Recorder(httpx.Response(200, json={"results": [], "next": None}))
+    client, _ = netbox(server, token)
+    await client.list("/dcim/sites/")
+    assert server.requests[0].headers["Authorization"] == header
+    assert server.requests[0].url.path == "/api/dcim/sites/"
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 409])
+@pytest.mark.asyncio
+async def test_idempotent_reads_retry_with_growing_backoff(status):
+    server = Recorder(
+        httpx.Response(status),
+        httpx.Response(status),
+        httpx.Response(200, json={"results": [{"id": 1}], "next": None}),
+    )
+    client, sleeps = netbox(server)
+    assert await client.list("/dcim/sites/") == [{"id": 1}]
+    assert len(server.requests) == 3 and sleeps == [0.5, 1.0]
+    assert client.stats.retries == 2
+
+
+@pytest.mark.asyncio
+async def test_retries_are_bounded():
+    server = Recorder(httpx.Response(503))
+    client, sleeps = netbox(server)
+    response = await client.request("GET", "/dcim/sites/")
+    assert response.status_code == 503 and len(server.requests) == 3 and len(sleeps) == 2
+
+
+@pytest.mark.asyncio
+async def test_retry_after_is_honoured():
+    server = Recorder(httpx.Response(429, headers={"Retry-After": "3"}), httpx.Response(200))
+    client, sleeps = netbox(server)
+    await client.request("GET", "/x/")
+    assert sleeps == [3.0]
+
+
+@pytest.mark.asyncio
+async def test_post_is_not_repeated_after_a_server_error():
+    # The server may have created the objects before failing: a retry could double them.
+    server = Recorder(httpx.Response(500, json={"error": "boom"}))
+    client, _ = netbox(server)
+    result = await client.bulk_create("/dcim/sites/", [{"name": "a"}])
+    assert len(server.requests) == 1 and "HTTP 500" in result.failed[0]
+
+
+@pytest.mark.asyncio
+async def test_post_is_retried_when_it_never_reached_the_server():
+    server = Recorder(httpx.ConnectError("refused"), httpx.Response(201, json=[{"id": 9}]))
+    client, sleeps = netbox(server)
+    result = await client.bulk_create("/dcim/sites/", [{"name": "a"}])
+    assert result.succeeded == {0: {"id": 9}} and sleeps == [0.5]
+
+
+@pytest.mark.asyncio
+async def test_connection_errors_give_up_with_a_transport_error():
+    server = Recorder(httpx.ConnectError("refused"))
+    client, _ = netbox(server)
+    with pytest.raises(TransportError, match="3 attempt"):
+        await client.get("/status/")
+
+
+@pytest.mark.asyncio
+async def test_pagination_follows_next():
+    def page(request):
+        offset = int(request.url.params["offset"])
+        items = [{"id": i} for i in range(offset, min(offset + 1000, 2500))]
+        more = offset + 1000 < 2500
+        return httpx.Response(200, json={"results": items, "next": "x" if more else None})
+
+    client, _ = netbox(Recorder(page))
+    assert len(await client.list("/virtualization/virtual-machines/", {"cluster_id": 1})) == 2500
+
+
+@pytest.mark.asyncio
+async def test_bulk_create_isolates_failing_entries_and_resends_the_rest():
+    def answer(request):
+        body = json.loads(request.content)
+        if any(item["name"] == "bad" for item in body):
+            index = next(i for i, item in enumerate(body) if item["name"] == "bad")
+            return httpx.Response(
+                400,
+                json={
+                    "detail": "1 of 3 objects could not be created.",
+                    "errors": [{"index": index, "errors": {"name": ["taken"]}}],
+                },
+            )
+        return httpx.Response(201, json=[{"id": 100 + i, **item} for i, item in enumerate(body)])
+
+    server = Recorder(answer)
+    client, _ = netbox(server)
+    result = await client.bulk_create("/x/", [{"name": "a"}, {"name": "bad"}, {"name": "c"}])
+    assert sorted(result.succeeded) == [0, 2] and result.succeeded[2]["name"] == "c"
+    assert result.failed == {1: "HTTP 400: name: taken"}
+    assert len(server.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_bulk_update_errors_are_correlated_by_id():
+    server = Recorder(
+        httpx.Response(
+            400, json={"detail": "x", "errors": [{"id": 5, "errors": {"status": ["no"]}}]}
+        ),
+        httpx.Response(200, json=[{"id": 6}]),
+    )
+    client, _ = netbox(server)
+    result = await client.bulk_update("/x/", [{"id": 5, "status": "?"}, {"id": 6, "status": "a"}])
+    assert result.failed == {0: "HTTP 400: status: no"} and list(result.succeeded) == [1]
+
+
+@pytest.mark.asyncio
+async def test_bulk_failure_without_entries_fails_the_whole_batch():
+    server = Recorder(httpx.Response(403, json={"detail": "You do not have permission."}))
+    client, _ = netbox(server)
+    result = await client.bulk_delete("/x/", [1, 2])
+    assert result.succeeded == {} and set(result.failed) == {0, 1}
+    assert "permission" in result.failed[0]
+
+
+@pytest.mark.asyncio
+async def test_bulk_delete_counts_on_204():
+    server = Recorder(httpx.Response(204))
+    client, _ = netbox(server)
+    result = await client.bulk_delete("/x/", [1, 2])
+    assert result.succeeded == {0: 1, 1: 2}
+    assert json.loads(server.requests[0].content) == [{"id": 1}, {"id": 2}]
+
+
+@pytest.mark.asyncio
+async def test_proxmox_token_header_and_envelope():
+    server = Recorder(httpx.Response(200, json={"data": [{"type": "cluster", "name": "x"}]}))
+    client, _ = proxmox(server)
+    assert await client.cluster_status() == [{"type": "cluster", "name": "x"}]
+    request = server.requests[0]
+    assert request.headers["Authorization"] == f"PVEAPIToken=sync@pve!proxbox={PVE_SECRET}"
+    assert request.url.path == "/api2/json/cluster/status"
+
+
+@pytest.mark.asyncio
+async def test_proxmox_ticket_login_sends_cookie_and_csrf_on_writes():
+    server = Recorder(
+        httpx.Response(
+            200, json={"data": {"ticket": "PVE:root@pam:TICKET", "CSRFPreventionToken": "CSRF123"}}
+        ),
+        httpx.Response(200, json={"data": None}),
+        httpx.Response(200, json={"data": "UPID:..."}),
+    )
+    credentials = ProxmoxCredentials(username="root@pam", password=Secret("hunter2"))
+    client, _ = proxmox(server, credentials)
+    await client.login()
+    await client.get("/version")
+    await client.request("POST", "/nodes/pve/qemu/100/status/start")
+    login, read, write = server.requests
+    assert b"password=hunter2" in login.content
+    assert "PVEAuthCookie=PVE:root@pam:TICKET" in read.headers["cookie"]
+    assert "CSRFPreventionToken" not in read.headers
+    assert write.headers["CSRFPreventionToken"] == "CSRF123"
+
+
+@pytest.mark.asyncio
+async def test_proxmox_error_carries_pve_reason():
+    server = Recorder(
+        httpx.Response(
+            403, extensions={"reason_phrase": b"Permission check failed"}, json={"data": None}
+        )
+    )
+    client, _ = proxmox(server)
+    with pytest.raises(ProxmoxError) as error:
+        await client.get("/nodes")
+    assert error.value.status == 403 and error.value.reason == "Permission check failed"
+
+
+def test_credentials_need_a_complete_pair():
+    with pytest.raises(ValueError):
+        ProxmoxCredentials(token_id="sync@pve!x")
+    with pytest.raises(ValueError, match="user@realm!tokenid"):
+        ProxmoxCredentials(token_id="noexclamation", token_secret=Secret("s"))
+
+
+def test_secrets_stay_out_of_reprs():
+    credentials = ProxmoxCredentials("sync@pve!proxbox", Secret(PVE_SECRET))
+    client, _ = proxmox(Recorder(httpx.Response(200)), credentials)
+    for text in (
+        repr(credentials),
+        str(credentials),
+        repr(client),
+        repr(netbox(Recorder(httpx.Response(200)))[0]),
+    ):
+        assert PVE_SECRET not in text and NETBOX_TOKEN not in text
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"Authorization: Token {NETBOX_TOKEN}",
+        "Authorization: Bearer nbt_abc123def456ghi789.jkl",
+        f"PVEAPIToken=sync@pve!proxbox={PVE_SECRET}",
+        "Cookie: PVEAuthCookie=PVE:root@pam:65A1B2C3::sig",
+        '{"token_secret": "s3cr3t-value"}',
+        "CSRFPreventionToken: 65A1B2C3:abcdef",
+    ],
+)
+def test_redact_patterns(line):
+    cleaned = redact(line)
+    assert "***" in cleaned
+    for secret in (NETBOX_TOKEN, PVE_SECRET, "s3cr3t-value", "abcdef", "jkl", "::sig"):
+        assert secret not in cleaned
+
+
+@pytest.mark.asyncio
+async def test_secrets_never_reach_log_records(caplog):
+    install_redaction(Secret(PVE_SECRET))
+    logger = logging.getLogger("proxbox_backend.http")
+    with caplog.at_level(logging.DEBUG):
+        logger.warning("calling with %s", PVE_SECRET)
+        logging.getLogger("httpx").info(f"header Authorization: Token {NETBOX_TOKEN}")
+    assert PVE_SECRET not in caplog.text and NETBOX_TOKEN not in caplog.text

@@ -1,0 +1,141 @@
+"""Reading PVE status entries and guest configs into the domain (pure, table-driven)."""
+
+import pytest
+
+from proxbox_backend.domain import proxmox_config as parse
+from proxbox_backend.domain.models import CLUSTER, STANDALONE, GuestAddress, GuestDisk
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (
+            [
+                {"type": "cluster", "name": "prod", "nodes": 2, "quorate": 1},
+                {"type": "node", "name": "pve2", "online": 1},
+                {"type": "node", "name": "pve1", "online": 1},
+            ],
+            ("prod", CLUSTER, ("pve1", "pve2"), True),
+        ),
+        (
+            [{"type": "cluster", "name": "lab", "quorate": 0}, {"type": "node", "name": "a"}],
+            ("lab", CLUSTER, ("a",), False),
+        ),
+        ([{"type": "node", "name": "pve", "nodeid": 0}], ("pve", STANDALONE, ("pve",), True)),
+    ],
+)
+def test_cluster_identity(status, expected):
+    identity = parse.cluster_identity(status)
+    assert (identity.name, identity.mode, identity.nodes, identity.quorate) == expected
+
+
+def test_cluster_identity_refuses_nodes_without_a_cluster():
+    with pytest.raises(parse.ConfigError):
+        parse.cluster_identity([{"type": "node", "name": "a"}, {"type": "node", "name": "b"}])
+
+
+@pytest.mark.parametrize(
+    ("value", "mb"),
+    [("32G", 32768), ("512M", 512), ("1T", 1048576), ("1.5G", 1536), ("4194304", 4), ("8g", 8192)],
+)
+def test_size_mb(value, mb):
+    assert parse.size_mb(value) == mb
+
+
+def test_size_mb_rejects_garbage():
+    with pytest.raises(parse.ConfigError):
+        parse.size_mb("lots")
+
+
+QEMU_CONFIG = {
+    "name": "web-001",
+    "cores": 2,
+    "sockets": 2,
+    "memory": "4096",
+    "scsi0": "local-lvm:vm-101-disk-0,iothread=1,size=32G",
+    "virtio1": "shared-nfs:101/vm-101-disk-1.qcow2,size=8G",
+    "ide2": "local:iso/debian.iso,media=cdrom,size=600M",
+    "efidisk0": "local-lvm:vm-101-disk-2,size=4M",
+    "net0": "virtio=bc:24:11:00:0c:a0,bridge=vmbr0,firewall=1",
+    "net1": "e1000=BC:24:11:00:0C:A1,bridge=vmbr1,link_down=1",
+    "smbios1": "uuid=ABCDEF",
+}
+
+
+def test_qemu_guest():
+    guest = parse.guest(
+        {"type": "qemu", "vmid": 101, "node": "pve1", "status": "running", "name": "web-001"},
+        QEMU_CONFIG,
+    )
+    assert guest.vcpus == 4.0 and guest.memory_mb == 4096
+    assert guest.creation_id == "uuid:abcdef"
+    assert [(n.name, n.mac, n.enabled) for n in guest.nics] == [
+        ("net0", "BC:24:11:00:0C:A0", True),
+        ("net1", "BC:24:11:00:0C:A1", False),
+    ]
+    assert guest.nics[0].description == "virtio on vmbr0"
+    # CD-ROMs and EFI vars are not disks of the guest's data.
+    assert guest.disks == (
+        GuestDisk("scsi0", 32768, "local-lvm:vm-101-disk-0"),
+        GuestDisk("virtio1", 8192, "shared-nfs:101/vm-101-disk-1.qcow2"),
+    )
+    assert guest.disk_mb == 40960
+
+
+def test_meta_ctime_is_preferred_creation_identity():
+    config = {**QEMU_CONFIG, "meta": "creation-qemu=9.0.2,ctime=1712345678"}
+    assert parse.creation_id("qemu", config) == "ctime:1712345678"
+
+
+def test_lxc_guest_addresses_from_config():
+    config = {
+        "hostname": "db-002",
+        "cores": 1,
+        "memory": 2048,
+        "rootfs": "local-lvm:vm-102-disk-0,size=16G",
+        "mp0": "local-lvm:vm-102-disk-1,mp=/data,size=100G",
+        "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:0C:C0,ip=10.0.0.5/24,gw=10.0.0.1",
+        "net1": "name=eth1,bridge=vmbr1,hwaddr=BC:24:11:00:0C:C1,ip=dhcp,ip6=fd00::5/64",
+    }
+    guest = parse.guest({"type": "lxc", "vmid": 102, "node": "pve2", "status": "stopped"}, config)
+    assert guest.name == "db-002" and guest.creation_id is None
+    assert [n.name for n in guest.nics] == ["eth0", "eth1"]
+    assert guest.addresses == (
+        GuestAddress("eth0", "10.0.0.5/24"),
+        GuestAddress("eth1", "fd00::5/64"),
+    )
+    assert [d.key for d in guest.disks] == ["mp0", "rootfs"]
+
+
+def test_agent_addresses_match_nics_by_mac_and_skip_loopback_and_link_local():
+    nics = parse.nics("qemu", QEMU_CONFIG)
+    agent = [
+        {
+            "name": "lo",
+            "hardware-address": "00:00:00:00:00:00",
+            "ip-addresses": [{"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8}],
+        },
+        {
+            "name": "ens18",
+            "hardware-address": "bc:24:11:00:0c:a0",
+            "ip-addresses": [
+                {"ip-address-type": "ipv4", "ip-address": "10.1.0.7", "prefix": 24},
+                {"ip-address-type": "ipv6", "ip-address": "fe80::1", "prefix": 64},
+            ],
+        },
+        {
+            "name": "docker0",
+            "hardware-address": "02:42:ac:11:00:01",
+            "ip-addresses": [{"ip-address-type": "ipv4", "ip-address": "172.17.0.1", "prefix": 16}],
+        },
+    ]
+    assert parse.agent_addresses(agent, nics) == [GuestAddress("net0", "10.1.0.7/24")]
+
+
+def test_lxc_runtime_addresses():
+    nics = parse.nics("lxc", {"net0": "name=eth0,hwaddr=BC:24:11:00:00:01,ip=dhcp"})
+    entries = [
+        {"name": "lo", "inet": "127.0.0.1/8"},
+        {"name": "eth0", "hwaddr": "bc:24:11:00:00:01", "inet": "192.168.1.9/24"},
+    ]
+    assert parse.lxc_runtime_addresses(entries, nics) == [GuestAddress("eth0", "192.168.1.9/24")]
