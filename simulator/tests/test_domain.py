@@ -290,3 +290,35 @@ def test_validation_spellings_and_messages(contract):
 def test_endpoint_model_round_trip(contract):
     endpoint = contract.endpoint("/nodes/{node}/qemu", "POST")
     assert Endpoint.from_dict(endpoint.to_dict()) == endpoint
+
+
+def test_rendered_list_cache_single_flight_and_failures():
+    from proxmox_simulator.domain.guest_service import RenderedListCache
+
+    calls = []
+
+    async def scenario():
+        cache = RenderedListCache()
+
+        async def render():
+            calls.append(1)
+            await asyncio.sleep(0.01)
+            return "[1]"
+
+        results = await asyncio.gather(*(cache.get_or_render(("k",), render) for _ in range(5)))
+        assert results == ["[1]"] * 5 and len(calls) == 1
+        assert cache.get(("k",)) == "[1]"
+
+        async def broken():
+            raise PveError("boom")
+
+        with pytest.raises(PveError):
+            await cache.get_or_render(("bad",), broken)
+        assert cache.get(("bad",)) is None
+
+        disabled = RenderedListCache(max_entries=0)
+        await disabled.get_or_render(("k",), render)
+        await disabled.get_or_render(("k",), render)
+        assert len(calls) == 3  # no caching when disabled
+
+    asyncio.run(scenario())

@@ -7,6 +7,8 @@ transaction (see tasks/executors.py), like a PVE worker.
 
 from __future__ import annotations
 
+import asyncio
+
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError
@@ -99,12 +101,14 @@ class RenderedListCache:
     asks for the same list over and over.  An entry is reused only while the
     committed ``guest_generation`` is unchanged and within the same clock
     second (uptime has one-second resolution), so no caller ever sees a list
-    older than the last committed change.
+    older than the last committed change.  Concurrent misses for the same key
+    share one rendering instead of all asking PostgreSQL.
     """
 
     def __init__(self, max_entries: int = 64) -> None:
         self.max_entries = max_entries
         self._entries: dict[tuple, str] = {}
+        self._inflight: dict[tuple, asyncio.Future] = {}
 
     def get(self, key: tuple) -> str | None:
         return self._entries.get(key)
@@ -116,6 +120,29 @@ class RenderedListCache:
             self._entries.clear()
         self._entries[key] = text
 
+    async def get_or_render(self, key: tuple, render) -> str:
+        cached = self._entries.get(key)
+        if cached is not None:
+            return cached
+        if self.max_entries > 0:
+            pending = self._inflight.get(key)
+            if pending is not None:
+                return await asyncio.shield(pending)
+        future = asyncio.get_running_loop().create_future()
+        if self.max_entries > 0:
+            self._inflight[key] = future
+        try:
+            text = await render()
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: waiters re-raise it, nobody else must
+            raise
+        finally:
+            self._inflight.pop(key, None)
+        future.set_result(text)
+        self.put(key, text)
+        return text
+
 
 async def list_json(rt, state: AccessState, principal: Principal, kind: str, node: str) -> str:
     now = int(rt.clock.now())
@@ -125,14 +152,13 @@ async def list_json(rt, state: AccessState, principal: Principal, kind: str, nod
         if not principal.is_root:
             rows = await guest_repo.list_all(conn, node)
             vmids = visible_vmids(state, principal, [r["vmid"] for r in rows if r["type"] == kind])
+
+        async def render() -> str:
+            await require_node(conn, node)
+            return await guest_repo.list_json(conn, node, kind, now, vmids)
+
         key = (node, kind, generation, now, tuple(vmids) if vmids is not None else None)
-        cached = rt.list_cache.get(key)
-        if cached is not None:
-            return cached
-        await require_node(conn, node)
-        text = await guest_repo.list_json(conn, node, kind, now, vmids)
-    rt.list_cache.put(key, text)
-    return text
+        return await rt.list_cache.get_or_render(key, render)
 
 
 async def _check_disks(conn, kind: str, config: dict) -> None:

@@ -1,0 +1,128 @@
+"""The CLI surface other engineers script against, and serving older majors."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from simtest_support import ROOT_PASSWORD, apidoc_dir, run
+
+from proxmox_simulator.cli import main
+from proxmox_simulator.config import Settings
+from proxmox_simulator.contracts import sources
+from proxmox_simulator.contracts.diff import diff_contracts
+from proxmox_simulator.repositories import db
+
+CORE = [
+    ("/access/ticket", "POST"),
+    ("/nodes", "GET"),
+    ("/nodes/{node}/qemu", "GET"),
+    ("/nodes/{node}/qemu", "POST"),
+    ("/nodes/{node}/qemu/{vmid}/config", "GET"),
+    ("/nodes/{node}/qemu/{vmid}/status/current", "GET"),
+    ("/nodes/{node}/qemu/{vmid}/status/start", "POST"),
+    ("/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces", "GET"),
+    ("/nodes/{node}/lxc", "GET"),
+    ("/nodes/{node}/tasks/{upid}/status", "GET"),
+    ("/nodes/{node}/tasks/{upid}/log", "GET"),
+    ("/cluster/resources", "GET"),
+    ("/cluster/status", "GET"),
+    ("/cluster/nextid", "GET"),
+]
+
+
+def _official(version):
+    path = apidoc_dir() / f"pve-{version}-apidoc.js"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    return path
+
+
+@pytest.mark.parametrize("version", ["6.4-15", "7.4-16", "8.4.5"])
+def test_core_endpoints_exist_in_every_major(version):
+    contract = sources.parse_artifact(sources.read_file(_official(version)), version).contract
+    missing = [key for key in CORE if contract.endpoint(*key) is None]
+    assert missing == []
+
+
+def test_contract_commands(tmp_path, capsys):
+    data = ["--data-dir", str(tmp_path)]
+    assert main([*data, "contract", "import", str(_official("7.4-16"))]) == 0
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest["version"] == "7.4-16" and manifest["counts"] == {"paths": 364, "methods": 540}
+    assert main([*data, "contract", "import", "--fakepve"]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"] == {"paths": 449, "methods": 680}
+    assert main([*data, "contract", "list"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in listing] == ["7.4-16", "9.2.12"]
+    assert (
+        main(
+            [*data, "contract", "show", "7.4-16", "--path", "/nodes/{node}/qemu", "--method", "GET"]
+        )
+        == 0
+    )
+    shown = json.loads(capsys.readouterr().out)
+    assert shown[0]["path"] == "/nodes/{node}/qemu" and shown[0]["method"] == "GET"
+    assert main([*data, "contract", "diff", "7.4-16", "9.2.12"]) == 0
+    diff = json.loads(capsys.readouterr().out)
+    assert diff["old"] == "7.4-16" and diff["new"] == "9.2.12" and diff["added_paths"]
+    # Stored snapshots are raw-copied for files, referenced for the package.
+    assert (tmp_path / "contracts" / "7.4-16" / "raw" / "pve-7.4-16-apidoc.js").exists()
+    assert not any((tmp_path / "contracts" / "9.2.12" / "raw").iterdir())
+
+
+def test_token_and_cluster_commands(settings, seeded, capsys, monkeypatch):
+    monkeypatch.setenv("PROXMOX_SIMULATOR_DATABASE_URL", settings.database_url)
+    assert main(["token", "create", "root@pam!clitest", "--privsep", "0", "--json"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert created["full-tokenid"] == "root@pam!clitest" and len(created["value"]) == 36
+    assert main(["ready"]) == 0
+    capsys.readouterr()
+    try:
+        assert main(["cluster", "rename", "--standalone"]) == 0
+        assert capsys.readouterr().out.strip() == "(standalone)"
+
+        async def name():
+            conn = await db.connect(settings.database_url)
+            try:
+                return await conn.fetchval("SELECT name FROM cluster")
+            finally:
+                await conn.close()
+
+        assert run(name()) is None
+    finally:
+        assert main(["cluster", "rename", "pvesim"]) == 0
+
+
+def test_serving_an_older_major_validates_against_its_own_schema(settings, seeded):
+    from proxmox_simulator.server import SimulatorServer
+
+    path = _official("7.4-16")
+    old = sources.parse_artifact(sources.read_file(path), "7.4-16").contract
+    new = sources.parse_artifact(sources.read_fakepve(), sources.FAKEPVE_SCHEMA_VERSION).contract
+    added = diff_contracts(old, new).parameters["POST /nodes/{node}/qemu"]["added"]
+    newer_param = next(p for p in added if "[n]" not in p)
+    legacy = Settings(
+        database_url=settings.database_url,
+        data_dir=settings.data_dir,
+        contract=str(path),
+        clock="instant",
+        task_workers=0,
+        pool_max_size=2,
+    )
+    with (
+        SimulatorServer(legacy) as server,
+        httpx.Client(base_url=server.base_url + "/api2/json") as client,
+    ):
+        login = client.post(
+            "/access/ticket", data={"username": "root@pam", "password": ROOT_PASSWORD}
+        )
+        ticket, csrf = login.json()["data"]["ticket"], login.json()["data"]["CSRFPreventionToken"]
+        headers = {"Cookie": f"PVEAuthCookie={ticket}", "CSRFPreventionToken": csrf}
+        assert client.get("/version", headers=headers).json()["data"]["version"] == "7.4-16"
+        refused = client.post(
+            "/nodes/pve1/qemu", headers=headers, data={"vmid": 777777, newer_param: "1"}
+        )
+        assert refused.status_code == 400
+        assert "not defined in schema" in refused.json()["errors"][newer_param]
