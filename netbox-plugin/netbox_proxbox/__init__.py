@@ -14,7 +14,13 @@ class ProxboxConfig(PluginConfig):
     base_url = "proxbox"
     min_version = "4.7.0"
     max_version = "4.7.99"
-    default_settings = {}
+    # encryption_key: a Fernet key encrypting endpoint token secrets at rest (required).
+    required_settings = []
+    default_settings = {"encryption_key": None}
+
+    def ready(self):
+        super().ready()
+        from . import signals  # noqa: F401
 
 
 config = ProxboxConfig

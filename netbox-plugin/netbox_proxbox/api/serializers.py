@@ -1,0 +1,191 @@
+"""REST representations. The token secret is write-only; server-owned relations are read-only."""
+
+from __future__ import annotations
+
+from dcim.api.serializers_.sites import SiteSerializer
+from dcim.models import Site
+from django.utils.translation import gettext as _
+from netbox.api.fields import ChoiceField
+from netbox.api.serializers import NetBoxModelSerializer
+from rest_framework import serializers
+from tenancy.api.serializers_.tenants import TenantSerializer
+from tenancy.models import Tenant
+from virtualization.api.serializers_.clusters import ClusterSerializer
+from virtualization.models import ClusterType
+
+from ..choices import EndpointModeChoices, SyncStatusChoices
+from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+
+__all__ = (
+    "ProxboxClusterSyncStateSerializer",
+    "ProxmoxClusterSerializer",
+    "ProxmoxEndpointSerializer",
+    "SyncClusterRequestSerializer",
+)
+
+
+class VisibleReferencesMixin:
+    """Referenced objects must be visible to the caller, even when given by numeric ID.
+
+    NetBox itself resolves a bare ID without a view check; ownership data must not
+    leak or link through objects the caller cannot see.
+    """
+
+    visible_references: tuple[str, ...] = ()
+
+    def validate(self, data):
+        request = self.context.get("request")
+        if request is not None and not self.nested:
+            for field in self.visible_references:
+                obj = data.get(field)
+                if obj is None:
+                    continue
+                if not type(obj).objects.restrict(request.user, "view").filter(pk=obj.pk).exists():
+                    raise serializers.ValidationError(
+                        {field: [_("Related object not found using the provided attributes.")]}
+                    )
+        return super().validate(data)
+
+
+class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
+    visible_references = ("site", "tenant")
+
+    mode = ChoiceField(choices=EndpointModeChoices, required=False)
+    site = SiteSerializer(nested=True, required=False, allow_null=True)
+    tenant = TenantSerializer(nested=True, required=False, allow_null=True)
+    netbox_cluster = ClusterSerializer(nested=True, read_only=True)
+    token_secret = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        style={"input_type": "password"},
+        help_text=_("Write-only. Omit to keep the stored secret; an empty string removes it."),
+    )
+    has_token_secret = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ProxmoxEndpoint
+        fields = (
+            "id",
+            "url",
+            "display_url",
+            "display",
+            "name",
+            "host",
+            "port",
+            "verify_tls",
+            "token_id",
+            "token_secret",
+            "has_token_secret",
+            "enabled",
+            "mode",
+            "site",
+            "tenant",
+            "netbox_cluster",
+            "description",
+            "comments",
+            "tags",
+            "custom_fields",
+            "created",
+            "last_updated",
+        )
+        brief_fields = ("description", "display", "host", "id", "name", "url")
+
+
+class ProxmoxClusterSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
+    visible_references = ("endpoint", "netbox_cluster")
+
+    endpoint = ProxmoxEndpointSerializer(nested=True)
+    mode = ChoiceField(choices=EndpointModeChoices, required=False)
+    netbox_cluster = ClusterSerializer(nested=True, required=False, allow_null=True)
+
+    class Meta:
+        model = ProxmoxCluster
+        fields = (
+            "id",
+            "url",
+            "display_url",
+            "display",
+            "endpoint",
+            "name",
+            "cluster_id",
+            "mode",
+            "netbox_cluster",
+            "version",
+            "quorate",
+            "node_count",
+            "last_seen",
+            "tags",
+            "custom_fields",
+            "created",
+            "last_updated",
+        )
+        brief_fields = ("cluster_id", "display", "id", "name", "url")
+
+
+class ProxboxClusterSyncStateSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
+    visible_references = ("cluster", "proxmox_cluster")
+
+    cluster = ClusterSerializer(nested=True)
+    proxmox_cluster = ProxmoxClusterSerializer(nested=True, required=False, allow_null=True)
+    status = ChoiceField(choices=SyncStatusChoices, required=False)
+
+    class Meta:
+        model = ProxboxClusterSyncState
+        fields = (
+            "id",
+            "url",
+            "display_url",
+            "display",
+            "cluster",
+            "proxmox_cluster",
+            "last_sync",
+            "status",
+            "objects_created",
+            "objects_updated",
+            "objects_deleted",
+            "errors",
+            "message",
+            "tags",
+            "custom_fields",
+            "created",
+            "last_updated",
+        )
+        brief_fields = ("display", "id", "last_sync", "status", "url")
+
+
+class VisiblePrimaryKeyField(serializers.PrimaryKeyRelatedField):
+    """A primary key resolved only among the objects the caller may view."""
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        request = self.context.get("request")
+        return queryset.restrict(request.user, "view") if request is not None else queryset.none()
+
+
+class SyncClusterRequestSerializer(serializers.Serializer):
+    """Body of POST …/endpoints/proxmox/{pk}/sync-cluster/.
+
+    Omitting site or tenant preserves the native cluster's placement; null clears it.
+    """
+
+    name = serializers.CharField(max_length=100, trim_whitespace=True)
+    mode = serializers.ChoiceField(choices=EndpointModeChoices.values())
+    cluster_id = serializers.CharField(
+        max_length=100, required=False, allow_blank=True, allow_null=True, default=""
+    )
+    cluster_type = VisiblePrimaryKeyField(queryset=ClusterType.objects.all())
+    site = VisiblePrimaryKeyField(queryset=Site.objects.all(), required=False, allow_null=True)
+    tenant = VisiblePrimaryKeyField(queryset=Tenant.objects.all(), required=False, allow_null=True)
+
+
+class SyncClusterResponseSerializer(serializers.Serializer):
+    """Documents the response of the sync-cluster action."""
+
+    cluster = ClusterSerializer(read_only=True)
+    proxmox_cluster = serializers.IntegerField(read_only=True)
+    created = serializers.BooleanField(read_only=True)
+    changed = serializers.BooleanField(read_only=True)
+
+
+__all__ += ("SyncClusterResponseSerializer",)

@@ -1,0 +1,3 @@
+from .bulk_edit import *  # noqa: F403
+from .filtersets import *  # noqa: F403
+from .model_forms import *  # noqa: F403

@@ -1,0 +1,135 @@
+from dcim.models import Site
+from django import forms
+from django.utils.translation import gettext_lazy as _
+from netbox.forms import NetBoxModelForm
+from tenancy.forms import TenancyForm
+from utilities.forms.fields import CommentField, DynamicModelChoiceField
+from utilities.forms.rendering import FieldSet
+from virtualization.models import Cluster
+
+from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+
+__all__ = ("ProxboxClusterSyncStateForm", "ProxmoxClusterForm", "ProxmoxEndpointForm")
+
+
+class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
+    site = DynamicModelChoiceField(label=_("Site"), queryset=Site.objects.all(), required=False)
+    token_secret = forms.CharField(
+        label=_("API token secret"),
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text=_("Write-only. Leave empty to keep the stored secret."),
+    )
+    comments = CommentField()
+
+    fieldsets = (
+        FieldSet(
+            "name",
+            "host",
+            "port",
+            "verify_tls",
+            "mode",
+            "enabled",
+            "description",
+            "tags",
+            name=_("Endpoint"),
+        ),
+        FieldSet("token_id", "token_secret", name=_("API token")),
+        FieldSet("site", "tenant_group", "tenant", name=_("Placement")),
+    )
+
+    class Meta:
+        model = ProxmoxEndpoint
+        fields = (
+            "name",
+            "host",
+            "port",
+            "verify_tls",
+            "token_id",
+            "enabled",
+            "mode",
+            "site",
+            "tenant",
+            "description",
+            "comments",
+            "tags",
+        )
+
+    def clean(self):
+        super().clean()
+        if self.cleaned_data.get("token_secret"):
+            self.instance.token_secret = self.cleaned_data["token_secret"]
+        return self.cleaned_data
+
+
+class ProxmoxClusterForm(NetBoxModelForm):
+    """Ordinary tracking edits: metadata, or clearing an obsolete native-cluster link."""
+
+    endpoint = DynamicModelChoiceField(label=_("Endpoint"), queryset=ProxmoxEndpoint.objects.all())
+    netbox_cluster = DynamicModelChoiceField(
+        label=_("Native cluster"),
+        queryset=Cluster.objects.all(),
+        required=False,
+        help_text=_("Can only be kept or cleared here; the sync-cluster action sets it."),
+    )
+
+    fieldsets = (
+        FieldSet(
+            "endpoint",
+            "name",
+            "cluster_id",
+            "mode",
+            "netbox_cluster",
+            "tags",
+            name=_("Tracking record"),
+        ),
+        FieldSet("version", "quorate", "node_count", "last_seen", name=_("Reflection")),
+    )
+
+    class Meta:
+        model = ProxmoxCluster
+        fields = (
+            "endpoint",
+            "name",
+            "cluster_id",
+            "mode",
+            "netbox_cluster",
+            "version",
+            "quorate",
+            "node_count",
+            "last_seen",
+            "tags",
+        )
+
+
+class ProxboxClusterSyncStateForm(NetBoxModelForm):
+    cluster = DynamicModelChoiceField(label=_("Native cluster"), queryset=Cluster.objects.all())
+
+    fieldsets = (
+        FieldSet("cluster", "tags", name=_("Sync state")),
+        FieldSet(
+            "last_sync",
+            "status",
+            "objects_created",
+            "objects_updated",
+            "objects_deleted",
+            "errors",
+            "message",
+            name=_("Reflection"),
+        ),
+    )
+
+    class Meta:
+        model = ProxboxClusterSyncState
+        fields = (
+            "cluster",
+            "last_sync",
+            "status",
+            "objects_created",
+            "objects_updated",
+            "objects_deleted",
+            "errors",
+            "message",
+            "tags",
+        )

@@ -1,0 +1,3 @@
+from .schema import ProxboxQuery
+
+schema = [ProxboxQuery]

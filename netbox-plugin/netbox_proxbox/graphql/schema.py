@@ -1,0 +1,16 @@
+import strawberry
+import strawberry_django
+
+from .types import ProxboxClusterSyncStateType, ProxmoxClusterType, ProxmoxEndpointType
+
+
+@strawberry.type(name="Query")
+class ProxboxQuery:
+    proxmox_endpoint: ProxmoxEndpointType = strawberry_django.field()
+    proxmox_endpoint_list: list[ProxmoxEndpointType] = strawberry_django.field()
+
+    proxmox_cluster: ProxmoxClusterType = strawberry_django.field()
+    proxmox_cluster_list: list[ProxmoxClusterType] = strawberry_django.field()
+
+    proxbox_cluster_sync_state: ProxboxClusterSyncStateType = strawberry_django.field()
+    proxbox_cluster_sync_state_list: list[ProxboxClusterSyncStateType] = strawberry_django.field()

@@ -1,0 +1,51 @@
+from typing import TYPE_CHECKING, Annotated
+
+import strawberry
+from netbox.graphql.types import NetBoxObjectType, register_type
+
+from .. import models
+from .filters import ProxboxClusterSyncStateFilter, ProxmoxClusterFilter, ProxmoxEndpointFilter
+
+if TYPE_CHECKING:
+    from dcim.graphql.types import SiteType
+    from tenancy.graphql.types import TenantType
+    from virtualization.graphql.types import ClusterType
+
+__all__ = ("ProxboxClusterSyncStateType", "ProxmoxClusterType", "ProxmoxEndpointType")
+
+
+# The ciphertext never leaves the database through GraphQL either.
+@register_type(
+    models.ProxmoxEndpoint,
+    exclude=["token_secret_ciphertext"],
+    filters=ProxmoxEndpointFilter,
+    pagination=True,
+)
+class ProxmoxEndpointType(NetBoxObjectType):
+    site: Annotated["SiteType", strawberry.lazy("dcim.graphql.types")] | None
+    tenant: Annotated["TenantType", strawberry.lazy("tenancy.graphql.types")] | None
+    netbox_cluster: Annotated["ClusterType", strawberry.lazy("virtualization.graphql.types")] | None
+    tracked_clusters: list[
+        Annotated["ProxmoxClusterType", strawberry.lazy("netbox_proxbox.graphql.types")]
+    ]
+
+
+@register_type(
+    models.ProxmoxCluster, fields="__all__", filters=ProxmoxClusterFilter, pagination=True
+)
+class ProxmoxClusterType(NetBoxObjectType):
+    endpoint: Annotated["ProxmoxEndpointType", strawberry.lazy("netbox_proxbox.graphql.types")]
+    netbox_cluster: Annotated["ClusterType", strawberry.lazy("virtualization.graphql.types")] | None
+
+
+@register_type(
+    models.ProxboxClusterSyncState,
+    fields="__all__",
+    filters=ProxboxClusterSyncStateFilter,
+    pagination=True,
+)
+class ProxboxClusterSyncStateType(NetBoxObjectType):
+    cluster: Annotated["ClusterType", strawberry.lazy("virtualization.graphql.types")]
+    proxmox_cluster: (
+        Annotated["ProxmoxClusterType", strawberry.lazy("netbox_proxbox.graphql.types")] | None
+    )

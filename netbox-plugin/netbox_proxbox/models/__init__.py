@@ -1,0 +1,4 @@
+from .clusters import ProxboxClusterSyncState, ProxmoxCluster
+from .endpoints import ProxmoxEndpoint
+
+__all__ = ("ProxboxClusterSyncState", "ProxmoxCluster", "ProxmoxEndpoint")

@@ -1,0 +1,152 @@
+"""Proxmox endpoints: where the backend connects, and which native cluster each one owns."""
+
+from __future__ import annotations
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models, transaction
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from netbox.models import NetBoxModel
+
+from ..choices import EndpointModeChoices
+from ..encryption import decrypt_secret, encrypt_secret
+
+__all__ = ("ProxmoxEndpoint",)
+
+# Never part of change records, exports or logs: only ciphertext is stored, and even that stays home.
+SECRET_FIELDS = ("token_secret_ciphertext",)
+
+
+class ProxmoxEndpoint(NetBoxModel):
+    """A Proxmox VE API endpoint (a cluster or a standalone node) that Proxbox synchronizes."""
+
+    name = models.CharField(verbose_name=_("name"), max_length=100, unique=True)
+    host = models.CharField(
+        verbose_name=_("host"), max_length=255, help_text=_("DNS name or IP address")
+    )
+    port = models.PositiveIntegerField(
+        verbose_name=_("port"),
+        default=8006,
+        validators=[MinValueValidator(1), MaxValueValidator(65535)],
+    )
+    verify_tls = models.BooleanField(verbose_name=_("verify TLS"), default=True)
+    token_id = models.CharField(
+        verbose_name=_("API token ID"),
+        max_length=255,
+        help_text=_("Proxmox API token identifier, e.g. proxbox@pve!sync"),
+    )
+    # Fernet ciphertext of the API token secret. Use `token_secret` (property) to read or write.
+    token_secret_ciphertext = models.TextField(blank=True, default="", editable=False)
+    enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
+    mode = models.CharField(
+        verbose_name=_("mode"),
+        max_length=20,
+        choices=EndpointModeChoices,
+        default=EndpointModeChoices.MODE_CLUSTER,
+    )
+    site = models.ForeignKey(
+        to="dcim.Site",
+        on_delete=models.SET_NULL,
+        related_name="proxmox_endpoints",
+        blank=True,
+        null=True,
+    )
+    tenant = models.ForeignKey(
+        to="tenancy.Tenant",
+        on_delete=models.SET_NULL,
+        related_name="proxmox_endpoints",
+        blank=True,
+        null=True,
+    )
+    # Server-owned: written only by the sync-cluster claim (and cleared when the cluster is
+    # deleted). Ordinary saves reload it under the row lock instead of writing it back.
+    netbox_cluster = models.OneToOneField(
+        to="virtualization.Cluster",
+        on_delete=models.SET_NULL,
+        related_name="proxmox_endpoint",
+        verbose_name=_("native cluster"),
+        blank=True,
+        null=True,
+        editable=False,
+    )
+    description = models.CharField(verbose_name=_("description"), max_length=200, blank=True)
+    comments = models.TextField(verbose_name=_("comments"), blank=True)
+
+    clone_fields = ("host", "port", "verify_tls", "mode", "site", "tenant", "enabled")
+
+    class Meta:
+        ordering = ("name",)
+        verbose_name = _("Proxmox endpoint")
+        verbose_name_plural = _("Proxmox endpoints")
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        # Deliberately free of credentials: instances end up in logs and tracebacks.
+        return f"<ProxmoxEndpoint {self.pk}: {self.name}>"
+
+    def get_absolute_url(self):
+        return reverse("plugins:netbox_proxbox:proxmoxendpoint", args=[self.pk])
+
+    def get_mode_color(self):
+        return EndpointModeChoices.colors.get(self.mode)
+
+    # --- the token secret: encrypted at rest, write-only everywhere outside this model ---
+
+    @property
+    def token_secret(self) -> str:
+        """The decrypted secret, for the designated sync backend only (never serialized)."""
+        if not self.token_secret_ciphertext:
+            return ""
+        return decrypt_secret(self.token_secret_ciphertext)
+
+    @token_secret.setter
+    def token_secret(self, plaintext: str) -> None:
+        self.token_secret_ciphertext = encrypt_secret(plaintext) if plaintext else ""
+
+    @property
+    def has_token_secret(self) -> bool:
+        return bool(self.token_secret_ciphertext)
+
+    def serialize_object(self, exclude=None):
+        return super().serialize_object(exclude=[*(exclude or []), *SECRET_FIELDS])
+
+    # --- the server-owned native cluster relation ---
+
+    def save(self, *args, assign_native_cluster=False, **kwargs):
+        """Save without ever writing back a stale native-cluster relation.
+
+        Only the claim service passes ``assign_native_cluster=True``. Every other
+        save (UI, REST, bulk edit, objects loaded before a claim or before the
+        cluster was deleted) takes the row lock, reloads the current relation into
+        this instance and leaves the column out of the UPDATE.
+        """
+        if assign_native_cluster:
+            return super().save(*args, **kwargs)
+        if self._state.adding:
+            # A new endpoint owns nothing until a claim says so.
+            self.netbox_cluster = None
+            return super().save(*args, **kwargs)
+        with transaction.atomic(using=kwargs.get("using")):
+            current = (
+                type(self)
+                .objects.select_for_update(of=("self",))
+                .filter(pk=self.pk)
+                .values_list("netbox_cluster_id", flat=True)
+                .first()
+            )
+            if self.netbox_cluster_id != current:
+                self.netbox_cluster_id = current
+            update_fields = kwargs.pop("update_fields", None)
+            if update_fields is None:
+                update_fields = [
+                    f.name
+                    for f in self._meta.concrete_fields
+                    if not f.primary_key and f.name != "netbox_cluster"
+                ]
+            else:
+                update_fields = [
+                    f for f in update_fields if f not in ("netbox_cluster", "netbox_cluster_id")
+                ]
+            return super().save(*args, update_fields=update_fields, **kwargs)

@@ -1,0 +1,34 @@
+from django.utils.translation import gettext_lazy as _
+from netbox.plugins import PluginMenu, PluginMenuButton, PluginMenuItem
+
+
+def _item(model, label):
+    return PluginMenuItem(
+        link=f"plugins:netbox_proxbox:{model}_list",
+        link_text=label,
+        permissions=[f"netbox_proxbox.view_{model}"],
+        buttons=(
+            PluginMenuButton(
+                link=f"plugins:netbox_proxbox:{model}_add",
+                title=_("Add"),
+                icon_class="mdi mdi-plus-thick",
+                permissions=[f"netbox_proxbox.add_{model}"],
+            ),
+        ),
+    )
+
+
+menu = PluginMenu(
+    label="Proxbox",
+    icon_class="mdi mdi-server-network",
+    groups=(
+        (
+            _("Proxmox"),
+            (
+                _item("proxmoxendpoint", _("Endpoints")),
+                _item("proxmoxcluster", _("Tracked clusters")),
+                _item("proxboxclustersyncstate", _("Cluster sync states")),
+            ),
+        ),
+    ),
+)

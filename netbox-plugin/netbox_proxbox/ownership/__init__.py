@@ -1,0 +1,1 @@
+"""Endpoint ownership of native clusters: lock order, permissions and the claim service."""

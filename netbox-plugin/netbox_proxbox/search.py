@@ -1,0 +1,18 @@
+from netbox.search import SearchIndex
+
+from .models import ProxmoxCluster, ProxmoxEndpoint
+
+
+class ProxmoxEndpointIndex(SearchIndex):
+    model = ProxmoxEndpoint
+    fields = (("name", 100), ("host", 110), ("description", 500), ("comments", 5000))
+    display_attrs = ("host", "mode", "site", "tenant")
+
+
+class ProxmoxClusterIndex(SearchIndex):
+    model = ProxmoxCluster
+    fields = (("name", 100), ("cluster_id", 120))
+    display_attrs = ("endpoint", "mode")
+
+
+indexes = [ProxmoxEndpointIndex, ProxmoxClusterIndex]

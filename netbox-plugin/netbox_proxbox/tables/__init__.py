@@ -1,0 +1,1 @@
+from .proxbox import *  # noqa: F403
