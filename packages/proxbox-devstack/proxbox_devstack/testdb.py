@@ -92,11 +92,13 @@ def clone_database(conn: psycopg.Connection, template: str, name: str) -> None:
     )
 
 
-def run_netbox_migrate(database: str) -> None:
+def run_netbox_migrate(database: str, *args: str, icu: bool = True) -> None:
     env = dict(os.environ, **{NETBOX_DATABASE_ENV: database})
     env.setdefault("NETBOX_CONFIGURATION", "proxbox_devstack.netbox_configuration")
+    # Without ICU, NetBox's natural-sort collation needs a stand-in (see the module).
+    entry = ["netbox", "migrate"] if icu else ["proxbox_devstack.migrate_without_icu"]
     result = subprocess.run(
-        [sys.executable, "-m", "netbox", "migrate", "--no-input", "--verbosity", "0"],
+        [sys.executable, "-m", *entry, *args, "--no-input", "--verbosity", "0"],
         env=env,
         capture_output=True,
         text=True,
@@ -107,14 +109,25 @@ def run_netbox_migrate(database: str) -> None:
         )
 
 
+def server_supports_icu(conn: psycopg.Connection) -> bool:
+    try:
+        with conn.transaction():
+            conn.execute("CREATE COLLATION proxbox_icu_probe (provider = icu, locale = 'und')")
+            raise psycopg.Rollback()
+    except psycopg.errors.FeatureNotSupported:
+        return False
+    return True
+
+
 def _build(conn: psycopg.Connection, name: str, source: str | None) -> None:
     building = name + "_building"
     if source is None:
         drop_database(conn, building)
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
+        run_netbox_migrate(building, icu=server_supports_icu(conn))
     else:
         clone_database(conn, source, building)
-    run_netbox_migrate(building)
+        run_netbox_migrate(building)
     conn.execute(
         sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
             sql.Identifier(building), sql.Identifier(name)

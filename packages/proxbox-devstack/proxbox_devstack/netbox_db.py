@@ -1,0 +1,114 @@
+"""Prepare the NetBox database of the dev stack and its first admin.
+
+Run by `proxbox up` as `python -m proxbox_devstack.netbox_db` with the stack's
+environment, so Django is loaded in a short-lived child rather than in the
+long-running supervisor. On a first run the database is cloned from the
+migrated template (seconds instead of minutes of migrations); `migrate` then
+applies whatever the template lacks (normally nothing). The admin user and an
+API token are created once and stored in `<data dir>/credentials.json` (0600).
+
+Prints one JSON object: {"database": ..., "cloned": bool, "credentials_created": bool}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from .paths import data_dir as default_data_dir
+from .secrets import write_private_file
+
+CREDENTIALS_FILE = "credentials.json"
+ADMIN_USERNAME = "admin"
+TOKEN_DESCRIPTION = "proxbox dev stack"
+
+
+def credentials_path(data_dir: Path) -> Path:
+    return data_dir / CREDENTIALS_FILE
+
+
+def load_credentials(data_dir: Path) -> dict[str, str] | None:
+    try:
+        return json.loads(credentials_path(data_dir).read_text("utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _ensure_database(settings_dict: dict) -> bool:
+    """Create the dev database from the migrated template when it does not exist yet."""
+    from .testdb import clone_database, database_exists, ensure_template, maintenance_connection
+
+    name = settings_dict["NAME"]
+    with maintenance_connection(settings_dict) as conn:
+        if database_exists(conn, name):
+            return False
+    template = ensure_template(settings_dict, log=lambda line: print(line, file=sys.stderr))
+    with maintenance_connection(settings_dict) as conn:
+        clone_database(conn, template, name)
+    return True
+
+
+def _ensure_admin(data_dir: Path) -> bool:
+    """Create the admin user and its API token unless the stored ones are still valid."""
+    from users.models import Token, User
+
+    stored = load_credentials(data_dir)
+    if stored is not None and stored.get("database") == _database_name():
+        user = User.objects.filter(username=stored["username"]).first()
+        key = stored.get("token", "").removeprefix("nbt_").split(".", 1)[0]
+        if user is not None and Token.objects.filter(user=user, key=key).exists():
+            return False
+    password = secrets.token_urlsafe(18)
+    user = User.objects.filter(username=ADMIN_USERNAME).first()
+    if user is None:
+        user = User.objects.create_superuser(ADMIN_USERNAME, password=password)
+    else:
+        user.set_password(password)
+        user.is_superuser = True
+        user.is_active = True
+        user.save()
+    token = Token(user=user, description=TOKEN_DESCRIPTION)
+    token.save()
+    credentials = {
+        "database": _database_name(),
+        "username": ADMIN_USERNAME,
+        "password": password,
+        # The full bearer value: `Authorization: Bearer <token>`.
+        "token": f"nbt_{token.key}.{token.token}",
+    }
+    path = credentials_path(data_dir)
+    path.unlink(missing_ok=True)
+    write_private_file(path, json.dumps(credentials, indent=2) + "\n")
+    return True
+
+
+def _database_name() -> str:
+    from django.conf import settings
+
+    return settings.DATABASES["default"]["NAME"]
+
+
+def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
+    os.environ.setdefault("NETBOX_CONFIGURATION", "proxbox_devstack.netbox_configuration")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+
+    data_dir = default_data_dir()
+    cloned = _ensure_database(connections["default"].settings_dict)
+    call_command("migrate", interactive=False, verbosity=0)
+    created = _ensure_admin(data_dir)
+    print(
+        json.dumps({"database": _database_name(), "cloned": cloned, "credentials_created": created})
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""TCP ports: is one free, pick another, wait until a server answers."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+
+LOCALHOST = "127.0.0.1"
+
+
+def port_is_free(port: int, host: str = LOCALHOST) -> bool:
+    """True when nothing listens on host:port and we could bind it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        if probe.connect_ex((host, port)) == 0:
+            return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def ephemeral_port(host: str = LOCALHOST) -> int:
+    """A port the kernel considers free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def choose_port(preferred: int | None, fallback: int, host: str = LOCALHOST) -> int:
+    """The preferred port (a previous run's), else the default, else any free port."""
+    for candidate in (preferred, fallback):
+        if candidate and port_is_free(candidate, host):
+            return candidate
+    return ephemeral_port(host)
+
+
+def answers(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
+    """Poll `check` until it returns True or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)

@@ -1,0 +1,314 @@
+"""`proxbox up / down / status`: the services, then every component's processes,
+supervised until Ctrl-C or SIGTERM, then everything stopped in reverse order.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import services as services_mod
+from .components import COMPONENTS, NETBOX_CONFIGURATION, StackContext, UpOptions
+from .errors import EXIT_FAILURE, EXIT_NOT_RUNNING, EXIT_PORT_IN_USE, StackError
+from .netbox_db import credentials_path, load_credentials
+from .paths import HOME_ENV
+from .ports import port_is_free
+from .processes import ProcessFailed, ProcessRecord, ProcessSpec, spawn, stop, wait_ready
+from .state import StackState
+
+Log = Callable[[str], None]
+DETACHED_LOG = "proxbox-up.log"
+SHUTDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def running_supervisor(data_dir: Path) -> ProcessRecord | None:
+    state = StackState.load(data_dir)
+    if state is None or state.supervisor is None:
+        return None
+    record = ProcessRecord.from_json(state.supervisor)
+    return record if record.alive() else None
+
+
+def preflight(data_dir: Path, options: UpOptions) -> None:
+    """The checks that must fail fast, before anything starts."""
+    services_mod.prepare_data_dir(data_dir)
+    current = running_supervisor(data_dir)
+    if current is not None and current.pid != os.getpid():
+        state = StackState.load(data_dir)
+        url = state.urls.get("netbox", "") if state else ""
+        raise StackError(
+            f"a stack is already running from {data_dir} (pid {current.pid}) {url}: "
+            "stop it with `proxbox down`",
+            EXIT_FAILURE,
+        )
+    if not port_is_free(options.port, options.host):
+        raise StackError(
+            f"port {options.port} on {options.host} is in use: choose another with --port",
+            EXIT_PORT_IN_USE,
+        )
+    for env_name, check in (
+        (services_mod.DATABASE_URL_ENV, services_mod.check_database),
+        (services_mod.REDIS_URL_ENV, services_mod.check_redis),
+    ):
+        if os.environ.get(env_name):
+            check(os.environ[env_name])
+
+
+def stack_env(data_dir: Path, services: services_mod.Services) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(services.env())
+    env[HOME_ENV] = str(data_dir)
+    env.setdefault("NETBOX_CONFIGURATION", NETBOX_CONFIGURATION)
+    env["DJANGO_SETTINGS_MODULE"] = "netbox.settings"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class Supervisor:
+    """Starts process specs, records them, watches them, stops them in reverse order."""
+
+    def __init__(self, data_dir: Path, log: Log) -> None:
+        self.data_dir = data_dir
+        self.log = log
+        self.children: list[tuple[ProcessSpec, subprocess.Popen]] = []
+        self.stopping = threading.Event()
+
+    def _record(self, name: str, record: ProcessRecord | None) -> None:
+        with services_mod.stack_lock(self.data_dir):
+            state = StackState.load(self.data_dir)
+            if state is None:
+                return
+            if record is None:
+                state.processes.pop(name, None)
+            else:
+                state.processes[name] = record.to_json()
+            state.save(self.data_dir)
+
+    def start(self, spec: ProcessSpec) -> None:
+        popen = spawn(spec)
+        self.children.append((spec, popen))
+        self._record(spec.name, ProcessRecord.of(popen.pid))
+        wait_ready(spec, popen)
+
+    def watch(self) -> str | None:
+        """Block until a shutdown signal (None) or a child dies (its name)."""
+        while not self.stopping.wait(0.5):
+            for spec, popen in self.children:
+                if popen.poll() is not None:
+                    return spec.name
+        return None
+
+    def stop_all(self) -> None:
+        for spec, popen in reversed(self.children):
+            if popen.poll() is None:
+                self.log(f"stopping {spec.name}")
+                stop(ProcessRecord.of(popen.pid), spec.stop_signal, spec.stop_timeout)
+            popen.wait()
+            self._record(spec.name, None)
+        self.children.clear()
+
+
+def _install_signal_handlers(supervisor: Supervisor) -> None:
+    def request_stop(signum, _frame):
+        supervisor.stopping.set()
+
+    for sig in SHUTDOWN_SIGNALS:
+        signal.signal(sig, request_stop)
+
+
+def _stop_stale(data_dir: Path, log: Log) -> None:
+    """Stop processes a crashed `proxbox up` left behind (its record outlived it)."""
+    with services_mod.stack_lock(data_dir):
+        state = StackState.load(data_dir)
+        if state is None:
+            return
+        for name in list(state.processes):
+            if name in services_mod.SERVICES:
+                continue
+            if stop(ProcessRecord.from_json(state.processes[name])):
+                log(f"stopped {name} left running by an earlier proxbox up")
+            state.processes.pop(name)
+        state.supervisor = None
+        state.urls = {}
+        state.save(data_dir)
+
+
+def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: bool = False) -> int:
+    """Run the stack in the foreground until a signal; returns the exit code."""
+    preflight(data_dir, options)
+    _stop_stale(data_dir, log)
+    supervisor = Supervisor(data_dir, log)
+    _install_signal_handlers(supervisor)
+    services = services_mod.start_services(data_dir, log=log)
+    with services_mod.stack_lock(data_dir):
+        state = StackState.load(data_dir)
+        assert state is not None
+        state.supervisor = ProcessRecord.of(os.getpid()).to_json()
+        state.save(data_dir)
+    ctx = StackContext(data_dir, options, services, stack_env(data_dir, services))
+    exit_code = 0
+    try:
+        for component in COMPONENTS:
+            if supervisor.stopping.is_set():
+                break
+            if component.prepare is not None:
+                component.prepare(ctx)
+            for spec in component.specs(ctx):
+                log(f"starting {spec.name}")
+                supervisor.start(spec)
+        for component in COMPONENTS:
+            if component.after_start is not None and not supervisor.stopping.is_set():
+                component.after_start(ctx)
+        if not supervisor.stopping.is_set():
+            _announce_ready(data_dir, ctx, log, show_secrets=not detached_child)
+            died = supervisor.watch()
+            if died is not None:
+                log(f"{died} exited unexpectedly; stopping the stack (see {ctx.log_file(died)})")
+                exit_code = EXIT_FAILURE
+    except ProcessFailed as exc:
+        raise StackError(str(exc)) from None
+    finally:
+        # A second Ctrl-C during shutdown must not abandon children half-stopped.
+        for sig in SHUTDOWN_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        supervisor.stop_all()
+        for name in reversed(services.started):
+            log(f"stopping {name}")
+        services_mod.stop_services(data_dir, tuple(services.started))
+        with services_mod.stack_lock(data_dir):
+            state = StackState.load(data_dir)
+            if state is not None:
+                state.supervisor = None
+                state.urls = {}
+                if state.processes:
+                    state.save(data_dir)
+                else:
+                    StackState.clear(data_dir)
+        for sig in SHUTDOWN_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+    log("stack stopped")
+    return exit_code
+
+
+def _announce_ready(data_dir: Path, ctx: StackContext, log: Log, show_secrets: bool) -> None:
+    with services_mod.stack_lock(data_dir):
+        state = StackState.load(data_dir)
+        assert state is not None
+        state.urls = dict(ctx.urls)
+        state.credentials_created = bool(ctx.notes.get("credentials_created"))
+        state.save(data_dir)
+    for line in describe(data_dir, show_secrets=show_secrets and state.credentials_created):
+        log(line)
+    log("press Ctrl-C to stop")
+
+
+def describe(data_dir: Path, show_secrets: bool = False) -> list[str]:
+    """The lines `up` prints once the stack is ready."""
+    state = StackState.load(data_dir)
+    if state is None:
+        return []
+    lines = [f"NetBox:     {state.urls.get('netbox', '?')}"]
+    lines.append(f"API:        {state.urls.get('api', '?')}")
+    for name, url in state.urls.items():
+        if name not in ("netbox", "api"):
+            lines.append(f"{name + ':':<11} {url}")
+    lines.append(f"PostgreSQL: {services_mod.redact(state.database_url)}")
+    lines.append(f"Redis:      {state.redis_url}")
+    credentials = load_credentials(data_dir)
+    if show_secrets and credentials is not None:
+        lines.append(
+            f"admin user: {credentials['username']} / {credentials['password']} (shown once)"
+        )
+        lines.append(f"API token:  Authorization: Bearer {credentials['token']}")
+    lines.append(f"credentials: {credentials_path(data_dir)} (mode 0600)")
+    lines.append(f"logs:       {data_dir / 'logs'}")
+    return lines
+
+
+def up_detached(data_dir: Path, argv: list[str], options: UpOptions, log: Log = print) -> int:
+    """Start `proxbox up` in the background and return once it serves requests."""
+    preflight(data_dir, options)
+    log_file = data_dir / "logs" / DETACHED_LOG
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "proxbox_devstack.cli", *argv, "--detached-child"],
+            env=dict(os.environ, **{HOME_ENV: str(data_dir)}),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    while True:
+        code = child.poll()
+        if code is not None:
+            raise StackError(
+                _last_line(log_file) or f"proxbox up exited with code {code}", code or 1
+            )
+        state = StackState.load(data_dir)
+        if (
+            state is not None
+            and state.urls
+            and state.supervisor is not None
+            and int(state.supervisor["pid"]) == child.pid
+        ):
+            for line in describe(data_dir, show_secrets=state.credentials_created):
+                log(line)
+            log(f"running in the background (pid {child.pid}); stop with `proxbox down`")
+            return 0
+        time.sleep(0.3)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text("utf-8", "replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1].removeprefix("proxbox: ") if lines else ""
+
+
+def down(data_dir: Path, log: Log = print) -> int:
+    """Stop a stack started by `up -d` (or left behind), services included."""
+    if not data_dir.exists():
+        log(f"nothing is running from {data_dir}")
+        return 0
+    supervisor = running_supervisor(data_dir)
+    if supervisor is not None:
+        log(f"stopping proxbox up (pid {supervisor.pid})")
+        stop(supervisor, signal.SIGTERM, timeout=90)
+    _stop_stale(data_dir, log)
+    stopped = services_mod.stop_services(data_dir)
+    for name in stopped:
+        log(f"stopped {name}")
+    StackState.clear(data_dir)
+    log("stack stopped")
+    return 0
+
+
+def status(data_dir: Path, log: Log = print) -> int:
+    state = StackState.load(data_dir)
+    if state is None:
+        log(f"no stack is running from {data_dir}")
+        return EXIT_NOT_RUNNING
+    supervisor = running_supervisor(data_dir)
+    running = True
+    if supervisor is not None:
+        log(f"proxbox up   running (pid {supervisor.pid})")
+    for name, raw in state.processes.items():
+        record = ProcessRecord.from_json(raw)
+        alive = record.alive()
+        running = running and alive
+        log(f"{name:<12} {'running' if alive else 'DEAD'} (pid {record.pid})")
+    for name in state.external:
+        log(f"{name:<12} external")
+    for name, url in state.urls.items():
+        log(f"{name:<12} {url}")
+    log(f"database     {services_mod.redact(state.database_url)}")
+    log(f"redis        {state.redis_url}")
+    return 0 if running else EXIT_NOT_RUNNING

@@ -1,0 +1,111 @@
+"""The `proxbox` command's failures: one clear line on stderr and a distinct exit code."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from proxbox_devstack import cli
+from proxbox_devstack.errors import (
+    EXIT_DATA_DIR,
+    EXIT_NOT_RUNNING,
+    EXIT_PORT_IN_USE,
+    EXIT_PYTHON_VERSION,
+    EXIT_SERVICE_UNREACHABLE,
+)
+from proxbox_devstack.ports import ephemeral_port
+
+from .conftest import cli_env, run_cli
+
+
+def _one_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_port_in_use_names_the_port_and_the_option(tmp_path, listener):
+    port = listener.getsockname()[1]
+    result = run_cli("up", "--port", str(port), env=cli_env(tmp_path / "home"))
+    assert result.returncode == EXIT_PORT_IN_USE
+    assert _one_line(result.stderr) == (
+        f"proxbox: port {port} on 127.0.0.1 is in use: choose another with --port"
+    )
+
+
+def test_detached_up_fails_the_same_way_before_detaching(tmp_path, listener):
+    port = listener.getsockname()[1]
+    result = run_cli("up", "-d", "--port", str(port), env=cli_env(tmp_path / "home"))
+    assert result.returncode == EXIT_PORT_IN_USE
+    assert "--port" in _one_line(result.stderr)
+
+
+def test_unreachable_database_url_fails_within_ten_seconds(tmp_path):
+    closed = ephemeral_port()
+    env = cli_env(
+        tmp_path / "home",
+        PROXBOX_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{closed}/postgres",
+    )
+    began = time.monotonic()
+    result = run_cli("up", "--port", str(ephemeral_port()), env=env)
+    elapsed = time.monotonic() - began
+    assert result.returncode == EXIT_SERVICE_UNREACHABLE
+    line = _one_line(result.stderr)
+    assert line.startswith(
+        f"proxbox: PROXBOX_DATABASE_URL=postgresql://postgres@127.0.0.1:{closed}/postgres "
+        "is unreachable after 10 s"
+    )
+    assert elapsed < 15  # 10 s of retries plus interpreter start-up
+
+
+def test_data_dir_that_cannot_be_written(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = run_cli("up", env=cli_env(blocker / "home"))
+    assert result.returncode == EXIT_DATA_DIR
+    line = _one_line(result.stderr)
+    assert line.startswith(f"proxbox: data directory {blocker / 'home'} is not writable")
+    assert line.endswith("set PROXBOX_HOME to a writable directory")
+
+
+def test_python_older_than_3_12_is_refused(monkeypatch, capsys):
+    monkeypatch.setattr(cli.sys, "version_info", (3, 11, 9, "final", 0))
+    assert cli.main(["status"]) == EXIT_PYTHON_VERSION
+    assert _one_line(capsys.readouterr().err).startswith("proxbox: Python 3.11.9 is too old")
+
+
+@pytest.mark.parametrize("version", [(3, 12, 0), (3, 13, 1)])
+def test_supported_pythons_pass_the_check(version):
+    assert cli.check_python(version) is None
+
+
+def test_status_and_down_without_a_stack(tmp_path):
+    env = cli_env(tmp_path / "home")
+    status = run_cli("status", env=env)
+    assert status.returncode == EXIT_NOT_RUNNING
+    assert "no stack is running" in status.stdout
+    down = run_cli("down", env=env)
+    assert down.returncode == 0
+
+
+def test_services_up_detached_prints_urls_and_down_stops_them(tmp_path):
+    env = cli_env(tmp_path / "home")
+    started = run_cli("services", "up", "-d", env=env)
+    try:
+        assert started.returncode == 0, started.stderr
+        urls = dict(
+            line.split("=", 1)
+            for line in started.stdout.splitlines()
+            if line.startswith("PROXBOX_")
+        )
+        assert urls["PROXBOX_DATABASE_URL"].startswith("postgresql://postgres@127.0.0.1:")
+        assert urls["PROXBOX_REDIS_URL"].startswith("redis://127.0.0.1:")
+        status = run_cli("status", env=env)
+        assert status.returncode == 0
+        assert "postgres" in status.stdout and "running" in status.stdout
+    finally:
+        stopped = run_cli("services", "down", env=env)
+    assert stopped.returncode == 0
+    assert "postgres" in stopped.stdout and "redis" in stopped.stdout
+    assert run_cli("status", env=env).returncode == EXIT_NOT_RUNNING
