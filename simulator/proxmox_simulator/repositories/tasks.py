@@ -19,8 +19,8 @@ _BY_IDEMPOTENCY_KEY = "SELECT upid FROM tasks WHERE idempotency_key = $1"
 _NEXT_PID = "SELECT nextval('task_pid_seq')"
 _INSERT = """
 INSERT INTO tasks (upid, node, pid, pstart, starttime, type, id, userid, tokenid, state,
-                   payload, idempotency_key)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11)
+                   payload, idempotency_key, clock_start)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12)
 """
 _EVENT = "INSERT INTO task_events (upid, kind, worker, detail) VALUES ($1, $2, $3, $4)"
 _LOCK = "INSERT INTO resource_locks (resource, upid) VALUES ($1, $2)"
@@ -96,6 +96,7 @@ async def insert(
     payload,
     idempotency_key,
     lock,
+    clock_start=None,
 ):
     """Insert row, event and lock; must run inside the caller's transaction."""
     await conn.execute(
@@ -111,6 +112,7 @@ async def insert(
         tokenid,
         payload,
         idempotency_key,
+        clock_start,
     )
     await conn.execute(_EVENT, upid, "created", None, {"type": type, "id": id})
     if lock:
@@ -153,6 +155,25 @@ async def finish(conn, *, upid, worker_id, exitstatus, endtime, warnings) -> Non
         raise LeaseLost(upid)
     await conn.execute(_RELEASE_LOCKS, upid)
     await conn.execute(_EVENT, upid, "finished", worker_id, {"exitstatus": exitstatus})
+
+
+_ABORT = """
+UPDATE tasks SET state = 'stopped', exitstatus = $2, endtime = $3,
+                 lease_owner = NULL, lease_expires_at = NULL
+WHERE upid = $1 AND state <> 'stopped'
+RETURNING upid
+"""
+
+
+async def abort(conn, upid: str, exitstatus: str, endtime: int, by: str) -> bool:
+    """Stop a queued or running task; its worker then fails ``finish`` (LeaseLost)
+    and rolls its effect back.  Call inside a transaction."""
+    if await conn.fetchval(_ABORT, upid, exitstatus, endtime) is None:
+        return False
+    await conn.execute(_RELEASE_LOCKS, upid)
+    await append_log(conn, upid, [f"TASK ERROR: {exitstatus}"])
+    await conn.execute(_EVENT, upid, "aborted", None, {"by": by})
+    return True
 
 
 async def get(conn, upid: str):

@@ -18,6 +18,14 @@ class Clock:
     async def sleep(self, seconds: float) -> None:
         raise NotImplementedError
 
+    async def sleep_until(self, deadline: float) -> None:
+        """Wait until the clock reads ``deadline`` (immediately if it already does)."""
+        remaining = deadline - self.now()
+        if remaining > 0:
+            await self.sleep(remaining)
+        else:
+            await asyncio.sleep(0)
+
 
 class RealClock(Clock):
     def now(self) -> float:
@@ -67,8 +75,10 @@ class ManualClock(Clock):
         self._changed = asyncio.Event()
 
     async def sleep(self, seconds: float) -> None:
-        due = self._now + seconds
-        while self._now < due:
+        await self.sleep_until(self._now + seconds)
+
+    async def sleep_until(self, deadline: float) -> None:
+        while self._now < deadline:
             await self._changed.wait()
 
 

@@ -38,7 +38,8 @@ async def enqueue(
             return existing
     node_row = await inventory.node(conn, node)
     boot = node_row["boot_epoch"] if node_row else 0
-    starttime = int(clock.now())
+    clock_start = clock.now()
+    starttime = int(clock_start)
     pid = await task_repo.next_pid(conn)
     # pstart is the worker's start in clock ticks since boot (100 Hz), like /proc/<pid>/stat.
     pstart = max(0, (starttime - boot) * 100) & _U32
@@ -65,6 +66,7 @@ async def enqueue(
         payload=payload,
         idempotency_key=idempotency_key,
         lock=lock,
+        clock_start=clock_start,
     )
     return str(upid)
 

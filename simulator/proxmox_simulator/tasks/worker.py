@@ -37,6 +37,12 @@ class TaskContext:
         self.payload: dict = row["payload"]
         self.warnings = 0
         self.completed = False
+        # Simulated durations run from the task's creation on the simulation
+        # clock, not from the claim: a task queued behind others (or reclaimed
+        # after a crash) is due when it would have been due anyway.
+        self._deadline = (
+            row["clock_start"] if row["clock_start"] is not None else worker.clock.now()
+        )
 
     @property
     def clock(self) -> Clock:
@@ -51,7 +57,8 @@ class TaskContext:
         await self.log(f"WARN: {line}")
 
     async def sleep(self, seconds: float) -> None:
-        await self.clock.sleep(seconds)
+        self._deadline += seconds
+        await self.clock.sleep_until(self._deadline)
 
     async def complete(self, effect: Effect | None = None, *, lines: list[str] = ()) -> None:
         """Apply the effect and mark the task stopped in one transaction."""

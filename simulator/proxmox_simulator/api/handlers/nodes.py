@@ -98,6 +98,21 @@ async def task_index(ctx: RequestContext):
     return [{"name": "log"}, {"name": "status"}]
 
 
+@route("/nodes/{node}/tasks/{upid}", "DELETE")
+async def stop_task(ctx: RequestContext):
+    row = await _task(ctx)
+    if row["userid"] != ctx.principal.userid:
+        ctx.state.require(ctx.principal, f"/nodes/{ctx.node}", ["Sys.Modify"])
+    async with ctx.rt.pool.acquire() as conn, conn.transaction():
+        await task_repo.abort(
+            conn,
+            row["upid"],
+            "interrupted by signal",
+            int(ctx.rt.clock.now()),
+            ctx.principal.auth_id,
+        )
+
+
 @route("/nodes/{node}/tasks", "GET")
 async def list_tasks(ctx: RequestContext):
     params = ctx.params
