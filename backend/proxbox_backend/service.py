@@ -270,11 +270,26 @@ class SyncService:
         await disks_stage.apply(netbox, owned, existing_vm_ids, tally)
         stage("disks", "finished", done=disk_count)
 
-        report.sync_state = await netbox.write_sync_state(
-            cluster_id,
-            {
-                "last_synced": dt.datetime.now(dt.UTC).isoformat(),
-                "last_status": "completed" if tally.failed == 0 else "completed_with_errors",
-                "counters": {k: v.as_dict() for k, v in tally.counters.items()},
-            },
-        )
+        report.sync_state = await netbox.write_sync_state(cluster_id, reflection(tally))
+
+
+def reflection(tally: Tally, error: str | None = None) -> dict:
+    """The sidecar's reflection metadata: when, how it went, what it changed."""
+    totals = {outcome: 0 for outcome in ("created", "updated", "deleted", "failed")}
+    for counters in tally.counters.values():
+        for outcome in totals:
+            totals[outcome] += getattr(counters, outcome)
+    failed = bool(error) or totals["failed"] > 0
+    lines = [error] if error else []
+    lines += [f"{f.object_type} {f.label}: {f.reason}" for f in tally.failures[:20]]
+    if len(tally.failures) > 20:
+        lines.append(f"… and {len(tally.failures) - 20} more failures")
+    return {
+        "last_sync": dt.datetime.now(dt.UTC).isoformat(),
+        "status": "failed" if failed else "succeeded",
+        "objects_created": totals["created"],
+        "objects_updated": totals["updated"],
+        "objects_deleted": totals["deleted"],
+        "errors": totals["failed"],
+        "message": "\n".join(lines),
+    }

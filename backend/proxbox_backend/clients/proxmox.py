@@ -136,6 +136,9 @@ class ProxmoxClient:
 
     # -- the reads the sync needs -------------------------------------------------------
 
+    async def version(self) -> dict:
+        return await self.get("/version")
+
     async def cluster_status(self) -> list[dict]:
         return await self.get("/cluster/status")
 

@@ -16,6 +16,7 @@ class ClusterIdentity:
     mode: str  # cluster | standalone
     nodes: tuple[str, ...]
     quorate: bool
+    version: str = ""  # the PVE release the endpoint reports (/version)
 
 
 @dataclass(frozen=True)

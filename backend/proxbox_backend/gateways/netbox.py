@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
+from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError, describe_error
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
@@ -15,6 +15,7 @@ from proxbox_backend.secrets import Secret
 PLUGIN = "/plugins/proxbox"
 ENDPOINTS = f"{PLUGIN}/endpoints/proxmox/"
 SYNC_STATES = f"{PLUGIN}/cluster-sync-states/"
+TRACKING = f"{PLUGIN}/clusters/"
 
 CLUSTERS = "/virtualization/clusters/"
 CLUSTER_TYPES = "/virtualization/cluster-types/"
@@ -118,20 +119,32 @@ class NetBoxGateway:
             changed=bool(data.get("changed")),
         )
 
-    async def write_sync_state(self, cluster_id: int, metadata: dict) -> str:
-        """Record the run on the cluster's typed sidecar; says what happened."""
-        response = await self.client.request("GET", SYNC_STATES, params={"cluster_id": cluster_id})
+    async def tracking_record(self, tracking_id: int) -> dict:
+        return await self.client.get(f"{TRACKING}{tracking_id}/")
+
+    async def update_tracking_record(self, tracking_id: int, changes: dict) -> dict:
+        return await self.client.call("PATCH", f"{TRACKING}{tracking_id}/", json=changes)
+
+    async def write_sync_state(self, cluster_id: int, reflection: dict) -> str:
+        """Record the run on the cluster's typed sidecar (created by the claim); say how it went.
+
+        Reflection metadata only: the ownership link is the claim's business.
+        """
+        response = await self.client.request(
+            "GET", SYNC_STATES, params={"cluster_id": cluster_id, "fields": "id"}
+        )
         if response.status_code == 404:
-            return "sidecar API not available in this NetBox"
+            return "not recorded: this NetBox has no sync-state API"
         if not response.is_success:
-            return f"sidecar lookup answered HTTP {response.status_code}"
+            return f"not recorded: sidecar lookup answered HTTP {response.status_code}"
         results = response.json().get("results", [])
         if not results:
-            return "no sync-state sidecar for this cluster"
-        sidecar = results[0]
-        update = await self.client.request("PATCH", f"{SYNC_STATES}{sidecar['id']}/", json=metadata)
+            return "not recorded: the cluster has no sync-state sidecar"
+        update = await self.client.request(
+            "PATCH", f"{SYNC_STATES}{results[0]['id']}/", json=reflection
+        )
         if not update.is_success:
-            return f"sidecar update answered HTTP {update.status_code}: {update.text[:200]}"
+            return f"not recorded: HTTP {update.status_code}: {describe_error(_body(update))}"
         return "recorded"
 
     # -- prerequisites, created once ------------------------------------------------------
@@ -240,6 +253,13 @@ class NetBoxGateway:
         return await self.client.list_by_ids(
             IP_ADDRESSES, "virtual_machine_id", vm_ids, {"fields": IP_FIELDS}
         )
+
+
+def _body(response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text[:200]
 
 
 def nested_id(value: Any) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxError
@@ -32,7 +33,8 @@ class ProxmoxGateway:
                 for n in await self.client.nodes()
             ]
             status = [*status, *({"type": "node", "name": n.name} for n in nodes)]
-        return parse.cluster_identity(status), nodes
+        release = (await self.client.version() or {}).get("version", "")
+        return replace(parse.cluster_identity(status), version=str(release)), nodes
 
     async def inventory(
         self,

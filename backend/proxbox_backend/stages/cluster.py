@@ -34,11 +34,19 @@ def desired_status(identity: ClusterIdentity) -> str:
 
 
 def plan_metadata(identity: ClusterIdentity, cluster: dict) -> dict:
-    """Cluster fields the claim does not own, reconciled after it."""
+    """Native cluster fields the claim does not own, reconciled after it."""
     current = cluster.get("status")
     current = current.get("value") if isinstance(current, dict) else current
     wanted = desired_status(identity)
     return {} if current == wanted else {"status": wanted}
+
+
+def plan_tracking(identity: ClusterIdentity, tracking: dict) -> dict:
+    """What the tracking record should know about the Proxmox side that it does not yet."""
+    desired = {"quorate": identity.quorate, "node_count": len(identity.nodes)}
+    if identity.version:
+        desired["version"] = identity.version[:50]
+    return {k: v for k, v in desired.items() if tracking.get(k) != v}
 
 
 @dataclass(frozen=True)
@@ -66,8 +74,14 @@ async def apply(
     tally: Tally,
 ) -> ClusterOutcome:
     claim = await netbox.claim(endpoint, claim_body(identity, endpoint, cluster_type_id))
-    changes = plan_metadata(identity, claim.cluster)
-    if changes:
+    changed = False
+    if changes := plan_metadata(identity, claim.cluster):
         await netbox.update_cluster(claim.cluster_id, changes)
-    count(tally, claim, bool(changes))
-    return ClusterOutcome(claim, nested_id(claim.cluster), bool(changes))
+        changed = True
+    if claim.tracking_id is not None:
+        tracking = await netbox.tracking_record(claim.tracking_id)
+        if changes := plan_tracking(identity, tracking):
+            await netbox.update_tracking_record(claim.tracking_id, changes)
+            changed = True
+    count(tally, claim, changed)
+    return ClusterOutcome(claim, nested_id(claim.cluster), changed)

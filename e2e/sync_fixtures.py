@@ -1,0 +1,414 @@
+"""Live processes for the sync end-to-end tests.
+
+* a NetBox (gunicorn serving NetBox's WSGI app with both plugins) on a database
+  cloned from the migrated template, with an admin API token;
+* Proxmox simulators, each on its own database, seeded with a deterministic
+  profile and served over TLS (the backend verifies the generated certificate);
+* helpers to register endpoints and run the backend's sync in-process.
+
+Every database created here starts with `pbsync_` and is dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from psycopg import sql
+
+from proxbox_backend.clients.http import RetryPolicy
+from proxbox_backend.config import Settings
+from proxbox_backend.secrets import Secret
+from proxbox_backend.service import RunReport, SyncService
+
+PREFIX = "pbsync_"
+SERVER_URL = os.environ.get("PROXBOX_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+ADMIN_PASSWORD = "pbsync-admin-password"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_dsn(database: str) -> str:
+    base, _, _ = SERVER_URL.rpartition("/")
+    return f"{base}/{database}"
+
+
+def admin_connection() -> psycopg.Connection:
+    return psycopg.connect(SERVER_URL, autocommit=True)
+
+
+def drop_database(name: str) -> None:
+    with admin_connection() as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+def wait_for_http(url: str, process: subprocess.Popen, timeout: float = 120.0, **kw) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{url}: server exited with {process.returncode}")
+        try:
+            httpx.get(url, timeout=2.0, **kw)
+            return
+        except httpx.TransportError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {timeout}s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# -- NetBox ----------------------------------------------------------------------------------
+
+
+class NetBoxServer:
+    def __init__(self, workdir: Path):
+        self.database = f"{PREFIX}netbox_{os.getpid()}"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir
+        self.process: subprocess.Popen | None = None
+        self.admin_token = ""
+
+    def env(self) -> dict:
+        return dict(
+            os.environ,
+            NETBOX_CONFIGURATION="proxbox_devstack.netbox_configuration",
+            PROXBOX_NETBOX_DATABASE=self.database,
+        )
+
+    def start(self) -> NetBoxServer:
+        from django.db import connections
+
+        from proxbox_devstack.testdb import clone_database, ensure_template, maintenance_connection
+
+        settings_dict = connections["default"].settings_dict
+        template = ensure_template(settings_dict)
+        with maintenance_connection(settings_dict) as conn:
+            clone_database(conn, template, self.database)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "netbox",
+                "createsuperuser",
+                "--noinput",
+                "--username",
+                "admin",
+                "--email",
+                "admin@example.com",
+            ],
+            env={**self.env(), "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD},
+            check=True,
+            capture_output=True,
+        )
+        log = open(self.workdir / "netbox.log", "wb")  # noqa: SIM115 - lives as long as the server
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--no-control-socket",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                "2",
+                "--threads",
+                "2",
+                "--timeout",
+                "300",
+                "proxbox_devstack.wsgi:application",
+            ],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for_http(f"{self.url}/api/status/", self.process)
+        self.admin_token = self.provision_token("admin", ADMIN_PASSWORD)
+        return self
+
+    def provision_token(self, username: str, password: str) -> str:
+        response = httpx.post(
+            f"{self.url}/api/users/tokens/provision/",
+            json={"username": username, "password": password},
+            timeout=60,
+        )
+        response.raise_for_status()
+        data = response.json()
+        return f"nbt_{data['key']}.{data['token']}" if data.get("version") == 2 else data["token"]
+
+    def api(self, token: str | None = None) -> httpx.Client:
+        token = token or self.admin_token
+        scheme = "Bearer" if token.startswith("nbt_") else "Token"
+        return httpx.Client(
+            base_url=f"{self.url}/api",
+            headers={"Authorization": f"{scheme} {token}", "Accept": "application/json"},
+            timeout=120,
+        )
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+        drop_database(self.database)
+
+
+# -- Proxmox simulator -------------------------------------------------------------------------
+
+
+class Simulator:
+    def __init__(self, label: str, profile: str, seed: int, workdir: Path):
+        self.label, self.profile, self.seed = label, profile, seed
+        self.database = f"{PREFIX}sim_{label}_{os.getpid()}"
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.data_dir = workdir / f"sim-{label}"
+        self.workdir = workdir
+        self.process: subprocess.Popen | None = None
+        self.token_id = "root@pam!proxbox"
+        self.token_secret = ""
+
+    @property
+    def ca_bundle(self) -> str:
+        return str(self.data_dir / "tls" / "pve-ssl.pem")
+
+    def env(self) -> dict:
+        return dict(
+            os.environ,
+            PROXMOX_SIMULATOR_DATABASE_URL=server_dsn(self.database),
+            PROXMOX_SIMULATOR_DATA_DIR=str(self.data_dir),
+            PROXMOX_SIMULATOR_CLOCK="instant",
+            PROXMOX_SIMULATOR_TASK_WORKERS="1",
+        )
+
+    def cli(self, *args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "proxmox_simulator.cli", *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"proxmox-simulator {' '.join(args)}: {result.stderr}")
+        return result.stdout
+
+    def start(self) -> Simulator:
+        drop_database(self.database)
+        with admin_connection() as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database)))
+        self.cli("migrate")
+        self.cli("seed", "--profile", self.profile, "--seed", str(self.seed))
+        self.token_secret = json.loads(
+            self.cli("token", "create", self.token_id, "--privsep", "0", "--json")
+        )["value"]
+        log = open(self.workdir / f"sim-{self.label}.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "proxmox_simulator.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--tls",
+            ],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while not Path(self.ca_bundle).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        wait_for_http(f"{self.url}/healthz", self.process, verify=False)
+        return self
+
+    def rename(self, name: str | None) -> None:
+        self.cli("cluster", "rename", *([name] if name else ["--standalone"]))
+
+    def api(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=f"{self.url}/api2/json",
+            headers={"Authorization": f"PVEAPIToken={self.token_id}={self.token_secret}"},
+            verify=ssl.create_default_context(cafile=self.ca_bundle),
+            timeout=60,
+        )
+
+    def inventory(self) -> dict:
+        """What Proxmox says, in the shape the assertions compare."""
+        with self.api() as pve:
+            status = pve.get("/cluster/status").json()["data"]
+            resources = pve.get("/cluster/resources", params={"type": "vm"}).json()["data"]
+            guests = {}
+            for r in resources:
+                config = pve.get(f"/nodes/{r['node']}/{r['type']}/{r['vmid']}/config").json()[
+                    "data"
+                ]
+                guests[(r["type"], r["vmid"])] = {"resource": r, "config": config}
+        return {"status": status, "guests": guests}
+
+    def wait_task(self, upid: str) -> None:
+        node = upid.split(":")[1]
+        with self.api() as pve:
+            for _ in range(200):
+                data = pve.get(f"/nodes/{node}/tasks/{upid}/status").json()["data"]
+                if data.get("status") == "stopped":
+                    assert data.get("exitstatus") == "OK", data
+                    return
+                time.sleep(0.05)
+        raise RuntimeError(f"task {upid} did not finish")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+        drop_database(self.database)
+
+
+# -- the backend ------------------------------------------------------------------------------
+
+
+def settings_for(
+    netbox: NetBoxServer, simulator: Simulator, token: str | None = None, **overrides
+) -> Settings:
+    """Backend settings: NetBox from the server, Proxmox credentials as the fallback
+    until the plugin's credentials API serves them."""
+    return Settings(
+        netbox_url=netbox.url,
+        netbox_token=Secret(token or netbox.admin_token),
+        proxmox_token_id=simulator.token_id,
+        proxmox_token=Secret(simulator.token_secret),
+        proxmox_ca_bundle=simulator.ca_bundle,
+        proxmox_url=simulator.url,
+        retry=RetryPolicy(attempts=3, backoff=0.2, max_backoff=1.0),
+        **overrides,
+    )
+
+
+def run_sync(
+    netbox: NetBoxServer,
+    simulator: Simulator,
+    endpoint_id: int,
+    token: str | None = None,
+    **overrides,
+) -> RunReport:
+    service = SyncService(settings_for(netbox, simulator, token, **overrides))
+    return asyncio.run(service.run(endpoint_id))
+
+
+def create_endpoint(
+    netbox: NetBoxServer,
+    name: str,
+    simulator: Simulator,
+    *,
+    site: int | None,
+    mode: str = "cluster",
+) -> dict:
+    with netbox.api() as api:
+        response = api.post(
+            "/plugins/proxbox/endpoints/proxmox/",
+            json={
+                "name": name,
+                "host": "127.0.0.1",
+                "port": simulator.port,
+                "verify_tls": True,
+                "token_id": simulator.token_id,
+                "token_secret": simulator.token_secret,
+                "mode": mode,
+                "site": site,
+            },
+        )
+        assert response.status_code == 201, response.text
+        return response.json()
+
+
+def create_site(netbox: NetBoxServer, name: str) -> int:
+    with netbox.api() as api:
+        response = api.post("/dcim/sites/", json={"name": name, "slug": name.lower()})
+        assert response.status_code == 201, response.text
+        return response.json()["id"]
+
+
+def list_all(netbox: NetBoxServer, path: str, **params) -> list[dict]:
+    with netbox.api() as api:
+        results, offset = [], 0
+        while True:
+            page = api.get(path, params={**params, "limit": 1000, "offset": offset}).json()
+            results.extend(page["results"])
+            if not page.get("next"):
+                return results
+            offset += 1000
+
+
+def object_changes_since(netbox: NetBoxServer, since: str) -> list[dict]:
+    """NetBox's own change log: what really got written after `since`."""
+    return list_all(netbox, "/core/object-changes/", time_after=since)
+
+
+def netbox_now(netbox: NetBoxServer) -> str:
+    """A timestamp from NetBox's clock, for change-log windows."""
+    with netbox.api() as api:
+        date = api.get("/status/").headers.get("date")
+    from email.utils import parsedate_to_datetime
+
+    return parsedate_to_datetime(date).isoformat()
+
+
+# -- pytest fixtures ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sync_workdir():
+    with tempfile.TemporaryDirectory(prefix="pbsync-e2e-") as path:
+        yield Path(path)
+
+
+@pytest.fixture(scope="session")
+def netbox_server(sync_workdir, django_db_blocker):
+    server = NetBoxServer(sync_workdir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_simulator(sync_workdir):
+    simulator = Simulator("cluster", "small", 1, sync_workdir)
+    try:
+        yield simulator.start()
+    finally:
+        simulator.stop()
+
+
+@pytest.fixture(scope="session")
+def second_simulator(sync_workdir):
+    """Another cluster that Proxmox also calls `pvesim` (one node)."""
+    simulator = Simulator("second", "single", 2, sync_workdir)
+    try:
+        yield simulator.start()
+    finally:
+        simulator.stop()

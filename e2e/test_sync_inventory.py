@@ -1,0 +1,182 @@
+"""First sync: NetBox equals the simulator's inventory; second sync writes nothing."""
+
+import re
+
+import pytest
+from sync_fixtures import (  # noqa: F401 - fixtures
+    cluster_simulator,
+    create_endpoint,
+    create_site,
+    list_all,
+    netbox_now,
+    netbox_server,
+    object_changes_since,
+    run_sync,
+    sync_workdir,
+)
+
+pytestmark = pytest.mark.django_db(transaction=False)
+
+QEMU_NIC = re.compile(r"^(virtio|e1000|e1000e|rtl8139|vmxnet3)=([0-9A-Fa-f:]{17})")
+DISK_KEYS = {
+    "qemu": re.compile(r"^(scsi|virtio|sata|ide)\d+$"),
+    "lxc": re.compile(r"^(rootfs|mp\d+)$"),
+}
+GIB_MB = 1024
+
+
+def props(value: str) -> dict:
+    return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+
+
+def expected_inventory(inventory: dict) -> dict:
+    """The simulator's inventory in NetBox terms, derived independently of the backend."""
+    vms, interfaces, ips, disks = set(), set(), set(), set()
+    for (kind, _vmid), guest in inventory["guests"].items():
+        resource, config = guest["resource"], guest["config"]
+        name = resource["name"]
+        running = resource["status"] == "running"
+        memory = int(config["memory"])
+        vcpus = float(config.get("cores", 1)) * float(config.get("sockets", 1))
+        vms.add((name, "active" if running else "offline", vcpus, memory, resource["node"]))
+        for key, value in config.items():
+            if not re.fullmatch(r"net\d+", key):
+                continue
+            if kind == "qemu":
+                mac = QEMU_NIC.match(value).group(2).upper()
+                interfaces.add((name, key, mac))
+                ipconfig = props(config.get(f"ipconfig{key[3:]}", ""))
+                agent = config.get("agent", "0").split(",")[0] in ("1", "enabled=1")
+                if running and agent and "/" in ipconfig.get("ip", ""):
+                    ips.add((name, key, ipconfig["ip"]))
+            else:
+                p = props(value)
+                interfaces.add((name, p["name"], p["hwaddr"].upper()))
+                if "/" in p.get("ip", ""):
+                    ips.add((name, p["name"], p["ip"]))
+        for key, value in config.items():
+            if DISK_KEYS[kind].match(key) and "media=cdrom" not in value:
+                size = props(value)["size"]
+                assert size.endswith("G")
+                disks.add((name, key, int(size[:-1]) * GIB_MB))
+    nodes = {e["name"] for e in inventory["status"] if e["type"] == "node"}
+    return {"nodes": nodes, "vms": vms, "interfaces": interfaces, "ips": ips, "disks": disks}
+
+
+def netbox_inventory(netbox, cluster_id: int) -> dict:
+    devices = list_all(netbox, "/dcim/devices/", cluster_id=cluster_id)
+    vms = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    names = {vm["id"]: vm["name"] for vm in vms}
+    ifaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
+    iface_by_id = {i["id"]: (names[i["virtual_machine"]["id"]], i["name"]) for i in ifaces}
+    vm_ids = list(names)
+    ips, disks = [], []
+    for start in range(0, len(vm_ids), 50):
+        chunk = vm_ids[start : start + 50]
+        ips += list_all(netbox, "/ipam/ip-addresses/", virtual_machine_id=chunk)
+        disks += list_all(netbox, "/virtualization/virtual-disks/", virtual_machine_id=chunk)
+    return {
+        "nodes": {d["name"] for d in devices},
+        "vms": {
+            (
+                vm["name"],
+                vm["status"]["value"],
+                float(vm["vcpus"]),
+                vm["memory"],
+                vm["device"]["name"] if vm["device"] else None,
+            )
+            for vm in vms
+        },
+        "interfaces": {
+            (
+                names[i["virtual_machine"]["id"]],
+                i["name"],
+                (i["primary_mac_address"] or {}).get("mac_address"),
+            )
+            for i in ifaces
+        },
+        "ips": {(*iface_by_id[ip["assigned_object_id"]], ip["address"]) for ip in ips},
+        "disks": {(names[d["virtual_machine"]["id"]], d["name"], d["size"]) for d in disks},
+        "raw_vms": vms,
+    }
+
+
+@pytest.fixture(scope="module")
+def site(netbox_server):
+    return create_site(netbox_server, "pbsync-dc1")
+
+
+@pytest.fixture(scope="module")
+def endpoint(netbox_server, cluster_simulator, site):
+    return create_endpoint(netbox_server, "pve-cluster-a", cluster_simulator, site=site)
+
+
+@pytest.fixture(scope="module")
+def first_run(netbox_server, cluster_simulator, endpoint):
+    return run_sync(netbox_server, cluster_simulator, endpoint["id"])
+
+
+def test_first_sync_equals_simulator_inventory(
+    netbox_server, cluster_simulator, endpoint, first_run, site
+):
+    report = first_run
+    assert report.ok, report.as_dict()
+    assert report.cluster["claim_status"] == 201
+    assert (report.cluster["created"], report.cluster["changed"]) == (True, False)
+    cluster_id = report.cluster["id"]
+
+    expected = expected_inventory(cluster_simulator.inventory())
+    actual = netbox_inventory(netbox_server, cluster_id)
+    for part in ("nodes", "vms", "interfaces", "ips", "disks"):
+        assert actual[part] == expected[part], part
+    # Every VM's total disk equals its virtual disks (NetBox keeps it so).
+    for vm in actual["raw_vms"]:
+        assert vm["site"]["id"] == site and vm["cluster"]["id"] == cluster_id
+        assert vm["custom_fields"]["proxbox_source"].startswith(f"cluster-{cluster_id}/")
+
+    counters = report.tally.counters
+    assert counters["virtualization.cluster"].created == 1
+    assert counters["dcim.device"].created == len(expected["nodes"])
+    assert counters["virtualization.virtualmachine"].created == len(expected["vms"])
+    assert counters["virtualization.vminterface"].created == len(expected["interfaces"])
+    assert counters["ipam.ipaddress"].created == len(expected["ips"])
+    assert counters["virtualization.virtualdisk"].created == len(expected["disks"])
+    assert report.tally.failed == 0
+
+
+def test_endpoint_and_cluster_point_at_each_other(netbox_server, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    with netbox_server.api() as api:
+        stored = api.get(f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/").json()
+        tracking = api.get(f"/plugins/proxbox/clusters/{first_run.cluster['tracking_id']}/").json()
+        sidecars = api.get(
+            "/plugins/proxbox/cluster-sync-states/", params={"cluster_id": cluster_id}
+        ).json()["results"]
+    assert stored["netbox_cluster"]["id"] == cluster_id
+    assert tracking["endpoint"]["id"] == endpoint["id"]
+    assert tracking["netbox_cluster"]["id"] == cluster_id
+    assert (tracking["quorate"], tracking["node_count"]) == (True, 3)
+    assert len(sidecars) == 1 and sidecars[0]["status"]["value"] == "succeeded"
+    assert sidecars[0]["last_sync"] is not None
+    created = sum(c.created for c in first_run.tally.counters.values())
+    assert sidecars[0]["objects_created"] == created
+
+
+def test_second_sync_writes_nothing(netbox_server, cluster_simulator, endpoint, first_run):
+    since = netbox_now(netbox_server)
+    report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.cluster["claim_status"] == 200
+    assert (report.cluster["created"], report.cluster["changed"]) == (False, False)
+    assert report.tally.writes == 0
+    for object_type, counters in report.tally.counters.items():
+        assert counters.created == counters.updated == counters.deleted == 0, object_type
+    assert report.tally.of("virtualization.virtualmachine").unchanged == len(
+        cluster_simulator.inventory()["guests"]
+    )
+    # NetBox's change log agrees: only the run's own reflection metadata was written.
+    changed = {
+        (c["changed_object_type"], c["action"]["value"])
+        for c in object_changes_since(netbox_server, since)
+    }
+    assert changed <= {("netbox_proxbox.proxboxclustersyncstate", "update")}, changed
