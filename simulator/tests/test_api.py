@@ -555,3 +555,36 @@ def test_pools(root):
 def test_readiness_checks_the_latest_migration(server):
     response = httpx.get(server.base_url + "/readyz", verify=False)
     assert response.status_code == 200 and response.json()["ready"] is True
+
+
+def test_disabled_users_lose_their_tickets_and_tokens(client, root):
+    userid = f"carol{uuid.uuid4().hex[:6]}@pve"
+    assert (
+        root.post("/access/users", data={"userid": userid, "password": "carol-pw"}).status_code
+        == 200
+    )
+    carol = Session(client, userid, "carol-pw")
+    assert carol.get("/version").status_code == 200
+    token = carol.post(f"/access/users/{userid}/token/t1", data={"privsep": 0}).json()["data"][
+        "value"
+    ]
+    assert client.get("/version", headers=token_header(f"{userid}!t1", token)).status_code == 200
+    assert root.put(f"/access/users/{userid}", data={"enable": 0}).status_code == 200
+    assert carol.get("/version").status_code == 401
+    assert client.get("/version", headers=token_header(f"{userid}!t1", token)).status_code == 401
+    refused = client.post("/access/ticket", data={"username": userid, "password": "carol-pw"})
+    assert refused.status_code == 401
+    assert root.delete(f"/access/users/{userid}").status_code == 200
+
+
+def test_methods_declaring_allowtoken_0_refuse_tokens(client, settings):
+    from proxmox_simulator.cli import create_token
+
+    secret = run(create_token(settings, "root@pam!pwchange", privsep=False, comment=""))["value"]
+    response = client.put(
+        "/access/password",
+        headers=token_header("root@pam!pwchange", secret),
+        data={"userid": "root@pam", "password": "new-password-1"},
+    )
+    assert response.status_code == 401
+    assert "not allowed" in response.reason_phrase

@@ -16,6 +16,7 @@ from proxmox_simulator.domain.auth import (
 from proxmox_simulator.domain.errors import AuthenticationFailed, ParameterError, PveError
 from proxmox_simulator.domain.privileges import BUILTIN_ROLES, PRIVILEGES
 from proxmox_simulator.repositories import access as access_repo
+from proxmox_simulator.repositories import inventory
 
 _LIST = re.compile(r"[,;\s]+")
 
@@ -76,9 +77,9 @@ async def login(rt, params: dict) -> dict:
         "cap": capabilities(state, Principal(userid)),
     }
     async with rt.pool.acquire() as conn:
-        cluster = await conn.fetchval("SELECT name FROM cluster WHERE id = 1")
-    if cluster:
-        result["clustername"] = cluster
+        cluster = await inventory.cluster(conn)
+    if cluster is not None and cluster["name"]:
+        result["clustername"] = cluster["name"]
     return result
 
 

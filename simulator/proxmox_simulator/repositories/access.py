@@ -250,6 +250,14 @@ ON CONFLICT (path, ugid_type, ugid, roleid) DO UPDATE SET propagate = EXCLUDED.p
 _ACL_DELETE = "DELETE FROM acl WHERE path = $1 AND ugid_type = $2 AND ugid = $3 AND roleid = $4"
 
 
+_ACL_DELETE_PATH = "DELETE FROM acl WHERE path = $1"
+
+
+async def delete_path_acl(conn, path: str) -> None:
+    await conn.execute(_ACL_DELETE_PATH, path)
+    await notify_changed(conn)
+
+
 async def acl(conn):
     return await conn.fetch(_ACL)
 

@@ -65,6 +65,10 @@ INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 """
 _DELETE_GUEST_VOLUMES = "DELETE FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')"
+_GUEST_VOLUMES = "SELECT volid, size FROM volumes WHERE vmid = $1 ORDER BY volid"
+_GUEST_DISK_BYTES = """
+SELECT coalesce(sum(size), 0) FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')
+"""
 _NEXT_DISK_INDEX = """
 SELECT count(*) FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')
 """
@@ -98,6 +102,14 @@ async def insert_volume(conn, *, volid, storage_name, node_name, vmid, content, 
 
 async def delete_guest_volumes(conn: asyncpg.Connection, vmid: int) -> None:
     await conn.execute(_DELETE_GUEST_VOLUMES, vmid)
+
+
+async def guest_volumes(conn: asyncpg.Connection, vmid: int) -> list[asyncpg.Record]:
+    return await conn.fetch(_GUEST_VOLUMES, vmid)
+
+
+async def guest_disk_bytes(conn: asyncpg.Connection, vmid: int) -> int:
+    return await conn.fetchval(_GUEST_DISK_BYTES, vmid)
 
 
 async def next_disk_index(conn: asyncpg.Connection, vmid: int) -> int:

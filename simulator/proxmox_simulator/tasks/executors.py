@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.domain.guest_service import allocate_disk
+from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.tasks.worker import Executor, TaskContext
 
 
@@ -24,8 +27,6 @@ async def _locked_guest(conn, ctx: TaskContext):
 
 
 async def create_guest(ctx: TaskContext) -> None:
-    from proxmox_simulator.domain.guest_service import allocate_disk
-
     vmid, kind = ctx.payload["vmid"], ctx.payload["kind"]
     await ctx.sleep(rules.DURATIONS["create"])
     lines: list[str] = []
@@ -38,7 +39,7 @@ async def create_guest(ctx: TaskContext) -> None:
             config[request.key] = value
             lines.append(f"  allocated {value.split(',', 1)[0]} ({request.size_gib:g} GiB)")
         config.pop("lock", None)
-        maxdisk = await _guest_disk_bytes(conn, vmid)
+        maxdisk = await inventory.guest_disk_bytes(conn, vmid)
         await guest_repo.update_config(
             conn,
             vmid=vmid,
@@ -56,13 +57,6 @@ async def create_guest(ctx: TaskContext) -> None:
             lines.append(f"{rules.noun(kind)} {vmid} started")
 
     await ctx.complete(effect, lines=lines)
-
-
-async def _guest_disk_bytes(conn, vmid: int) -> int:
-    return await conn.fetchval(
-        "SELECT coalesce(sum(size), 0) FROM volumes WHERE vmid = $1 AND content IN ('images','rootdir')",
-        vmid,
-    )
 
 
 async def power(ctx: TaskContext) -> None:
@@ -91,22 +85,19 @@ async def destroy(ctx: TaskContext) -> None:
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
         rules.require_stopped_for_destroy(kind, vmid, row["status"])
-        for volume in await conn.fetch("SELECT volid FROM volumes WHERE vmid = $1", vmid):
-            await ctx_log_line(
-                conn, ctx, f'  Logical volume "{volume["volid"]}" successfully removed.'
+        for volume in await inventory.guest_volumes(conn, vmid):
+            # Logged inside the effect's transaction: rolled back with it if the lease is lost.
+            await task_repo.append_log(
+                conn,
+                ctx.row["upid"],
+                [f'  Logical volume "{volume["volid"]}" successfully removed.'],
             )
         await inventory.delete_guest_volumes(conn, vmid)
         if ctx.payload.get("purge"):
-            await conn.execute("DELETE FROM acl WHERE path = $1", f"/vms/{vmid}")
+            await access_repo.delete_path_acl(conn, f"/vms/{vmid}")
         await guest_repo.delete(conn, vmid)
 
     await ctx.complete(effect)
-
-
-async def ctx_log_line(conn, ctx: TaskContext, line: str) -> None:
-    from proxmox_simulator.repositories import tasks as task_repo
-
-    await task_repo.append_log(conn, ctx.row["upid"], [line])
 
 
 async def config_update(ctx: TaskContext) -> None:

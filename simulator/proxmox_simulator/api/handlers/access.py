@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import access_service as svc
+from proxmox_simulator.domain.access import Principal
+from proxmox_simulator.domain.errors import PermissionDenied
 
 
 @route("/access/ticket", "POST")
@@ -26,8 +28,6 @@ async def change_password(ctx: RequestContext):
 async def permissions(ctx: RequestContext):
     userid = ctx.params.get("userid") or ctx.principal.auth_id
     path = ctx.params.get("path")
-    from proxmox_simulator.domain.access import Principal
-
     if userid != ctx.principal.auth_id:
         ctx.state.require(ctx.principal, "/access", ["Sys.Audit"])
     owner, _, tokenid = userid.partition("!")
@@ -83,8 +83,6 @@ async def get_token(ctx: RequestContext):
 async def create_token(ctx: RequestContext):
     if ctx.principal.tokenid:
         # PVE forbids tokens from minting tokens: that would be an escalation path.
-        from proxmox_simulator.domain.errors import PermissionDenied
-
         raise PermissionDenied("API tokens cannot create API tokens")
     return await svc.create_token(ctx.rt, ctx.params["userid"], ctx.params["tokenid"], ctx.params)
 
