@@ -588,3 +588,22 @@ def test_methods_declaring_allowtoken_0_refuse_tokens(client, settings):
     )
     assert response.status_code == 401
     assert "not allowed" in response.reason_phrase
+
+
+def test_idempotency_key_makes_task_creation_retry_safe(root, unique_vmid):
+    headers = {"Idempotency-Key": f"create-{unique_vmid}"}
+    first = root.post(
+        "/nodes/pve1/qemu", data={"vmid": unique_vmid, "memory": 512}, headers=dict(headers)
+    )
+    assert first.status_code == 200
+    retry = root.post(
+        "/nodes/pve1/qemu", data={"vmid": unique_vmid, "memory": 512}, headers=dict(headers)
+    )
+    assert retry.status_code == 200 and retry.json()["data"] == first.json()["data"]
+    root.wait(first.json()["data"])
+    # Without the key the same request is a new (and here failing) operation.
+    assert root.post("/nodes/pve1/qemu", data={"vmid": unique_vmid}).status_code == 500
+    assert (
+        root.wait(root.delete(f"/nodes/pve1/qemu/{unique_vmid}").json()["data"])["exitstatus"]
+        == "OK"
+    )

@@ -32,10 +32,12 @@ from proxmox_simulator.domain.errors import (
     ParameterError,
     PveError,
 )
+from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.repositories.migrations import is_ready
 from proxmox_simulator.runtime import Runtime
 from proxmox_simulator.simulation.clock import Clock, ManualClock, clock_from_spec
 from proxmox_simulator.tasks.executors import executors
+from proxmox_simulator.tasks.service import request_idempotency_key, scoped_idempotency_key
 from proxmox_simulator.tasks.worker import TaskWorker
 
 log = logging.getLogger("proxmox_simulator.api")
@@ -158,7 +160,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 f"(CONTRACT_FALLBACK={rt.settings.contract_fallback})"
             )
         ctx = RequestContext(rt, endpoint, params, principal, state, request.headers)
-        data = await handler(ctx)
+        data = await _run_idempotently(rt, request, principal, handler, ctx)
         if isinstance(data, render.WithTotal):
             response = render.success(data.data, fmt, extra={"total": data.total})
         else:
@@ -180,6 +182,23 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             principal.auth_id or "-",
         )
     return response
+
+
+async def _run_idempotently(rt: Runtime, request: Request, principal: Principal, handler, ctx):
+    """Honour ``Idempotency-Key`` on writes: a retry returns the first task's UPID."""
+    key = request.headers.get("idempotency-key")
+    if not key or request.method == "GET":
+        return await handler(ctx)
+    scoped = scoped_idempotency_key(principal, key)
+    async with rt.pool.acquire() as conn:
+        existing = await task_repo.existing_for_key(conn, scoped)
+    if existing:
+        return existing
+    token = request_idempotency_key.set(scoped)
+    try:
+        return await handler(ctx)
+    finally:
+        request_idempotency_key.reset(token)
 
 
 def _add_admin_routes(app: FastAPI) -> None:

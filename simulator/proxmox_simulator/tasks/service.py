@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+
 import asyncpg
 
 from proxmox_simulator.domain.access import Principal
@@ -11,6 +13,17 @@ from proxmox_simulator.simulation.clock import Clock
 from proxmox_simulator.tasks.upid import Upid
 
 _U32 = 0xFFFFFFFF
+
+# Set by the HTTP adapter from a client's ``Idempotency-Key`` header (scoped to
+# the caller); the task a request creates records it, so a retried request
+# gets the first request's UPID instead of a second task.
+request_idempotency_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "request_idempotency_key", default=None
+)
+
+
+def scoped_idempotency_key(principal: Principal, key: str) -> str:
+    return f"{principal.auth_id}:{key}"
 
 
 async def enqueue(
@@ -32,6 +45,7 @@ async def enqueue(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("enqueue() must run inside a transaction")
+    idempotency_key = idempotency_key or request_idempotency_key.get()
     if idempotency_key:
         existing = await task_repo.existing_for_key(conn, idempotency_key)
         if existing:
