@@ -1,0 +1,105 @@
+"""Detail pages: each side links to the other only for viewers who may see it."""
+
+from __future__ import annotations
+
+from django.test import Client, TestCase
+from django.urls import reverse
+from users.models import User
+from virtualization.models import Cluster
+
+from netbox_proxbox.models import ProxboxClusterSyncState
+
+from .base import grant, make_endpoint, make_references
+
+
+class OwnershipLinksTest(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, cls.site, cls.tenant = make_references()
+        cls.endpoint = make_endpoint("pve-a")
+        cls.cluster = Cluster.objects.create(name="native-one", type=cls.cluster_type)
+        cls.endpoint.netbox_cluster = cls.cluster
+        cls.endpoint.save(assign_native_cluster=True)
+
+    def viewer(self, *perms, constraints=None):
+        user = User.objects.create_user(username=f"viewer{User.objects.count()}")
+        for name in perms:
+            grant(user, name, constraints=(constraints or {}).get(name))
+        client = Client()
+        client.force_login(user)
+        return client
+
+    def endpoint_page(self, client):
+        response = client.get(self.endpoint.get_absolute_url())
+        self.assertEqual(response.status_code, 200)
+        return response.content.decode()
+
+    def cluster_page(self, client):
+        response = client.get(reverse("virtualization:cluster", args=[self.cluster.pk]))
+        self.assertEqual(response.status_code, 200)
+        return response.content.decode()
+
+    def test_endpoint_page_links_the_native_cluster_only_when_viewable(self):
+        cluster_url = self.cluster.get_absolute_url()
+        both = self.viewer("netbox_proxbox.view_proxmoxendpoint", "virtualization.view_cluster")
+        self.assertIn(f'href="{cluster_url}"', self.endpoint_page(both))
+        endpoint_only = self.viewer("netbox_proxbox.view_proxmoxendpoint")
+        page = self.endpoint_page(endpoint_only)
+        self.assertNotIn(f'href="{cluster_url}"', page)
+        self.assertNotIn("native-one", page)
+        constrained = self.viewer(
+            "netbox_proxbox.view_proxmoxendpoint",
+            "virtualization.view_cluster",
+            constraints={"virtualization.view_cluster": {"name": "someone-else"}},
+        )
+        self.assertNotIn("native-one", self.endpoint_page(constrained))
+
+    def test_cluster_page_panel_links_back_only_when_endpoint_viewable(self):
+        endpoint_url = self.endpoint.get_absolute_url()
+        # No typed sidecar exists for this cluster: the panel still appears.
+        self.assertFalse(ProxboxClusterSyncState.objects.filter(cluster=self.cluster).exists())
+        both = self.viewer("netbox_proxbox.view_proxmoxendpoint", "virtualization.view_cluster")
+        page = self.cluster_page(both)
+        self.assertIn('id="proxbox-endpoint-panel"', page)
+        self.assertIn(f'href="{endpoint_url}"', page)
+        cluster_only = self.viewer("virtualization.view_cluster")
+        page = self.cluster_page(cluster_only)
+        self.assertNotIn('id="proxbox-endpoint-panel"', page)
+        self.assertNotIn(f'href="{endpoint_url}"', page)
+
+    def test_list_and_edit_pages_render(self):
+        client = self.viewer(
+            "netbox_proxbox.view_proxmoxendpoint",
+            "netbox_proxbox.add_proxmoxendpoint",
+            "netbox_proxbox.view_proxmoxcluster",
+            "netbox_proxbox.add_proxmoxcluster",
+            "netbox_proxbox.view_proxboxclustersyncstate",
+            "netbox_proxbox.add_proxboxclustersyncstate",
+        )
+        for model in ("proxmoxendpoint", "proxmoxcluster", "proxboxclustersyncstate"):
+            for view in ("list", "add"):
+                with self.subTest(model=model, view=view):
+                    response = client.get(reverse(f"plugins:netbox_proxbox:{model}_{view}"))
+                    self.assertEqual(response.status_code, 200)
+        page = client.get(reverse("plugins:netbox_proxbox:proxmoxendpoint_list") + "?export=table")
+        self.assertNotIn("s3cret", page.content.decode())
+
+    def test_graphql_lists_endpoints_without_secrets(self):
+        client = self.viewer("netbox_proxbox.view_proxmoxendpoint", "virtualization.view_cluster")
+        query = "{ proxmox_endpoint_list { name netbox_cluster { name } } }"
+        response = client.post(
+            reverse("graphql"), {"query": query}, content_type="application/json"
+        )
+        self.assertEqual(response.status_code, 200, response.content)
+        data = response.json()
+        self.assertNotIn("errors", data, data)
+        self.assertEqual(
+            data["data"]["proxmox_endpoint_list"],
+            [{"name": "pve-a", "netbox_cluster": {"name": "native-one"}}],
+        )
+        bad = client.post(
+            reverse("graphql"),
+            {"query": "{ proxmox_endpoint_list { token_secret_ciphertext } }"},
+            content_type="application/json",
+        )
+        self.assertIn("errors", bad.json())
