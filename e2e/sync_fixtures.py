@@ -106,8 +106,10 @@ class NetBoxServer:
 
         from proxbox_devstack.testdb import clone_database, ensure_template, maintenance_connection
 
+        started = time.monotonic()
         settings_dict = connections["default"].settings_dict
         template = ensure_template(settings_dict)
+        timings = {"template": time.monotonic() - started}
         with maintenance_connection(settings_dict) as conn:
             clone_database(conn, template, self.database)
         subprocess.run(
@@ -149,6 +151,11 @@ class NetBoxServer:
         )
         wait_for_http(f"{self.url}/api/status/", self.process)
         self.admin_token = self.provision_token("admin", ADMIN_PASSWORD)
+        timings["ready"] = time.monotonic() - started
+        print(
+            f"NetBox on {self.url}: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()),
+            file=sys.stderr,
+        )
         return self
 
     def provision_token(self, username: str, password: str) -> str:

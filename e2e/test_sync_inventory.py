@@ -3,17 +3,20 @@
 import re
 
 import pytest
-from sync_fixtures import (  # noqa: F401 - fixtures
-    cluster_simulator,
+import sync_fixtures as fixtures
+from sync_fixtures import (
     create_endpoint,
     create_site,
     list_all,
     netbox_now,
-    netbox_server,
     object_changes_since,
     run_sync,
-    sync_workdir,
 )
+
+# The session's live servers (pytest finds fixtures among module globals).
+sync_workdir = fixtures.sync_workdir
+netbox_server = fixtures.netbox_server
+cluster_simulator = fixtures.cluster_simulator
 
 pytestmark = pytest.mark.django_db(transaction=False)
 
