@@ -607,3 +607,18 @@ def test_idempotency_key_makes_task_creation_retry_safe(root, unique_vmid):
         root.wait(root.delete(f"/nodes/pve1/qemu/{unique_vmid}").json()["data"])["exitstatus"]
         == "OK"
     )
+
+
+def test_node_network_and_backups(root, alice):
+    bridges = root.get("/nodes/pve2/network", params={"type": "any_bridge"}).json()["data"]
+    assert {b["iface"] for b in bridges} == {"vmbr0", "vmbr1"}
+    vmbr0 = root.get("/nodes/pve2/network/vmbr0").json()["data"]
+    assert vmbr0["cidr"] == "192.168.100.12/24" and vmbr0["bridge_ports"] == "eno1"
+    assert root.get("/nodes/pve2/network/nope").status_code == 500
+    assert alice.get("/nodes/pve2/network").status_code == 403
+    backups = root.get("/nodes/pve1/storage/local/content", params={"content": "backup"}).json()[
+        "data"
+    ]
+    assert backups and all(
+        b["volid"].startswith("local:backup/vzdump-") and "vmid" in b for b in backups
+    )

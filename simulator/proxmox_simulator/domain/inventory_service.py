@@ -271,6 +271,91 @@ async def node_status(rt, node_name: str) -> dict:
     }
 
 
+def node_network(node) -> list[dict]:
+    """The node's /etc/network/interfaces: two NICs, the management bridge on
+    the first, and a VLAN-aware guest bridge on the second (derived from the
+    node's address, so every seeded node differs deterministically)."""
+    octets = node["ip"].split(".")
+    gateway = ".".join([*octets[:3], "1"])
+    index = node["nodeid"]
+    return [
+        {
+            "iface": "eno1",
+            "type": "eth",
+            "active": 1,
+            "exists": 1,
+            "method": "manual",
+            "families": ["inet"],
+            "priority": 3,
+            "autostart": 1,
+        },
+        {
+            "iface": "eno2",
+            "type": "eth",
+            "active": 1,
+            "exists": 1,
+            "method": "manual",
+            "families": ["inet"],
+            "priority": 4,
+            "autostart": 1,
+        },
+        {
+            "iface": "vmbr0",
+            "type": "bridge",
+            "active": 1,
+            "autostart": 1,
+            "method": "static",
+            "families": ["inet"],
+            "address": node["ip"],
+            "netmask": "24",
+            "cidr": f"{node['ip']}/24",
+            "gateway": gateway,
+            "bridge_ports": "eno1",
+            "bridge_stp": "off",
+            "bridge_fd": "0",
+            "priority": 5,
+        },
+        {
+            "iface": "vmbr1",
+            "type": "bridge",
+            "active": 1,
+            "autostart": 1,
+            "method": "static",
+            "families": ["inet"],
+            "address": f"10.250.{index}.1",
+            "netmask": "24",
+            "cidr": f"10.250.{index}.1/24",
+            "bridge_ports": "eno2",
+            "bridge_vlan_aware": 1,
+            "bridge_vids": "2-4094",
+            "priority": 6,
+        },
+    ]
+
+
+_BRIDGES = {"bridge", "OVSBridge"}
+
+
+async def list_node_network(rt, node_name: str, kind: str | None) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        node = await require_node(conn, node_name)
+    interfaces = node_network(node)
+    if kind in ("any_bridge", "any_local_bridge"):
+        return [i for i in interfaces if i["type"] in _BRIDGES]
+    if kind and kind != "include_sdn":
+        return [i for i in interfaces if i["type"] == kind]
+    return interfaces
+
+
+async def get_node_interface(rt, node_name: str, iface: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        node = await require_node(conn, node_name)
+    for interface in node_network(node):
+        if interface["iface"] == iface:
+            return {k: v for k, v in interface.items() if k != "iface"}
+    raise PveError("interface does not exist")
+
+
 # -- storage ----------------------------------------------------------------
 
 

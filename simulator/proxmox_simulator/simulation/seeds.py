@@ -181,6 +181,21 @@ def plan(profile: Profile, seed: int) -> dict:
                 "ctime": BOOT_EPOCH,
             }
         )
+        if index % 5 == 0:
+            # A nightly vzdump archive for every fifth guest, on its node's local storage.
+            kind_tag, ext = ("qemu", "vma.zst") if kind == rules.QEMU else ("lxc", "tar.zst")
+            volumes.append(
+                {
+                    "volid": f"local:backup/vzdump-{kind_tag}-{vmid}-2025_01_01-02_00_00.{ext}",
+                    "storage": "local",
+                    "node": node,
+                    "vmid": vmid,
+                    "content": "backup",
+                    "format": ext,
+                    "size": disk_gib * GIB // 3,
+                    "ctime": BOOT_EPOCH + 7200,
+                }
+            )
     for node in names:
         volumes.append(
             {
