@@ -126,3 +126,14 @@ def test_serving_an_older_major_validates_against_its_own_schema(settings, seede
         )
         assert refused.status_code == 400
         assert "not defined in schema" in refused.json()["errors"][newer_param]
+
+
+def test_every_semantic_handler_matches_a_declared_method():
+    """A typo in a handler's path would silently never be routed."""
+    from proxmox_simulator.api.handlers import REGISTRY
+
+    contract = sources.parse_artifact(
+        sources.read_fakepve(), sources.FAKEPVE_SCHEMA_VERSION
+    ).contract
+    undeclared = sorted(key for key in REGISTRY.registered() if contract.endpoint(*key) is None)
+    assert undeclared == []

@@ -51,7 +51,7 @@ class HandlerRegistry:
     def get(self, path: str, method: str) -> Handler | None:
         return self._handlers.get((path, method))
 
-    def keys(self) -> set[tuple[str, str]]:
+    def registered(self) -> set[tuple[str, str]]:
         return set(self._handlers)
 
 
