@@ -1,0 +1,81 @@
+"""End-to-end fixtures: a real `proxbox up` stack, started and stopped by the tests.
+
+The stack runs from a private PROXBOX_HOME in pytest's temp dir, on a free
+port, with its own NetBox database (`devstack_e2e_<pid>`, dropped afterwards).
+When PROXBOX_DATABASE_URL / PROXBOX_REDIS_URL are set (nox exports the
+session's services), the stack uses those servers and the migrated template
+already on them; otherwise embedded servers start once from the default data
+dir (`services_env`) and every stack of the session uses them.
+
+Later suites reuse `stack` (a running stack: URLs, admin token) and
+`start_stack` (another stack with extra options or environment).
+
+Run: uv run pytest e2e -p no:django
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+from stack_support import UP_TIMEOUT, Stack, drop_database
+
+from proxbox_devstack.paths import data_dir as default_data_dir
+from proxbox_devstack.ports import ephemeral_port
+from proxbox_devstack.services import start_services, stop_services
+from proxbox_devstack.state import DATABASE_URL_ENV, REDIS_URL_ENV
+
+
+@pytest.fixture(scope="session")
+def services_env() -> Iterator[dict[str, str]]:
+    """Database and Redis for every stack of the session.
+
+    Without URLs in the environment, embedded servers start once from the
+    default data dir (where the migrated template survives between runs) and
+    their URLs are exported, so each stack reuses them instead of building a
+    template of its own.
+    """
+    if os.environ.get(DATABASE_URL_ENV) and os.environ.get(REDIS_URL_ENV):
+        yield {}
+        return
+    data_dir = default_data_dir()
+    started = start_services(data_dir)
+    exported = started.env()
+    os.environ.update(exported)
+    try:
+        yield exported
+    finally:
+        for name in exported:
+            os.environ.pop(name, None)
+        stop_services(data_dir, tuple(started.started))
+
+
+@pytest.fixture(scope="session")
+def start_stack(tmp_path_factory, services_env) -> Iterator[Callable[..., Stack]]:
+    """Start a detached stack; every stack started this way is stopped at the end."""
+    started: list[Stack] = []
+
+    def start(name: str = "stack", *args: str, **extra_env: str) -> Stack:
+        home = tmp_path_factory.mktemp(f"e2e-{name}")
+        database = f"devstack_e2e_{os.getpid()}_{name}"
+        env = dict(os.environ, PROXBOX_HOME=str(home), PROXBOX_NETBOX_DATABASE=database)
+        env.update(extra_env)
+        stack = Stack(home=home, port=ephemeral_port(), env=env, database=database)
+        started.append(stack)
+        result = stack.proxbox("up", "-d", "--port", str(stack.port), *args, timeout=UP_TIMEOUT)
+        stack.up_output = result.stdout + result.stderr
+        assert result.returncode == 0, stack.up_output
+        stack.records = stack.recorded_processes()
+        return stack
+
+    yield start
+    for stack in started:
+        stack.stop()
+        drop_database(stack.env, stack.database)
+
+
+@pytest.fixture(scope="session")
+def stack(start_stack) -> Stack:
+    """One running stack shared by the session's tests."""
+    return start_stack("main")

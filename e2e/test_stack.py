@@ -1,0 +1,131 @@
+"""`proxbox up` end to end: NetBox answers with both plugins, tokens work, the UI is
+styled, the worker runs, and stopping leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import httpx
+from stack_support import drop_database, processes_using, wait_for
+
+from proxbox_devstack.ports import ephemeral_port
+
+PLUGINS = {"netbox_proxbox", "netbox_script_projects"}
+
+
+def test_up_prints_urls_and_the_credentials_once(stack):
+    assert f"NetBox:     {stack.url}/" in stack.up_output
+    assert f"credentials: {stack.home / 'credentials.json'} (mode 0600)" in stack.up_output
+    assert stack.credentials["token"] in stack.up_output
+    assert (stack.home / "credentials.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_status_lists_both_plugins(stack):
+    with stack.client() as client:
+        status = client.get("/api/status/")
+    assert status.status_code == 200
+    assert set(status.json()["plugins"]) >= PLUGINS
+
+
+def test_token_authenticates_api_requests(stack):
+    with stack.client() as client:
+        response = client.get("/api/users/users/", params={"username": "admin"})
+    assert response.status_code == 200
+    assert response.json()["results"][0]["username"] == "admin"
+    with stack.client(authenticated=False) as anonymous:
+        assert anonymous.get("/api/users/users/").status_code == 403
+    with httpx.Client(base_url=stack.url) as client:
+        forged = client.get(
+            "/api/users/users/", headers={"Authorization": "Bearer nbt_abcdefghijkl.wrong"}
+        )
+    assert forged.status_code == 403
+
+
+def test_plugin_api_roots_are_served(stack):
+    with stack.client() as client:
+        plugins = client.get("/api/plugins/")
+    assert plugins.status_code == 200
+    assert {"proxbox", "script-projects"} <= set(plugins.json())
+
+
+def test_ui_is_styled(stack):
+    with httpx.Client(base_url=stack.url) as client:
+        login = client.get("/login/")
+        css = client.get("/static/netbox.css")
+    assert login.status_code == 200
+    assert "/static/netbox.css" in login.text
+    assert css.status_code == 200
+    assert css.headers["content-type"].startswith("text/css")
+
+
+def test_one_rq_worker_serves_the_queues(stack):
+    def worker_running() -> bool:
+        with stack.client() as client:
+            return client.get("/api/status/").json()["rq-workers-running"] >= 1
+
+    assert wait_for(worker_running, timeout=60)
+
+
+def test_status_command_reports_every_process(stack):
+    result = stack.proxbox("status")
+    assert result.returncode == 0, result.stdout
+    for name in ("proxbox up", "netbox", "rqworker"):
+        assert name in result.stdout
+
+
+def test_second_up_on_the_same_home_is_refused(stack):
+    result = stack.proxbox("up", "--port", "1")
+    assert result.returncode != 0
+    assert "already running" in result.stderr
+
+
+def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
+    """The foreground supervisor: SIGTERM (like Ctrl-C) takes its children down with it."""
+    home = tmp_path / "foreground"
+    port = ephemeral_port()
+    env = dict(
+        os.environ,
+        PROXBOX_HOME=str(home),
+        PROXBOX_NETBOX_DATABASE=f"devstack_e2e_{os.getpid()}_foreground",
+    )
+    up = subprocess.Popen(
+        [sys.executable, "-m", "proxbox_devstack.cli", "up", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = []
+        for line in up.stdout:
+            lines.append(line)
+            if "press Ctrl-C to stop" in line:
+                break
+        assert any(f"http://127.0.0.1:{port}/" in line for line in lines), "".join(lines)
+        children = [proc for proc in processes_using(home) if proc.pid != up.pid]
+        assert {"gunicorn", "rqworker"} <= {
+            word
+            for proc in children
+            for word in ("gunicorn", "rqworker")
+            if word in " ".join(proc.cmdline())
+        }
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(120) == 0
+        assert wait_for(lambda: processes_using(home) == [], timeout=10)
+    finally:
+        if up.poll() is None:
+            up.kill()
+        drop_database(env, env["PROXBOX_NETBOX_DATABASE"])
+
+
+def test_down_leaves_no_process(stack):
+    records = stack.recorded_processes()
+    assert {"proxbox up", "netbox", "rqworker"} <= set(records)
+    result = stack.stop()
+    assert result.returncode == 0, result.stderr
+    assert not any(record.alive() for record in records.values())
+    assert processes_using(stack.home) == []
+    assert stack.proxbox("status").returncode != 0

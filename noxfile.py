@@ -1,0 +1,87 @@
+"""Automation for the whole workspace: `uv run nox` runs lint, tests and e2e.
+
+Sessions run in the workspace's own virtualenv (`uv sync` made it; nox
+creates none and resolves nothing). When PROXBOX_DATABASE_URL and
+PROXBOX_REDIS_URL are unset, the `tests` and `e2e` sessions start embedded
+PostgreSQL and Redis from the default data dir (`.proxbox/`, or
+$PROXBOX_HOME) for their duration; servers that were already running are
+reused and left running.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["lint", "tests", "e2e"]
+nox.options.error_on_missing_interpreters = True
+
+ROOT = Path(__file__).parent
+LINT_PATHS = ["."]
+# Suites that run under pytest-django with NetBox's settings and our configuration.
+DJANGO_SUITES = ["netbox-plugin", "packages"]
+# Suites of packages that never load Django.
+PLAIN_SUITES = ["simulator/tests", "backend/tests"]
+E2E_SUITE = "e2e"
+
+
+def has_tests(path: str) -> bool:
+    return any((ROOT / path).rglob("test_*.py"))
+
+
+@contextmanager
+def stack_services(session: nox.Session) -> Iterator[dict[str, str]]:
+    """The service URLs for a session: the environment's, or embedded servers'."""
+    names = ("PROXBOX_DATABASE_URL", "PROXBOX_REDIS_URL")
+    if all(os.environ.get(name) for name in names):
+        yield {name: os.environ[name] for name in names}
+        return
+    from proxbox_devstack.paths import data_dir
+    from proxbox_devstack.services import start_services, stop_services
+
+    home = data_dir()
+    services = start_services(home, log=session.log)
+    session.log(f"services: {services.database_url} {services.redis_url}")
+    try:
+        yield services.env()
+    finally:
+        if services.started:
+            stop_services(home, tuple(services.started))
+            session.log(f"stopped {', '.join(services.started)}")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.run("ruff", "check", *LINT_PATHS, external=True)
+    session.run("ruff", "format", "--check", *LINT_PATHS, external=True)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's suite: the NetBox plugins and devstack, then the rest."""
+    django_suites = [path for path in DJANGO_SUITES if has_tests(path)]
+    plain_suites = [path for path in PLAIN_SUITES if has_tests(path)]
+    with stack_services(session) as env:
+        if django_suites:
+            session.run("pytest", *django_suites, *session.posargs, env=env, external=True)
+        # One process per package: each suite has its own conftest and helpers.
+        for suite in plain_suites:
+            session.run(
+                "pytest", suite, "-p", "no:django", *session.posargs, env=env, external=True
+            )
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """`proxbox up` end to end: API ready, both plugins, token auth, nothing left running."""
+    if not has_tests(E2E_SUITE):
+        session.skip("no end-to-end tests")
+    with stack_services(session) as env:
+        session.run(
+            "pytest", E2E_SUITE, "-p", "no:django", *session.posargs, env=env, external=True
+        )
