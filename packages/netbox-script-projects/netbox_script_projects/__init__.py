@@ -12,9 +12,15 @@ class ScriptProjectsConfig(PluginConfig):
     version = __version__
     author = "Proxbox"
     base_url = "script-projects"
+    graphql_schema = "graphql.schema.schema"
     min_version = "4.7.0"
     max_version = "4.7.99"
+    # Limits (see constants.DEFAULT_LIMITS); override in PLUGINS_CONFIG.
     default_settings = {}
+
+    def ready(self):
+        super().ready()
+        from . import signals  # noqa: F401  (connects the deletion receivers)
 
 
 config = ScriptProjectsConfig

@@ -1,0 +1,2 @@
+from .serializers_.projects import *  # noqa: F403
+from .serializers_.revisions import *  # noqa: F403

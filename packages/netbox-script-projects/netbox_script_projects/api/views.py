@@ -1,0 +1,187 @@
+from django.db.models import Case, IntegerField, Value, When
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from netbox.api.authentication import TokenWritePermission
+from netbox.api.viewsets import NetBoxModelViewSet, NetBoxReadOnlyModelViewSet
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, PermissionDenied
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.routers import APIRootView
+
+from .. import filtersets
+from ..choices import RevisionStatusChoices
+from ..models import ScriptFile, ScriptProject, ScriptProjectRevision
+from ..storage import errors
+from ..storage.locks import lock_key, project_lock
+from ..storage.service import refresh_revision, stage_upload
+from . import serializers
+
+
+class ScriptProjectsRootView(APIRootView):
+    def get_view_name(self):
+        return "Script Projects"
+
+
+class ProjectBusyError(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The project is busy; retry shortly."
+    default_code = "project_busy"
+
+
+def storage_error_response(exc, request) -> Response:
+    """The REST shape of a storage-service failure."""
+    context = {"request": request}
+
+    def revision(rev):
+        return (
+            serializers.ScriptProjectRevisionSerializer(rev, context=context).data if rev else None
+        )
+
+    if isinstance(exc, errors.SubmissionRejected):
+        body = {
+            "detail": "The upload was rejected.",
+            "errors": exc.errors,
+            "revision": revision(exc.revision),
+        }
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, errors.StorageWriteFailed):
+        body = {"detail": "Storage write failed; upload again to resume.", "errors": exc.errors,
+                "revision": revision(exc.revision)}  # fmt: skip
+        return Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    if isinstance(exc, errors.VerificationFailed):
+        body = {"detail": str(exc), "findings": exc.findings, "revision": revision(exc.revision)}
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, errors.RevisionCorrupt):
+        body = {
+            "detail": "The revision is corrupt; the operation was refused.",
+            "problems": exc.problems,
+        }
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, errors.RevisionVanished | errors.RevisionNotReusable):
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, errors.ProjectBusy):
+        return Response(
+            {"detail": str(exc)},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": "5"},
+        )
+    raise exc
+
+
+class ScriptProjectViewSet(NetBoxModelViewSet):
+    queryset = ScriptProject.objects.select_related("active_revision")
+    serializer_class = serializers.ScriptProjectSerializer
+    filterset_class = filtersets.ScriptProjectFilterSet
+
+    def get_permissions(self):
+        # Source changes are governed by change on the project plus add on
+        # revisions (checked in _source_project), not by add_scriptproject.
+        if self.action in ("upload", "refresh"):
+            return [TokenWritePermission()]
+        return super().get_permissions()
+
+    def _source_project(self, request, pk):
+        project = get_object_or_404(ScriptProject.objects.restrict(request.user, "change"), pk=pk)
+        if not request.user.has_perm("netbox_script_projects.add_scriptprojectrevision"):
+            raise PermissionDenied("Adding script project revisions is not permitted.")
+        return project
+
+    def _staged(self, request, result) -> Response:
+        data = serializers.ScriptProjectRevisionSerializer(
+            result.revision, context={"request": request}
+        ).data
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response({"outcome": result.outcome, "revision": data}, status=code)
+
+    @extend_schema(request={"multipart/form-data": serializers.UploadSerializer})
+    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser])
+    def upload(self, request, pk):
+        """Stage a .py file or a zip/tar/tar.gz archive as a revision of this project."""
+        project = self._source_project(request, pk)
+        upload = serializers.UploadSerializer(data=request.data)
+        upload.is_valid(raise_exception=True)
+        uploaded = upload.validated_data["file"]
+        try:
+            result = stage_upload(project, uploaded, uploaded.name)
+        except errors.ScriptProjectStorageError as exc:
+            return storage_error_response(exc, request)
+        return self._staged(request, result)
+
+    @extend_schema(request=serializers.RefreshSerializer)
+    @action(detail=True, methods=["post"])
+    def refresh(self, request, pk):
+        """The revision of stored source under the current Script File selection."""
+        project = self._source_project(request, pk)
+        body = serializers.RefreshSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        revisions = ScriptProjectRevision.objects.restrict(request.user, "view").filter(
+            project=project
+        )
+        if "revision" in body.validated_data:
+            source = revisions.filter(pk=body.validated_data["revision"]).first()
+            if source is None:
+                return Response({"revision": ["No such revision of this project."]}, status=400)
+        else:
+            source = (
+                revisions.filter(status__in=RevisionStatusChoices.STORED)
+                .annotate(
+                    is_active=Case(
+                        When(pk=project.active_revision_id, then=Value(0)),
+                        default=Value(1),
+                        output_field=IntegerField(),
+                    )
+                )  # fmt: skip
+                .order_by("is_active", "-created", "-pk")
+                .first()
+            )
+            if source is None:
+                return Response(
+                    {"revision": ["The project has no stored revision to refresh."]}, status=400
+                )
+        try:
+            result = refresh_revision(source)
+        except errors.ScriptProjectStorageError as exc:
+            return storage_error_response(exc, request)
+        return self._staged(request, result)
+
+    def perform_destroy(self, instance):
+        # REST deletion takes the Project lock before NetBox's delete, so no
+        # staging, refresh or cleanup interleaves with the cascade.
+        try:
+            with project_lock(instance.storage_key):
+                super().perform_destroy(instance)
+        except errors.ProjectBusy as exc:
+            raise ProjectBusyError(str(exc)) from exc
+
+    def perform_bulk_destroy(self, objects, changelog_messages=None):
+        projects = sorted(objects, key=lambda p: lock_key(p.storage_key))
+        held = []
+        try:
+            for project in projects:
+                lock = project_lock(project.storage_key)
+                lock.__enter__()
+                held.append(lock)
+            return super().perform_bulk_destroy(projects, changelog_messages)
+        except errors.ProjectBusy as exc:
+            raise ProjectBusyError(str(exc)) from exc
+        finally:
+            for lock in reversed(held):
+                lock.__exit__(None, None, None)
+
+
+class ScriptFileViewSet(NetBoxModelViewSet):
+    queryset = ScriptFile.objects.select_related("project")
+    serializer_class = serializers.ScriptFileSerializer
+    filterset_class = filtersets.ScriptFileFilterSet
+    # Script File rows are removed only by Project deletion (disable instead).
+    http_method_names = ["get", "post", "put", "patch", "head", "options"]
+
+
+class ScriptProjectRevisionViewSet(NetBoxReadOnlyModelViewSet):
+    """Read-only: lifecycle changes go through source and activation actions."""
+
+    queryset = ScriptProjectRevision.objects.select_related("project")
+    serializer_class = serializers.ScriptProjectRevisionSerializer
+    filterset_class = filtersets.ScriptProjectRevisionFilterSet

@@ -1,0 +1,64 @@
+from django import forms
+from django.utils.translation import gettext_lazy as _
+from netbox.forms import NetBoxModelForm, PrimaryModelForm
+from utilities.forms.fields import DynamicModelChoiceField, SlugField
+from utilities.forms.rendering import FieldSet
+
+from ..models import ScriptFile, ScriptProject
+
+__all__ = ("ScriptFileForm", "ScriptProjectForm", "ScriptProjectUploadForm")
+
+
+class ScriptProjectForm(PrimaryModelForm):
+    key = SlugField(slug_source="name", label=_("Key"))
+
+    fieldsets = (
+        FieldSet(
+            "name",
+            "key",
+            "activation_policy",
+            "enabled",
+            "description",
+            "tags",
+            name=_("Script Project"),
+        ),
+    )
+
+    class Meta:
+        model = ScriptProject
+        fields = (
+            "name",
+            "key",
+            "activation_policy",
+            "enabled",
+            "description",
+            "owner",
+            "comments",
+            "tags",
+        )
+
+
+class ScriptFileForm(NetBoxModelForm):
+    project = DynamicModelChoiceField(label=_("Project"), queryset=ScriptProject.objects.all())
+
+    fieldsets = (
+        FieldSet("project", "path", "enabled", "description", "tags", name=_("Script File")),
+    )
+
+    class Meta:
+        model = ScriptFile
+        fields = ("project", "path", "enabled", "description", "tags")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            # A declaration never moves between projects.
+            self.fields["project"].disabled = True
+
+
+class ScriptProjectUploadForm(forms.Form):
+    file = forms.FileField(
+        label=_("Source"),
+        help_text=_("A single .py file, or a zip, tar or tar.gz archive of the project tree"),
+        allow_empty_file=True,
+    )

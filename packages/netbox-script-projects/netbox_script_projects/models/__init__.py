@@ -1,0 +1,4 @@
+from .projects import ScriptFile, ScriptProject
+from .revisions import ScriptProjectRevision
+
+__all__ = ("ScriptFile", "ScriptProject", "ScriptProjectRevision")

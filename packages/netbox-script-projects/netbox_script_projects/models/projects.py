@@ -1,0 +1,191 @@
+import uuid
+
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+from django.db.models.functions import Lower
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from netbox.models import NetBoxModel, PrimaryModel
+from netbox.models.features import JobsMixin
+
+from ..choices import ActivationPolicyChoices, ScriptFileDiscoveryChoices
+from ..storage.paths import module_name, script_file_path_errors
+
+__all__ = ("ScriptFile", "ScriptProject")
+
+
+class ScriptProject(JobsMixin, PrimaryModel):
+    """A named source tree whose uploads become immutable revisions."""
+
+    name = models.CharField(verbose_name=_("name"), max_length=100, unique=True)
+    key = models.SlugField(
+        verbose_name=_("key"),
+        max_length=100,
+        unique=True,
+        help_text=_("Stable identifier of the project, used in filters and URLs"),
+    )
+    # Addresses stored content and the Project lock. Editable fields (name,
+    # key) may change; this never does, so every node finds the same content.
+    storage_key = models.UUIDField(
+        verbose_name=_("storage key"),
+        default=uuid.uuid4,
+        unique=True,
+        editable=False,
+    )
+    activation_policy = models.CharField(
+        verbose_name=_("activation policy"),
+        max_length=30,
+        choices=ActivationPolicyChoices,
+        default=ActivationPolicyChoices.AUTOMATIC,
+    )
+    # SET_NULL: removing the active revision leaves the Project without an
+    # active source, and lets Project deletion cascade through its revisions
+    # without a protected-reference cycle.
+    active_revision = models.ForeignKey(
+        to="netbox_script_projects.ScriptProjectRevision",
+        on_delete=models.SET_NULL,
+        related_name="active_revision_for",
+        blank=True,
+        null=True,
+        editable=False,
+        verbose_name=_("active revision"),
+    )
+    enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
+
+    clone_fields = ("activation_policy", "enabled", "description")
+
+    class Meta:
+        ordering = ("name",)
+        verbose_name = _("script project")
+        verbose_name_plural = _("script projects")
+
+    def __str__(self):
+        return self.name
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        instance = super().from_db(db, field_names, values)
+        instance._loaded_storage_key = instance.__dict__.get("storage_key")
+        return instance
+
+    def get_absolute_url(self):
+        return reverse("plugins:netbox_script_projects:scriptproject", args=[self.pk])
+
+    def get_activation_policy_color(self):
+        return ActivationPolicyChoices.colors.get(self.activation_policy)
+
+    def save(self, *args, **kwargs):
+        loaded = getattr(self, "_loaded_storage_key", None)
+        if loaded is not None and self.storage_key != loaded:
+            raise ValidationError({"storage_key": _("The storage key of a project never changes.")})
+        super().save(*args, **kwargs)
+        self._loaded_storage_key = self.storage_key
+
+
+class ScriptFile(NetBoxModel):
+    """A Project-relative Python file declared to publish Scripts."""
+
+    project = models.ForeignKey(
+        to=ScriptProject,
+        on_delete=models.CASCADE,
+        related_name="script_files",
+        verbose_name=_("project"),
+    )
+    path = models.CharField(
+        verbose_name=_("path"),
+        max_length=512,
+        help_text=_("Project-relative path of a .py file, e.g. scripts/inventory.py"),
+    )
+    enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
+    description = models.CharField(verbose_name=_("description"), max_length=200, blank=True)
+
+    # Discovery fields: written only by validation of the revision named in
+    # discovered_revision, under that revision's validation lease.
+    discovery_status = models.CharField(
+        verbose_name=_("discovery status"),
+        max_length=30,
+        choices=ScriptFileDiscoveryChoices,
+        default=ScriptFileDiscoveryChoices.PENDING,
+        editable=False,
+    )
+    discovered_scripts = models.JSONField(
+        verbose_name=_("discovered scripts"), default=list, blank=True, editable=False
+    )
+    discovery_errors = models.JSONField(
+        verbose_name=_("discovery errors"), default=list, blank=True, editable=False
+    )
+    discovered_revision = models.ForeignKey(
+        to="netbox_script_projects.ScriptProjectRevision",
+        on_delete=models.SET_NULL,
+        related_name="+",
+        blank=True,
+        null=True,
+        editable=False,
+        verbose_name=_("discovered in revision"),
+    )
+    discovered_at = models.DateTimeField(
+        verbose_name=_("discovered at"), blank=True, null=True, editable=False
+    )
+
+    clone_fields = ("project", "enabled")
+
+    class Meta:
+        ordering = ("project", "path")
+        verbose_name = _("script file")
+        verbose_name_plural = _("script files")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("project", "path"), name="netbox_script_projects_scriptfile_unique_path"
+            ),
+            models.UniqueConstraint(
+                "project",
+                Lower("path"),
+                name="netbox_script_projects_scriptfile_unique_path_casefold",
+                violation_error_message=_(
+                    "Another script file of this project differs only in case."
+                ),
+            ),
+        )
+
+    def __str__(self):
+        return self.path
+
+    def get_absolute_url(self):
+        return reverse("plugins:netbox_script_projects:scriptfile", args=[self.pk])
+
+    def get_discovery_status_color(self):
+        return ScriptFileDiscoveryChoices.colors.get(self.discovery_status)
+
+    def clean(self):
+        super().clean()
+        if errors := script_file_path_errors(self.path or ""):
+            raise ValidationError({"path": [error.message for error in errors]})
+        if not self.project_id:
+            return
+        siblings = ScriptFile.objects.filter(project_id=self.project_id).exclude(pk=self.pk)
+        for other in siblings.only("path"):
+            if other.path.casefold() == self.path.casefold() and other.path != self.path:
+                raise ValidationError(
+                    {
+                        "path": _("{path} differs only in case from {other}.").format(
+                            path=self.path, other=other.path
+                        )
+                    }
+                )
+            if other.path != self.path and module_name(other.path) == module_name(self.path):
+                raise ValidationError(
+                    {
+                        "path": _("{path} and {other} import as the same module {module}.").format(
+                            path=self.path, other=other.path, module=module_name(self.path)
+                        )
+                    }
+                )
+
+    def save(self, *args, **kwargs):
+        # Declaration edits serialize with staging and refresh through the
+        # Project write lock, so a snapshot never sees half of an edit.
+        from ..storage.locks import project_write_lock
+
+        with transaction.atomic():
+            project_write_lock(self.project.storage_key)
+            super().save(*args, **kwargs)

@@ -1,0 +1,72 @@
+"""Deletion receivers: the one path every revision deletion takes.
+
+Registered receivers also keep Django off its signal-free fast-delete path,
+so QuerySet.delete() and Project cascades arrive here too.
+"""
+
+import logging
+
+from django.db.models.signals import post_delete, pre_delete
+from django.dispatch import receiver
+
+from .jobs import StorageCleanupJob
+from .models import ScriptFile, ScriptProject, ScriptProjectRevision
+from .storage.locks import project_write_lock, require_default_database
+from .storage.manifest import manifest_problems
+
+logger = logging.getLogger("netbox_script_projects.cleanup")
+
+
+@receiver(pre_delete, sender=ScriptProjectRevision)
+def capture_revision_content(sender, instance, using, **kwargs):
+    """Capture the manifest's exact keys before the row disappears."""
+    require_default_database(using)
+    if not instance.digest:
+        return  # rejected submissions store nothing
+    storage_key = (
+        ScriptProject.objects.using(using)
+        .values_list("storage_key", flat=True)
+        .get(pk=instance.project_id)
+    )
+    if problems := manifest_problems(instance.manifest, instance.digest):
+        # Keys cannot be derived safely from a corrupt manifest: leave the
+        # content in storage rather than delete by guesswork.
+        logger.error(
+            "Revision %s has a corrupt manifest (%s); its content is not cleaned up.",
+            instance.pk,
+            problems,
+        )
+        return
+    instance._captured_content = (
+        storage_key,
+        instance.digest,
+        [f["path"] for f in instance.manifest["files"]],
+    )
+
+
+@receiver(post_delete, sender=ScriptProjectRevision)
+def record_content_cleanup(sender, instance, using, **kwargs):
+    """Record the cleanup Job in the deleting transaction, unless still referenced."""
+    captured = getattr(instance, "_captured_content", None)
+    if captured is None:
+        return
+    storage_key, digest, paths = captured
+    # Another selection of the same source shares the tree.
+    if (
+        ScriptProjectRevision.objects.using(using)
+        .filter(project_id=instance.project_id, digest=digest)
+        .exists()
+    ):
+        return
+    StorageCleanupJob.record(storage_key, digest, paths, using=using)
+
+
+@receiver(pre_delete, sender=ScriptFile)
+def lock_project_for_script_file_deletion(sender, instance, using, **kwargs):
+    """Script File deletions (always Project cascades) take the Project write lock."""
+    storage_key = (
+        ScriptProject.objects.using(using)
+        .values_list("storage_key", flat=True)
+        .get(pk=instance.project_id)
+    )
+    project_write_lock(storage_key, using)

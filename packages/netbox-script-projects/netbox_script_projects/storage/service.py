@@ -1,0 +1,224 @@
+"""Staging and refresh: the application service between uploads and revisions.
+
+Both hold the Project lock while they create or reuse a revision row and
+write its stored content; status changes are conditional UPDATEs, so a
+revision that another actor owns (the validation worker) or deleted is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db import IntegrityError, transaction
+
+from ..choices import RevisionStatusChoices as Status
+from ..choices import StorageErrorCodes
+from ..constants import get_limits
+from ..snapshot import build_script_file_snapshot, check_revision_snapshot
+from .archive import read_upload
+from .errors import (
+    RevisionCorrupt,
+    RevisionNotReusable,
+    RevisionVanished,
+    StorageWriteFailed,
+    SubmissionRejected,
+    VerificationFailed,
+)
+from .locks import project_lock, require_default_database
+from .manifest import (
+    ManifestEntry,
+    build_manifest,
+    document_digest,
+    manifest_entries,
+    manifest_problems,
+)
+from .store import get_storage, verify_tree, write_tree
+
+logger = logging.getLogger("netbox_script_projects.storage")
+
+
+@dataclass(frozen=True)
+class StagingResult:
+    revision: object
+    # created: a new identity; resumed: an earlier write completed now;
+    # reused: complete stored content, verified and returned unchanged.
+    outcome: str
+
+    @property
+    def created(self) -> bool:
+        return self.outcome == "created"
+
+
+def _revisions():
+    from ..models import ScriptProjectRevision
+
+    return ScriptProjectRevision.objects
+
+
+def stage_upload(project, upload, name: str, *, using: str | None = None) -> StagingResult:
+    """Store an uploaded .py file or archive as a revision of `project`.
+
+    Raises SubmissionRejected (policy/limits; recorded with null digests),
+    StorageWriteFailed (retry by staging again), VerificationFailed,
+    RevisionCorrupt, RevisionVanished or ProjectBusy.
+    """
+    require_default_database(using)
+    with tempfile.TemporaryDirectory(prefix="nbsp-upload-") as workdir:
+        contents = read_upload(upload, name, Path(workdir), get_limits())
+        if contents.errors:
+            revision = _revisions().create(
+                project=project,
+                status=Status.STORAGE_FAILED,
+                validation_errors=[error.as_dict() for error in contents.errors],
+                file_count=len(contents.files),
+                total_size=sum(f.size for f in contents.files),
+            )
+            raise SubmissionRejected(revision, revision.validation_errors)
+
+        entries = [ManifestEntry(f.path, f.size, f.sha256) for f in contents.files]
+        manifest = build_manifest(entries)
+        digest = document_digest(manifest)
+        spools = {f.path: f.spool for f in contents.files}
+
+        with project_lock(project.storage_key):
+            # Built under the lock: Script File writes take the same key.
+            snapshot, snapshot_digest = build_script_file_snapshot(project)
+            revision, created = _get_or_create(project, digest, manifest, snapshot, snapshot_digest)
+            if revision.status in Status.STORED:
+                return _reuse(revision)
+            return _write(revision, created, spools.__getitem__)
+
+
+def _get_or_create(project, digest, manifest, snapshot, snapshot_digest, status=Status.STAGING):
+    identity = {"project": project, "digest": digest, "script_file_digest": snapshot_digest}
+    try:
+        with transaction.atomic():
+            revision = _revisions().create(
+                **identity,
+                manifest=manifest,
+                script_file_snapshot=snapshot,
+                file_count=len(manifest["files"]),
+                total_size=sum(f["size"] for f in manifest["files"]),
+                status=status,
+            )
+        return revision, True
+    except IntegrityError:
+        # The identity exists (possibly created without the lock): use it.
+        return _revisions().get(**identity), False
+
+
+def _reload(revision):
+    try:
+        return _revisions().select_related("project").get(pk=revision.pk)
+    except revision.DoesNotExist:
+        raise RevisionVanished(revision.pk) from None
+
+
+def _checked_entries(revision) -> list[ManifestEntry]:
+    problems = manifest_problems(revision.manifest, revision.digest)
+    if problems:
+        raise RevisionCorrupt(revision, problems)
+    return manifest_entries(revision.manifest)
+
+
+def _reuse(revision) -> StagingResult:
+    """Verify complete stored content before reuse; never reset or reopen."""
+    findings = verify_revision_storage(revision)
+    if findings:
+        raise VerificationFailed(revision, findings)
+    return StagingResult(revision, "reused")
+
+
+def _transition(revision, from_statuses, **values) -> None:
+    """Conditional UPDATE; RevisionVanished if the row is gone."""
+    updated = _revisions().filter(pk=revision.pk, status__in=from_statuses).update(**values)
+    if not updated:
+        current = _reload(revision)
+        raise RevisionNotReusable(
+            f"Revision {revision.pk} is {current.status}, not {'/'.join(from_statuses)}; left unchanged"
+        )
+
+
+def _write(revision, created: bool, source) -> StagingResult:
+    """Write (or resume writing) the tree, verify it, reach materialized."""
+    if not created:
+        # Claim an interrupted or failed write for resumption.
+        _transition(revision, Status.WRITABLE, status=Status.STAGING, validation_errors=[])
+    entries = _checked_entries(revision)
+    storage = get_storage()
+    storage_key = revision.project.storage_key
+    errors = [
+        e.as_dict() for e in write_tree(storage, storage_key, revision.digest, entries, source)
+    ]
+    if not errors:
+        # Verify what the backend now holds, not what we meant to write.
+        errors = [
+            {
+                "path": finding["path"],
+                "code": StorageErrorCodes.STORAGE_WRITE_FAILED,
+                "message": f"Verification after write: {finding['message']}",
+            }
+            for finding in verify_tree(storage, storage_key, revision.digest, entries)
+        ]
+    if errors:
+        _transition(
+            revision, (Status.STAGING,), status=Status.STORAGE_FAILED, validation_errors=errors
+        )
+        raise StorageWriteFailed(_reload(revision), errors)
+    _transition(revision, (Status.STAGING,), status=Status.MATERIALIZED, validation_errors=[])
+    return StagingResult(_reload(revision), "created" if created else "resumed")
+
+
+def refresh_revision(source, *, using: str | None = None) -> StagingResult:
+    """The revision of `source`'s content under the current Script File selection.
+
+    Creates it (sharing the stored tree, no upload) or returns the existing one.
+    """
+    require_default_database(using)
+    project = source.project
+    with project_lock(project.storage_key):
+        source = _reload(source)
+        if source.digest is None or source.status not in Status.STORED:
+            raise RevisionNotReusable(
+                f"Revision {source.pk} has no complete stored source to refresh from"
+            )
+        check_revision_snapshot(source)
+        entries = _checked_entries(source)
+        snapshot, snapshot_digest = build_script_file_snapshot(project)
+        findings = verify_tree(get_storage(), project.storage_key, source.digest, entries)
+        if findings:
+            raise VerificationFailed(source, findings)
+        # The shared tree is stored and verified: the new selection starts materialized.
+        revision, created = _get_or_create(
+            project,
+            source.digest,
+            source.manifest,
+            snapshot,
+            snapshot_digest,
+            status=Status.MATERIALIZED,
+        )
+        if created:
+            return StagingResult(revision, "created")
+        if revision.status in Status.STORED:
+            return StagingResult(revision, "reused")
+        _transition(revision, Status.WRITABLE, status=Status.MATERIALIZED, validation_errors=[])
+        return StagingResult(_reload(revision), "resumed")
+
+
+def verify_revision_storage(revision) -> list[dict]:
+    """Findings of the revision's stored content against its manifest."""
+    entries = _checked_entries(revision)
+    return verify_tree(get_storage(), revision.project.storage_key, revision.digest, entries)
+
+
+def ensure_revision_ready_for_activation(revision) -> None:
+    """Activation's gate: intact documents and stored content, or an exception."""
+    if revision.digest is None:
+        raise RevisionNotReusable(f"Revision {revision.pk} has no stored source")
+    check_revision_snapshot(revision)
+    if findings := verify_revision_storage(revision):
+        raise VerificationFailed(revision, findings)

@@ -1,0 +1,1 @@
+from .projects import *  # noqa: F403

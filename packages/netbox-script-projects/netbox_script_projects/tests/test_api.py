@@ -1,0 +1,247 @@
+"""REST, GraphQL and UI surfaces of projects, script files and revisions."""
+
+import json
+
+from django.core.exceptions import ValidationError
+from django.test import override_settings
+from django.urls import reverse
+from rest_framework import status
+from utilities.testing import APITestCase, TestCase
+
+from netbox_script_projects.choices import RevisionStatusChoices
+from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
+
+API = "plugins-api:netbox_script_projects-api"
+HIDDEN_REVISION_FIELDS = {
+    "manifest",
+    "script_file_snapshot",
+    "validation_job",
+    "validation_started",
+}
+
+
+def make_revision(
+    project, digest_char, snapshot_char="0", status=RevisionStatusChoices.MATERIALIZED
+):
+    return ScriptProjectRevision.objects.create(
+        project=project,
+        digest=digest_char * 64,
+        script_file_digest=snapshot_char * 64,
+        manifest={"version": 1, "files": []},
+        script_file_snapshot={"version": 1, "script_files": []},
+        status=status,
+    )
+
+
+class ScriptProjectAPITest(APITestCase):
+    def test_create_update_and_filter_projects(self):
+        self.add_permissions(
+            "netbox_script_projects.add_scriptproject",
+            "netbox_script_projects.change_scriptproject",
+            "netbox_script_projects.view_scriptproject",
+        )
+        url = reverse(f"{API}:scriptproject-list")
+        forged = "00000000-0000-0000-0000-000000000000"
+        response = self.client.post(
+            url,
+            {"name": "Inventory", "key": "inventory", "storage_key": forged},
+            format="json",
+            **self.header,
+        )
+        self.assertEqual(response.status_code, status.HTTP_201_CREATED, response.data)
+        project = ScriptProject.objects.get(pk=response.data["id"])
+        self.assertNotEqual(str(project.storage_key), forged)
+        self.assertEqual(response.data["activation_policy"]["value"], "automatic")
+        self.assertIsNone(response.data["active_revision"])
+
+        detail = reverse(f"{API}:scriptproject-detail", args=[project.pk])
+        response = self.client.patch(
+            detail,
+            {"activation_policy": "manual", "storage_key": forged},
+            format="json",
+            **self.header,
+        )
+        self.assertEqual(response.status_code, status.HTTP_200_OK, response.data)
+        project.refresh_from_db()
+        self.assertEqual(project.activation_policy, "manual")
+        self.assertNotEqual(str(project.storage_key), forged)
+
+        ScriptProject.objects.create(name="Other", key="other")
+        response = self.client.get(f"{url}?key=inventory", **self.header)
+        self.assertEqual([p["key"] for p in response.data["results"]], ["inventory"])
+
+    def test_storage_key_never_changes(self):
+        project = ScriptProject.objects.create(name="P", key="p")
+        project = ScriptProject.objects.get(pk=project.pk)
+        original = project.storage_key
+        project.storage_key = ScriptProject().storage_key
+        with self.assertRaises(ValidationError):
+            project.save()
+        project.refresh_from_db()
+        self.assertEqual(project.storage_key, original)
+
+
+class ScriptFileAPITest(APITestCase):
+    def setUp(self):
+        super().setUp()
+        self.project = ScriptProject.objects.create(name="Inventory", key="inventory")
+        self.add_permissions(
+            "netbox_script_projects.add_scriptfile",
+            "netbox_script_projects.change_scriptfile",
+            "netbox_script_projects.delete_scriptfile",
+            "netbox_script_projects.view_scriptfile",
+        )
+        self.url = reverse(f"{API}:scriptfile-list")
+
+    def post(self, path):
+        return self.client.post(
+            self.url, {"project": self.project.pk, "path": path}, format="json", **self.header
+        )
+
+    def test_declare_and_disable_a_script_file(self):
+        response = self.post("scripts/report.py")
+        self.assertEqual(response.status_code, status.HTTP_201_CREATED, response.data)
+        self.assertEqual(response.data["discovery_status"]["value"], "pending")
+        detail = reverse(f"{API}:scriptfile-detail", args=[response.data["id"]])
+        response = self.client.patch(detail, {"enabled": False}, format="json", **self.header)
+        self.assertEqual(response.status_code, status.HTTP_200_OK)
+        self.assertFalse(ScriptFile.objects.get().enabled)
+
+    def test_bad_paths_are_rejected_naming_the_field(self):
+        self.assertEqual(self.post("scripts/a.py").status_code, 201)
+        for path in (
+            "../x.py",
+            "/abs.py",
+            "notes.txt",
+            "scripts//b.py",
+            "SCRIPTS/a.py",
+            "scripts/a/__init__.py",
+        ):
+            with self.subTest(path=path):
+                response = self.post(path)
+                self.assertEqual(response.status_code, status.HTTP_400_BAD_REQUEST, response.data)
+                self.assertIn("path", response.data)
+        self.assertEqual(ScriptFile.objects.count(), 1)
+
+    def test_script_files_are_removed_only_by_project_deletion(self):
+        script_file = ScriptFile.objects.create(project=self.project, path="a.py")
+        detail = reverse(f"{API}:scriptfile-detail", args=[script_file.pk])
+        response = self.client.delete(detail, **self.header)
+        self.assertEqual(response.status_code, status.HTTP_405_METHOD_NOT_ALLOWED)
+        self.assertTrue(ScriptFile.objects.filter(pk=script_file.pk).exists())
+
+
+class ScriptProjectRevisionAPITest(APITestCase):
+    def setUp(self):
+        super().setUp()
+        self.add_permissions("netbox_script_projects.view_scriptprojectrevision")
+        self.alpha = ScriptProject.objects.create(name="Alpha", key="alpha")
+        self.beta = ScriptProject.objects.create(name="Beta", key="beta")
+        self.r1 = make_revision(self.alpha, "a", "1")
+        self.r2 = make_revision(self.alpha, "a", "2", status=RevisionStatusChoices.VALID)
+        self.r3 = make_revision(self.beta, "b", "1")
+        self.url = reverse(f"{API}:scriptprojectrevision-list")
+
+    def ids(self, query):
+        response = self.client.get(f"{self.url}?{query}", **self.header)
+        self.assertEqual(response.status_code, status.HTTP_200_OK, response.data)
+        return sorted(r["id"] for r in response.data["results"])
+
+    def test_filters(self):
+        self.assertEqual(self.ids(f"project_id={self.alpha.pk}"), [self.r1.pk, self.r2.pk])
+        self.assertEqual(self.ids("project=beta"), [self.r3.pk])
+        self.assertEqual(self.ids("status=valid"), [self.r2.pk])
+        self.assertEqual(self.ids(f"digest={'b' * 64}"), [self.r3.pk])
+        self.assertEqual(self.ids(f"script_file_digest={'1' * 64}"), [self.r1.pk, self.r3.pk])
+
+    def test_read_only_and_documents_not_exposed(self):
+        detail = reverse(f"{API}:scriptprojectrevision-detail", args=[self.r1.pk])
+        response = self.client.get(detail, **self.header)
+        self.assertEqual(response.status_code, status.HTTP_200_OK)
+        self.assertFalse(HIDDEN_REVISION_FIELDS & set(response.data))
+        self.assertEqual(response.data["digest"], "a" * 64)
+        self.add_permissions(
+            "netbox_script_projects.add_scriptprojectrevision",
+            "netbox_script_projects.change_scriptprojectrevision",
+            "netbox_script_projects.delete_scriptprojectrevision",
+        )
+        self.assertEqual(
+            self.client.post(
+                self.url, {"project": self.alpha.pk}, format="json", **self.header
+            ).status_code,
+            405,
+        )
+        self.assertEqual(
+            self.client.patch(
+                detail, {"status": "active"}, format="json", **self.header
+            ).status_code,
+            405,
+        )
+        self.assertEqual(self.client.delete(detail, **self.header).status_code, 405)
+
+    @override_settings(LOGIN_REQUIRED=True)
+    def test_graphql_filters_and_hidden_fields(self):
+        url = reverse("graphql")
+        query = (
+            '{ script_project_revision_list(filters: {project: {key: {exact: "alpha"}}, status: {exact: STATUS_VALID}})'
+            " { id digest script_file_digest status } }"
+        )
+        response = self.client.post(url, data={"query": query}, format="json", **self.header)
+        self.assertEqual(response.status_code, 200)
+        data = json.loads(response.content)
+        self.assertNotIn("errors", data, data)
+        self.assertEqual(
+            [int(r["id"]) for r in data["data"]["script_project_revision_list"]], [self.r2.pk]
+        )
+
+        query = f'{{ script_project_revision_list(filters: {{digest: {{exact: "{"b" * 64}"}}}}) {{ id }} }}'
+        data = json.loads(
+            self.client.post(url, data={"query": query}, format="json", **self.header).content
+        )
+        self.assertEqual(
+            [int(r["id"]) for r in data["data"]["script_project_revision_list"]], [self.r3.pk]
+        )
+
+        for field in sorted(HIDDEN_REVISION_FIELDS):
+            with self.subTest(field=field):
+                query = f"{{ script_project_revision_list {{ id {field} }} }}"
+                data = json.loads(
+                    self.client.post(
+                        url, data={"query": query}, format="json", **self.header
+                    ).content
+                )
+                self.assertIn("errors", data)
+
+
+class UIViewsTest(TestCase):
+    def setUp(self):
+        super().setUp()
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject",
+            "netbox_script_projects.change_scriptproject",
+            "netbox_script_projects.view_scriptfile",
+            "netbox_script_projects.view_scriptprojectrevision",
+            "netbox_script_projects.add_scriptprojectrevision",
+        )
+        self.project = ScriptProject.objects.create(name="Inventory", key="inventory")
+        self.script_file = ScriptFile.objects.create(project=self.project, path="scripts/a.py")
+        self.revision = make_revision(self.project, "c")
+
+    def test_pages_render(self):
+        pages = [
+            reverse("plugins:netbox_script_projects:scriptproject_list"),
+            self.project.get_absolute_url(),
+            reverse(
+                "plugins:netbox_script_projects:scriptproject_revisions", args=[self.project.pk]
+            ),
+            reverse(
+                "plugins:netbox_script_projects:scriptproject_scriptfiles", args=[self.project.pk]
+            ),
+            reverse("plugins:netbox_script_projects:scriptproject_upload", args=[self.project.pk]),
+            reverse("plugins:netbox_script_projects:scriptfile_list"),
+            self.script_file.get_absolute_url(),
+            self.revision.get_absolute_url(),
+        ]
+        for url in pages:
+            with self.subTest(url=url):
+                self.assertHttpStatus(self.client.get(url), 200)
