@@ -44,10 +44,11 @@ def ensure_ownership_column(apps, schema_editor):
 def backfill_owners(apps, schema_editor):
     Endpoint = apps.get_model("netbox_proxbox", "ProxmoxEndpoint")
     Tracking = apps.get_model("netbox_proxbox", "ProxmoxCluster")
+    db = schema_editor.connection.alias
     clusters_of = defaultdict(set)
     endpoints_of = defaultdict(set)
     pairs = (
-        Tracking.objects.filter(netbox_cluster__isnull=False)
+        Tracking.objects.using(db).filter(netbox_cluster__isnull=False)
         .values_list("endpoint_id", "netbox_cluster_id")
         .distinct()
     )
@@ -55,7 +56,7 @@ def backfill_owners(apps, schema_editor):
         clusters_of[endpoint_id].add(cluster_id)
         endpoints_of[cluster_id].add(endpoint_id)
     owned = set(
-        Endpoint.objects.filter(netbox_cluster__isnull=False).values_list("netbox_cluster_id", flat=True)
+        Endpoint.objects.using(db).filter(netbox_cluster__isnull=False).values_list("netbox_cluster_id", flat=True)
     )
     for endpoint_id in sorted(clusters_of):
         clusters = clusters_of[endpoint_id]
@@ -64,7 +65,7 @@ def backfill_owners(apps, schema_editor):
         (cluster_id,) = clusters
         if endpoints_of[cluster_id] != {endpoint_id} or cluster_id in owned:
             continue
-        if Endpoint.objects.filter(pk=endpoint_id, netbox_cluster__isnull=True).update(
+        if Endpoint.objects.using(db).filter(pk=endpoint_id, netbox_cluster__isnull=True).update(
             netbox_cluster_id=cluster_id
         ):
             owned.add(cluster_id)
