@@ -29,6 +29,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 
@@ -82,24 +83,27 @@ def _cli(url: str, *args: str) -> str:
 
 @contextmanager
 def background(cmd: list[str], env: dict, port: int):
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode())
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
+    # Server output goes to a file, never to an unread pipe that could fill and block it.
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(log.read().decode(errors="replace"))
+                try:
+                    httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 # -- the bare comparison server ---------------------------------------------------
@@ -249,7 +253,16 @@ def main() -> None:
             "PROXMOX_SIMULATOR_DATABASE_URL": db_url,
             "PROXMOX_SIMULATOR_CLOCK": "instant",
         }
-        serve = [sys.executable, "-m", "proxmox_simulator.cli", "serve", "--port", str(sim_port)]
+        serve = [
+            sys.executable,
+            "-m",
+            "proxmox_simulator.cli",
+            "serve",
+            "--port",
+            str(sim_port),
+            "--log-level",
+            "warning",
+        ]
         with background(serve, env, sim_port) as sim:
             api = sim + "/api2/json"
             login = httpx.post(
@@ -288,6 +301,8 @@ def main() -> None:
                 "serve",
                 "--port",
                 str(cold_port),
+                "--log-level",
+                "warning",
             ]
             with background(
                 cold_cmd, {**env, "PROXMOX_SIMULATOR_LIST_CACHE": "0"}, cold_port

@@ -189,7 +189,7 @@ def cmd_seed(args) -> int:
 def cmd_serve(args) -> int:
     from proxmox_simulator.server import serve
 
-    serve(_settings(args), host=args.host, port=args.port, tls=args.tls)
+    serve(_settings(args), host=args.host, port=args.port, tls=args.tls, log_level=args.log_level)
     return 0
 
 
@@ -341,6 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--clock", help="real | instant | manual | accelerated:N")
     serve.add_argument("--workers", type=int, help="task worker coroutines (0 = none)")
     serve.add_argument("--lease-seconds", type=float)
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="info logs one redacted JSON line per request",
+    )
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run task workers without the HTTP server")

@@ -141,12 +141,19 @@ def uvicorn_config(
 
 
 def serve(
-    settings: Settings, *, host: str = "127.0.0.1", port: int = 8006, tls: bool = False
+    settings: Settings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8006,
+    tls: bool = False,
+    log_level: str = "info",
 ) -> None:
+    from proxmox_simulator.api.logging import configure_logging
+
+    configure_logging(log_level)
     app = create_app(settings)
-    uvicorn.Server(
-        uvicorn_config(app, settings, host=host, port=port, tls=tls, log_level="info")
-    ).run()
+    config = uvicorn_config(app, settings, host=host, port=port, tls=tls, log_level=log_level)
+    uvicorn.Server(config).run()
 
 
 class SimulatorServer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -10,7 +11,7 @@ import httpx
 import pytest
 from simtest_support import ROOT_PASSWORD, run
 
-from proxmox_simulator.api.logging import RedactingFilter, redact
+from proxmox_simulator.api.logging import JsonFormatter, RedactingFilter, redact
 from proxmox_simulator.domain.auth import TicketAuthority
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import settings as settings_repo
@@ -326,6 +327,24 @@ def test_log_redaction():
     )
     RedactingFilter().filter(record)
     assert "hunter2" not in record.getMessage()
+    request = logging.LogRecord(
+        "proxmox_simulator.api",
+        logging.INFO,
+        __file__,
+        1,
+        "GET %s",
+        ("/nodes?t=PVE:a@pve:65A1B2C3::c2ln",),
+        None,
+    )
+    request.request_id, request.route, request.status, request.identity = (
+        "r1",
+        "/nodes",
+        200,
+        "a@pve",
+    )
+    entry = json.loads(JsonFormatter().format(request))
+    assert entry["request_id"] == "r1" and entry["route"] == "/nodes" and entry["status"] == 200
+    assert "c2ln" not in entry["msg"] and entry["identity"] == "a@pve"
 
 
 # -- resources ---------------------------------------------------------------------------

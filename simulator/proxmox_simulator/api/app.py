@@ -173,13 +173,18 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
     response.headers["x-request-id"] = request_id
     if log.isEnabledFor(logging.INFO):
         log.info(
-            "request_id=%s method=%s route=%s status=%s duration_ms=%.1f identity=%s",
-            request_id,
+            "%s %s %s",
             method,
             template,
             response.status_code,
-            (time.perf_counter() - started) * 1000,
-            principal.auth_id or "-",
+            extra={
+                "request_id": request_id,
+                "method": method,
+                "route": template,
+                "status": response.status_code,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                "identity": principal.auth_id or "-",
+            },
         )
     return response
 

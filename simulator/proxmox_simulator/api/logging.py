@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import sys
+import time
 
 _PATTERNS = (
     # Tickets: keep user and time, drop the signature.
@@ -44,3 +47,37 @@ def install_redaction() -> None:
         for handler in logger.handlers:
             if not any(isinstance(f, RedactingFilter) for f in handler.filters):
                 handler.addFilter(RedactingFilter())
+
+
+# Fields a request log record may carry (passed through ``extra=``).
+REQUEST_FIELDS = ("request_id", "method", "route", "status", "duration_ms", "identity")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; message text is redacted like everything else."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": redact(record.getMessage()),
+        }
+        for name in REQUEST_FIELDS:
+            if hasattr(record, name):
+                entry[name] = getattr(record, name)
+        if record.exc_info:
+            entry["exc"] = redact(self.formatException(record.exc_info))
+        return json.dumps(entry, separators=(",", ":"))
+
+
+def configure_logging(level: str = "info") -> None:
+    """JSON lines on stderr for the simulator's own loggers (used by ``serve``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("proxmox_simulator")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level.upper())
+    logger.propagate = False
