@@ -68,3 +68,19 @@ class Settings:
                 "only 'error' (HTTP 501) is implemented"
             )
         return cls(**values)
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes ``Settings.from_env()`` reproduce ``settings``
+    in another process (used to start the simulator as a subprocess)."""
+    return {
+        "PROXMOX_SIMULATOR_DATABASE_URL": settings.database_url,
+        "PROXMOX_SIMULATOR_DATA_DIR": str(settings.data_dir),
+        "PROXMOX_SIMULATOR_CONTRACT": settings.contract,
+        "CONTRACT_FALLBACK": settings.contract_fallback,
+        "PROXMOX_SIMULATOR_CLOCK": settings.clock,
+        "PROXMOX_SIMULATOR_TASK_WORKERS": str(settings.task_workers),
+        "PROXMOX_SIMULATOR_LEASE_SECONDS": str(settings.lease_seconds),
+        "PROXMOX_SIMULATOR_POOL_SIZE": str(settings.pool_max_size),
+        "PROXMOX_SIMULATOR_LIST_CACHE": "1" if settings.list_cache else "0",
+    }

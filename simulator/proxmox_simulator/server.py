@@ -7,9 +7,15 @@ from __future__ import annotations
 import contextvars
 import datetime
 import ipaddress
+import os
 import socket
+import ssl
+import subprocess
+import sys
+import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import uvicorn
@@ -17,7 +23,7 @@ from uvicorn.protocols.http import httptools_impl
 
 from proxmox_simulator.api.app import create_app
 from proxmox_simulator.api.render import REASON_HEADER
-from proxmox_simulator.config import Settings
+from proxmox_simulator.config import Settings, settings_env
 
 # -- PVE reason phrases ---------------------------------------------------------
 # PVE puts its error message in the HTTP status line ("HTTP/1.1 403 Permission
@@ -204,6 +210,94 @@ class SimulatorServer:
         self._thread.join(timeout=15)
 
     def __enter__(self) -> SimulatorServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class SimulatorProcess:
+    """Run ``proxmox-simulator serve`` as a child process on a free port.
+
+    A separate process keeps the simulator's CPU work off the caller's GIL
+    (end-to-end tests, benchmarks).  Output goes to a temporary log file.
+
+    >>> with SimulatorProcess(settings, tls=True) as sim:
+    ...     sim.base_url
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        tls: bool = False,
+        log_level: str = "warning",
+    ):
+        self.settings = settings or Settings.from_env()
+        self.host = host
+        self.tls = tls
+        self.log_level = log_level
+        if port is None:
+            with socket.socket() as probe:
+                probe.bind((host, 0))
+                port = probe.getsockname()[1]
+        self.port = port
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in stop()
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> SimulatorProcess:
+        cmd = [
+            sys.executable,
+            "-m",
+            "proxmox_simulator",
+            "serve",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--log-level",
+            self.log_level,
+        ]
+        if self.tls:
+            cmd.append("--tls")
+        env = {**os.environ, **settings_env(self.settings)}
+        self._proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        context = ssl._create_unverified_context() if self.tls else None  # readiness probe only
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"simulator exited with {self._proc.returncode}: {self.output()}"
+                )
+            try:
+                with urllib.request.urlopen(self.base_url + "/readyz", timeout=2, context=context):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"simulator not ready after {timeout}s: {self.output()}")
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self.log.close()
+
+    def __enter__(self) -> SimulatorProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 
 import httpx
 import pytest
@@ -137,3 +138,23 @@ def test_every_semantic_handler_matches_a_declared_method():
     ).contract
     undeclared = sorted(key for key in REGISTRY.registered() if contract.endpoint(*key) is None)
     assert undeclared == []
+
+
+def test_simulator_process_helper_serves_tls_in_a_child_process(settings, seeded, tmp_path):
+    from dataclasses import replace
+
+    from proxmox_simulator.server import SimulatorProcess
+
+    child_settings = replace(settings, data_dir=tmp_path, task_workers=1, pool_max_size=2)
+    with SimulatorProcess(child_settings, tls=True) as sim:
+        cert = tmp_path / "tls" / "pve-ssl.pem"
+        assert cert.exists()
+        trust = ssl.create_default_context(cafile=str(cert))
+        with httpx.Client(base_url=sim.base_url + "/api2/json", verify=trust) as client:
+            login = client.post(
+                "/access/ticket", data={"username": "root@pam", "password": ROOT_PASSWORD}
+            )
+            assert login.status_code == 200
+            ticket = login.json()["data"]["ticket"]
+            nodes = client.get("/nodes", headers={"Cookie": f"PVEAuthCookie={ticket}"})
+            assert {n["node"] for n in nodes.json()["data"]} == {"pve1", "pve2", "pve3"}
