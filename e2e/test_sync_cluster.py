@@ -1,4 +1,8 @@
-"""First sync: NetBox equals the simulator's inventory; second sync writes nothing."""
+"""One cluster endpoint over its life: first sync equals the simulator's inventory,
+a no-change resync writes nothing, guests come, change and go, the cluster is renamed.
+
+The tests run in file order and build on each other (one NetBox, one simulator).
+"""
 
 import re
 
@@ -183,3 +187,94 @@ def test_second_sync_writes_nothing(netbox_server, cluster_simulator, endpoint, 
         for c in object_changes_since(netbox_server, since)
     }
     assert changed <= {("netbox_proxbox.proxboxclustersyncstate", "update")}, changed
+
+
+def vm_by_name(netbox, cluster_id: int, name: str) -> dict | None:
+    found = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id, name=name)
+    return found[0] if found else None
+
+
+def test_guests_created_changed_and_deleted_between_syncs(
+    netbox_server, cluster_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    guests = cluster_simulator.inventory()["guests"]
+    running_qemu = next(
+        g
+        for (k, _), g in sorted(guests.items())
+        if k == "qemu" and g["resource"]["status"] == "running"
+    )
+    stopped = next(
+        g for (_, _), g in sorted(guests.items()) if g["resource"]["status"] == "stopped"
+    )
+    changed_name, gone_name = running_qemu["resource"]["name"], stopped["resource"]["name"]
+    with cluster_simulator.api() as pve:
+        created = pve.post(
+            "/nodes/pve2/qemu",
+            data={
+                "vmid": 990,
+                "name": "churn-new",
+                "memory": 1024,
+                "cores": 1,
+                "net0": "virtio,bridge=vmbr0",
+                "scsi0": "local-lvm:4",
+            },
+        )
+        assert created.status_code == 200, created.text
+        cluster_simulator.wait_task(created.json()["data"])
+        r = running_qemu["resource"]
+        resized = pve.put(
+            f"/nodes/{r['node']}/qemu/{r['vmid']}/config", data={"memory": 3072, "cores": 3}
+        )
+        assert resized.status_code == 200, resized.text
+        s = stopped["resource"]
+        destroyed = pve.delete(f"/nodes/{s['node']}/{s['type']}/{s['vmid']}")
+        assert destroyed.status_code == 200, destroyed.text
+        cluster_simulator.wait_task(destroyed.json()["data"])
+
+    report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    vms = report.tally.of("virtualization.virtualmachine")
+    # created: churn-new; updated: the resized guest and the destroyed one (marked offline,
+    # unless it was offline already)
+    assert vms.created == 1 and vms.deleted == 0 and vms.failed == 0
+    new = vm_by_name(netbox_server, cluster_id, "churn-new")
+    assert new["memory"] == 1024 and float(new["vcpus"]) == 1.0 and new["disk"] == 4096
+    assert new["device"]["name"] == "pve2"
+    changed = vm_by_name(netbox_server, cluster_id, changed_name)
+    assert changed["memory"] == 3072 and float(changed["vcpus"]) == 3.0
+    gone = vm_by_name(netbox_server, cluster_id, gone_name)
+    assert gone is not None and gone["status"]["value"] == "offline"
+
+    # The same departure under the delete policy removes the VM (and its components).
+    report = run_sync(netbox_server, cluster_simulator, endpoint["id"], disappeared="delete")
+    assert report.ok, report.as_dict()
+    assert report.tally.of("virtualization.virtualmachine").deleted == 1
+    assert report.tally.of("virtualization.virtualmachine").created == 0
+    assert vm_by_name(netbox_server, cluster_id, gone_name) is None
+    assert (
+        netbox_inventory(netbox_server, cluster_id)["vms"]
+        == expected_inventory(cluster_simulator.inventory())["vms"]
+    )
+
+
+def test_renamed_cluster_keeps_native_cluster_and_tracking_record(
+    netbox_server, cluster_simulator, endpoint, first_run
+):
+    cluster_simulator.rename("pvesim-renamed")
+    report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.cluster["id"] == first_run.cluster["id"]
+    assert report.cluster["tracking_id"] == first_run.cluster["tracking_id"]
+    assert report.cluster["claim_status"] == 200
+    assert (report.cluster["created"], report.cluster["changed"]) == (False, True)
+    assert report.tally.of("virtualization.cluster").updated == 1
+    with netbox_server.api() as api:
+        cluster = api.get(f"/virtualization/clusters/{report.cluster['id']}/").json()
+        tracking = api.get(f"/plugins/proxbox/clusters/{report.cluster['tracking_id']}/").json()
+    assert cluster["name"] == tracking["name"] == "pvesim-renamed"
+    # Guests keep their identity: the cluster's rename is the only write.
+    assert report.tally.writes == 1
+    assert report.tally.of("virtualization.virtualmachine").unchanged == len(
+        cluster_simulator.inventory()["guests"]
+    )
