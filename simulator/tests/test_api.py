@@ -275,6 +275,14 @@ def test_token_privilege_separation_cannot_escalate(client, alice, root):
     assert self_grant.status_code == 403
     mint = client.post("/access/users/alice@pve/token/more", headers=headers, data={"privsep": 0})
     assert mint.status_code == 403
+    unseparate = client.put(
+        "/access/users/alice@pve/token/ci", headers=headers, data={"privsep": 0}
+    )
+    assert unseparate.status_code == 403
+    assert (
+        client.get("/access/users/alice@pve/token/ci", headers=headers).json()["data"]["privsep"]
+        == 1
+    )
     create_vm = client.post("/nodes/pve1/qemu", headers=headers, data={"vmid": 4242})
     assert create_vm.status_code == 403
     # Tokens need no CSRF token for writes they are allowed to make (VM.PowerMgmt).
