@@ -118,7 +118,8 @@ class StorageCleanupJob(JobRunner):
             if ScriptProjectRevision.objects.filter(
                 project__storage_key=storage_key, digest=digest
             ).exists():
-                self.logger.info("Content %s is referenced by a revision again; kept.", digest)
+                # Job logs keep the unformatted message: format it here.
+                self.logger.info(f"Content {digest} is referenced by a revision again; kept.")
                 return
             storage = get_storage()
             left_behind = []
@@ -134,7 +135,7 @@ class StorageCleanupJob(JobRunner):
                     removed += 1
                 except Exception as exc:
                     left_behind.append(key)
-                    self.logger.error("Could not remove %s: %s", key, exc)
+                    self.logger.error(f"Could not remove {key}: {exc}")
         if left_behind:
             self.logger.error(
                 "Cleanup of %s left %d key(s) behind: %s",
@@ -143,4 +144,4 @@ class StorageCleanupJob(JobRunner):
                 ", ".join(left_behind),
             )
             raise JobFailed()
-        self.logger.info("Removed %d stored file(s) of %s.", removed, digest)
+        self.logger.info(f"Removed {removed} stored file(s) of {digest}.")

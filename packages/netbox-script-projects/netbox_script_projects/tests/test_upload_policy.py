@@ -104,7 +104,7 @@ def _hostile_corpus():
         "project_too_large",
         None,
     )
-    with zero_stream_tar_gz("bomb.py", 512 * 1024 * KIB) as data:
+    with zero_stream_tar_gz("bomb.py", 16 * 1024 * KIB) as data:
         yield "tar.gz bomb", archive_upload(data, "p.tar.gz"), "project_too_large", None
     yield (
         "duplicate names",

@@ -1,0 +1,189 @@
+"""Revision deletion records cleanup intent; the cleanup Job removes content."""
+
+from unittest import mock
+
+from core.choices import JobStatusChoices
+from core.models import Job
+from django.db import router, transaction
+from django.test import TestCase
+from django.urls import reverse
+from utilities.testing import APITestCase
+
+from netbox_script_projects.constants import CLEANUP_JOB_NAME
+from netbox_script_projects.jobs import StorageCleanupJob
+from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
+from netbox_script_projects.signals import capture_revision_content
+from netbox_script_projects.storage.errors import UnsafeDatabaseAlias
+from netbox_script_projects.storage.locks import require_default_database
+from netbox_script_projects.storage.service import refresh_revision, stage_upload
+
+from .support import FaultyStorage, StorageTestMixin, archive_upload, zip_bytes
+
+FILES = {"a.py": b"A = 1\n", "lib/b.py": b"B = 2\n", "lib/c.py": b"C = 3\n"}
+
+
+def cleanup_jobs():
+    return Job.objects.filter(name=CLEANUP_JOB_NAME)
+
+
+class CleanupTestMixin(StorageTestMixin):
+    def setUp(self):
+        super().setUp()
+        self.project = ScriptProject.objects.create(name="Inventory", key="inventory")
+
+    def stage(self, files=FILES):
+        return stage_upload(self.project, archive_upload(zip_bytes(files)), "p.zip").revision
+
+    def content_files(self):
+        return [f for f in self.stored_files() if f.startswith("netbox-scripts/")]
+
+
+class RevisionDeletionTest(CleanupTestMixin, TestCase):
+    def test_deletion_records_job_with_payload_and_queues_it_on_commit(self):
+        revision = self.stage()
+        with self.captureOnCommitCallbacks(execute=False) as callbacks, transaction.atomic():
+            revision.delete()
+            job = cleanup_jobs().get()
+            self.assertEqual(
+                job.data,
+                {
+                    "storage_key": str(self.project.storage_key),
+                    "digest": revision.digest,
+                    "paths": sorted(FILES),
+                },
+            )
+            self.assertEqual(self.queue.submitted, [])
+        # Nothing is removed by the deleting process.
+        self.assertEqual(len(self.content_files()), 3)
+        for callback in callbacks:
+            callback()
+        self.assertEqual(len(self.queue.submitted), 1)
+        self.assertEqual(self.queue.run_all(), 1)
+        job.refresh_from_db()
+        self.assertEqual(job.status, JobStatusChoices.STATUS_COMPLETED)
+        self.assertEqual(self.content_files(), [])
+
+    def test_rolled_back_deletion_records_nothing(self):
+        revision = self.stage()
+        with self.captureOnCommitCallbacks(execute=True):
+            try:
+                with transaction.atomic():
+                    revision.delete()
+                    raise RuntimeError("abort")
+            except RuntimeError:
+                pass
+        self.assertFalse(cleanup_jobs().exists())
+        self.assertTrue(ScriptProjectRevision.objects.filter(digest=revision.digest).exists())
+        self.assertEqual(self.queue.submitted, [])
+
+    def test_shared_content_is_kept_while_another_selection_references_it(self):
+        source = self.stage()
+        ScriptFile.objects.create(project=self.project, path="a.py")
+        refreshed = refresh_revision(source).revision
+        with self.captureOnCommitCallbacks(execute=True):
+            source.delete()
+        self.assertFalse(cleanup_jobs().exists())
+        with self.captureOnCommitCallbacks(execute=True):
+            ScriptProjectRevision.objects.filter(pk=refreshed.pk).delete()  # QuerySet.delete() path
+        self.assertEqual(cleanup_jobs().count(), 1)
+        self.queue.run_all()
+        self.assertEqual(self.content_files(), [])
+
+    def test_job_rechecks_references_and_keeps_restaged_content(self):
+        revision = self.stage()
+        with self.captureOnCommitCallbacks(execute=True):
+            revision.delete()
+        restaged = self.stage()  # same digest, before the Job runs
+        self.assertEqual(restaged.digest, revision.digest)
+        self.queue.run_all()
+        job = cleanup_jobs().get()
+        self.assertEqual(job.status, JobStatusChoices.STATUS_COMPLETED)
+        self.assertEqual(len(self.content_files()), 3)
+
+    def test_missing_keys_count_as_removed(self):
+        revision = self.stage()
+        (self.storage_root / revision.storage_prefix / "lib/b.py").unlink()
+        with self.captureOnCommitCallbacks(execute=True):
+            revision.delete()
+        self.queue.run_all()
+        self.assertEqual(cleanup_jobs().get().status, JobStatusChoices.STATUS_COMPLETED)
+        self.assertEqual(self.content_files(), [])
+
+    def test_failed_cleanup_keeps_payload_logs_leftovers_and_can_be_retried(self):
+        revision = self.stage()
+        with self.captureOnCommitCallbacks(execute=True):
+            revision.delete()
+        FaultyStorage.fail_deletes = True
+        self.queue.run_all()
+        failed = cleanup_jobs().get()
+        self.assertEqual(failed.status, JobStatusChoices.STATUS_FAILED)
+        self.assertEqual(set(failed.data), {"storage_key", "digest", "paths"})
+        self.assertEqual(failed.data["paths"], sorted(FILES))
+        log = " ".join(entry["message"] for entry in failed.log_entries)
+        self.assertIn(f"{revision.storage_prefix}lib/b.py", log)
+        self.assertEqual(len(self.content_files()), 3)
+
+        FaultyStorage.fail_deletes = False
+        with self.captureOnCommitCallbacks(execute=True):
+            retry = StorageCleanupJob.retry(failed)
+        self.queue.run_all()
+        retry.refresh_from_db()
+        self.assertEqual(retry.status, JobStatusChoices.STATUS_COMPLETED)
+        self.assertEqual(self.content_files(), [])
+
+    def test_unsafe_routing_fails_without_deleting(self):
+        revision = self.stage()
+        with self.captureOnCommitCallbacks(execute=True):
+            revision.delete()
+        real = router.db_for_write
+
+        def branch_routing(model, **hints):
+            return "branch_schema" if model is ScriptProjectRevision else real(model, **hints)
+
+        with mock.patch.object(router, "db_for_write", side_effect=branch_routing):
+            self.queue.run_all()
+        self.assertEqual(cleanup_jobs().get().status, JobStatusChoices.STATUS_FAILED)
+        self.assertEqual(len(self.content_files()), 3)
+
+    def test_other_database_aliases_are_refused(self):
+        revision = self.stage()
+        with self.assertRaises(UnsafeDatabaseAlias):
+            require_default_database("replica")
+        with self.assertRaises(UnsafeDatabaseAlias):
+            capture_revision_content(ScriptProjectRevision, revision, using="replica")
+        with self.assertRaises(UnsafeDatabaseAlias):
+            StorageCleanupJob.record(
+                self.project.storage_key, revision.digest, ["a.py"], using="replica"
+            )
+        with self.assertRaises(UnsafeDatabaseAlias):
+            stage_upload(self.project, archive_upload(zip_bytes(FILES)), "p.zip", using="replica")
+
+    def test_rejected_submissions_record_no_cleanup(self):
+        with self.assertRaises(Exception):  # noqa: B017  (SubmissionRejected; the row is what matters)
+            stage_upload(self.project, archive_upload(zip_bytes({"../x.py": b"x"})), "p.zip")
+        with self.captureOnCommitCallbacks(execute=True):
+            ScriptProjectRevision.objects.filter(project=self.project).delete()
+        self.assertFalse(cleanup_jobs().exists())
+
+
+class ProjectDeletionTest(CleanupTestMixin, APITestCase):
+    def test_rest_project_deletion_cascades_through_the_cleanup_path(self):
+        first = self.stage()
+        ScriptFile.objects.create(project=self.project, path="a.py")
+        refresh_revision(first)  # a second selection sharing the tree
+        second = self.stage({"z.py": b"Z = 1\n"})
+        self.add_permissions("netbox_script_projects.delete_scriptproject")
+        url = reverse(
+            "plugins-api:netbox_script_projects-api:scriptproject-detail", args=[self.project.pk]
+        )
+        with self.captureOnCommitCallbacks(execute=True):
+            response = self.client.delete(url, **self.header)
+        self.assertEqual(response.status_code, 204)
+        self.assertFalse(ScriptProjectRevision.objects.exists())
+        self.assertFalse(ScriptFile.objects.exists())
+        self.assertEqual(
+            sorted(job.data["digest"] for job in cleanup_jobs()),
+            sorted([first.digest, second.digest]),
+        )
+        self.assertEqual(self.queue.run_all(), 2)
+        self.assertEqual(self.content_files(), [])
