@@ -142,6 +142,26 @@ def test_userid_checks_and_defaults():
     check_permissions(state, Principal("root@pam"), None, {})
 
 
+def test_userid_group_with_groups_param_limits_group_admins():
+    # bob administers only group "devs"; alice is in "devs", dave is in "ops".
+    state = _state(
+        [("/access/groups/devs", "user", "bob@pve", "PVEUserAdmin", True)], groups=["devs"]
+    )
+    state.users["dave@pve"] = UserRecord("dave@pve", True, 0, frozenset({"ops"}))
+    bob = Principal("bob@pve")
+    update = {"check": ["userid-group", ["User.Modify"], "groups_param", "update"]}
+    check_permissions(state, bob, update, {"userid": "alice@pve"})
+    with pytest.raises(PermissionDenied):
+        check_permissions(state, bob, update, {"userid": "dave@pve"})
+    # bob cannot move alice into a group he does not administer (e.g. "admins").
+    with pytest.raises(PermissionDenied):
+        check_permissions(state, bob, update, {"userid": "alice@pve", "groups": "devs,admins"})
+    create = {"check": ["userid-group", ["User.Modify"], "groups_param", "create"]}
+    check_permissions(state, bob, create, {"userid": "new@pve", "groups": "devs"})
+    with pytest.raises(PermissionDenied):
+        check_permissions(state, bob, create, {"userid": "new@pve"})
+
+
 def test_ticket_signature_age_and_user_binding():
     authority = TicketAuthority(AuthKeys.generate())
     now = time.time()

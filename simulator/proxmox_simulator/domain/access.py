@@ -178,6 +178,13 @@ class AccessState:
         if not self.has(principal, path, privs, any_of=any_of):
             raise PermissionDenied(f"Permission check failed ({path}, {', '.join(privs)})")
 
+    def group_ids(self) -> set[str]:
+        groups: set[str] = set()
+        for user in self.users.values():
+            groups |= user.groups
+        groups |= {e.ugid for e in self.acl if e.ugid_type == "group"}
+        return groups
+
     def user_active(self, userid: str, now: float) -> bool:
         user = self.users.get(userid)
         return bool(user and user.enable and (user.expire == 0 or user.expire > now))
@@ -263,12 +270,26 @@ def _evaluate(state, principal, expr, params, failure: list[str]) -> bool:
         _name, realm = split_userid(str(target))
         return state.has(principal, f"/access/realm/{realm}", [expr[1]])
     if op == "userid-group":
+        # PVE: privileges on /access/groups cover every user; otherwise only
+        # groups the caller may administer count, and with ``groups_param``
+        # every group named in the request must be one of them.
         privs = expr[1]
         if state.has(principal, "/access/groups", privs, any_of=True):
             return True
+        options = dict(zip(expr[2::2], expr[3::2], strict=False))
+        allowed = {
+            g
+            for g in state.group_ids()
+            if state.has(principal, f"/access/groups/{g}", privs, any_of=True)
+        }
+        requested = {g for g in str(params.get("groups") or "").replace(";", ",").split(",") if g}
+        if options.get("groups_param") and requested and not requested <= allowed:
+            failure.append(f" (/access/groups, {', '.join(privs)})")
+            return False
+        if options.get("groups_param") == "create":
+            return bool(requested) and requested <= allowed
         target = state.users.get(str(params.get("userid", "")))
-        groups = target.groups if target else frozenset()
-        ok = any(state.has(principal, f"/access/groups/{g}", privs, any_of=True) for g in groups)
+        ok = bool(target and target.groups & allowed)
         if not ok:
             failure.append(f" (/access/groups, {', '.join(privs)})")
         return ok
