@@ -649,3 +649,31 @@ def test_node_network_and_backups(root, alice):
     assert backups and all(
         b["volid"].startswith("local:backup/vzdump-") and "vmid" in b for b in backups
     )
+
+
+def test_pool_acls_extend_to_member_guests(client, root):
+    guests = root.get("/nodes/pve2/qemu").json()["data"]
+    member, outsider = guests[0]["vmid"], guests[1]["vmid"]
+    pool = f"team{uuid.uuid4().hex[:6]}"
+    userid = f"bob{uuid.uuid4().hex[:6]}@pve"
+    assert root.post("/pools", data={"poolid": pool}).status_code == 200
+    assert root.put(f"/pools/{pool}", data={"vms": str(member), "allow-move": 1}).status_code == 200
+    assert (
+        root.post("/access/users", data={"userid": userid, "password": "bob-password"}).status_code
+        == 200
+    )
+    assert (
+        root.put(
+            "/access/acl", data={"path": f"/pool/{pool}", "users": userid, "roles": "PVEVMUser"}
+        ).status_code
+        == 200
+    )
+    bob = Session(client, userid, "bob-password")
+    assert [g["vmid"] for g in bob.get("/nodes/pve2/qemu").json()["data"]] == [member]
+    assert bob.get(f"/nodes/pve2/qemu/{member}/status/current").status_code == 200
+    assert bob.get(f"/nodes/pve2/qemu/{outsider}/status/current").status_code == 403
+    # Leaving the pool takes the access away.
+    root.put(f"/pools/{pool}", data={"vms": str(member), "delete": 1})
+    assert bob.get(f"/nodes/pve2/qemu/{member}/status/current").status_code == 403
+    root.delete(f"/access/users/{userid}")
+    root.delete(f"/pools/{pool}")

@@ -32,6 +32,7 @@ from proxmox_simulator.domain.errors import (
     ParameterError,
     PveError,
 )
+from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.repositories.migrations import is_ready
 from proxmox_simulator.runtime import Runtime
@@ -149,7 +150,10 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 raise AuthenticationFailed("API tokens are not allowed for this API call")
         state = await rt.access.get()
         # Permissions before validation and before touching any resource.
-        check_permissions(state, principal, endpoint.permissions, {**raw, **match.params})
+        pool = await _guest_pool(rt, principal, {**raw, **match.params})
+        check_permissions(
+            state, principal, endpoint.permissions, {**raw, **match.params}, pool=pool
+        )
         params = validate(endpoint, match.params, raw)
         handler = REGISTRY.get(endpoint.path, method)
         if handler is None and is_directory_index(endpoint):
@@ -187,6 +191,15 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             },
         )
     return response
+
+
+async def _guest_pool(rt: Runtime, principal: Principal, params: dict) -> str | None:
+    """The pool of the guest a request names: pool ACLs extend to its members."""
+    vmid = params.get("vmid")
+    if principal.is_root or vmid is None or not str(vmid).isdigit():
+        return None
+    async with rt.pool.acquire() as conn:
+        return await guest_repo.pool_of(conn, int(vmid))
 
 
 async def _run_idempotently(rt: Runtime, request: Request, principal: Principal, handler, ctx):

@@ -158,8 +158,20 @@ class AccessState:
         self._cache[key] = frozenset(result)
         return self._cache[key]
 
-    def has(self, principal: Principal, path: str, privs, *, any_of: bool = False) -> bool:
+    def has(
+        self,
+        principal: Principal,
+        path: str,
+        privs,
+        *,
+        any_of: bool = False,
+        pool: str | None = None,
+    ) -> bool:
+        """``pool``: the resource pool of the guest behind a ``/vms/<vmid>`` path;
+        as in PVE, ACLs on ``/pool/<pool>`` then apply to the guest as well."""
         held = self.privileges(principal, path)
+        if pool and path.startswith("/vms/"):
+            held = held | self.privileges(principal, f"/pool/{pool}")
         wanted = set(privs)
         return bool(wanted & held) if any_of else wanted <= held
 
@@ -213,7 +225,12 @@ def _template(path: str, params: dict) -> str | None:
 
 
 def check_permissions(
-    state: AccessState, principal: Principal, permissions: dict | None, params: dict
+    state: AccessState,
+    principal: Principal,
+    permissions: dict | None,
+    params: dict,
+    *,
+    pool: str | None = None,
 ) -> None:
     """Evaluate an endpoint's declared ``permissions``; raise PermissionDenied."""
     if permissions is None:
@@ -230,17 +247,17 @@ def check_permissions(
     if check is None:
         raise PermissionDenied("Permission check failed")
     failure: list[str] = []
-    if not _evaluate(state, principal, check, params, failure):
+    if not _evaluate(state, principal, check, params, failure, pool):
         detail = failure[0] if failure else ""
         raise PermissionDenied(f"Permission check failed{detail}")
 
 
-def _evaluate(state, principal, expr, params, failure: list[str]) -> bool:
+def _evaluate(state, principal, expr, params, failure: list[str], pool: str | None = None) -> bool:
     op = expr[0]
     if op == "and":
-        return all(_evaluate(state, principal, sub, params, failure) for sub in expr[1:])
+        return all(_evaluate(state, principal, sub, params, failure, pool) for sub in expr[1:])
     if op == "or":
-        return any(_evaluate(state, principal, sub, params, failure) for sub in expr[1:])
+        return any(_evaluate(state, principal, sub, params, failure, pool) for sub in expr[1:])
     if op == "perm":
         options = dict(zip(expr[3::2], expr[4::2], strict=False))
         required = options.get("require_param")
@@ -249,7 +266,7 @@ def _evaluate(state, principal, expr, params, failure: list[str]) -> bool:
         path = _template(expr[1], params)
         if path is None:
             return False
-        ok = state.has(principal, path, expr[2], any_of=bool(options.get("any")))
+        ok = state.has(principal, path, expr[2], any_of=bool(options.get("any")), pool=pool)
         if not ok:
             failure.append(f" ({path}, {', '.join(expr[2])})")
         return ok

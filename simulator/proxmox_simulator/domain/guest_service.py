@@ -87,11 +87,15 @@ def _sizing(kind: str, config: dict, defaults: dict) -> tuple[int, int, int]:
     return memory * MIB, disk, cores * sockets
 
 
-def visible_vmids(state: AccessState, principal: Principal, vmids: list[int]) -> list[int] | None:
-    """VMIDs the caller may audit; None means "all" (the root fast path)."""
+def visible_vmids(state: AccessState, principal: Principal, guests) -> list[int] | None:
+    """VMIDs of the guest rows the caller may audit; None means "all" (root)."""
     if principal.is_root:
         return None
-    return [v for v in vmids if state.has(principal, f"/vms/{v}", ["VM.Audit"])]
+    return [
+        g["vmid"]
+        for g in guests
+        if state.has(principal, f"/vms/{g['vmid']}", ["VM.Audit"], pool=g["pool"])
+    ]
 
 
 class RenderedListCache:
@@ -151,7 +155,7 @@ async def list_json(rt, state: AccessState, principal: Principal, kind: str, nod
         vmids = None
         if not principal.is_root:
             rows = await guest_repo.list_all(conn, node)
-            vmids = visible_vmids(state, principal, [r["vmid"] for r in rows if r["type"] == kind])
+            vmids = visible_vmids(state, principal, [r for r in rows if r["type"] == kind])
 
         async def render() -> str:
             await require_node(conn, node)

@@ -124,7 +124,7 @@ async def cluster_resources(
                 continue
             out.append(_node_entry(node, usage.get(node["node"]), now))
     for guest in guests:
-        if not state.has(principal, f"/vms/{guest['vmid']}", ["VM.Audit"]):
+        if not state.has(principal, f"/vms/{guest['vmid']}", ["VM.Audit"], pool=guest["pool"]):
             continue
         running = guest["status"] != rules.STOPPED
         entry = {

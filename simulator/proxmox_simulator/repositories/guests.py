@@ -30,6 +30,7 @@ _SET_POOL = "UPDATE guests SET pool = $2, version = version + 1 WHERE vmid = $1"
 _DELETE = "DELETE FROM guests WHERE vmid = $1"
 _LIST = f"SELECT {_COLUMNS} FROM guests WHERE ($1::text IS NULL OR node = $1) ORDER BY vmid"
 _LIST_POOL = f"SELECT {_COLUMNS} FROM guests WHERE pool = $1 ORDER BY vmid"
+_POOL = "SELECT pool FROM guests WHERE vmid = $1"
 _EXISTS = "SELECT EXISTS (SELECT 1 FROM guests WHERE vmid = $1)"
 _NEXTID = """
 SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM guests WHERE vmid = 100) THEN 100 ELSE
@@ -73,6 +74,10 @@ class VmidTaken(PveError):
 
 async def get(conn: asyncpg.Connection, vmid: int, *, for_update: bool = False):
     return await conn.fetchrow(_GET_FOR_UPDATE if for_update else _GET, vmid)
+
+
+async def pool_of(conn: asyncpg.Connection, vmid: int) -> str | None:
+    return await conn.fetchval(_POOL, vmid)
 
 
 async def exists(conn: asyncpg.Connection, vmid: int) -> bool:
