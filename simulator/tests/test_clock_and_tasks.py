@@ -89,14 +89,6 @@ def test_manual_clock_holds_tasks_until_advanced(session):
 def test_stopping_a_task_rolls_back_its_effect(session, manual_server):
     vmid = _stopped_vm(session)
     upid = session.post(f"/api2/json/nodes/pve/qemu/{vmid}/status/start").json()["data"]
-    time.sleep(0.2)
-    assert session.delete(f"/api2/json/nodes/pve/tasks/{upid}").status_code == 200
-    status = _status(session, upid)
-    assert status["status"] == "stopped" and status["exitstatus"] == "interrupted by signal"
-    session.post("/simulator/clock/advance", data={"seconds": 5})  # let the worker try to finish
-    time.sleep(0.3)
-    current = session.get(f"/api2/json/nodes/pve/qemu/{vmid}/status/current").json()["data"]
-    assert current["status"] == "stopped"  # the aborted start never took effect
 
     async def events():
         conn = await db.connect(manual_server.settings.database_url)
@@ -110,6 +102,17 @@ def test_stopping_a_task_rolls_back_its_effect(session, manual_server):
         finally:
             await conn.close()
 
+    # Abort while a worker holds the task (it waits for the manual clock).
+    deadline = time.monotonic() + 10
+    while "claimed" not in run(events()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert session.delete(f"/api2/json/nodes/pve/tasks/{upid}").status_code == 200
+    status = _status(session, upid)
+    assert status["status"] == "stopped" and status["exitstatus"] == "interrupted by signal"
+    session.post("/simulator/clock/advance", data={"seconds": 5})  # let the worker try to finish
+    time.sleep(0.3)
+    current = session.get(f"/api2/json/nodes/pve/qemu/{vmid}/status/current").json()["data"]
+    assert current["status"] == "stopped"  # the aborted start never took effect
     assert run(events()) == ["created", "claimed", "aborted"]
     # The guest lock was released with the abort: a new start is accepted.
     again = session.post(f"/api2/json/nodes/pve/qemu/{vmid}/status/start").json()["data"]
