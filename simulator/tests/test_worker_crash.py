@@ -53,20 +53,20 @@ def _worker(url: str, worker_id: str) -> subprocess.Popen:
     )
 
 
-async def _enqueue_start(url: str) -> tuple[str, int]:
+async def _enqueue_shutdown(url: str) -> tuple[str, int]:
     conn = await db.connect(url)
     try:
         vmid = await conn.fetchval("SELECT min(vmid) FROM guests WHERE type = 'qemu'")
-        await conn.execute("UPDATE guests SET status = 'stopped' WHERE vmid = $1", vmid)
+        await conn.execute("UPDATE guests SET status = 'running' WHERE vmid = $1", vmid)
         async with conn.transaction():
             upid = await enqueue(
                 conn,
                 RealClock(),
                 node="pve",
-                task_type="qmstart",
+                task_type="qmshutdown",
                 task_id=str(vmid),
                 principal=Principal("root@pam"),
-                payload={"vmid": vmid, "kind": "qemu", "action": "start"},
+                payload={"vmid": vmid, "kind": "qemu", "action": "shutdown"},
                 lock=f"qemu-server/lock-{vmid}",
             )
         return upid, vmid
@@ -96,11 +96,19 @@ def _wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _started(proc: subprocess.Popen) -> None:
+    """Block until the worker reports it is running (imports take a while under load)."""
+    line = proc.stdout.readline().decode()
+    assert "running" in line, line
+
+
+@pytest.mark.timeout(120)
 def test_killed_worker_task_is_reclaimed_and_finished_once(crash_db):
-    upid, vmid = run(_enqueue_start(crash_db))
-    # qmstart takes 1.5 simulated seconds on the real clock: long enough to kill mid-task.
     first = _worker(crash_db, "doomed")
     try:
+        _started(first)
+        # qmshutdown takes 3 simulated seconds on the real clock: time to kill mid-task.
+        upid, vmid = run(_enqueue_shutdown(crash_db))
         _wait_for(
             lambda: run(_snapshot(crash_db, upid, vmid))[0]["state"] == "running", 20, "first claim"
         )
@@ -110,10 +118,11 @@ def test_killed_worker_task_is_reclaimed_and_finished_once(crash_db):
         if first.poll() is None:
             first.kill()
     task, events, status, _ = run(_snapshot(crash_db, upid, vmid))
-    assert task["state"] == "running" and task["lease_owner"] == "doomed" and status == "stopped"
+    assert task["state"] == "running" and task["lease_owner"] == "doomed" and status == "running"
 
     second = _worker(crash_db, "rescuer")
     try:
+        _started(second)
         done = _wait_for(
             lambda: (s := run(_snapshot(crash_db, upid, vmid)))[0]["state"] == "stopped" and s,
             30,
@@ -129,4 +138,4 @@ def test_killed_worker_task_is_reclaimed_and_finished_once(crash_db):
     assert task["exitstatus"] == "OK" and task["attempts"] == 2
     assert [kind for kind, _ in events] == ["created", "claimed", "reclaimed", "finished"]
     assert events[1][1] == "doomed" and events[2][1] == "rescuer" and events[3][1] == "rescuer"
-    assert status == "running" and locks == 0
+    assert status == "stopped" and locks == 0
