@@ -116,6 +116,9 @@ def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
             str(ctx.options.web_workers),
             "--timeout",
             "120",
+            # Import NetBox once in the master and fork the workers from it:
+            # half the start-up CPU of importing it in every worker.
+            "--preload",
             # gunicorn 26 otherwise creates a control socket under ~/.gunicorn.
             "--no-control-socket",
         ],

@@ -16,6 +16,9 @@ def port_is_free(port: int, host: str = LOCALHOST) -> bool:
         if probe.connect_ex((host, port)) == 0:
             return False
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Servers bind with SO_REUSEADDR, so connections of a stopped server
+        # lingering in TIME_WAIT do not make the port busy for them either.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

@@ -90,11 +90,17 @@ class Supervisor:
                 state.processes[name] = record.to_json()
             state.save(self.data_dir)
 
-    def start(self, spec: ProcessSpec) -> None:
-        popen = spawn(spec)
-        self.children.append((spec, popen))
-        self._record(spec.name, ProcessRecord.of(popen.pid))
-        wait_ready(spec, popen)
+    def start(self, specs: list[ProcessSpec]) -> None:
+        """Start the processes of one component together, then wait until all are ready."""
+        started = []
+        for spec in specs:
+            self.log(f"starting {spec.name}")
+            popen = spawn(spec)
+            self.children.append((spec, popen))
+            self._record(spec.name, ProcessRecord.of(popen.pid))
+            started.append((spec, popen))
+        for spec, popen in started:
+            wait_ready(spec, popen)
 
     def watch(self) -> str | None:
         """Block until a shutdown signal (None) or a child dies (its name)."""
@@ -159,9 +165,7 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
                 break
             if component.prepare is not None:
                 component.prepare(ctx)
-            for spec in component.specs(ctx):
-                log(f"starting {spec.name}")
-                supervisor.start(spec)
+            supervisor.start(component.specs(ctx))
         for component in COMPONENTS:
             if component.after_start is not None and not supervisor.stopping.is_set():
                 component.after_start(ctx)
