@@ -39,6 +39,9 @@ class Settings:
     clock: str = "real"
     task_workers: int = 4
     lease_seconds: float = 30.0
+    # On shutdown in-flight tasks get this long to commit before being cancelled
+    # (a cancelled task is reclaimed by another worker after its lease expires).
+    shutdown_grace: float = 5.0
     ticket_lifetime: int = 7200
     # Reuse rendered guest lists within one guest generation and clock second.
     list_cache: bool = True
@@ -58,6 +61,7 @@ class Settings:
             "clock": env.get("PROXMOX_SIMULATOR_CLOCK", "real"),
             "task_workers": int(env.get("PROXMOX_SIMULATOR_TASK_WORKERS", "4")),
             "lease_seconds": float(env.get("PROXMOX_SIMULATOR_LEASE_SECONDS", "30")),
+            "shutdown_grace": float(env.get("PROXMOX_SIMULATOR_SHUTDOWN_GRACE", "5")),
             "pool_max_size": int(env.get("PROXMOX_SIMULATOR_POOL_SIZE", "10")),
             "list_cache": env.get("PROXMOX_SIMULATOR_LIST_CACHE", "1") not in ("0", "false", "no"),
         }
@@ -81,6 +85,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "PROXMOX_SIMULATOR_CLOCK": settings.clock,
         "PROXMOX_SIMULATOR_TASK_WORKERS": str(settings.task_workers),
         "PROXMOX_SIMULATOR_LEASE_SECONDS": str(settings.lease_seconds),
+        "PROXMOX_SIMULATOR_SHUTDOWN_GRACE": str(settings.shutdown_grace),
         "PROXMOX_SIMULATOR_POOL_SIZE": str(settings.pool_max_size),
         "PROXMOX_SIMULATOR_LIST_CACHE": "1" if settings.list_cache else "0",
     }

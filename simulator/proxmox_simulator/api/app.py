@@ -79,7 +79,7 @@ def create_app(
             yield
         finally:
             if worker is not None:
-                await worker.stop()
+                await worker.stop(grace=settings.shutdown_grace)
             await rt.close()
 
     app = FastAPI(
