@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -278,6 +279,22 @@ class Simulator:
                 guests[(r["type"], r["vmid"])] = {"resource": r, "config": config}
         return {"status": status, "guests": guests}
 
+    def renumber(self, network: str) -> None:
+        """Give every guest an address in `network` (e.g. "10.77.0"), so that clusters
+        seeded alike do not collide in NetBox's globally unique IP table."""
+        inventory = self.inventory()
+        with self.api() as pve:
+            for index, ((kind, vmid), guest) in enumerate(sorted(inventory["guests"].items())):
+                node, config = guest["resource"]["node"], guest["config"]
+                address = f"ip={network}.{index + 10}/24,gw={network}.1"
+                if kind == "qemu":
+                    change = {"ipconfig0": address}
+                else:
+                    nic = {k: v for k, v in props(config["net0"]).items() if k not in ("ip", "gw")}
+                    change = {"net0": ",".join(f"{k}={v}" for k, v in nic.items()) + "," + address}
+                response = pve.put(f"/nodes/{node}/{kind}/{vmid}/config", data=change)
+                assert response.status_code == 200, response.text
+
     def wait_task(self, upid: str) -> None:
         node = upid.split(":")[1]
         with self.api() as pve:
@@ -370,18 +387,102 @@ def list_all(netbox: NetBoxServer, path: str, **params) -> list[dict]:
             offset += 1000
 
 
-def object_changes_since(netbox: NetBoxServer, since: str) -> list[dict]:
-    """NetBox's own change log: what really got written after `since`."""
-    return list_all(netbox, "/core/object-changes/", time_after=since)
-
-
-def netbox_now(netbox: NetBoxServer) -> str:
-    """A timestamp from NetBox's clock, for change-log windows."""
+def change_marker(netbox: NetBoxServer) -> int:
+    """The id of NetBox's latest change-log entry (0 when empty)."""
     with netbox.api() as api:
-        date = api.get("/status/").headers.get("date")
-    from email.utils import parsedate_to_datetime
+        page = api.get("/core/object-changes/", params={"ordering": "-id", "limit": 1}).json()
+    return page["results"][0]["id"] if page["results"] else 0
 
-    return parsedate_to_datetime(date).isoformat()
+
+def object_changes_since(netbox: NetBoxServer, marker: int) -> list[dict]:
+    """NetBox's own change log: what really got written after `marker`."""
+    return [c for c in list_all(netbox, "/core/object-changes/", id__gt=marker)]
+
+
+# -- comparing inventories ----------------------------------------------------------------------
+
+QEMU_NIC = re.compile(r"^(virtio|e1000|e1000e|rtl8139|vmxnet3)=([0-9A-Fa-f:]{17})")
+DISK_KEYS = {
+    "qemu": re.compile(r"^(scsi|virtio|sata|ide)\d+$"),
+    "lxc": re.compile(r"^(rootfs|mp\d+)$"),
+}
+GIB_MB = 1024
+
+
+def props(value: str) -> dict:
+    return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+
+
+def expected_inventory(inventory: dict) -> dict:
+    """The simulator's inventory in NetBox terms, derived independently of the backend."""
+    vms, interfaces, ips, disks = set(), set(), set(), set()
+    for (kind, _vmid), guest in inventory["guests"].items():
+        resource, config = guest["resource"], guest["config"]
+        name = resource["name"]
+        running = resource["status"] == "running"
+        memory = int(config["memory"])
+        vcpus = float(config.get("cores", 1)) * float(config.get("sockets", 1))
+        vms.add((name, "active" if running else "offline", vcpus, memory, resource["node"]))
+        for key, value in config.items():
+            if not re.fullmatch(r"net\d+", key):
+                continue
+            if kind == "qemu":
+                mac = QEMU_NIC.match(value).group(2).upper()
+                interfaces.add((name, key, mac))
+                ipconfig = props(config.get(f"ipconfig{key[3:]}", ""))
+                agent = config.get("agent", "0").split(",")[0] in ("1", "enabled=1")
+                if running and agent and "/" in ipconfig.get("ip", ""):
+                    ips.add((name, key, ipconfig["ip"]))
+            else:
+                p = props(value)
+                interfaces.add((name, p["name"], p["hwaddr"].upper()))
+                if "/" in p.get("ip", ""):
+                    ips.add((name, p["name"], p["ip"]))
+        for key, value in config.items():
+            if DISK_KEYS[kind].match(key) and "media=cdrom" not in value:
+                size = props(value)["size"]
+                assert size.endswith("G")
+                disks.add((name, key, int(size[:-1]) * GIB_MB))
+    nodes = {e["name"] for e in inventory["status"] if e["type"] == "node"}
+    return {"nodes": nodes, "vms": vms, "interfaces": interfaces, "ips": ips, "disks": disks}
+
+
+def netbox_inventory(netbox: NetBoxServer, cluster_id: int) -> dict:
+    devices = list_all(netbox, "/dcim/devices/", cluster_id=cluster_id)
+    vms = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    names = {vm["id"]: vm["name"] for vm in vms}
+    ifaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
+    iface_by_id = {i["id"]: (names[i["virtual_machine"]["id"]], i["name"]) for i in ifaces}
+    vm_ids = list(names)
+    ips, disks = [], []
+    for start in range(0, len(vm_ids), 50):
+        chunk = vm_ids[start : start + 50]
+        ips += list_all(netbox, "/ipam/ip-addresses/", virtual_machine_id=chunk)
+        disks += list_all(netbox, "/virtualization/virtual-disks/", virtual_machine_id=chunk)
+    return {
+        "nodes": {d["name"] for d in devices},
+        "vms": {
+            (
+                vm["name"],
+                vm["status"]["value"],
+                float(vm["vcpus"]),
+                vm["memory"],
+                vm["device"]["name"] if vm["device"] else None,
+            )
+            for vm in vms
+        },
+        "interfaces": {
+            (
+                names[i["virtual_machine"]["id"]],
+                i["name"],
+                (i["primary_mac_address"] or {}).get("mac_address"),
+            )
+            for i in ifaces
+        },
+        "ips": {(*iface_by_id[ip["assigned_object_id"]], ip["address"]) for ip in ips},
+        "disks": {(names[d["virtual_machine"]["id"]], d["name"], d["size"]) for d in disks},
+        "raw_vms": vms,
+    }
 
 
 # -- pytest fixtures ----------------------------------------------------------------------------
@@ -413,9 +514,21 @@ def cluster_simulator(sync_workdir):
 
 @pytest.fixture(scope="session")
 def second_simulator(sync_workdir):
-    """Another cluster that Proxmox also calls `pvesim` (one node)."""
+    """Another cluster that Proxmox also calls `pvesim` (one node), own addresses."""
     simulator = Simulator("second", "single", 2, sync_workdir)
     try:
-        yield simulator.start()
+        simulator.start().renumber("10.77.0")
+        yield simulator
+    finally:
+        simulator.stop()
+
+
+@pytest.fixture(scope="session")
+def third_simulator(sync_workdir):
+    """A third `pvesim` (one node), own addresses."""
+    simulator = Simulator("third", "single", 3, sync_workdir)
+    try:
+        simulator.start().renumber("10.78.0")
+        yield simulator
     finally:
         simulator.stop()

@@ -4,15 +4,15 @@ a no-change resync writes nothing, guests come, change and go, the cluster is re
 The tests run in file order and build on each other (one NetBox, one simulator).
 """
 
-import re
-
 import pytest
 import sync_fixtures as fixtures
 from sync_fixtures import (
+    change_marker,
     create_endpoint,
     create_site,
+    expected_inventory,
     list_all,
-    netbox_now,
+    netbox_inventory,
     object_changes_since,
     run_sync,
 )
@@ -23,89 +23,6 @@ netbox_server = fixtures.netbox_server
 cluster_simulator = fixtures.cluster_simulator
 
 pytestmark = pytest.mark.django_db(transaction=False)
-
-QEMU_NIC = re.compile(r"^(virtio|e1000|e1000e|rtl8139|vmxnet3)=([0-9A-Fa-f:]{17})")
-DISK_KEYS = {
-    "qemu": re.compile(r"^(scsi|virtio|sata|ide)\d+$"),
-    "lxc": re.compile(r"^(rootfs|mp\d+)$"),
-}
-GIB_MB = 1024
-
-
-def props(value: str) -> dict:
-    return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
-
-
-def expected_inventory(inventory: dict) -> dict:
-    """The simulator's inventory in NetBox terms, derived independently of the backend."""
-    vms, interfaces, ips, disks = set(), set(), set(), set()
-    for (kind, _vmid), guest in inventory["guests"].items():
-        resource, config = guest["resource"], guest["config"]
-        name = resource["name"]
-        running = resource["status"] == "running"
-        memory = int(config["memory"])
-        vcpus = float(config.get("cores", 1)) * float(config.get("sockets", 1))
-        vms.add((name, "active" if running else "offline", vcpus, memory, resource["node"]))
-        for key, value in config.items():
-            if not re.fullmatch(r"net\d+", key):
-                continue
-            if kind == "qemu":
-                mac = QEMU_NIC.match(value).group(2).upper()
-                interfaces.add((name, key, mac))
-                ipconfig = props(config.get(f"ipconfig{key[3:]}", ""))
-                agent = config.get("agent", "0").split(",")[0] in ("1", "enabled=1")
-                if running and agent and "/" in ipconfig.get("ip", ""):
-                    ips.add((name, key, ipconfig["ip"]))
-            else:
-                p = props(value)
-                interfaces.add((name, p["name"], p["hwaddr"].upper()))
-                if "/" in p.get("ip", ""):
-                    ips.add((name, p["name"], p["ip"]))
-        for key, value in config.items():
-            if DISK_KEYS[kind].match(key) and "media=cdrom" not in value:
-                size = props(value)["size"]
-                assert size.endswith("G")
-                disks.add((name, key, int(size[:-1]) * GIB_MB))
-    nodes = {e["name"] for e in inventory["status"] if e["type"] == "node"}
-    return {"nodes": nodes, "vms": vms, "interfaces": interfaces, "ips": ips, "disks": disks}
-
-
-def netbox_inventory(netbox, cluster_id: int) -> dict:
-    devices = list_all(netbox, "/dcim/devices/", cluster_id=cluster_id)
-    vms = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id)
-    names = {vm["id"]: vm["name"] for vm in vms}
-    ifaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
-    iface_by_id = {i["id"]: (names[i["virtual_machine"]["id"]], i["name"]) for i in ifaces}
-    vm_ids = list(names)
-    ips, disks = [], []
-    for start in range(0, len(vm_ids), 50):
-        chunk = vm_ids[start : start + 50]
-        ips += list_all(netbox, "/ipam/ip-addresses/", virtual_machine_id=chunk)
-        disks += list_all(netbox, "/virtualization/virtual-disks/", virtual_machine_id=chunk)
-    return {
-        "nodes": {d["name"] for d in devices},
-        "vms": {
-            (
-                vm["name"],
-                vm["status"]["value"],
-                float(vm["vcpus"]),
-                vm["memory"],
-                vm["device"]["name"] if vm["device"] else None,
-            )
-            for vm in vms
-        },
-        "interfaces": {
-            (
-                names[i["virtual_machine"]["id"]],
-                i["name"],
-                (i["primary_mac_address"] or {}).get("mac_address"),
-            )
-            for i in ifaces
-        },
-        "ips": {(*iface_by_id[ip["assigned_object_id"]], ip["address"]) for ip in ips},
-        "disks": {(names[d["virtual_machine"]["id"]], d["name"], d["size"]) for d in disks},
-        "raw_vms": vms,
-    }
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +87,7 @@ def test_endpoint_and_cluster_point_at_each_other(netbox_server, endpoint, first
 
 
 def test_second_sync_writes_nothing(netbox_server, cluster_simulator, endpoint, first_run):
-    since = netbox_now(netbox_server)
+    since = change_marker(netbox_server)
     report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
     assert report.ok, report.as_dict()
     assert report.cluster["claim_status"] == 200

@@ -288,3 +288,49 @@ async def test_secrets_never_reach_log_records(caplog):
         logger.warning("calling with %s", PVE_SECRET)
         logging.getLogger("httpx").info(f"header Authorization: Token {NETBOX_TOKEN}")
     assert PVE_SECRET not in caplog.text and NETBOX_TOKEN not in caplog.text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("answers", "requests", "status"),
+    [
+        # an ownership verdict is final: one request, reported at once
+        (
+            [httpx.Response(409, json={"detail": "owned", "code": "owned_by_another_endpoint"})],
+            1,
+            409,
+        ),
+        # a race ("retry later") is repeated
+        (
+            [
+                httpx.Response(409, json={"detail": "busy", "code": "retry"}),
+                httpx.Response(
+                    200,
+                    json={
+                        "cluster": {"id": 4},
+                        "proxmox_cluster": 2,
+                        "created": False,
+                        "changed": False,
+                    },
+                ),
+            ],
+            2,
+            200,
+        ),
+    ],
+)
+async def test_claim_retries_races_but_not_verdicts(answers, requests, status):
+    from proxbox_backend.domain.endpoint import Endpoint
+    from proxbox_backend.gateways.netbox import ClaimRefused, NetBoxGateway
+
+    server = Recorder(*answers)
+    client, _ = netbox(server)
+    endpoint = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
+    gateway = NetBoxGateway(client)
+    if status == 409:
+        with pytest.raises(ClaimRefused, match="owned"):
+            await gateway.claim(endpoint, {"name": "x"})
+    else:
+        assert (await gateway.claim(endpoint, {"name": "x"})).cluster_id == 4
+    assert len(server.requests) == requests
+    assert server.requests[0].url.path == "/api/plugins/proxbox/endpoints/proxmox/3/sync-cluster/"

@@ -105,7 +105,16 @@ class ResilientTransport:
         self._sleep = sleep
         self.name = name
 
-    async def request(self, method: str, url: str, **kwargs) -> httpx.Response:
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        should_retry: Callable[[httpx.Response], bool] | None = None,
+        **kwargs,
+    ) -> httpx.Response:
+        """`should_retry` replaces the status rule for answers whose meaning the caller
+        knows better (e.g. a 409 that is a final verdict rather than a race)."""
         method = method.upper()
         attempt = 0
         while True:
@@ -130,9 +139,12 @@ class ResilientTransport:
                     delay,
                 )
             else:
-                if attempt >= self.retry.attempts or not _retriable_status(
-                    method, response.status_code
-                ):
+                retriable = (
+                    should_retry(response)
+                    if should_retry is not None
+                    else _retriable_status(method, response.status_code)
+                )
+                if attempt >= self.retry.attempts or not retriable:
                     return response
                 delay = self.retry.delay(attempt, _retry_after(response))
                 log.warning(

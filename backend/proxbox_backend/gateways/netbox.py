@@ -71,6 +71,16 @@ class ClaimRefused(Exception):
         super().__init__(str(error))
 
 
+def claim_should_retry(response) -> bool:
+    """Only a race is worth repeating: an ownership or uniqueness verdict stands until an
+    operator acts, so the run reports it at once."""
+    if response.status_code in (429, 503):
+        return True
+    if response.status_code != 409:
+        return False
+    return isinstance(body := _body(response), dict) and body.get("code") == "retry"
+
+
 class NetBoxGateway:
     def __init__(self, client: NetBoxClient):
         self.client = client
@@ -106,7 +116,10 @@ class NetBoxGateway:
 
     async def claim(self, endpoint: Endpoint, body: dict) -> ClaimResult:
         response = await self.client.request(
-            "POST", f"{ENDPOINTS}{endpoint.id}/sync-cluster/", json=body
+            "POST",
+            f"{ENDPOINTS}{endpoint.id}/sync-cluster/",
+            json=body,
+            should_retry=claim_should_retry,
         )
         data = response.json() if response.content else None
         if response.status_code not in (200, 201):
