@@ -150,7 +150,9 @@ class _Reader:
 
     def directory(self, raw: str) -> None:
         # Directories are implied by file paths and never stored; their
-        # names must still be safe.
+        # names must still be safe. The root itself (".", "./") is harmless.
+        if raw.strip("/") in ("", "."):
+            return
         self.accept_name(raw)
 
     def unsupported(self, raw: str, kind: str) -> None:
