@@ -677,3 +677,21 @@ def test_pool_acls_extend_to_member_guests(client, root):
     assert bob.get(f"/nodes/pve2/qemu/{member}/status/current").status_code == 403
     root.delete(f"/access/users/{userid}")
     root.delete(f"/pools/{pool}")
+
+
+def test_concurrent_config_writes_are_serialized_not_lost(root, unique_vmid):
+    from concurrent.futures import ThreadPoolExecutor
+
+    upid = root.post("/nodes/pve3/qemu", data={"vmid": unique_vmid, "memory": 512}).json()["data"]
+    root.wait(upid)
+    path = f"/nodes/pve3/qemu/{unique_vmid}/config"
+
+    def add_nic(index):
+        return root.put(path, data={f"net{index}": "virtio,bridge=vmbr0"}).status_code
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        statuses = list(pool.map(add_nic, range(6)))
+    assert statuses == [200] * 6
+    config = root.get(path).json()["data"]
+    assert {f"net{i}" for i in range(6)} <= set(config)
+    root.wait(root.delete(f"/nodes/pve3/qemu/{unique_vmid}").json()["data"])

@@ -48,3 +48,7 @@ class Conflict(PveError):
     """A stale writer lost an optimistic-version race, or a lock is held."""
 
     status = 500
+
+
+class StaleWrite(Conflict):
+    """An optimistic version check failed: someone committed in between."""

@@ -11,11 +11,12 @@ import asyncio
 
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
-from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError
+from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError, StaleWrite
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.service import enqueue
 
+CONFIG_WRITE_ATTEMPTS = 5
 GIB = 1024**3
 MIB = 1024**2
 
@@ -274,12 +275,31 @@ async def update_config(
     deletions = [
         d.strip() for d in str(params.get("delete") or "").replace(";", ",").split(",") if d.strip()
     ]
+    digest = params.get("digest")
+    # Without a digest the caller did not ask for compare-and-swap: like PVE's
+    # config-file lock, concurrent writers are serialized by retrying the
+    # read-modify-write when the optimistic version check loses a race.
+    attempts = 1 if digest else CONFIG_WRITE_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        try:
+            return await _write_config(
+                rt, principal, kind, node, vmid, params, defaults, changes, deletions, as_task
+            )
+        except StaleWrite:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _write_config(
+    rt, principal, kind, node, vmid, params, defaults, changes, deletions, as_task
+) -> str | None:
+    digest = params.get("digest")
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
         current = dict(row["config"])
         if current.get("lock") and not params.get("skiplock"):
             raise PveError(f"{rules.noun(kind)} is locked ({current['lock']})")
-        digest = params.get("digest")
         if digest and digest != rules.config_digest(current):
             raise PveError(
                 "detected modified configuration - file changed by other user? Try again."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from proxmox_simulator.domain.errors import Conflict, PveError
+from proxmox_simulator.domain.errors import PveError, StaleWrite
 
 _COLUMNS = "vmid, type, node, name, status, template, pool, config, interfaces, started_at, maxmem, maxdisk, cpus, version"
 _GET = f"SELECT {_COLUMNS} FROM guests WHERE vmid = $1"
@@ -122,7 +122,7 @@ async def update_config(
         pool,
     )
     if version is None:
-        raise Conflict("detected modified configuration - file changed by other user? Try again.")
+        raise StaleWrite("detected modified configuration - file changed by other user? Try again.")
     return version
 
 
