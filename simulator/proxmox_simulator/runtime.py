@@ -22,6 +22,7 @@ from proxmox_simulator.domain.guest_service import RenderedListCache
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import settings as settings_repo
+from proxmox_simulator.repositories.migrations import is_ready
 from proxmox_simulator.simulation.clock import Clock
 
 log = logging.getLogger("proxmox_simulator")
@@ -78,7 +79,14 @@ class Runtime:
             max_size=settings.pool_max_size,
         )
         async with pool.acquire() as conn:
-            keys = await settings_repo.auth_keys(conn)
+            ready, current, latest = await is_ready(conn)
+            keys = await settings_repo.auth_keys(conn) if ready else None
+        if keys is None:
+            await pool.close()
+            raise RuntimeError(
+                f"database schema is at migration {current}, this simulator needs {latest}: "
+                "run `proxmox-simulator migrate` first"
+            )
         token_cache = TokenVerificationCache()
         runtime = cls(
             settings=settings,

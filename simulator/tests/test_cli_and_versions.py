@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import uuid
 
 import httpx
 import pytest
@@ -158,3 +159,18 @@ def test_simulator_process_helper_serves_tls_in_a_child_process(settings, seeded
             ticket = login.json()["data"]["ticket"]
             nodes = client.get("/nodes", headers={"Cookie": f"PVEAuthCookie={ticket}"})
             assert {n["node"] for n in nodes.json()["data"]} == {"pve1", "pve2", "pve3"}
+
+
+def test_serve_refuses_an_unmigrated_database(tmp_path):
+    from simtest_support import BASE_URL, _admin, drop_database
+
+    from proxmox_simulator.server import SimulatorProcess
+
+    name = f"pvesim_test_unmigrated_{uuid.uuid4().hex[:8]}"
+    run(_admin(f'CREATE DATABASE "{name}"'))
+    url = BASE_URL.rpartition("/")[0] + f"/{name}"
+    try:
+        with pytest.raises(RuntimeError, match="run `proxmox-simulator migrate` first"):
+            SimulatorProcess(Settings(database_url=url, data_dir=tmp_path)).start(timeout=30)
+    finally:
+        drop_database(url)
