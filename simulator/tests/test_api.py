@@ -695,3 +695,30 @@ def test_concurrent_config_writes_are_serialized_not_lost(root, unique_vmid):
     config = root.get(path).json()["data"]
     assert {f"net{i}" for i in range(6)} <= set(config)
     root.wait(root.delete(f"/nodes/pve3/qemu/{unique_vmid}").json()["data"])
+
+
+def test_lxc_root_disk_defaults_and_property_string_memory(root, unique_vmid):
+    upid = root.post(
+        "/nodes/pve1/lxc",
+        data={
+            "vmid": unique_vmid,
+            "ostemplate": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+            "storage": "local-lvm",
+            "rootfs": "3",
+        },
+    ).json()["data"]
+    assert root.wait(upid)["exitstatus"] == "OK"
+    config = root.get(f"/nodes/pve1/lxc/{unique_vmid}/config").json()["data"]
+    assert (
+        config["rootfs"].startswith(f"local-lvm:vm-{unique_vmid}-disk-0")
+        and "size=3G" in config["rootfs"]
+    )
+    assert config["hostname"] == f"CT{unique_vmid}"
+    root.wait(root.delete(f"/nodes/pve1/lxc/{unique_vmid}").json()["data"])
+    qemu = root.post(
+        "/nodes/pve1/qemu", data={"vmid": unique_vmid, "memory": "current=3072"}
+    ).json()["data"]
+    assert root.wait(qemu)["exitstatus"] == "OK"
+    current = root.get(f"/nodes/pve1/qemu/{unique_vmid}/status/current").json()["data"]
+    assert current["maxmem"] == 3072 * 1024 * 1024
+    root.wait(root.delete(f"/nodes/pve1/qemu/{unique_vmid}").json()["data"])

@@ -73,7 +73,10 @@ async def load_guest(conn, kind: str, node: str, vmid: int, *, for_update: bool 
 
 
 def _sizing(kind: str, config: dict, defaults: dict) -> tuple[int, int, int]:
-    memory = int(config.get("memory", defaults.get("memory", 512)))
+    # QEMU 8+/9 declare memory as a property string: "[current=]<MiB>[,...]".
+    raw_memory = config.get("memory", defaults.get("memory", 512))
+    memory_props = rules.parse_property_string(str(raw_memory), "current")
+    memory = int(memory_props.get("current") or 512)
     cores = int(config.get("cores", defaults.get("cores", 1)))
     sockets = int(config.get("sockets", 1)) if kind == rules.QEMU else 1
     disk = 0
@@ -208,6 +211,12 @@ async def create(
             raise ParameterError({"ostemplate": "property is missing and it is not optional"})
         config.setdefault("ostype", "debian")
         config.setdefault("arch", "amd64")
+        # PVE puts the root disk on `storage` (default "local"), 4 GiB unless
+        # rootfs says otherwise; a bare number is a size on that storage.
+        storage = params.get("storage") or "local"
+        rootfs = str(config.get("rootfs") or "4")
+        if rootfs.replace(".", "", 1).isdigit():
+            config["rootfs"] = f"{storage}:{rootfs}"
     config = rules.ensure_macs(kind, vmid, config)
     name = str(config.get("name") or config.get("hostname") or "")
     if kind == rules.LXC and not name:
