@@ -1,3 +1,5 @@
+from contextlib import ExitStack
+
 from django.db.models import Case, IntegerField, Value, When
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -156,19 +158,16 @@ class ScriptProjectViewSet(NetBoxModelViewSet):
             raise ProjectBusyError(str(exc)) from exc
 
     def perform_bulk_destroy(self, objects, changelog_messages=None):
+        # One lock per project, always taken in key order so two bulk
+        # deletions cannot deadlock each other.
         projects = sorted(objects, key=lambda p: lock_key(p.storage_key))
-        held = []
         try:
-            for project in projects:
-                lock = project_lock(project.storage_key)
-                lock.__enter__()
-                held.append(lock)
-            return super().perform_bulk_destroy(projects, changelog_messages)
+            with ExitStack() as locks:
+                for project in projects:
+                    locks.enter_context(project_lock(project.storage_key))
+                return super().perform_bulk_destroy(projects, changelog_messages)
         except errors.ProjectBusy as exc:
             raise ProjectBusyError(str(exc)) from exc
-        finally:
-            for lock in reversed(held):
-                lock.__exit__(None, None, None)
 
 
 class ScriptFileViewSet(NetBoxModelViewSet):

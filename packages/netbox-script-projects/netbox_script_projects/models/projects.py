@@ -162,6 +162,15 @@ class ScriptFile(NetBoxModel):
             raise ValidationError({"path": [error.message for error in errors]})
         if not self.project_id:
             return
+        if self.pk:
+            stored_project = (
+                ScriptFile.objects.filter(pk=self.pk).values_list("project_id", flat=True).first()
+            )
+            if stored_project is not None and stored_project != self.project_id:
+                # Frozen snapshots name this declaration; it never moves.
+                raise ValidationError(
+                    {"project": _("A script file cannot move to another project.")}
+                )
         siblings = ScriptFile.objects.filter(project_id=self.project_id).exclude(pk=self.pk)
         for other in siblings.only("path"):
             if other.path.casefold() == self.path.casefold() and other.path != self.path:

@@ -2,6 +2,7 @@
 
 import json
 
+from core.models import ObjectChange
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.urls import reverse
@@ -10,6 +11,8 @@ from utilities.testing import APITestCase, TestCase
 
 from netbox_script_projects.choices import RevisionStatusChoices
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
+
+from .support import StorageTestMixin, archive_upload, py_upload, zip_bytes
 
 API = "plugins-api:netbox_script_projects-api"
 HIDDEN_REVISION_FIELDS = {
@@ -245,3 +248,45 @@ class UIViewsTest(TestCase):
         for url in pages:
             with self.subTest(url=url):
                 self.assertHttpStatus(self.client.get(url), 200)
+
+
+class UIUploadTest(StorageTestMixin, TestCase):
+    def setUp(self):
+        super().setUp()
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject",
+            "netbox_script_projects.change_scriptproject",
+            "netbox_script_projects.add_scriptprojectrevision",
+        )
+        self.project = ScriptProject.objects.create(name="Inventory", key="inventory")
+        self.url = reverse(
+            "plugins:netbox_script_projects:scriptproject_upload", args=[self.project.pk]
+        )
+
+    def test_upload_form_stages_a_revision(self):
+        response = self.client.post(self.url, {"file": py_upload("report.py")})
+        revision = ScriptProjectRevision.objects.get(project=self.project)
+        self.assertRedirects(response, revision.get_absolute_url(), fetch_redirect_response=False)
+        self.assertEqual(revision.status, RevisionStatusChoices.MATERIALIZED)
+        self.assertEqual([f["path"] for f in revision.manifest["files"]], ["report.py"])
+        # Request-driven staging is change-logged, without the stored documents.
+        change = ObjectChange.objects.get(changed_object_id=revision.pk, action="create")
+        self.assertNotIn("manifest", change.postchange_data)
+        self.assertNotIn("script_file_snapshot", change.postchange_data)
+
+    def test_upload_form_shows_storage_errors(self):
+        response = self.client.post(
+            self.url, {"file": archive_upload(zip_bytes({"../x.py": b"x"}))}
+        )
+        self.assertHttpStatus(response, 200)
+        self.assertContains(response, "path_traversal")
+        self.assertEqual(self.stored_files(), [])
+
+    def test_upload_requires_change_on_the_project(self):
+        other = ScriptProject.objects.create(name="Other", key="other")
+        self.user.object_permissions.filter(actions__contains=["change"]).update(
+            constraints={"pk": self.project.pk}
+        )
+        url = reverse("plugins:netbox_script_projects:scriptproject_upload", args=[other.pk])
+        self.assertHttpStatus(self.client.post(url, {"file": py_upload()}), 404)
+        self.assertFalse(ScriptProjectRevision.objects.filter(project=other).exists())

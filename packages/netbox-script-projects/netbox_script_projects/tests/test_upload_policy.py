@@ -254,7 +254,13 @@ class HostileUploadCorpusTest(StorageTestMixin, APITestCase):
 
     def test_accepted_archive_writes_only_below_the_revision_prefix(self):
         data = tar_bytes(
-            [("./scripts/inventory.py", b"x = 1\n"), ("./lib/util.py", b"y = 2\n")], gzip=True
+            [
+                tar_special(".", tarfile.DIRTYPE),  # `tar -C tree .` writes the root first
+                tar_special("./scripts", tarfile.DIRTYPE),
+                ("./scripts/inventory.py", b"x = 1\n"),
+                ("./lib/util.py", b"y = 2\n"),
+            ],
+            gzip=True,
         )
         response = self.upload(archive_upload(data, "project.tar.gz"))
         self.assertEqual(response.status_code, status.HTTP_201_CREATED, response.data)
