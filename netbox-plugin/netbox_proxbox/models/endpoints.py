@@ -95,15 +95,24 @@ class ProxmoxEndpoint(NetBoxModel):
     # --- the token secret: encrypted at rest, write-only everywhere outside this model ---
 
     @property
-    def token_secret(self) -> str:
+    def token_secret(self):
+        # Write-only: templates (export templates, custom links) and serializers must not be
+        # able to read it by attribute access. The backend calls reveal_token_secret().
+        raise AttributeError("token_secret is write-only; use reveal_token_secret()")
+
+    @token_secret.setter
+    def token_secret(self, plaintext: str) -> None:
+        self.token_secret_ciphertext = encrypt_secret(plaintext) if plaintext else ""
+
+    def reveal_token_secret(self) -> str:
         """The decrypted secret, for the designated sync backend only (never serialized)."""
         if not self.token_secret_ciphertext:
             return ""
         return decrypt_secret(self.token_secret_ciphertext)
 
-    @token_secret.setter
-    def token_secret(self, plaintext: str) -> None:
-        self.token_secret_ciphertext = encrypt_secret(plaintext) if plaintext else ""
+    # Neither Django templates nor NetBox's sandboxed Jinja2 may call it.
+    reveal_token_secret.alters_data = True
+    reveal_token_secret.unsafe_callable = True
 
     @property
     def has_token_secret(self) -> bool:

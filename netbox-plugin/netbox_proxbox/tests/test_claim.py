@@ -310,3 +310,35 @@ class ConflictPathsTest(ClaimTestBase):
         response = self.claim(cluster_id="c-1")
         self.assertEqual(response.status_code, 201, response.content)
         self.assertEqual(ProxmoxCluster.objects.count(), 1)
+
+
+class DatabaseConflictTest(ClaimTestBase):
+    """PostgreSQL serialization failures and deadlocks surface as a controlled 409."""
+
+    def test_retryable_database_errors_become_409(self):
+        from unittest import mock
+
+        from django.db import IntegrityError, OperationalError
+        from psycopg import errors
+
+        from netbox_proxbox.ownership import claim as claim_module
+
+        cases = [
+            (OperationalError, errors.DeadlockDetected, "retry"),
+            (OperationalError, errors.SerializationFailure, "retry"),
+            (OperationalError, errors.LockNotAvailable, "retry"),
+            (IntegrityError, errors.ForeignKeyViolation, "retry"),
+            (IntegrityError, errors.UniqueViolation, "uniqueness"),
+        ]
+        for django_error, pg_error, code in cases:
+            with self.subTest(pg_error.__name__):
+                failure = django_error(pg_error.__name__)
+                failure.__cause__ = pg_error()
+                with mock.patch.object(claim_module._Claim, "run", side_effect=failure):
+                    response = self.claim()
+                self.assertEqual(response.status_code, 409, response.content)
+                self.assertEqual(response.json()["code"], code)
+                if code == "retry":
+                    self.assertIn(
+                        "Retry after the inventory state has settled", response.json()["detail"]
+                    )

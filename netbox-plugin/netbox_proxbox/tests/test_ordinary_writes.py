@@ -79,14 +79,14 @@ class EndpointWritesTest(OrdinaryWriteBase):
         self.assertIsNone(body["netbox_cluster"])  # read-only: ignored on create
         endpoint = ProxmoxEndpoint.objects.get(pk=body["id"])
         self.assertNotIn("very-secret-value", endpoint.token_secret_ciphertext)
-        self.assertEqual(endpoint.token_secret, "very-secret-value")
+        self.assertEqual(endpoint.reveal_token_secret(), "very-secret-value")
 
         patched = self.api(
             "patch", api_url("proxmoxendpoint", endpoint.pk), {"token_secret": "rotated"}
         )
         self.assertEqual(patched.status_code, 200, patched.content)
         endpoint.refresh_from_db()
-        self.assertEqual(endpoint.token_secret, "rotated")
+        self.assertEqual(endpoint.reveal_token_secret(), "rotated")
         listed = self.api("get", api_url("proxmoxendpoint") + "?name=pve-new").content.decode()
         changes = json.dumps(
             list(
@@ -100,6 +100,16 @@ class EndpointWritesTest(OrdinaryWriteBase):
             self.assertNotIn("rotated", text)
             self.assertNotIn("token_secret_ciphertext", text)
         self.assertIn("pve-new", changes)  # change records exist, just without the secret
+
+    def test_templates_cannot_read_the_secret(self):
+        from jinja2.sandbox import SecurityError
+        from utilities.jinja2 import render_jinja2
+
+        # Export templates and custom links render objects in NetBox's sandboxed Jinja2.
+        self.assertEqual(render_jinja2("[{{ e.token_secret }}]", {"e": self.endpoint}), "[]")
+        with self.assertRaises(SecurityError):
+            render_jinja2("{{ e.reveal_token_secret() }}", {"e": self.endpoint})
+        self.assertEqual(self.endpoint.reveal_token_secret(), "s3cret-pve-a")
 
     def test_relation_is_read_only_and_survives_rest_and_stale_saves(self):
         stale = ProxmoxEndpoint.objects.get(pk=self.endpoint.pk)  # loaded before the claim

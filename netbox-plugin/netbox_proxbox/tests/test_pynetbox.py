@@ -52,7 +52,7 @@ def test_endpoint_crud_and_claim(live_netbox, committed_inventory):
     assert created.has_token_secret is True
     assert "token_secret" not in dict(created)
     assert created.netbox_cluster is None
-    assert ProxmoxEndpoint.objects.get(pk=created.id).token_secret == "pynetbox-secret"
+    assert ProxmoxEndpoint.objects.get(pk=created.id).reveal_token_secret() == "pynetbox-secret"
 
     fetched = bind(endpoints.get(created.id), endpoints)
     fetched.description = "edited through pynetbox"
