@@ -483,6 +483,10 @@ def test_guest_lifecycle_with_json_bodies_snapshots_and_agent(root, unique_vmid)
     )
     assert root.wait(snap.json()["data"])["exitstatus"] == "OK"
     snaps = root.get(f"/nodes/pve1/qemu/{vmid}/snapshot").json()["data"]
+    as_of = root.get(f"/nodes/pve1/qemu/{vmid}/config", params={"snapshot": "before"}).json()[
+        "data"
+    ]
+    assert as_of["description"] == "d" and str(as_of["memory"]) == "4096"
     assert [s["name"] for s in snaps] == ["before", "current"] and snaps[1]["parent"] == "before"
     root.put(f"/nodes/pve1/qemu/{vmid}/config", data={"memory": 8192})
     rollback = root.post(f"/nodes/pve1/qemu/{vmid}/snapshot/before/rollback")

@@ -25,6 +25,10 @@ def _register(kind: str) -> None:
 
     @route(f"{guest}/config", "GET")
     async def get_config(ctx: RequestContext):
+        if ctx.params.get("snapshot"):  # "config as of snapshot X"
+            return await svc.snapshot_config(
+                ctx.rt, kind, ctx.node, ctx.vmid, ctx.params["snapshot"]
+            )
         return await svc.get_config(ctx.rt, kind, ctx.node, ctx.vmid)
 
     @route(f"{guest}/config", "PUT")
