@@ -110,6 +110,38 @@ def cmd_contract_diff(args) -> int:
     return 0
 
 
+def cmd_contract_coverage(args) -> int:
+    """How many declared methods the simulator answers semantically (vs. 501)."""
+    from proxmox_simulator.api.handlers import REGISTRY
+    from proxmox_simulator.api.handlers.index import is_directory_index
+    from proxmox_simulator.contracts.registry import resolve_contract
+
+    contract = resolve_contract(args.version, _settings(args).data_dir)
+    handled, indexes, missing = [], [], []
+    for endpoint in sorted(contract.endpoints, key=lambda e: (e.path, e.method)):
+        label = f"{endpoint.method} {endpoint.path}"
+        if REGISTRY.get(endpoint.path, endpoint.method):
+            handled.append(label)
+        elif is_directory_index(endpoint):
+            indexes.append(label)
+        else:
+            missing.append(label)
+    total = len(contract.endpoints)
+    report = {
+        "version": contract.version,
+        "methods": total,
+        "semantic_handlers": len(handled),
+        "directory_indexes": len(indexes),
+        "unhandled_501": len(missing),
+        "coverage_percent": round(100 * (len(handled) + len(indexes)) / total, 1),
+    }
+    if args.list:
+        report["handled"] = handled + indexes
+        report["unhandled"] = missing
+    _print(report)
+    return 0
+
+
 # -- database ----------------------------------------------------------------------
 
 
@@ -318,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("old")
     diff.add_argument("new")
     diff.set_defaults(func=cmd_contract_diff)
+    coverage = csub.add_parser("coverage", help="declared methods with and without handlers")
+    coverage.add_argument("version")
+    coverage.add_argument("--list", action="store_true", help="list the methods")
+    coverage.set_defaults(func=cmd_contract_coverage)
 
     sub.add_parser("migrate", help="apply SQL migrations").set_defaults(func=cmd_migrate)
     sub.add_parser("ready", help="exit 0 when the latest migration is applied").set_defaults(

@@ -74,6 +74,17 @@ def test_contract_commands(tmp_path, capsys):
     assert not any((tmp_path / "contracts" / "9.2.12" / "raw").iterdir())
 
 
+def test_contract_coverage_report(tmp_path, capsys):
+    assert main(["--data-dir", str(tmp_path), "contract", "coverage", "fakepve", "--list"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["methods"] == 680
+    assert (
+        report["semantic_handlers"] + report["directory_indexes"] + report["unhandled_501"] == 680
+    )
+    assert "GET /nodes/{node}/qemu" in report["handled"]
+    assert "GET /cluster/ha/resources" in report["unhandled"]
+
+
 def test_token_and_cluster_commands(settings, seeded, capsys, monkeypatch):
     monkeypatch.setenv("PROXMOX_SIMULATOR_DATABASE_URL", settings.database_url)
     assert main(["token", "create", "root@pam!clitest", "--privsep", "0", "--json"]) == 0
