@@ -726,3 +726,55 @@ def test_lxc_root_disk_defaults_and_property_string_memory(root, unique_vmid):
     current = root.get(f"/nodes/pve1/qemu/{unique_vmid}/status/current").json()["data"]
     assert current["maxmem"] == 3072 * 1024 * 1024
     root.wait(root.delete(f"/nodes/pve1/qemu/{unique_vmid}").json()["data"])
+
+
+def test_migrate_clone_and_template(root, unique_vmid):
+    vmid, copy = unique_vmid, unique_vmid + 1
+    created = root.post(
+        "/nodes/pve1/qemu",
+        data={"vmid": vmid, "name": "mover", "scsi0": "local-lvm:2", "net0": "virtio,bridge=vmbr0"},
+    ).json()["data"]
+    assert root.wait(created)["exitstatus"] == "OK"
+    assert (
+        root.post(f"/nodes/pve1/qemu/{vmid}/migrate", data={"target": "pve1"}).reason_phrase
+        == "target is local node."
+    )
+    root.wait(root.post(f"/nodes/pve1/qemu/{vmid}/status/start").json()["data"])
+    offline = root.post(f"/nodes/pve1/qemu/{vmid}/migrate", data={"target": "pve2"})
+    assert offline.status_code == 500 and "without --online" in offline.reason_phrase
+    moved = root.post(
+        f"/nodes/pve1/qemu/{vmid}/migrate", data={"target": "pve2", "online": 1}
+    ).json()["data"]
+    assert ":qmigrate:" in moved and root.wait(moved)["exitstatus"] == "OK"
+    assert root.get(f"/nodes/pve1/qemu/{vmid}/config").status_code == 500
+    assert root.get(f"/nodes/pve2/qemu/{vmid}/status/current").json()["data"]["status"] == "running"
+    local = root.get("/nodes/pve2/storage/local-lvm/content", params={"vmid": vmid}).json()["data"]
+    assert [v["volid"] for v in local] == [f"local-lvm:vm-{vmid}-disk-0"]
+
+    cloned = root.post(
+        f"/nodes/pve2/qemu/{vmid}/clone", data={"newid": copy, "name": "copy", "full": 1}
+    ).json()["data"]
+    assert ":qmclone:" in cloned and root.wait(cloned)["exitstatus"] == "OK"
+    original = root.get(f"/nodes/pve2/qemu/{vmid}/config").json()["data"]
+    duplicate = root.get(f"/nodes/pve2/qemu/{copy}/config").json()["data"]
+    assert duplicate["name"] == "copy" and duplicate["scsi0"].startswith(
+        f"local-lvm:vm-{copy}-disk-0"
+    )
+    assert duplicate["net0"] != original["net0"] and duplicate["net0"].startswith(
+        "virtio=BC:24:11:"
+    )
+    taken = root.post(f"/nodes/pve2/qemu/{vmid}/clone", data={"newid": copy})
+    assert taken.status_code == 500 and "already exists" in taken.reason_phrase
+
+    running = root.post(f"/nodes/pve2/qemu/{vmid}/template")
+    assert running.status_code == 500 and "running" in running.reason_phrase
+    templated = root.post(f"/nodes/pve2/qemu/{copy}/template").json()["data"]
+    assert root.wait(templated)["exitstatus"] == "OK"
+    listed = {g["vmid"]: g for g in root.get("/nodes/pve2/qemu").json()["data"]}
+    assert listed[copy]["template"] == 1 and "template" not in listed[vmid]
+
+    root.wait(root.post(f"/nodes/pve2/qemu/{vmid}/status/stop").json()["data"])
+    for guest in (vmid, copy):
+        assert (
+            root.wait(root.delete(f"/nodes/pve2/qemu/{guest}").json()["data"])["exitstatus"] == "OK"
+        )

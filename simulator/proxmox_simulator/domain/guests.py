@@ -61,6 +61,9 @@ DURATIONS = {
     "delsnapshot": 0.5,
     "rollback": 1.0,
     "config": 0.2,
+    "migrate": 5.0,
+    "clone": 3.0,
+    "template": 1.0,
 }
 
 

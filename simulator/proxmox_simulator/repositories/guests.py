@@ -26,6 +26,12 @@ _SET_STATUS = """
 UPDATE guests SET status = $2, started_at = $3, version = version + 1
 WHERE vmid = $1 RETURNING version
 """
+_SET_TEMPLATE = """
+UPDATE guests SET template = true, config = config || '{"template": 1}'::jsonb,
+                  version = version + 1
+WHERE vmid = $1
+"""
+_MOVE = "UPDATE guests SET node = $2, version = version + 1 WHERE vmid = $1"
 _SET_POOL = "UPDATE guests SET pool = $2, version = version + 1 WHERE vmid = $1"
 _DELETE = "DELETE FROM guests WHERE vmid = $1"
 _LIST = f"SELECT {_COLUMNS} FROM guests WHERE ($1::text IS NULL OR node = $1) ORDER BY vmid"
@@ -128,6 +134,14 @@ async def update_config(
 
 async def set_status(conn, vmid: int, status: str, started_at: int | None) -> None:
     await conn.execute(_SET_STATUS, vmid, status, started_at)
+
+
+async def set_template(conn, vmid: int) -> None:
+    await conn.execute(_SET_TEMPLATE, vmid)
+
+
+async def move(conn, vmid: int, node: str) -> None:
+    await conn.execute(_MOVE, vmid, node)
 
 
 async def set_pool(conn, vmid: int, pool: str | None) -> None:

@@ -64,6 +64,7 @@ _INSERT_VOLUME = """
 INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 """
+_MOVE_LOCAL_VOLUMES = "UPDATE volumes SET node = $2 WHERE vmid = $1 AND node IS NOT NULL"
 _DELETE_GUEST_VOLUMES = "DELETE FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')"
 _GUEST_VOLUMES = "SELECT volid, size FROM volumes WHERE vmid = $1 ORDER BY volid"
 _GUEST_DISK_BYTES = """
@@ -98,6 +99,11 @@ async def insert_volume(conn, *, volid, storage_name, node_name, vmid, content, 
     await conn.execute(
         _INSERT_VOLUME, volid, storage_name, node_name, vmid, content, fmt, size, ctime
     )
+
+
+async def move_local_volumes(conn: asyncpg.Connection, vmid: int, node: str) -> None:
+    """Volumes on non-shared storage follow the guest to its new node."""
+    await conn.execute(_MOVE_LOCAL_VOLUMES, vmid, node)
 
 
 async def delete_guest_volumes(conn: asyncpg.Connection, vmid: int) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.domain.guest_placement import copy_disks
 from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import guests as guest_repo
@@ -195,6 +196,74 @@ async def rollback(ctx: TaskContext) -> None:
     await ctx.complete(effect)
 
 
+async def migrate(ctx: TaskContext) -> None:
+    vmid, target = ctx.payload["vmid"], ctx.payload["target"]
+    await ctx.sleep(rules.DURATIONS["migrate"])
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        if row["node"] != ctx.payload["source"]:
+            raise PveError(f"{rules.noun(ctx.payload['kind'])} {vmid} moved away during migration")
+        await guest_repo.move(conn, vmid, target)
+        await inventory.move_local_volumes(conn, vmid, target)
+
+    await ctx.complete(
+        effect,
+        lines=[
+            f"starting migration of {rules.noun(ctx.payload['kind'])} {vmid} to node '{target}'",
+            "migration finished successfully",
+        ],
+    )
+
+
+async def clone(ctx: TaskContext) -> None:
+    newid, kind = ctx.payload["vmid"], ctx.payload["kind"]
+    await ctx.sleep(rules.DURATIONS["clone"])
+    lines = [f"create full clone of drive(s) from {rules.noun(kind)} {ctx.payload['source']}"]
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        config = dict(row["config"])
+        config.update(
+            await copy_disks(
+                conn,
+                ctx.clock,
+                kind,
+                row["node"],
+                newid,
+                ctx.payload["disks"],
+                ctx.payload["storage"],
+            )
+        )
+        config.pop("lock", None)
+        await guest_repo.update_config(
+            conn,
+            vmid=newid,
+            expected_version=row["version"],
+            config=config,
+            name=row["name"],
+            maxmem=row["maxmem"],
+            maxdisk=await inventory.guest_disk_bytes(conn, newid),
+            cpus=row["cpus"],
+            interfaces=rules.guest_interfaces(kind, config),
+            pool=row["pool"],
+        )
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def make_template(ctx: TaskContext) -> None:
+    await ctx.sleep(rules.DURATIONS["template"])
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        if row["status"] != rules.STOPPED:
+            raise PveError("you can't convert a running VM to a template")
+        await guest_repo.set_template(conn, row["vmid"])
+
+    await ctx.complete(effect)
+
+
 async def create_cluster(ctx: TaskContext) -> None:
     await ctx.sleep(1.0)
 
@@ -217,6 +286,11 @@ def executors() -> dict[str, Executor]:
         "vzdestroy": destroy,
         "qmconfig": config_update,
         "clustercreate": create_cluster,
+        "qmigrate": migrate,
+        "vzmigrate": migrate,
+        "qmclone": clone,
+        "vzclone": clone,
+        "qmtemplate": make_template,
     }
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power

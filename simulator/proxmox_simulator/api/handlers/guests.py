@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import RawJSON
 from proxmox_simulator.api.validation import defaults
+from proxmox_simulator.domain import guest_placement as placement
 from proxmox_simulator.domain import guest_service as svc
 from proxmox_simulator.domain.guests import LXC, QEMU
 
@@ -76,6 +77,18 @@ def _register(kind: str) -> None:
     @route(f"{guest}/status/current", "GET")
     async def current(ctx: RequestContext):
         return await svc.current_status(ctx.rt, kind, ctx.node, ctx.vmid)
+
+    @route(f"{guest}/migrate", "POST")
+    async def migrate(ctx: RequestContext):
+        return await placement.migrate(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params)
+
+    @route(f"{guest}/clone", "POST")
+    async def clone(ctx: RequestContext):
+        return await placement.clone(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params)
+
+    @route(f"{guest}/template", "POST")
+    async def template(ctx: RequestContext):
+        return await placement.template(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid)
 
     for action in ("start", "stop", "shutdown", "reboot", "suspend", "resume"):
         _register_power(guest, kind, action)

@@ -1,0 +1,176 @@
+"""Moving and copying guests: migrate, clone, convert to template.
+
+Same split as guest_service: PVE's immediate refusals happen here before a
+task exists; the state change commits with the task (tasks/executors.py).
+"""
+
+from __future__ import annotations
+
+from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain.access import Principal
+from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.domain.guest_service import (
+    GIB,
+    MIB,
+    allocate_disk,
+    load_guest,
+    lock_name,
+    require_node,
+)
+from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import inventory
+from proxmox_simulator.tasks.service import enqueue
+
+
+async def migrate(rt, principal: Principal, kind: str, node: str, vmid: int, params: dict) -> str:
+    target = params["target"]
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await load_guest(conn, kind, node, vmid)
+        if target == node:
+            raise PveError("target is local node.")
+        await require_node(conn, target)
+        running = row["status"] != rules.STOPPED
+        if running and kind == rules.QEMU and not params.get("online"):
+            raise PveError("can't migrate running VM without --online")
+        if running and kind == rules.LXC and not params.get("restart"):
+            raise PveError("CT is running - use restart mode or stop it first")
+        if row["config"].get("lock"):
+            raise PveError(f"{rules.noun(kind)} is locked ({row['config']['lock']})")
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="qmigrate" if kind == rules.QEMU else "vzmigrate",
+            task_id=str(vmid),
+            principal=principal,
+            payload={"vmid": vmid, "kind": kind, "source": node, "target": target},
+            lock=lock_name(kind, vmid),
+        )
+
+
+async def clone(rt, principal: Principal, kind: str, node: str, vmid: int, params: dict) -> str:
+    newid = int(params["newid"])
+    target = params.get("target") or node
+    async with rt.pool.acquire() as conn, conn.transaction():
+        source = await load_guest(conn, kind, node, vmid)
+        await require_node(conn, target)
+        storage = params.get("storage")
+        if storage and await inventory.storage(conn, storage) is None:
+            raise ParameterError({"storage": f"storage '{storage}' does not exist"})
+        pool = params.get("pool")
+        if pool and await inventory.pool(conn, pool) is None:
+            raise PveError(f"pool '{pool}' does not exist")
+        # The copy starts as the source's config without identity (MACs, disks).
+        config = {
+            k: v
+            for k, v in source["config"].items()
+            if not rules.is_disk_key(kind, k) and k not in ("lock", "parent", "vmgenid", "smbios1")
+        }
+        name_key = "name" if kind == rules.QEMU else "hostname"
+        name = params.get("name") or params.get("hostname") or f"Copy-of-{source['name'] or vmid}"
+        config[name_key] = name
+        if params.get("description") is not None:
+            config["description"] = params["description"]
+        config = _without_macs(kind, config)
+        config = rules.ensure_macs(kind, newid, config)
+        config["lock"] = "create"
+        await guest_repo.insert(
+            conn,
+            vmid=newid,
+            kind=kind,
+            node=target,
+            name=name,
+            template=False,
+            pool=pool,
+            config=config,
+            interfaces=rules.guest_interfaces(kind, config),
+            maxmem=source["maxmem"],
+            maxdisk=0,
+            cpus=source["cpus"],
+        )
+        disks = {
+            k: v
+            for k, v in source["config"].items()
+            if rules.is_disk_key(kind, k) and "media=cdrom" not in str(v)
+        }
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="qmclone" if kind == rules.QEMU else "vzclone",
+            task_id=str(vmid),
+            principal=principal,
+            payload={
+                "vmid": newid,
+                "source": vmid,
+                "kind": kind,
+                "target": target,
+                "disks": disks,
+                "storage": storage,
+            },
+            lock=lock_name(kind, newid),
+        )
+
+
+def _without_macs(kind: str, config: dict) -> dict:
+    out = dict(config)
+    for key, value in config.items():
+        if not rules.NET_KEY.match(key):
+            continue
+        props = rules.parse_property_string(value, "model" if kind == rules.QEMU else None)
+        if kind == rules.QEMU:
+            model = next((k for k in props if k in rules.NIC_MODELS), props.get("model", "virtio"))
+            rest = {k: v for k, v in props.items() if k not in ("model", model, "macaddr")}
+            out[key] = rules.format_property_string({"model": model, **rest}, "model")
+        else:
+            props.pop("hwaddr", None)
+            out[key] = rules.format_property_string(props)
+    return out
+
+
+async def copy_disks(
+    conn, clock, kind: str, node: str, newid: int, disks: dict, storage: str | None
+) -> dict:
+    """Allocate one new volume per source disk (a full clone) and return the config entries."""
+    entries = {}
+    for key, value in sorted(disks.items()):
+        props = rules.parse_property_string(value, "file" if kind == rules.QEMU else "volume")
+        volid = props.pop("file", None) or props.pop("volume", None) or ""
+        size_text = props.pop("size", "0G")
+        size_gib = _size_gib(size_text)
+        request = rules.DiskRequest(key, storage or volid.split(":", 1)[0], size_gib, props)
+        entries[key] = await allocate_disk(conn, clock, kind, node, newid, request)
+    return entries
+
+
+def _size_gib(text: str) -> float:
+    if text.endswith("T"):
+        return float(text[:-1]) * 1024
+    if text.endswith("G"):
+        return float(text[:-1])
+    if text.endswith("M"):
+        return float(text[:-1]) * MIB / GIB
+    return float(text or 0) / GIB
+
+
+async def template(rt, principal: Principal, kind: str, node: str, vmid: int) -> str | None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await load_guest(conn, kind, node, vmid)
+        if row["status"] != rules.STOPPED:
+            raise PveError(f"you can't convert a running {rules.noun(kind)} to a template")
+        if row["template"]:
+            raise PveError(f"{rules.noun(kind)} {vmid} is already a template")
+        if kind == rules.LXC:
+            # PVE converts containers synchronously (the method returns null).
+            await guest_repo.set_template(conn, vmid)
+            return None
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="qmtemplate",
+            task_id=str(vmid),
+            principal=principal,
+            payload={"vmid": vmid, "kind": kind},
+            lock=lock_name(kind, vmid),
+        )
