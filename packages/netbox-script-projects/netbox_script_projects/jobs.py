@@ -10,6 +10,8 @@ so the cleanup can be retried once the backend works again.
 from __future__ import annotations
 
 import logging
+import re
+import uuid
 
 from core.choices import JobStatusChoices
 from core.exceptions import JobFailed
@@ -25,6 +27,7 @@ from .storage.store import file_key, get_storage
 logger = logging.getLogger("netbox_script_projects.cleanup")
 
 PAYLOAD_KEYS = {"storage_key", "digest", "paths"}
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 def routing_is_safe() -> bool:
@@ -45,8 +48,14 @@ def payload_problems(payload) -> list[str]:
     if not isinstance(payload, dict) or set(payload) != PAYLOAD_KEYS:
         return ["payload has an unexpected shape"]
     problems = []
+    try:
+        uuid.UUID(str(payload["storage_key"]))
+    except ValueError:
+        problems.append("payload storage_key is not a UUID")
+    if not isinstance(payload["digest"], str) or not _DIGEST.match(payload["digest"]):
+        problems.append("payload digest is not a sha256 hex digest")
     if not isinstance(payload["paths"], list):
-        return ["payload paths is not a list"]
+        return [*problems, "payload paths is not a list"]
     for path in payload["paths"]:
         if (
             not isinstance(path, str)

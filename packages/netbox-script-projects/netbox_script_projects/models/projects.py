@@ -56,6 +56,9 @@ class ScriptProject(JobsMixin, PrimaryModel):
 
     class Meta:
         ordering = ("name",)
+        # Activation and deactivation of revisions (the activation issue)
+        # are governed by this action on the owning project.
+        permissions = [("activate", "Activate and deactivate revisions")]
         verbose_name = _("script project")
         verbose_name_plural = _("script projects")
 

@@ -12,7 +12,7 @@ from utilities.testing import APITestCase, TestCase
 from netbox_script_projects.choices import RevisionStatusChoices
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
 
-from .support import StorageTestMixin, archive_upload, py_upload, zip_bytes
+from .support import FaultyStorage, StorageTestMixin, archive_upload, py_upload, zip_bytes
 
 API = "plugins-api:netbox_script_projects-api"
 HIDDEN_REVISION_FIELDS = {
@@ -290,3 +290,82 @@ class UIUploadTest(StorageTestMixin, TestCase):
         url = reverse("plugins:netbox_script_projects:scriptproject_upload", args=[other.pk])
         self.assertHttpStatus(self.client.post(url, {"file": py_upload()}), 404)
         self.assertFalse(ScriptProjectRevision.objects.filter(project=other).exists())
+
+
+class SourceActionsAPITest(StorageTestMixin, APITestCase):
+    def setUp(self):
+        super().setUp()
+        self.project = ScriptProject.objects.create(name="Inventory", key="inventory")
+        self.add_permissions(
+            "netbox_script_projects.change_scriptproject",
+            "netbox_script_projects.add_scriptprojectrevision",
+            "netbox_script_projects.view_scriptprojectrevision",
+        )
+
+    def action(self, name, data, format="multipart"):
+        url = reverse(f"{API}:scriptproject-{name}", args=[self.project.pk])
+        return self.client.post(url, data, format=format, **self.header)
+
+    def test_upload_and_refresh_outcomes(self):
+        created = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual((created.status_code, created.data["outcome"]), (201, "created"))
+        reused = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual((reused.status_code, reused.data["outcome"]), (200, "reused"))
+        self.assertEqual(reused.data["revision"]["id"], created.data["revision"]["id"])
+
+        ScriptFile.objects.create(project=self.project, path="report.py")
+        refreshed = self.action("refresh", {}, format="json")
+        self.assertEqual((refreshed.status_code, refreshed.data["outcome"]), (201, "created"))
+        self.assertEqual(refreshed.data["revision"]["digest"], created.data["revision"]["digest"])
+        self.assertNotEqual(
+            refreshed.data["revision"]["script_file_digest"],
+            created.data["revision"]["script_file_digest"],
+        )
+        again = self.action("refresh", {"revision": created.data["revision"]["id"]}, format="json")
+        self.assertEqual((again.status_code, again.data["outcome"]), (200, "reused"))
+        missing = self.action("refresh", {"revision": 999999}, format="json")
+        self.assertEqual(missing.status_code, 400)
+        self.assertIn("revision", missing.data)
+
+    def test_storage_failures_map_to_responses(self):
+        FaultyStorage.saves_before_failure = 0
+        failed = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(failed.status_code, 503)
+        self.assertEqual([e["code"] for e in failed.data["errors"]], ["storage_write_failed"])
+        self.assertEqual(failed.data["revision"]["status"]["value"], "storage_failed")
+
+        FaultyStorage.reset()
+        resumed = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual((resumed.status_code, resumed.data["outcome"]), (200, "resumed"))
+
+        revision = ScriptProjectRevision.objects.get(pk=resumed.data["revision"]["id"])
+        (self.storage_root / revision.storage_prefix / "report.py").write_bytes(
+            b"tampered = True\n"
+        )
+        mismatch = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(mismatch.status_code, 409)
+        self.assertEqual(mismatch.data["findings"][0]["path"], "report.py")
+
+    def test_upload_needs_change_permission_on_the_project(self):
+        self.user.object_permissions.all().delete()
+        self.add_permissions("netbox_script_projects.add_scriptprojectrevision")
+        self.assertEqual(self.action("upload", {"file": py_upload()}).status_code, 404)
+        self.assertFalse(ScriptProjectRevision.objects.exists())
+
+    @override_settings(LOGIN_REQUIRED=True)
+    def test_graphql_project_tree(self):
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject", "netbox_script_projects.view_scriptfile"
+        )
+        ScriptFile.objects.create(project=self.project, path="a.py")
+        make_revision(self.project, "d")
+        query = "{ script_project_list { key storage_key script_files { path } revisions { digest status } } }"
+        data = json.loads(
+            self.client.post(
+                reverse("graphql"), data={"query": query}, format="json", **self.header
+            ).content
+        )
+        self.assertNotIn("errors", data, data)
+        project = data["data"]["script_project_list"][0]
+        self.assertEqual(project["script_files"], [{"path": "a.py"}])
+        self.assertEqual(project["revisions"][0]["digest"], "d" * 64)
