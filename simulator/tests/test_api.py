@@ -778,3 +778,43 @@ def test_migrate_clone_and_template(root, unique_vmid):
         assert (
             root.wait(root.delete(f"/nodes/pve2/qemu/{guest}").json()["data"])["exitstatus"] == "OK"
         )
+
+
+def test_lxc_migrate_clone_and_template(root, unique_vmid):
+    vmid, copy = unique_vmid, unique_vmid + 1
+    template = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+    upid = root.post(
+        "/nodes/pve3/lxc",
+        data={
+            "vmid": vmid,
+            "ostemplate": template,
+            "rootfs": "local-lvm:2",
+            "start": 1,
+            "net0": "name=eth0,bridge=vmbr0,ip=10.99.0.5/24",
+        },
+    ).json()["data"]
+    assert root.wait(upid)["exitstatus"] == "OK"
+    refused = root.post(f"/nodes/pve3/lxc/{vmid}/migrate", data={"target": "pve1"})
+    assert refused.status_code == 500 and "restart" in refused.reason_phrase
+    moved = root.post(
+        f"/nodes/pve3/lxc/{vmid}/migrate", data={"target": "pve1", "restart": 1}
+    ).json()["data"]
+    assert ":vzmigrate:" in moved and root.wait(moved)["exitstatus"] == "OK"
+    cloned = root.post(
+        f"/nodes/pve1/lxc/{vmid}/clone", data={"newid": copy, "hostname": "ct-copy"}
+    ).json()["data"]
+    assert ":vzclone:" in cloned and root.wait(cloned)["exitstatus"] == "OK"
+    duplicate = root.get(f"/nodes/pve1/lxc/{copy}/config").json()["data"]
+    assert duplicate["hostname"] == "ct-copy" and duplicate["rootfs"].startswith(
+        f"local-lvm:vm-{copy}-disk-0"
+    )
+    assert "hwaddr=BC:24:11" in duplicate["net0"] and "ip=10.99.0.5/24" in duplicate["net0"]
+    # Containers are converted synchronously: the method returns null.
+    converted = root.post(f"/nodes/pve1/lxc/{copy}/template")
+    assert converted.status_code == 200 and converted.json()["data"] is None
+    assert root.get(f"/nodes/pve1/lxc/{copy}/status/current").json()["data"]["template"] == 1
+    root.wait(root.post(f"/nodes/pve1/lxc/{vmid}/status/stop").json()["data"])
+    for guest in (vmid, copy):
+        assert (
+            root.wait(root.delete(f"/nodes/pve1/lxc/{guest}").json()["data"])["exitstatus"] == "OK"
+        )
