@@ -58,9 +58,9 @@ class ProxmoxEndpointViewSet(NetBoxModelViewSet):
     def sync_cluster(self, request, pk):
         """Create or reconcile the native cluster this endpoint owns (local database writes only)."""
         try:
-            endpoint = ProxmoxEndpoint.objects.get(pk=pk)
+            endpoint = ProxmoxEndpoint.objects.get(pk=int(pk))
             permissions.require_endpoint_access(request.user, endpoint)
-        except ProxmoxEndpoint.DoesNotExist:
+        except (ValueError, ProxmoxEndpoint.DoesNotExist):
             return Response({"detail": "No Proxmox endpoint matches the given query."}, status=404)
         except ClaimError as exc:
             return Response(exc.as_response_data(), status=exc.status_code)

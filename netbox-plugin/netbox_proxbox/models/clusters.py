@@ -7,6 +7,7 @@ from django.db import models, transaction
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from netbox.models import NetBoxModel
+from utilities.exceptions import AbortRequest
 
 from ..choices import EndpointModeChoices, SyncStatusChoices
 
@@ -30,6 +31,11 @@ class LoadedValuesMixin:
         instance = super().from_db(db, field_names, values, *args, **kwargs)
         instance._loaded = {f: getattr(instance, f, None) for f in cls.tracked_fields}
         return instance
+
+    def save_base(self, *args, **kwargs):
+        super().save_base(*args, **kwargs)
+        # What is stored now is what this instance was "loaded" with from here on.
+        self._loaded = {f: getattr(self, f, None) for f in self.tracked_fields}
 
     def loaded_value(self, attname):
         return getattr(self, "_loaded", {}).get(attname)
@@ -151,19 +157,20 @@ class ProxmoxCluster(LoadedValuesMixin, NetBoxModel):
                 .values("endpoint_id", "netbox_cluster_id")
                 .first()
             )
-            if current is not None:
-                locks = InventoryLocks().acquire(
-                    endpoint_id=current["endpoint_id"],
-                    cluster_id=current["netbox_cluster_id"],
-                    tracking_ids=[self.pk],
-                )
-                row = locks.tracking[0] if locks.tracking else None
-                if row is not None:
-                    self.endpoint_id = row.endpoint_id
-                    cleared = self.caller_changed("netbox_cluster_id") and (
-                        self.netbox_cluster_id is None
-                    )
-                    self.netbox_cluster_id = None if cleared else row.netbox_cluster_id
+            if current is None:
+                raise AbortRequest(_("This tracking record was deleted meanwhile."))
+            # The endpoint lock waits out any claim in flight; the row is re-read afterwards.
+            locks = InventoryLocks().acquire(
+                endpoint_id=current["endpoint_id"],
+                cluster_id=current["netbox_cluster_id"],
+                tracking_ids=[self.pk],
+            )
+            if not locks.tracking:
+                raise AbortRequest(_("This tracking record was deleted meanwhile."))
+            row = locks.tracking[0]
+            self.endpoint_id = row.endpoint_id
+            cleared = self.caller_changed("netbox_cluster_id") and self.netbox_cluster_id is None
+            self.netbox_cluster_id = None if cleared else row.netbox_cluster_id
             return super().save(*args, **kwargs)
 
 
@@ -255,16 +262,27 @@ class ProxboxClusterSyncState(LoadedValuesMixin, NetBoxModel):
 
         if self._state.adding:
             self.proxmox_cluster = None
-            return super().save(*args, **kwargs)
+            with transaction.atomic(using=kwargs.get("using")):
+                # Serialize with a claim creating this cluster's sidecar (cluster → sidecar).
+                locks = InventoryLocks().acquire(
+                    cluster_id=self.cluster_id, sidecar_cluster_id=self.cluster_id
+                )
+                if locks.cluster is None:
+                    raise AbortRequest(_("The native cluster was deleted meanwhile."))
+                if locks.sidecar is not None:
+                    raise AbortRequest(_("This native cluster already has a sync state."))
+                return super().save(*args, **kwargs)
         with transaction.atomic(using=kwargs.get("using")):
             current_cluster = (
                 type(self).objects.filter(pk=self.pk).values_list("cluster_id", flat=True).first()
             )
-            if current_cluster is not None:
-                locks = InventoryLocks().acquire(
-                    cluster_id=current_cluster, sidecar_cluster_id=current_cluster
-                )
-                if locks.sidecar is not None:
-                    self.cluster_id = locks.sidecar.cluster_id
-                    self.proxmox_cluster_id = locks.sidecar.proxmox_cluster_id
+            if current_cluster is None:
+                raise AbortRequest(_("This sync state was deleted meanwhile."))
+            locks = InventoryLocks().acquire(
+                cluster_id=current_cluster, sidecar_cluster_id=current_cluster
+            )
+            if locks.sidecar is None:
+                raise AbortRequest(_("This sync state was deleted meanwhile."))
+            self.cluster_id = locks.sidecar.cluster_id
+            self.proxmox_cluster_id = locks.sidecar.proxmox_cluster_id
             return super().save(*args, **kwargs)

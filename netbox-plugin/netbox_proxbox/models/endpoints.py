@@ -7,6 +7,7 @@ from django.db import models, transaction
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from netbox.models import NetBoxModel
+from utilities.exceptions import AbortRequest
 
 from ..choices import EndpointModeChoices
 from ..encryption import decrypt_secret, encrypt_secret
@@ -142,11 +143,13 @@ class ProxmoxEndpoint(NetBoxModel):
                 type(self)
                 .objects.select_for_update(of=("self",))
                 .filter(pk=self.pk)
-                .values_list("netbox_cluster_id", flat=True)
+                .values("netbox_cluster_id")
                 .first()
             )
-            if self.netbox_cluster_id != current:
-                self.netbox_cluster_id = current
+            if current is None:
+                raise AbortRequest(_("This endpoint was deleted meanwhile; nothing was saved."))
+            if self.netbox_cluster_id != current["netbox_cluster_id"]:
+                self.netbox_cluster_id = current["netbox_cluster_id"]
             update_fields = kwargs.pop("update_fields", None)
             if update_fields is None:
                 update_fields = [

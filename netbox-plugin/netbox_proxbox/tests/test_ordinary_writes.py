@@ -8,6 +8,7 @@ from core.models import ObjectChange
 from django.test import TestCase
 from rest_framework.test import APIClient
 from users.models import User
+from utilities.exceptions import AbortRequest
 from virtualization.models import Cluster
 
 from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
@@ -249,6 +250,15 @@ class TrackingWritesTest(OrdinaryWriteBase):
         row.refresh_from_db()
         self.assertIsNone(row.netbox_cluster_id)
 
+    def test_saving_a_deleted_record_is_refused_not_resurrected(self):
+        row = ProxmoxCluster.objects.create(endpoint=self.endpoint, name="gone")
+        stale = ProxmoxCluster.objects.get(pk=row.pk)
+        row.delete()
+        stale.version = "x"
+        with self.assertRaises(AbortRequest):
+            stale.save()
+        self.assertFalse(ProxmoxCluster.objects.filter(pk=stale.pk).exists())
+
 
 class SidecarWritesTest(OrdinaryWriteBase):
     def test_link_can_be_repeated_but_not_replaced_or_cleared(self):
@@ -300,3 +310,7 @@ class SidecarWritesTest(OrdinaryWriteBase):
         stale.save()
         stale.refresh_from_db()
         self.assertEqual((stale.errors, stale.proxmox_cluster_id), (7, row.pk))
+
+        # A second sidecar for the same cluster is refused with a 400, not a server error.
+        response = self.api("post", api_url("proxboxclustersyncstate"), {"cluster": cluster.pk})
+        self.assertEqual(response.status_code, 400, response.content)
