@@ -818,3 +818,35 @@ def test_lxc_migrate_clone_and_template(root, unique_vmid):
         assert (
             root.wait(root.delete(f"/nodes/pve1/lxc/{guest}").json()["data"])["exitstatus"] == "OK"
         )
+
+
+def test_disk_resize_and_pending(root, unique_vmid):
+    vmid = unique_vmid
+    root.wait(
+        root.post(
+            "/nodes/pve1/qemu", data={"vmid": vmid, "scsi0": "local-lvm:2,iothread=1"}
+        ).json()["data"]
+    )
+    shrink = root.put(f"/nodes/pve1/qemu/{vmid}/resize", data={"disk": "scsi0", "size": "1G"})
+    assert shrink.status_code == 500 and "shrinking" in shrink.reason_phrase
+    assert (
+        root.put(
+            f"/nodes/pve1/qemu/{vmid}/resize", data={"disk": "scsi9", "size": "+1G"}
+        ).status_code
+        == 500
+    )
+    grow = root.put(
+        f"/nodes/pve1/qemu/{vmid}/resize", data={"disk": "scsi0", "size": "+3G"}
+    ).json()["data"]
+    assert ":resize:" in grow and root.wait(grow)["exitstatus"] == "OK"
+    config = root.get(f"/nodes/pve1/qemu/{vmid}/config").json()["data"]
+    assert "size=5G" in config["scsi0"] and "iothread=1" in config["scsi0"]
+    volume = root.get("/nodes/pve1/storage/local-lvm/content", params={"vmid": vmid}).json()[
+        "data"
+    ][0]
+    assert volume["size"] == 5 * 1024**3
+    pending = {
+        e["key"]: e["value"] for e in root.get(f"/nodes/pve1/qemu/{vmid}/pending").json()["data"]
+    }
+    assert pending["scsi0"] == config["scsi0"]
+    root.wait(root.delete(f"/nodes/pve1/qemu/{vmid}").json()["data"])

@@ -64,6 +64,7 @@ DURATIONS = {
     "migrate": 5.0,
     "clone": 3.0,
     "template": 1.0,
+    "resize": 1.0,
 }
 
 

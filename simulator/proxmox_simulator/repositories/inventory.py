@@ -64,6 +64,7 @@ _INSERT_VOLUME = """
 INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 """
+_SET_VOLUME_SIZE = "UPDATE volumes SET size = $2 WHERE volid = $1"
 _MOVE_LOCAL_VOLUMES = "UPDATE volumes SET node = $2 WHERE vmid = $1 AND node IS NOT NULL"
 _DELETE_GUEST_VOLUMES = "DELETE FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')"
 _GUEST_VOLUMES = "SELECT volid, size FROM volumes WHERE vmid = $1 ORDER BY volid"
@@ -99,6 +100,10 @@ async def insert_volume(conn, *, volid, storage_name, node_name, vmid, content, 
     await conn.execute(
         _INSERT_VOLUME, volid, storage_name, node_name, vmid, content, fmt, size, ctime
     )
+
+
+async def set_volume_size(conn: asyncpg.Connection, volid: str, size: int) -> None:
+    await conn.execute(_SET_VOLUME_SIZE, volid, size)
 
 
 async def move_local_volumes(conn: asyncpg.Connection, vmid: int, node: str) -> None:

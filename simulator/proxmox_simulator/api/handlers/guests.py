@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import RawJSON
 from proxmox_simulator.api.validation import defaults
+from proxmox_simulator.domain import guest_disks as disks
 from proxmox_simulator.domain import guest_placement as placement
 from proxmox_simulator.domain import guest_service as svc
 from proxmox_simulator.domain.guests import LXC, QEMU
@@ -77,6 +78,17 @@ def _register(kind: str) -> None:
     @route(f"{guest}/status/current", "GET")
     async def current(ctx: RequestContext):
         return await svc.current_status(ctx.rt, kind, ctx.node, ctx.vmid)
+
+    @route(f"{guest}/resize", "PUT")
+    async def resize(ctx: RequestContext):
+        return await disks.resize(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params)
+
+    @route(f"{guest}/pending", "GET")
+    async def pending(ctx: RequestContext):
+        # Changes apply immediately in the simulator, so nothing is ever pending:
+        # every key is reported with its current value, as PVE does.
+        config = await svc.get_config(ctx.rt, kind, ctx.node, ctx.vmid)
+        return [{"key": k, "value": v} for k, v in sorted(config.items())]
 
     @route(f"{guest}/migrate", "POST")
     async def migrate(ctx: RequestContext):
