@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import ABC, abstractmethod
 
 
-class Clock:
+class Clock(ABC):
+    @abstractmethod
     def now(self) -> float:
-        raise NotImplementedError
+        """Current simulated time, epoch seconds."""
 
+    @abstractmethod
     async def sleep(self, seconds: float) -> None:
-        raise NotImplementedError
+        """Wait for ``seconds`` of simulated time."""
 
     async def sleep_until(self, deadline: float) -> None:
         """Wait until the clock reads ``deadline`` (immediately if it already does)."""
