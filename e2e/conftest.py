@@ -10,7 +10,7 @@ dir (`services_env`) and every stack of the session uses them.
 Later suites reuse `stack` (a running stack: URLs, admin token) and
 `start_stack` (another stack with extra options or environment).
 
-Run: uv run pytest e2e -p no:django
+Run: uv run nox -s e2e, or uv run pytest e2e/test_stack.py
 """
 
 from __future__ import annotations
