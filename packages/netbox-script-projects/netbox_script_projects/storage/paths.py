@@ -8,6 +8,7 @@ shadows another path must never reach a storage backend.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -124,8 +125,8 @@ def tree_conflicts(paths: Iterable[str]) -> list[PathError]:
 
     duplicate_path: the same path twice. path_conflict: a path is both a file
     and a directory, or two files import as the same module (`a.py` beside
-    `a/__init__.py` or `a/…`). case_fold_conflict: names equal after case
-    folding, which alias on case-insensitive storage.
+    `a/__init__.py` or `a/…`). case_fold_conflict: names equal after Unicode
+    normalization and case folding, which alias on case-insensitive storage.
     """
     errors: set[PathError] = set()
     files: set[str] = set()
@@ -140,9 +141,10 @@ def tree_conflicts(paths: Iterable[str]) -> list[PathError]:
     for path in files & directories:
         errors.add(PathError(path, Codes.PATH_CONFLICT, "Path is both a file and a directory."))
 
+    # Case-insensitive and normalizing filesystems (NFC/NFD) alias these.
     spellings: dict[str, set[str]] = defaultdict(set)
     for name in files | directories:
-        spellings[name.casefold()].add(name)
+        spellings[unicodedata.normalize("NFC", name).casefold()].add(name)
     for names in spellings.values():
         if len(names) > 1:
             first, *others = sorted(names)

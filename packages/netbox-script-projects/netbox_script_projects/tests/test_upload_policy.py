@@ -5,7 +5,9 @@ digests, and leave not one byte in storage.
 """
 
 import tarfile
+import tempfile
 import zipfile
+from pathlib import Path
 
 from django.urls import reverse
 from rest_framework import status
@@ -54,6 +56,27 @@ def _hostile_corpus():
         "backslash traversal",
         archive_upload(zip_bytes({"..\\evil.py": b"x"})),
         "path_traversal",
+        None,
+    )
+    yield (
+        "tar traversal",
+        archive_upload(tar_bytes([("./../../evil.py", b"x = 1\n")]), "p.tar"),
+        "path_traversal",
+        None,
+    )
+    yield (
+        "tar directory symlink then a file through it",
+        archive_upload(
+            tar_bytes([tar_special("lib", tarfile.SYMTYPE, "/etc"), ("lib/passwd.py", b"x")]),
+            "p.tar",
+        ),
+        "unsupported_member",
+        "lib",
+    )
+    yield (
+        "tar absolute path",
+        archive_upload(tar_bytes([("/tmp/x.py", b"x")]), "p.tar"),
+        "absolute_path",
         None,
     )
     yield (
@@ -125,6 +148,12 @@ def _hostile_corpus():
         archive_upload(zip_bytes({"Lib/a.py": b"x", "lib/b.py": b"y"})),
         "case_fold_conflict",
         "lib",
+    )
+    yield (
+        "Unicode-normalization alias",
+        archive_upload(zip_bytes({"caf\u00e9.py": b"x", "cafe\u0301.py": b"y"})),
+        "case_fold_conflict",
+        None,
     )
     yield (
         "module-name collision",
@@ -220,7 +249,11 @@ class HostileUploadCorpusTest(StorageTestMixin, APITestCase):
     def upload(self, uploaded):
         return self.client.post(self.url, {"file": uploaded}, format="multipart", **self.header)
 
+    def spool_dirs(self):
+        return sorted(Path(tempfile.gettempdir()).glob("nbsp-upload-*"))
+
     def test_hostile_corpus_is_rejected_with_codes_and_stores_nothing(self):
+        spools_before = self.spool_dirs()
         cases = list(_hostile_corpus())
         self.assertGreaterEqual(len(cases), 15)
         for case, uploaded, code, path in cases:
@@ -241,6 +274,8 @@ class HostileUploadCorpusTest(StorageTestMixin, APITestCase):
                 self.assertIsNone(revision.script_file_digest)
                 self.assertEqual(revision.validation_errors, errors)
                 self.assertEqual(self.stored_files(), [], "a rejected upload wrote to storage")
+        # The private spool directories are gone too.
+        self.assertEqual(self.spool_dirs(), spools_before)
 
     def test_rejected_submissions_with_the_same_accepted_subset_do_not_share_identity(self):
         first = self.upload(archive_upload(zip_bytes({"ok.py": b"x = 1\n", "../a.py": b"1"})))
