@@ -29,19 +29,23 @@ class LoadedValuesMixin:
     @classmethod
     def from_db(cls, db, field_names, values, *args, **kwargs):
         instance = super().from_db(db, field_names, values, *args, **kwargs)
-        instance._loaded = {f: getattr(instance, f, None) for f in cls.tracked_fields}
+        instance._remember_loaded()
         return instance
 
     def save_base(self, *args, **kwargs):
         super().save_base(*args, **kwargs)
         # What is stored now is what this instance was "loaded" with from here on.
-        self._loaded = {f: getattr(self, f, None) for f in self.tracked_fields}
+        self._remember_loaded()
 
-    def loaded_value(self, attname):
-        return getattr(self, "_loaded", {}).get(attname)
+    def _remember_loaded(self):
+        # Only values actually present: touching a deferred field would query (and recurse).
+        self._loaded = {f: self.__dict__[f] for f in self.tracked_fields if f in self.__dict__}
 
     def caller_changed(self, attname) -> bool:
-        return not self._state.adding and getattr(self, attname) != self.loaded_value(attname)
+        loaded = getattr(self, "_loaded", {})
+        if self._state.adding or attname not in loaded:
+            return False
+        return getattr(self, attname) != loaded[attname]
 
 
 class ProxmoxCluster(LoadedValuesMixin, NetBoxModel):

@@ -1,0 +1,104 @@
+"""Filters of the three REST collections and their GraphQL counterparts."""
+
+from __future__ import annotations
+
+from django.test import Client, TestCase
+from django.urls import reverse
+from rest_framework.test import APIClient
+from users.models import User
+from virtualization.models import Cluster
+
+from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster
+
+from .base import api_url, auth_header, grant, make_endpoint, make_references, make_user
+
+VIEW_ALL = (
+    "netbox_proxbox.view_proxmoxendpoint",
+    "netbox_proxbox.view_proxmoxcluster",
+    "netbox_proxbox.view_proxboxclustersyncstate",
+    "virtualization.view_cluster",
+)
+
+
+class FilterTest(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, cls.site, cls.tenant = make_references()
+        cls.a = make_endpoint("pve-a", site=cls.site, mode="standalone")
+        cls.b = make_endpoint("pve-b", enabled=False)
+        cls.cluster = Cluster.objects.create(name="native", type=cls.cluster_type)
+        cls.linked = ProxmoxCluster(
+            endpoint=cls.a, name="alpha", cluster_id="id-a", netbox_cluster=cls.cluster
+        )
+        cls.linked.save(claim=True)
+        cls.unlinked = ProxmoxCluster.objects.create(endpoint=cls.b, name="beta")
+        cls.sidecar = ProxboxClusterSyncState(
+            cluster=cls.cluster, proxmox_cluster=cls.linked, status="failed"
+        )
+        cls.sidecar.save(claim=True)
+        cls.user, cls.token = make_user("reader", VIEW_ALL)
+
+    def ids(self, model, query):
+        response = APIClient().get(api_url(model) + query, **auth_header(self.token))
+        self.assertEqual(response.status_code, 200, response.content)
+        return sorted(row["id"] for row in response.json()["results"])
+
+    def test_rest_filters(self):
+        cases = [
+            ("proxmoxendpoint", "?mode=standalone", [self.a.pk]),
+            ("proxmoxendpoint", "?enabled=false", [self.b.pk]),
+            ("proxmoxendpoint", f"?site_id={self.site.pk}", [self.a.pk]),
+            ("proxmoxendpoint", "?q=pve-b", [self.b.pk]),
+            ("proxmoxcluster", "?linked=true", [self.linked.pk]),
+            ("proxmoxcluster", "?linked=false", [self.unlinked.pk]),
+            ("proxmoxcluster", f"?endpoint_id={self.b.pk}", [self.unlinked.pk]),
+            ("proxmoxcluster", f"?netbox_cluster_id={self.cluster.pk}", [self.linked.pk]),
+            ("proxmoxcluster", "?cluster_id=id-a", [self.linked.pk]),
+            ("proxboxclustersyncstate", f"?cluster_id={self.cluster.pk}", [self.sidecar.pk]),
+            ("proxboxclustersyncstate", "?status=succeeded", []),
+            ("proxboxclustersyncstate", f"?proxmox_cluster_id={self.linked.pk}", [self.sidecar.pk]),
+        ]
+        for model, query, expected in cases:
+            with self.subTest(model=model, query=query):
+                self.assertEqual(self.ids(model, query), expected)
+
+    def test_graphql_tracking_and_sidecars(self):
+        client = Client()
+        client.force_login(User.objects.get(pk=self.user.pk))
+        query = """{
+          proxmox_cluster_list(filters: {name: {exact: "alpha"}}) { name endpoint { name } netbox_cluster { name } }
+          proxbox_cluster_sync_state_list { status proxmox_cluster { name } cluster { name } }
+        }"""
+        response = client.post(
+            reverse("graphql"), {"query": query}, content_type="application/json"
+        )
+        data = response.json()
+        self.assertNotIn("errors", data, data)
+        self.assertEqual(
+            data["data"]["proxmox_cluster_list"],
+            [
+                {
+                    "name": "alpha",
+                    "endpoint": {"name": "pve-a"},
+                    "netbox_cluster": {"name": "native"},
+                }
+            ],
+        )
+        self.assertEqual(
+            data["data"]["proxbox_cluster_sync_state_list"],
+            [
+                {
+                    "status": "failed",
+                    "proxmox_cluster": {"name": "alpha"},
+                    "cluster": {"name": "native"},
+                }
+            ],
+        )
+
+    def test_views_are_restricted_by_object_permissions(self):
+        limited, token = make_user("limited")
+        grant(
+            limited, "netbox_proxbox.view_proxmoxcluster", constraints={"endpoint__name": "pve-b"}
+        )
+        response = APIClient().get(api_url("proxmoxcluster"), **auth_header(token))
+        self.assertEqual([row["id"] for row in response.json()["results"]], [self.unlinked.pk])
