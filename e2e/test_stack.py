@@ -121,6 +121,21 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
         drop_database(env, env["PROXBOX_NETBOX_DATABASE"])
 
 
+def test_next_up_stops_what_a_killed_supervisor_left_behind(start_stack):
+    crashed = start_stack("crashed")
+    records = crashed.recorded_processes()
+    os.kill(records["proxbox up"].pid, signal.SIGKILL)
+    assert wait_for(lambda: not records["proxbox up"].alive(), timeout=10)
+    assert records["netbox"].alive() and records["rqworker"].alive()  # orphans now
+
+    again = crashed.proxbox("up", "-d", "--port", str(crashed.port), timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not records["netbox"].alive()
+    assert not records["rqworker"].alive()
+    with crashed.client() as client:
+        assert client.get("/api/status/").status_code == 200
+
+
 def test_down_leaves_no_process(stack):
     records = stack.recorded_processes()
     assert {"proxbox up", "netbox", "rqworker"} <= set(records)

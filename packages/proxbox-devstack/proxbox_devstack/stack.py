@@ -47,6 +47,8 @@ def preflight(data_dir: Path, options: UpOptions) -> None:
             "stop it with `proxbox down`",
             EXIT_FAILURE,
         )
+    # Children of a crashed `proxbox up` may still hold the port: stop them first.
+    _stop_stale(data_dir, print)
     if not port_is_free(options.port, options.host):
         raise StackError(
             f"port {options.port} on {options.host} is in use: choose another with --port",
@@ -148,7 +150,6 @@ def _stop_stale(data_dir: Path, log: Log) -> None:
 def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: bool = False) -> int:
     """Run the stack in the foreground until a signal; returns the exit code."""
     preflight(data_dir, options)
-    _stop_stale(data_dir, log)
     supervisor = Supervisor(data_dir, log)
     _install_signal_handlers(supervisor)
     services = services_mod.start_services(data_dir, log=log)
