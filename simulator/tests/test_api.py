@@ -850,3 +850,30 @@ def test_disk_resize_and_pending(root, unique_vmid):
     }
     assert pending["scsi0"] == config["scsi0"]
     root.wait(root.delete(f"/nodes/pve1/qemu/{vmid}").json()["data"])
+
+
+def test_guest_agent_answers_follow_the_config(root, unique_vmid):
+    vmid = unique_vmid
+    created = root.post(
+        "/nodes/pve2/qemu",
+        data={
+            "vmid": vmid,
+            "name": "win-agent",
+            "ostype": "win11",
+            "agent": "enabled=1",
+            "start": 1,
+        },
+    ).json()["data"]
+    assert root.wait(created)["exitstatus"] == "OK"
+    base = f"/nodes/pve2/qemu/{vmid}/agent"
+    assert root.get(f"{base}/get-osinfo").json()["data"]["result"]["id"] == "mswindows"
+    assert root.get(f"{base}/get-host-name").json()["data"]["result"] == {"host-name": "win-agent"}
+    assert root.post(f"{base}/ping").json()["data"] == {"result": {}}
+    commands = {
+        c["name"] for c in root.get(f"{base}/info").json()["data"]["result"]["supported_commands"]
+    }
+    assert "guest-network-get-interfaces" in commands
+    root.wait(root.post(f"/nodes/pve2/qemu/{vmid}/status/stop").json()["data"])
+    stopped = root.get(f"{base}/get-osinfo")
+    assert stopped.status_code == 500 and stopped.reason_phrase == f"VM {vmid} is not running"
+    root.wait(root.delete(f"/nodes/pve2/qemu/{vmid}").json()["data"])

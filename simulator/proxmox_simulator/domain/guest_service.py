@@ -472,43 +472,6 @@ async def current_status(rt, kind: str, node: str, vmid: int) -> dict:
     return {k: v for k, v in status.items() if v is not None}
 
 
-async def agent_network_interfaces(rt, node: str, vmid: int) -> dict:
-    async with rt.pool.acquire() as conn:
-        row = await load_guest(conn, rules.QEMU, node, vmid)
-    agent = rules.parse_property_string(row["config"].get("agent", "0"), "enabled")
-    if agent.get("enabled") not in ("1", "yes", "on", "true"):
-        raise PveError("No QEMU guest agent configured")
-    if row["status"] != rules.RUNNING:
-        raise PveError(f"VM {vmid} is not running")
-    loopback = {
-        "name": "lo",
-        "hardware-address": "00:00:00:00:00:00",
-        "ip-addresses": [
-            {"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
-            {"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128},
-        ],
-        "statistics": _zero_stats(),
-    }
-    result = [loopback]
-    for nic in row["interfaces"]:
-        result.append({**nic, "statistics": _zero_stats()})
-    return {"result": result}
-
-
-def _zero_stats() -> dict:
-    keys = (
-        "rx-bytes",
-        "rx-dropped",
-        "rx-errs",
-        "rx-packets",
-        "tx-bytes",
-        "tx-dropped",
-        "tx-errs",
-        "tx-packets",
-    )
-    return dict.fromkeys(keys, 0)
-
-
 async def lxc_interfaces(rt, node: str, vmid: int) -> list[dict]:
     async with rt.pool.acquire() as conn:
         row = await load_guest(conn, rules.LXC, node, vmid)

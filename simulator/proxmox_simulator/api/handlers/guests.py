@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import RawJSON
 from proxmox_simulator.api.validation import defaults
+from proxmox_simulator.domain import guest_agent as agent
 from proxmox_simulator.domain import guest_disks as disks
 from proxmox_simulator.domain import guest_placement as placement
 from proxmox_simulator.domain import guest_service as svc
@@ -63,7 +64,23 @@ def _register(kind: str) -> None:
 
         @route(f"{guest}/agent/network-get-interfaces", "GET")
         async def agent_interfaces(ctx: RequestContext):
-            return await svc.agent_network_interfaces(ctx.rt, ctx.node, ctx.vmid)
+            return await agent.network_interfaces(ctx.rt, ctx.node, ctx.vmid)
+
+        @route(f"{guest}/agent/get-osinfo", "GET")
+        async def agent_osinfo(ctx: RequestContext):
+            return await agent.os_info(ctx.rt, ctx.node, ctx.vmid)
+
+        @route(f"{guest}/agent/get-host-name", "GET")
+        async def agent_host_name(ctx: RequestContext):
+            return await agent.host_name(ctx.rt, ctx.node, ctx.vmid)
+
+        @route(f"{guest}/agent/info", "GET")
+        async def agent_info(ctx: RequestContext):
+            return await agent.info(ctx.rt, ctx.node, ctx.vmid)
+
+        @route(f"{guest}/agent/ping", "POST")
+        async def agent_ping(ctx: RequestContext):
+            return await agent.ping(ctx.rt, ctx.node, ctx.vmid)
 
     else:
 
