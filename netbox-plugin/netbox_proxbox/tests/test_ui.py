@@ -103,3 +103,57 @@ class OwnershipLinksTest(TestCase):
             content_type="application/json",
         )
         self.assertIn("errors", bad.json())
+
+
+class EditFormsTest(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, cls.site, cls.tenant = make_references()
+        cls.endpoint = make_endpoint("pve-a")
+        cls.cluster = Cluster.objects.create(name="native-one", type=cls.cluster_type)
+
+    def setUp(self):
+        self.user = User.objects.create_user(username="editor", is_superuser=True)
+        self.client = Client()
+        self.client.force_login(self.user)
+
+    def test_tracking_form_cannot_claim_even_for_a_superuser(self):
+        from netbox_proxbox.models import ProxmoxCluster
+
+        response = self.client.post(
+            reverse("plugins:netbox_proxbox:proxmoxcluster_add"),
+            {
+                "endpoint": self.endpoint.pk,
+                "name": "x",
+                "mode": "cluster",
+                "netbox_cluster": self.cluster.pk,
+            },
+        )
+        self.assertEqual(response.status_code, 200)  # the form is shown again with the error
+        self.assertIn("sync-cluster", response.content.decode())
+        self.assertFalse(ProxmoxCluster.objects.exists())
+
+    def test_endpoint_form_keeps_the_secret_when_left_empty_and_never_renders_it(self):
+        url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
+        page = self.client.get(url).content.decode()
+        self.assertNotIn("s3cret-pve-a", page)
+        self.assertNotIn(self.endpoint.token_secret_ciphertext, page)
+        form = {
+            "name": "pve-a",
+            "host": "h.example",
+            "port": 8006,
+            "token_id": "t",
+            "mode": "cluster",
+            "enabled": "on",
+            "verify_tls": "on",
+        }
+        response = self.client.post(url, form)
+        self.assertEqual(response.status_code, 302, response.content.decode()[:2000])
+        self.endpoint.refresh_from_db()
+        self.assertEqual(
+            (self.endpoint.host, self.endpoint.reveal_token_secret()), ("h.example", "s3cret-pve-a")
+        )
+        response = self.client.post(url, {**form, "token_secret": "rotated-in-ui"})
+        self.assertEqual(response.status_code, 302)
+        self.endpoint.refresh_from_db()
+        self.assertEqual(self.endpoint.reveal_token_secret(), "rotated-in-ui")
