@@ -175,13 +175,17 @@ def test_simulator_process_helper_serves_tls_in_a_child_process(settings, seeded
 def test_serve_refuses_an_unmigrated_database(tmp_path):
     from simtest_support import BASE_URL, _admin, drop_database
 
-    from proxmox_simulator.server import SimulatorProcess
+    from proxmox_simulator.contracts.registry import resolve_contract
+    from proxmox_simulator.runtime import Runtime
+    from proxmox_simulator.simulation.clock import InstantClock
 
     name = f"pvesim_test_unmigrated_{uuid.uuid4().hex[:8]}"
     run(_admin(f'CREATE DATABASE "{name}"'))
     url = BASE_URL.rpartition("/")[0] + f"/{name}"
+    settings = Settings(database_url=url, data_dir=tmp_path, pool_max_size=2)
     try:
+        # The app's lifespan opens the runtime first: startup fails with this message.
         with pytest.raises(RuntimeError, match="run `proxmox-simulator migrate` first"):
-            SimulatorProcess(Settings(database_url=url, data_dir=tmp_path)).start(timeout=30)
+            run(Runtime.open(settings, resolve_contract("fakepve", tmp_path), InstantClock()))
     finally:
         drop_database(url)
