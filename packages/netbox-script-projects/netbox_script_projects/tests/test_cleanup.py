@@ -100,6 +100,19 @@ class RevisionDeletionTest(CleanupTestMixin, TestCase):
         self.assertEqual(job.status, JobStatusChoices.STATUS_COMPLETED)
         self.assertEqual(len(self.content_files()), 3)
 
+    def test_removing_the_active_revision_clears_the_pointer_and_unlisted_keys_stay(self):
+        revision = self.stage()
+        ScriptProject.objects.filter(pk=self.project.pk).update(active_revision=revision)
+        stray = self.storage_root / revision.storage_prefix / "not-in-manifest.txt"
+        stray.write_bytes(b"left alone")
+        with self.captureOnCommitCallbacks(execute=True):
+            revision.delete()
+        self.project.refresh_from_db()
+        self.assertIsNone(self.project.active_revision)
+        self.queue.run_all()
+        # Only manifest-listed keys are removed; unlisted ones are never reclaimed.
+        self.assertEqual(self.content_files(), [f"{revision.storage_prefix}not-in-manifest.txt"])
+
     def test_missing_keys_count_as_removed(self):
         revision = self.stage()
         (self.storage_root / revision.storage_prefix / "lib/b.py").unlink()
@@ -172,6 +185,8 @@ class ProjectDeletionTest(CleanupTestMixin, APITestCase):
         ScriptFile.objects.create(project=self.project, path="a.py")
         refresh_revision(first)  # a second selection sharing the tree
         second = self.stage({"z.py": b"Z = 1\n"})
+        # SET_NULL lets the cascade through the active revision without a cycle.
+        ScriptProject.objects.filter(pk=self.project.pk).update(active_revision=second)
         self.add_permissions("netbox_script_projects.delete_scriptproject")
         url = reverse(
             "plugins-api:netbox_script_projects-api:scriptproject-detail", args=[self.project.pk]
@@ -185,5 +200,8 @@ class ProjectDeletionTest(CleanupTestMixin, APITestCase):
             sorted(job.data["digest"] for job in cleanup_jobs()),
             sorted([first.digest, second.digest]),
         )
-        self.assertEqual(self.queue.run_all(), 2)
+        submitted = [
+            (kwargs["job"].name, kwargs["job"].data) for _f, _a, kwargs in self.queue.submitted
+        ]
+        self.assertEqual(self.queue.run_all(), 2, submitted)
         self.assertEqual(self.content_files(), [])

@@ -82,6 +82,10 @@ class StagingTest(StorageTestMixin, TestCase):
         self.assertEqual(revision.status, Status.STORAGE_FAILED)
         self.assertIsNotNone(revision.digest)
         self.assertEqual({e["code"] for e in revision.validation_errors}, {"storage_write_failed"})
+        # Recorded errors carry no storage identity (key, location).
+        for error in revision.validation_errors:
+            self.assertNotIn(str(self.project.storage_key), error["message"])
+            self.assertNotIn(str(self.storage_root), error["message"])
         self.assertEqual(len(revision.validation_errors), 4)
 
         FaultyStorage.reset()
