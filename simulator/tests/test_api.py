@@ -397,6 +397,9 @@ def test_guest_list_reflects_committed_changes_immediately(root):
     # Same clock second, same node: the rendered-list cache must not serve the old name.
     after = {g["vmid"]: g for g in root.get("/nodes/pve1/qemu").json()["data"]}
     assert after[vmid]["name"] == new_name
+    for entry in after.values():
+        assert {"vmid", "status", "uptime", "cpus", "maxmem", "mem", "maxdisk"} <= set(entry)
+        assert (entry["uptime"] > 0) == (entry["status"] == "running")
 
 
 def test_storage_content_and_volume_with_slash(root):

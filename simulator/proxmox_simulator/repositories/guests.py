@@ -44,31 +44,16 @@ SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM guests WHERE vmid = 100) THEN 100 ELS
    WHERE NOT EXISTS (SELECT 1 FROM guests h WHERE h.vmid = g.vmid + 1)) END
 """
 
-# The node's guest list is built by PostgreSQL as one JSON text: the hot path
-# of every inventory sync, so no per-row Python objects are created.
+# The node's guest list is assembled by PostgreSQL as one JSON text from the
+# entries rendered at write time (migration 0004); only "uptime" is computed
+# here.  This is the hot path of every inventory sync: no per-row Python
+# objects and no per-row JSON building on read.
 _LIST_JSON = """
-SELECT coalesce(json_agg(json_strip_nulls(json_build_object(
-    'vmid', vmid,
-    'name', nullif(name, ''),
-    'status', CASE WHEN status = 'paused' THEN 'running' ELSE status END,
-    'qmpstatus', CASE WHEN type = 'qemu' THEN status END,
-    'cpus', cpus,
-    'maxmem', maxmem,
-    'mem', CASE WHEN status = 'stopped' THEN 0 ELSE maxmem * 2 / 5 END,
-    'maxdisk', maxdisk,
-    'disk', CASE WHEN type = 'lxc' AND status <> 'stopped' THEN maxdisk / 4 ELSE 0 END,
-    'maxswap', CASE WHEN type = 'lxc' THEN 536870912 END,
-    'swap', CASE WHEN type = 'lxc' THEN 0 END,
-    'uptime', CASE WHEN status = 'stopped' OR started_at IS NULL THEN 0
-                   ELSE greatest($3::bigint - started_at, 0) END,
-    'cpu', CASE WHEN status = 'running' THEN 0.0125 ELSE 0 END,
-    'pid', CASE WHEN status <> 'stopped' THEN 10000 + vmid END,
-    'netin', 0, 'netout', 0, 'diskread', 0, 'diskwrite', 0,
-    'template', CASE WHEN template THEN 1 END,
-    'tags', config->>'tags',
-    'lock', config->>'lock',
-    'type', CASE WHEN type = 'lxc' THEN 'lxc' END
-)) ORDER BY vmid), '[]')::text
+SELECT coalesce('[' || string_agg(
+    left(list_entry, -1) || ',"uptime":' ||
+    (CASE WHEN status = 'stopped' OR started_at IS NULL THEN 0
+          ELSE greatest($3::bigint - started_at, 0) END)::text || '}',
+    ',' ORDER BY vmid) || ']', '[]')
 FROM guests
 WHERE node = $1 AND type = $2 AND ($4::int[] IS NULL OR vmid = ANY($4))
 """
