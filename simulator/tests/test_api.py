@@ -84,8 +84,11 @@ def token_header(full_id, secret):
 
 
 def test_envelope_headers_and_version(root):
-    response = root.get("/version")
+    response = root.get("/version", headers={"X-Request-ID": "trace-42"})
     assert response.status_code == 200
+    assert response.headers["x-request-id"] == "trace-42"
+    generated = root.get("/version", headers={"X-Request-ID": "bad id\twith spaces"})
+    assert len(generated.headers["x-request-id"]) == 32
     assert response.headers["server"] == "pve-api-daemon/3.0"
     assert response.headers["cache-control"] == "max-age=0"
     assert response.json() == {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -44,6 +45,7 @@ from proxmox_simulator.tasks.worker import TaskWorker
 log = logging.getLogger("proxmox_simulator.api")
 ANONYMOUS = Principal("")
 _FORMATS = ("json", "extjs")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def create_app(
@@ -129,7 +131,9 @@ async def _read_params(request: Request) -> dict:
 
 async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) -> Response:
     started = time.perf_counter()
-    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    supplied = request.headers.get("x-request-id", "")
+    # A client's request ID is echoed and logged only if it is a plain token.
+    request_id = supplied if _REQUEST_ID.fullmatch(supplied) else uuid.uuid4().hex
     method = request.method
     template = "-"
     principal = ANONYMOUS
