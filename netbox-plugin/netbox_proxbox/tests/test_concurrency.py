@@ -204,3 +204,57 @@ def wait_for_lock_waiter(settings: dict, timeout: float = 30.0) -> None:
                 return
             time.sleep(0.05)
     raise AssertionError("the claim never waited for the native cluster lock")
+
+
+def test_claim_queued_behind_a_cluster_deletion_creates_a_fresh_cluster(
+    live_netbox, committed_inventory
+):
+    """Deterministic interleaving in the supported order: the deletion holds the endpoint and
+    native-cluster locks (as its pre_delete handler takes them); the claim waits, then sees
+    the settled state and creates a new native cluster."""
+    inv = committed_inventory
+    endpoint = inv.endpoint("requeued")
+    _, token = inv.user()
+    url = live_netbox + CLAIM.format(endpoint.pk)
+    first = httpx.post(
+        url, json=inv.body("requeued"), headers={"Authorization": bearer(token)}, timeout=60
+    )
+    assert first.status_code == 201, first.text
+    doomed = first.json()["cluster"]["id"]
+
+    settings = connection_settings()
+    with psycopg.connect(**settings) as deleter:
+        deleter.execute(
+            "SELECT 1 FROM netbox_proxbox_proxmoxendpoint WHERE id = %s FOR UPDATE", [endpoint.pk]
+        )
+        deleter.execute("SELECT 1 FROM virtualization_cluster WHERE id = %s FOR UPDATE", [doomed])
+        deleter.execute(
+            "UPDATE netbox_proxbox_proxmoxendpoint SET netbox_cluster_id = NULL WHERE id = %s",
+            [endpoint.pk],
+        )
+        deleter.execute(
+            "UPDATE netbox_proxbox_proxmoxcluster SET netbox_cluster_id = NULL "
+            "WHERE netbox_cluster_id = %s",
+            [doomed],
+        )
+        deleter.execute(
+            "DELETE FROM netbox_proxbox_proxboxclustersyncstate WHERE cluster_id = %s", [doomed]
+        )
+        deleter.execute("DELETE FROM virtualization_cluster WHERE id = %s", [doomed])
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(
+                httpx.post,
+                url,
+                json=inv.body("requeued"),
+                headers={"Authorization": bearer(token)},
+                timeout=60,
+            )
+            wait_for_lock_waiter(settings)
+            deleter.commit()
+            response = pending.result()
+    assert response.status_code == 201, response.text
+    assert response.json()["cluster"]["id"] != doomed
+    assert (
+        response.json()["proxmox_cluster"] == first.json()["proxmox_cluster"]
+    )  # same tracking record
+    assert_consistent(endpoint)
