@@ -309,3 +309,47 @@ class LockHoldersTest(StorageTestMixin, APITestCase):
             self.queue.run_all()
         self.assertEqual(self.observed, [True, True])
         self.assertFalse(lock_is_held(self.project.storage_key))
+
+    def test_rest_bulk_deletion_holds_each_project_lock(self):
+        other = ScriptProject.objects.create(name="Other", key="other")
+        ScriptFile.objects.create(project=other, path="a.py")
+        self.add_permissions("netbox_script_projects.delete_scriptproject")
+        url = reverse("plugins-api:netbox_script_projects-api:scriptproject-list")
+        held = []
+
+        def observe(sender, instance, **kwargs):
+            held.append((instance.key, lock_is_held(instance.storage_key)))
+
+        post_delete.connect(observe, sender=ScriptProject)
+        try:
+            response = self.client.delete(
+                url, [{"id": self.project.pk}, {"id": other.pk}], format="json", **self.header
+            )
+        finally:
+            post_delete.disconnect(observe, sender=ScriptProject)
+        self.assertEqual(response.status_code, 204)
+        self.assertEqual(sorted(held), [("inventory", True), ("other", True)])
+
+
+class ProjectBusyTest(StorageTestMixin, APITestCase):
+    limits = {"lock_timeout": 0.2}
+
+    def test_a_held_lock_makes_staging_report_a_busy_project(self):
+        project = ScriptProject.objects.create(name="Inventory", key="inventory")
+        self.add_permissions(
+            "netbox_script_projects.change_scriptproject",
+            "netbox_script_projects.add_scriptprojectrevision",
+        )
+        url = reverse(
+            "plugins-api:netbox_script_projects-api:scriptproject-upload", args=[project.pk]
+        )
+        with psycopg.connect(**_probe_params()) as holder:
+            holder.execute("SELECT pg_advisory_lock(%s, %s)", lock_key(project.storage_key))
+            response = self.client.post(
+                url, {"file": archive_upload(zip_bytes(FILES))}, format="multipart", **self.header
+            )
+        self.assertEqual(response.status_code, 503)
+        self.assertIn("busy", response.data["detail"])
+        self.assertEqual(self.stored_files(), [])
+        # The holder's session ended, and with it the lock.
+        self.assertFalse(lock_is_held(project.storage_key))
