@@ -883,3 +883,53 @@ def test_guest_agent_answers_follow_the_config(root, unique_vmid):
     stopped = root.get(f"{base}/get-osinfo")
     assert stopped.status_code == 500 and stopped.reason_phrase == f"VM {vmid} is not running"
     root.wait(root.delete(f"/nodes/pve2/qemu/{vmid}").json()["data"])
+
+
+def test_groups_roles_domains_and_permissions(client, root, alice):
+    suffix = uuid.uuid4().hex[:6]
+    group, role = f"ops{suffix}", f"Restarter{suffix}"
+    assert (
+        root.post("/access/groups", data={"groupid": group, "comment": "operators"}).status_code
+        == 200
+    )
+    assert root.post("/access/groups", data={"groupid": group}).status_code == 500  # duplicate
+    assert (
+        root.post(
+            "/access/roles", data={"roleid": role, "privs": "VM.Audit,VM.PowerMgmt"}
+        ).status_code
+        == 200
+    )
+    bogus = root.post("/access/roles", data={"roleid": f"x{suffix}", "privs": "VM.Fly"})
+    assert bogus.status_code == 400 and "VM.Fly" in bogus.json()["errors"]["privs"]
+    assert root.get(f"/access/roles/{role}").json()["data"] == {"VM.Audit": 1, "VM.PowerMgmt": 1}
+    assert (
+        root.put(f"/access/roles/{role}", data={"privs": "VM.Console", "append": 1}).status_code
+        == 200
+    )
+    assert set(root.get(f"/access/roles/{role}").json()["data"]) == {
+        "VM.Audit",
+        "VM.PowerMgmt",
+        "VM.Console",
+    }
+    assert (
+        root.put("/access/roles/Administrator", data={"privs": "VM.Audit"}).status_code == 500
+    )  # built-in
+    assert root.put("/access/users/alice@pve", data={"groups": group}).status_code == 200
+    assert root.get(f"/access/groups/{group}").json()["data"]["members"] == ["alice@pve"]
+    assert (
+        root.put("/access/acl", data={"path": "/vms", "groups": group, "roles": role}).status_code
+        == 200
+    )
+    perms = alice.get("/access/permissions", params={"path": "/vms/123456"}).json()["data"]
+    assert set(perms["/vms/123456"]) == {"VM.Audit", "VM.PowerMgmt", "VM.Console"}
+    # Only with Sys.Audit on /access may one look at somebody else's permissions.
+    assert alice.get("/access/permissions", params={"userid": "root@pam"}).status_code == 403
+    realms = {d["realm"]: d for d in client.get("/access/domains").json()["data"]}  # world-readable
+    assert realms["pam"]["type"] == "pam" and realms["pve"]["type"] == "pve"
+    root.put("/access/acl", data={"path": "/vms", "groups": group, "roles": role, "delete": 1})
+    assert root.delete(f"/access/groups/{group}").status_code == 200
+    assert root.delete(f"/access/roles/{role}").status_code == 200
+    assert (
+        "groups" not in root.get("/access/users/alice@pve").json()["data"]
+        or not root.get("/access/users/alice@pve").json()["data"]["groups"]
+    )
