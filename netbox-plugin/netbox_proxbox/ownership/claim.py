@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import Q
 from django.utils.translation import gettext as _
 from virtualization.models import Cluster
 
@@ -222,6 +223,21 @@ class _Claim:
                     code="duplicate_tracking",
                 )
             canonical = linked[0] if linked else None
+        if canonical is None and cluster is not None:
+            # A matching row linked to some other native cluster is obsolete evidence: it is
+            # never moved silently; an operator clears it first.
+            elsewhere = rows.filter(netbox_cluster__isnull=False).exclude(netbox_cluster=cluster)
+            same = Q(name=req.name) | (Q(cluster_id=req.cluster_id) if req.cluster_id else Q())
+            stale = list(elsewhere.filter(same).values_list("pk", flat=True))
+            if stale:
+                raise ClaimConflict(
+                    _(
+                        "Tracking records {ids} of endpoint {name!r} match {cluster!r} but link "
+                        "another native cluster; clear their obsolete link through tracking CRUD "
+                        "before retrying."
+                    ).format(ids=stale, name=endpoint.name, cluster=req.name),
+                    code="stale_tracking_link",
+                )
         if canonical is None:
             unlinked = rows.filter(netbox_cluster__isnull=True)
             matches = []

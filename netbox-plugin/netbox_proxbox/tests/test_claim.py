@@ -292,6 +292,19 @@ class ConflictPathsTest(ClaimTestBase):
         self.assertEqual(response.json()["code"], "identity_changed")
         self.assertEqual(self.inventory(), before)
 
+    def test_matching_row_linked_to_another_cluster_is_not_moved(self):
+        cluster = self.owned()
+        ProxmoxCluster.objects.filter(endpoint=self.endpoint).update(netbox_cluster=None)
+        elsewhere = Cluster.objects.create(name="elsewhere", type=self.cluster_type)
+        ProxmoxCluster.objects.filter(endpoint=self.endpoint).update(netbox_cluster=elsewhere)
+        before = self.inventory()
+        response = self.claim(cluster_id="c-1")
+        self.assertEqual(response.status_code, 409, response.content)
+        self.assertEqual(response.json()["code"], "stale_tracking_link")
+        self.assertEqual(self.inventory(), before)
+        self.endpoint.refresh_from_db()
+        self.assertEqual(self.endpoint.netbox_cluster_id, cluster.pk)
+
     def test_unlinked_tracking_row_is_reused_by_identity(self):
         row = ProxmoxCluster.objects.create(endpoint=self.endpoint, name="old", cluster_id="c-9")
         response = self.claim(name="fresh", cluster_id="c-9")
