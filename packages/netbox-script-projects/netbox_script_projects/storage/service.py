@@ -95,6 +95,9 @@ def stage_upload(project, upload, name: str, *, using: str | None = None) -> Sta
 
 def _get_or_create(project, digest, manifest, snapshot, snapshot_digest, status=Status.STAGING):
     identity = {"project": project, "digest": digest, "script_file_digest": snapshot_digest}
+    # Checked under the Project lock; REST deletion holds the same lock.
+    if not type(project).objects.filter(pk=project.pk).exists():
+        raise RevisionNotReusable(f"Project {project.pk} no longer exists")
     try:
         with transaction.atomic():
             revision = _revisions().create(
@@ -108,7 +111,11 @@ def _get_or_create(project, digest, manifest, snapshot, snapshot_digest, status=
         return revision, True
     except IntegrityError:
         # The identity exists (possibly created without the lock): use it.
-        return _revisions().get(**identity), False
+        existing = _revisions().filter(**identity).first()
+        if existing is None:
+            # Not a duplicate: the project itself is gone (foreign key).
+            raise RevisionNotReusable(f"Project {project.pk} no longer exists") from None
+        return existing, False
 
 
 def _reload(revision):

@@ -7,6 +7,7 @@ from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProje
 from netbox_script_projects.snapshot import build_script_file_snapshot, snapshot_problems
 from netbox_script_projects.storage.errors import (
     RevisionCorrupt,
+    RevisionNotReusable,
     StorageWriteFailed,
     VerificationFailed,
 )
@@ -125,6 +126,13 @@ class StagingTest(StorageTestMixin, TestCase):
                 self.assertEqual((result.outcome, result.revision.pk), ("reused", revision.pk))
                 revision.refresh_from_db()
                 self.assertEqual((revision.status, revision.validation_errors), (owned, errors))
+
+    def test_staging_into_a_deleted_project_is_refused(self):
+        stale = ScriptProject.objects.get(pk=self.project.pk)
+        ScriptProject.objects.filter(pk=self.project.pk).delete()
+        with self.assertRaises(RevisionNotReusable):
+            stage_upload(stale, upload(), "p.zip")
+        self.assertEqual(self.stored_files(), [])
 
     def test_corrupt_manifest_refuses_reuse(self):
         revision = self.stage().revision
