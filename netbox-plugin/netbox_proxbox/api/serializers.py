@@ -21,6 +21,7 @@ __all__ = (
     "ProxmoxClusterSerializer",
     "ProxmoxEndpointSerializer",
     "SyncClusterRequestSerializer",
+    "SyncClusterResponseSerializer",
 )
 
 
@@ -186,6 +187,3 @@ class SyncClusterResponseSerializer(serializers.Serializer):
     proxmox_cluster = serializers.IntegerField(read_only=True)
     created = serializers.BooleanField(read_only=True)
     changed = serializers.BooleanField(read_only=True)
-
-
-__all__ += ("SyncClusterResponseSerializer",)
