@@ -164,7 +164,9 @@ def prepare_cluster(data_dir: Path, log_file: Path) -> str | None:
             **kwargs,
         )
     if result.returncode != 0:
-        raise StackError(f"initdb failed for {pgdata}; see {log_file}", EXIT_FAILURE)
+        lines = [line for line in log_file.read_text("utf-8", "replace").splitlines() if line]
+        reason = lines[-1] if lines else f"exit code {result.returncode}"
+        raise StackError(f"initdb failed for {pgdata}: {reason} (see {log_file})", EXIT_FAILURE)
     return account
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,10 +17,27 @@ from proxbox_devstack import services
 from proxbox_devstack.state import DATABASE_URL_ENV, REDIS_URL_ENV
 
 
+def _server_dir(prefix: str) -> Path:
+    """A directory the unprivileged PostgreSQL account can reach.
+
+    Not under pytest's temp root: every pytest session that starts resets that
+    root to mode 0700, which would lock the server account out mid-test.
+    """
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def scratch() -> Iterator[Path]:
+    """A fresh directory for a data dir holding embedded servers; removed afterwards."""
+    path = _server_dir("devstack_test_")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def home(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh PROXBOX_HOME with no service URLs in the environment."""
-    path = tmp_path / "proxbox-home"
+    path = scratch / "proxbox-home"
     monkeypatch.setenv("PROXBOX_HOME", str(path))
     monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
     monkeypatch.delenv(REDIS_URL_ENV, raising=False)
@@ -26,15 +45,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, services.Services]]:
+def embedded() -> Iterator[tuple[Path, services.Services]]:
     """Embedded PostgreSQL and Redis in a module-wide data dir, stopped afterwards."""
-    data_dir = tmp_path_factory.mktemp("embedded-home")
+    data_dir = _server_dir("devstack_test_")
     saved = {name: os.environ.pop(name, None) for name in (DATABASE_URL_ENV, REDIS_URL_ENV)}
     try:
         started = services.start_services(data_dir, log=lambda _line: None)
         yield data_dir, started
     finally:
         services.stop_services(data_dir)
+        shutil.rmtree(data_dir, ignore_errors=True)
         for name, value in saved.items():
             if value is not None:
                 os.environ[name] = value

@@ -89,8 +89,8 @@ def test_status_and_down_without_a_stack(tmp_path):
     assert down.returncode == 0
 
 
-def test_services_up_detached_prints_urls_and_down_stops_them(tmp_path):
-    env = cli_env(tmp_path / "home")
+def test_services_up_detached_prints_urls_and_down_stops_them(scratch):
+    env = cli_env(scratch / "home")
     started = run_cli("services", "up", "-d", env=env)
     try:
         assert started.returncode == 0, started.stderr
