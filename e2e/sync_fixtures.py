@@ -351,16 +351,39 @@ def create_endpoint(
     site: int | None,
     mode: str = "cluster",
 ) -> dict:
+    return create_endpoint_record(
+        netbox,
+        name,
+        "127.0.0.1",
+        simulator.port,
+        site=site,
+        mode=mode,
+        token_id=simulator.token_id,
+        token_secret=simulator.token_secret,
+    )
+
+
+def create_endpoint_record(
+    netbox: NetBoxServer,
+    name: str,
+    host: str,
+    port: int,
+    *,
+    site: int | None,
+    mode: str = "cluster",
+    token_id: str = "root@pam!proxbox",
+    token_secret: str = "",
+) -> dict:
     with netbox.api() as api:
         response = api.post(
             "/plugins/proxbox/endpoints/proxmox/",
             json={
                 "name": name,
-                "host": "127.0.0.1",
-                "port": simulator.port,
+                "host": host,
+                "port": port,
                 "verify_tls": True,
-                "token_id": simulator.token_id,
-                "token_secret": simulator.token_secret,
+                "token_id": token_id,
+                "token_secret": token_secret,
                 "mode": mode,
                 "site": site,
             },

@@ -9,6 +9,7 @@ every success is one NetBox confirmed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,9 @@ from proxbox_backend.clients.tls import verify_setting
 from proxbox_backend.secrets import Secret
 
 PAGE_SIZE = 1000  # NetBox's default MAX_PAGE_SIZE
-WRITE_CHUNK = 250
+# Chunks of one bulk write go out concurrently (bounded by the client's semaphore), so
+# NetBox's workers share a large write; each chunk is one transaction on NetBox's side.
+WRITE_CHUNK = 100
 # Bounded resends after isolating failures; each round removes at least one entry.
 MAX_ISOLATION_ROUNDS = 5
 
@@ -154,9 +157,13 @@ class NetBoxClient:
 
     async def _bulk(self, method: str, path: str, items: Sequence[dict], by: str) -> BulkResult:
         result = BulkResult()
-        for start in range(0, len(items), WRITE_CHUNK):
-            positions = list(range(start, min(start + WRITE_CHUNK, len(items))))
-            await self._bulk_chunk(method, path, items, positions, by, result)
+        chunks = [
+            list(range(start, min(start + WRITE_CHUNK, len(items))))
+            for start in range(0, len(items), WRITE_CHUNK)
+        ]
+        await asyncio.gather(
+            *(self._bulk_chunk(method, path, items, chunk, by, result) for chunk in chunks)
+        )
         return result
 
     async def _bulk_chunk(self, method, path, items, positions, by, result: BulkResult) -> None:
