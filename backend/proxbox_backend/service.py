@@ -182,6 +182,12 @@ class SyncService:
         # cluster ---------------------------------------------------------------------------
         stage("cluster", "started", total=1)
         identity, nodes = await proxmox.identity()
+        if identity.mode != endpoint.mode:
+            # Proxmox is the authority on what it is; the record is only a declaration.
+            report.warnings.append(
+                f"endpoint {endpoint.name!r} is declared {endpoint.mode} but Proxmox reports "
+                f"{identity.mode} {identity.name!r}; syncing as {identity.mode}"
+            )
         prerequisites = await netbox.prerequisites(tally)
         try:
             outcome = await cluster_stage.apply(

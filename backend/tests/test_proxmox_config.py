@@ -139,3 +139,21 @@ def test_lxc_runtime_addresses():
         {"name": "eth0", "hwaddr": "bc:24:11:00:00:01", "inet": "192.168.1.9/24"},
     ]
     assert parse.lxc_runtime_addresses(entries, nics) == [GuestAddress("eth0", "192.168.1.9/24")]
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "url"),
+    [
+        ("pve.example.com", 8006, "https://pve.example.com:8006"),
+        ("10.0.0.5", 443, "https://10.0.0.5:443"),
+        ("fd00::5", 8006, "https://[fd00::5]:8006"),
+        ("https://pve.example.com", 8006, "https://pve.example.com:8006"),
+        ("https://pve.example.com:9000/", 8006, "https://pve.example.com:9000"),
+        ("http://[::1]:8006", 1, "http://[::1]:8006"),
+    ],
+)
+def test_endpoint_url(host, port, url):
+    from proxbox_backend.domain.endpoint import Endpoint
+
+    endpoint = Endpoint(1, "e", host, port, True, True, "cluster", None, None, None, None)
+    assert endpoint.url == url

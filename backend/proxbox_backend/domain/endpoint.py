@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 
 def _id(value) -> int | None:
@@ -43,7 +44,11 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        host = self.host if "://" in self.host else f"https://{self.host}"
-        # A host given with its own port keeps it; otherwise the record's port applies.
-        scheme, _, rest = host.partition("://")
-        return host if ":" in rest.split("/")[0] else f"{scheme}://{rest.rstrip('/')}:{self.port}"
+        """`https://host:port` from the record; a host given as a URL keeps its scheme and port."""
+        if "://" in self.host:
+            parts = urlsplit(self.host)
+            scheme, host, port = parts.scheme, parts.hostname or "", parts.port or self.port
+        else:
+            scheme, host, port = "https", self.host.strip("[]"), self.port
+        host = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{host}:{port}"
