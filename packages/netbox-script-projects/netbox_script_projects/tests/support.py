@@ -19,7 +19,7 @@ from django.core.files.storage import FileSystemStorage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 
-from netbox_script_projects.constants import PLUGIN_NAME
+from netbox_script_projects.constants import CLEANUP_JOB_NAME, PLUGIN_NAME
 
 
 class SimulatedCrash(BaseException):
@@ -101,13 +101,19 @@ class StorageTestMixin:
 
 
 class RecordingQueue:
-    """Stands in for an RQ queue: records what would be submitted."""
+    """Stands in for an RQ queue: records the cleanup Jobs that would be submitted.
+
+    NetBox submits unrelated Jobs too (e.g. search cache updates); they are
+    dropped, so counts and runs concern this plugin's cleanup only.
+    """
 
     def __init__(self):
         self.submitted = []
 
     def enqueue(self, func, *args, **kwargs):
-        self.submitted.append((func, args, kwargs))
+        job = kwargs.get("job")
+        if job is not None and job.name == CLEANUP_JOB_NAME:
+            self.submitted.append((func, args, kwargs))
 
     def run_all(self):
         submitted, self.submitted = self.submitted, []
