@@ -177,6 +177,21 @@ def vm(
             ["cluster-7/qemu/101#uuid:old"],
             [],
         ),
+        # VMID reused under the same name, offline policy: the old record steps aside
+        (
+            [guest(creation_id="uuid:new")],
+            [vm(1, "cluster-7/qemu/101#uuid:old")],
+            "offline",
+            ["cluster-7/qemu/101#uuid:new"],
+            {
+                "cluster-7/qemu/101#uuid:old": {
+                    "status": "offline",
+                    "name": "web-001 (gone qemu/101)",
+                }
+            },
+            [],
+            [],
+        ),
         # same VMID, one QEMU and one LXC key space
         (
             [guest(kind="lxc")],

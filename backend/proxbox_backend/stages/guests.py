@@ -114,17 +114,33 @@ def plan(
             result.updates.append(Update(key, guest.label, existing["id"], changes))
         else:
             result.unchanged[key] = existing["id"]
+    wanted_names = {g.name.lower() for g in guests}
     for key, vm in ours.items():
         if key in wanted or parse_source_key(prefix, key) in unreadable:
             continue
         label = f"{vm.get('name')} ({key}, gone from Proxmox)"
         if placement.disappeared == DELETE:
             result.deletes.append(Delete(key, label, vm["id"]))
-        elif placement.disappeared == OFFLINE and _current(vm)["status"] != "offline":
-            result.updates.append(Update(key, label, vm["id"], {"status": "offline"}))
+            continue
+        changes = {}
+        if placement.disappeared == OFFLINE:
+            if _current(vm)["status"] != "offline":
+                changes["status"] = "offline"
+            # NetBox names are unique per cluster: a kept record steps aside for the new
+            # guest that took its name (typically a re-created guest reusing its VMID).
+            if (vm.get("name") or "").lower() in wanted_names:
+                changes["name"] = gone_name(vm["name"], key)
+        if changes:
+            result.updates.append(Update(key, label, vm["id"], changes))
         else:
             result.unchanged[key] = vm["id"]
     return result
+
+
+def gone_name(name: str, key: str) -> str:
+    kind, vmid = parse_source_key(key.split("/", 1)[0], key) or ("guest", 0)
+    suffix = f" (gone {kind}/{vmid})"
+    return name[: 64 - len(suffix)] + suffix
 
 
 async def apply(
