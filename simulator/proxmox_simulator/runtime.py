@@ -43,20 +43,31 @@ class AccessCache:
         self.max_age = max_age
         self._state: AccessState | None = None
         self._lock = asyncio.Lock()
+        # Bumped by every invalidation.  A load that overlapped one may have read
+        # pre-change rows, so its result is used for that caller but not cached.
+        self._epoch = 0
 
     def invalidate(self, *_args) -> None:
+        self._epoch += 1
         self._state = None
         self.token_cache.clear()
 
+    def _fresh(self, state: AccessState | None) -> bool:
+        return state is not None and time.monotonic() - state.loaded_at < self.max_age
+
     async def get(self) -> AccessState:
         state = self._state
-        if state is not None and time.monotonic() - state.loaded_at < self.max_age:
+        if self._fresh(state):
             return state
         async with self._lock:
-            if self._state is None or time.monotonic() - self._state.loaded_at >= self.max_age:
-                async with self.pool.acquire() as conn:
-                    self._state = await access_repo.load_state(conn)
-            return self._state
+            if self._fresh(self._state):
+                return self._state
+            epoch = self._epoch
+            async with self.pool.acquire() as conn:
+                loaded = await access_repo.load_state(conn)
+            if epoch == self._epoch:
+                self._state = loaded
+            return loaded
 
 
 @dataclass

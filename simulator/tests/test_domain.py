@@ -342,3 +342,33 @@ def test_rendered_list_cache_single_flight_and_failures():
         assert len(calls) == 3  # no caching when disabled
 
     asyncio.run(scenario())
+
+
+def test_access_cache_does_not_keep_a_load_that_raced_an_invalidation(monkeypatch):
+    from contextlib import asynccontextmanager
+
+    from proxmox_simulator.repositories import access as access_repo
+    from proxmox_simulator.runtime import AccessCache
+
+    class FakePool:
+        @asynccontextmanager
+        async def acquire(self):
+            yield None
+
+    cache = AccessCache(FakePool(), TokenVerificationCache())
+    loads = []
+
+    async def load_state(_conn):
+        loads.append(1)
+        if len(loads) == 1:
+            cache.invalidate()  # a change commits while the first load is running
+        return AccessState()
+
+    monkeypatch.setattr(access_repo, "load_state", load_state)
+
+    async def scenario():
+        return await cache.get(), await cache.get(), await cache.get()
+
+    first, second, third = asyncio.run(scenario())
+    # The raced load served its caller but was not cached; the clean reload was.
+    assert len(loads) == 2 and second is third and first is not second
