@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -17,6 +18,17 @@ from proxmox_simulator.domain.errors import AuthenticationFailed, ParameterError
 from proxmox_simulator.domain.privileges import BUILTIN_ROLES, PRIVILEGES
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import inventory
+
+
+# scrypt costs tens of milliseconds of CPU by design; hashlib releases the GIL,
+# so running it in a thread keeps the event loop serving other requests.
+async def _hash(secret: str) -> str:
+    return await asyncio.to_thread(hash_secret, secret)
+
+
+async def _verify(secret: str, encoded: str | None) -> bool:
+    return await asyncio.to_thread(verify_secret, secret, encoded)
+
 
 _LIST = re.compile(r"[,;\s]+")
 
@@ -66,7 +78,7 @@ async def login(rt, params: dict) -> dict:
     else:
         async with rt.pool.acquire() as conn:
             row = await access_repo.user(conn, userid)
-        authenticated = row is not None and verify_secret(password, row["password_hash"])
+        authenticated = row is not None and await _verify(password, row["password_hash"])
     if not authenticated or not state.user_active(userid, time.time()):
         raise AuthenticationFailed()
     now = time.time()
@@ -122,7 +134,7 @@ async def authenticate_token(rt, header: str) -> Principal:
     if not state.user_active(creds.userid, now):
         raise AuthenticationFailed("user account disabled or expired")
     if not rt.token_cache.lookup(creds, token.generation):
-        if not verify_secret(creds.secret, token.secret_hash):
+        if not await _verify(creds.secret, token.secret_hash):
             raise AuthenticationFailed("invalid token value")
         rt.token_cache.remember(creds, token.generation)
     return Principal(creds.userid, tokenid=creds.tokenid, privsep=token.privsep)
@@ -191,6 +203,7 @@ async def create_user(rt, params: dict) -> None:
     if password and realm == "pam":
         # PAM users authenticate against the host; PVE refuses to store their password.
         raise PveError("can't set password on auth type 'pam'")
+    password_hash = await _hash(password) if password else None
     async with rt.pool.acquire() as conn, conn.transaction():
         await access_repo.insert_user(
             conn,
@@ -202,7 +215,7 @@ async def create_user(rt, params: dict) -> None:
             lastname=params.get("lastname") or "",
             email=params.get("email") or "",
             comment=params.get("comment") or "",
-            password_hash=hash_secret(password) if password else None,
+            password_hash=password_hash,
         )
         if params.get("groups"):
             await access_repo.set_user_groups(conn, userid, _split(params["groups"]), append=True)
@@ -247,10 +260,11 @@ async def change_password(rt, principal: Principal, params: dict) -> None:
     _name, realm = split_userid(userid)
     if realm not in ("pve", "pam"):
         raise PveError(f"authentication domain '{realm}' does not support password changes")
+    password_hash = await _hash(params["password"])
     async with rt.pool.acquire() as conn, conn.transaction():
         if await access_repo.user(conn, userid) is None:
             raise PveError(f"no such user ('{userid}')")
-        await access_repo.set_password(conn, userid, hash_secret(params["password"]))
+        await access_repo.set_password(conn, userid, password_hash)
     rt.access.invalidate()
 
 
@@ -446,12 +460,13 @@ async def create_token(rt, userid: str, tokenid: str, params: dict) -> dict:
         raise ParameterError({"tokenid": "invalid format - invalid API token ID"})
     secret = str(uuid.uuid4())
     privsep = bool(params.get("privsep", 1))
+    secret_hash = await _hash(secret)
     async with rt.pool.acquire() as conn, conn.transaction():
         await access_repo.insert_token(
             conn,
             userid=userid,
             tokenid=tokenid,
-            secret_hash=hash_secret(secret),
+            secret_hash=secret_hash,
             privsep=privsep,
             expire=int(params.get("expire") or 0),
             comment=params.get("comment") or "",
