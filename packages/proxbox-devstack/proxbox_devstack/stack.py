@@ -165,7 +165,13 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
             if supervisor.stopping.is_set():
                 break
             if component.prepare is not None:
-                component.prepare(ctx)
+                try:
+                    component.prepare(ctx)
+                except StackError:
+                    # Ctrl-C reaches the preparation child too; that is a stop, not a failure.
+                    if supervisor.stopping.is_set():
+                        break
+                    raise
             supervisor.start(component.specs(ctx))
         for component in COMPONENTS:
             if component.after_start is not None and not supervisor.stopping.is_set():
