@@ -278,6 +278,7 @@ def main() -> None:
             )
             with open(payload, "w") as fh:
                 json.dump(listing.json(), fh)
+            print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
             print(f"guest list: {len(guests)} guests, {len(listing.content):,} bytes per response")
             print(
                 f"load: {args.concurrency} connections, up to {args.requests} requests or {args.seconds:.0f} s per scenario\n"
@@ -351,6 +352,9 @@ def main() -> None:
             )
             print(
                 f"  created → finished events (server):     p50 {server['server_p50_ms']:.1f} ms, p95 {server['server_p95_ms']:.1f} ms"
+            )
+            print(
+                f"\nload average {os.getloadavg()[0]:.2f} at the end (other work on the machine skews figures)"
             )
 
 
