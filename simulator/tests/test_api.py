@@ -374,8 +374,10 @@ def test_cluster_and_nodes(root, seeded):
     assert root.get(f"/nodes/pve1/qemu/{nextid}/config").status_code == 500
     taken = _first_guest(root, "pve1", "qemu")
     assert root.get("/cluster/nextid", params={"vmid": taken}).status_code == 400
-    kinds = {r["type"] for r in root.get("/cluster/resources").json()["data"]}
-    assert {"node", "storage", "qemu", "lxc", "pool"} <= kinds
+    resources = root.get("/cluster/resources").json()["data"]
+    assert {"node", "storage", "qemu", "lxc", "pool"} <= {r["type"] for r in resources}
+    pools = [r for r in resources if r["type"] == "pool"]
+    assert all(r["id"] == f"pool/{r['pool']}" for r in pools)
 
 
 def test_cluster_rename_through_the_admin_endpoint(client, root, server):

@@ -180,7 +180,7 @@ async def cluster_resources(
             )
     for pool in pools:
         if state.has(principal, f"/pool/{pool['poolid']}", ["Pool.Audit"]):
-            out.append({"id": f"/pool/{pool['poolid']}", "type": "pool", "pool": pool["poolid"]})
+            out.append({"id": f"pool/{pool['poolid']}", "type": "pool", "pool": pool["poolid"]})
     return out
 
 
