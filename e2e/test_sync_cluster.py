@@ -175,6 +175,45 @@ def test_guests_created_changed_and_deleted_between_syncs(
     )
 
 
+def test_reused_vmid_is_a_new_guest(netbox_server, cluster_simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    before = vm_by_name(netbox_server, cluster_id, "churn-new")
+    with cluster_simulator.api() as pve:
+        destroyed = pve.delete("/nodes/pve2/qemu/990")
+        assert destroyed.status_code == 200, destroyed.text
+        cluster_simulator.wait_task(destroyed.json()["data"])
+        created = pve.post(
+            "/nodes/pve2/qemu",
+            data={
+                "vmid": 990,
+                "name": "churn-new",
+                "memory": 2048,
+                "cores": 2,
+                "smbios1": "uuid=6f1d2c7e-0000-4000-8000-000000000990",
+                "net0": "virtio,bridge=vmbr0",
+                "scsi0": "local-lvm:8",
+            },
+        )
+        assert created.status_code == 200, created.text
+        cluster_simulator.wait_task(created.json()["data"])
+
+    report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    vms = report.tally.of("virtualization.virtualmachine")
+    assert (vms.created, vms.updated, vms.deleted) == (1, 1, 0)
+    new = vm_by_name(netbox_server, cluster_id, "churn-new")
+    assert new["id"] != before["id"] and new["memory"] == 2048 and new["disk"] == 8192
+    kept = vm_by_name(netbox_server, cluster_id, "churn-new (gone qemu/990)")
+    assert kept["id"] == before["id"] and kept["status"]["value"] == "offline"
+    assert new["custom_fields"]["proxbox_source"].endswith(
+        "/qemu/990#uuid:6f1d2c7e-0000-4000-8000-000000000990"
+    )
+
+    report = run_sync(netbox_server, cluster_simulator, endpoint["id"], disappeared="delete")
+    assert report.ok and report.tally.of("virtualization.virtualmachine").deleted == 1
+    assert vm_by_name(netbox_server, cluster_id, "churn-new (gone qemu/990)") is None
+
+
 def test_renamed_cluster_keeps_native_cluster_and_tracking_record(
     netbox_server, cluster_simulator, endpoint, first_run
 ):

@@ -21,7 +21,13 @@ from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials, P
 from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
-from proxbox_backend.gateways.netbox import ClaimRefused, EndpointNotFound, NetBoxGateway
+from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
+from proxbox_backend.gateways.netbox import (
+    ClaimRefused,
+    EndpointNotFound,
+    NetBoxGateway,
+    Prerequisites,
+)
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
 from proxbox_backend.stages import cluster as cluster_stage
 from proxbox_backend.stages import disks as disks_stage
@@ -141,7 +147,6 @@ class SyncService:
 
     async def _run(self, ref, netbox_client: NetBoxClient, report: RunReport, emit: Emit) -> None:
         netbox = NetBoxGateway(netbox_client)
-        tally = report.tally
         try:
             endpoint = await netbox.endpoint(ref)
         except EndpointNotFound as exc:
@@ -160,46 +165,73 @@ class SyncService:
         proxmox_client = self._proxmox_factory(endpoint, credentials)
         try:
             await proxmox_client.login()
-            await self._stages(
-                endpoint, netbox, ProxmoxGateway(proxmox_client), tally, report, emit
+            run = _Run(
+                self.settings, endpoint, netbox, ProxmoxGateway(proxmox_client), report, emit
             )
+            await run.execute()
         finally:
             report.proxmox_requests = proxmox_client.stats.as_dict()
             await proxmox_client.aclose()
 
-    async def _stages(
+
+class _Run:
+    """One run's stages, sharing the endpoint, gateways, tally and event sink."""
+
+    def __init__(
         self,
+        settings: Settings,
         endpoint: Endpoint,
         netbox: NetBoxGateway,
         proxmox: ProxmoxGateway,
-        tally: Tally,
         report: RunReport,
         emit: Emit,
-    ) -> None:
-        def stage(name: str, state: str, **extra) -> None:
-            emit({"event": "stage", "stage": name, "state": state, **extra})
+    ):
+        self.settings, self.endpoint, self.netbox, self.proxmox = (
+            settings,
+            endpoint,
+            netbox,
+            proxmox,
+        )
+        self.report, self.tally, self.emit = report, report.tally, emit
 
-        # cluster ---------------------------------------------------------------------------
-        stage("cluster", "started", total=1)
-        identity, nodes = await proxmox.identity()
-        if identity.mode != endpoint.mode:
+    def stage(self, name: str, state: str, **extra) -> None:
+        self.emit({"event": "stage", "stage": name, "state": state, **extra})
+
+    async def execute(self) -> None:
+        identity, nodes = await self.proxmox.identity()
+        if identity.mode != self.endpoint.mode:
             # Proxmox is the authority on what it is; the record is only a declaration.
-            report.warnings.append(
-                f"endpoint {endpoint.name!r} is declared {endpoint.mode} but Proxmox reports "
-                f"{identity.mode} {identity.name!r}; syncing as {identity.mode}"
+            self.report.warnings.append(
+                f"endpoint {self.endpoint.name!r} is declared {self.endpoint.mode} but Proxmox "
+                f"reports {identity.mode} {identity.name!r}; syncing as {identity.mode}"
             )
-        prerequisites = await netbox.prerequisites(tally)
+        prerequisites = await self.netbox.prerequisites(self.tally)
+        cluster_id = await self.claim(identity, prerequisites.cluster_type_id)
+        try:
+            await self.inventory(identity, nodes, prerequisites, cluster_id)
+        except (NetBoxError, ProxmoxError, TransportError) as exc:
+            # The cluster is ours: its sidecar says the run broke off, and why.
+            self.report.sync_state = await self.netbox.write_sync_state(
+                cluster_id, reflection(self.tally, error=str(exc))
+            )
+            raise
+        self.report.sync_state = await self.netbox.write_sync_state(
+            cluster_id, reflection(self.tally)
+        )
+
+    async def claim(self, identity: ClusterIdentity, cluster_type_id: int) -> int:
+        self.stage("cluster", "started", total=1)
         try:
             outcome = await cluster_stage.apply(
-                netbox, endpoint, identity, prerequisites.cluster_type_id, tally
+                self.netbox, self.endpoint, identity, cluster_type_id, self.tally
             )
         except ClaimRefused as exc:
-            tally.fail(cluster_stage.OBJECT_TYPE, identity.name, str(exc))
-            stage("cluster", "finished", done=1)
+            self.tally.fail(cluster_stage.OBJECT_TYPE, identity.name, str(exc))
             raise SyncFailed(f"claim refused: {exc}") from exc
-        cluster_id = outcome.cluster_id
-        report.cluster = {
-            "id": cluster_id,
+        finally:
+            self.stage("cluster", "finished", done=1)
+        self.report.cluster = {
+            "id": outcome.cluster_id,
             "name": identity.name,
             "mode": identity.mode,
             "tracking_id": outcome.claim.tracking_id,
@@ -208,11 +240,19 @@ class SyncService:
             "changed": outcome.claim.changed,
             "metadata_changed": outcome.metadata_changed,
         }
-        stage("cluster", "finished", done=1)
+        return outcome.cluster_id
 
-        # Proxmox inventory (the slow read, with per-guest progress) --------------------
+    async def inventory(
+        self,
+        identity: ClusterIdentity,
+        nodes: list[ProxmoxNode],
+        prerequisites: Prerequisites,
+        cluster_id: int,
+    ) -> None:
+        endpoint, netbox, tally = self.endpoint, self.netbox, self.tally
+
         def guest_progress(done: int, total: int) -> None:
-            emit(
+            self.emit(
                 {
                     "event": "progress",
                     "stage": "guests",
@@ -222,11 +262,10 @@ class SyncService:
                 }
             )
 
-        inventory = await proxmox.inventory(identity, nodes, guest_progress)
-        report.warnings.extend(inventory.warnings)
+        inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
+        self.report.warnings.extend(inventory.warnings)
 
-        # nodes -------------------------------------------------------------------------------
-        stage("nodes", "started", total=len(nodes))
+        self.stage("nodes", "started", total=len(nodes))
         placement = nodes_stage.NodePlacement(
             cluster_id,
             endpoint.site_id,
@@ -235,11 +274,10 @@ class SyncService:
             prerequisites.device_type_id,
         )
         device_ids = await nodes_stage.apply(netbox, nodes, placement, tally)
-        stage("nodes", "finished", done=len(nodes))
+        self.stage("nodes", "finished", done=len(nodes))
 
-        # guests ------------------------------------------------------------------------------
         guests = inventory.guests
-        stage("guests", "started", total=len(guests))
+        self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(
             cluster_id,
             endpoint.site_id,
@@ -250,7 +288,7 @@ class SyncService:
         vm_ids, existing_vm_ids = await guests_stage.apply(
             netbox, guests, guest_placement, tally, inventory.unreadable
         )
-        stage("guests", "finished", done=len(guests))
+        self.stage("guests", "finished", done=len(guests))
         prefix = guests_stage.cluster_source(cluster_id)
         owned = [
             (vm_ids[key], g)
@@ -258,25 +296,22 @@ class SyncService:
             if (key := guests_stage.source_key(prefix, g)) in vm_ids
         ]
 
-        # interfaces, ips, disks --------------------------------------------------------
-        nic_count = sum(len(g.nics) for _, g in owned)
-        stage("interfaces", "started", total=nic_count)
+        count = sum(len(g.nics) for _, g in owned)
+        self.stage("interfaces", "started", total=count)
         interface_ids = await interfaces_stage.apply(
             netbox, cluster_id, owned, existing_vm_ids, tally
         )
-        stage("interfaces", "finished", done=nic_count)
+        self.stage("interfaces", "finished", done=count)
 
-        ip_count = sum(len(g.addresses) for _, g in owned)
-        stage("ips", "started", total=ip_count)
+        count = sum(len(g.addresses) for _, g in owned)
+        self.stage("ips", "started", total=count)
         await ips_stage.apply(netbox, owned, interface_ids, existing_vm_ids, tally)
-        stage("ips", "finished", done=ip_count)
+        self.stage("ips", "finished", done=count)
 
-        disk_count = sum(len(g.disks) for _, g in owned)
-        stage("disks", "started", total=disk_count)
+        count = sum(len(g.disks) for _, g in owned)
+        self.stage("disks", "started", total=count)
         await disks_stage.apply(netbox, owned, existing_vm_ids, tally)
-        stage("disks", "finished", done=disk_count)
-
-        report.sync_state = await netbox.write_sync_state(cluster_id, reflection(tally))
+        self.stage("disks", "finished", done=count)
 
 
 def reflection(tally: Tally, error: str | None = None) -> dict:

@@ -135,13 +135,15 @@ class NetBoxClient:
     async def list_by_ids(
         self, path: str, key: str, ids: Sequence[int], params: dict | None = None, chunk: int = 100
     ) -> list[dict]:
-        """A filtered list over many parent ids, a bounded URL at a time."""
-        results: list[dict] = []
+        """A filtered list over many parent ids, a bounded URL at a time (concurrently)."""
         unique = sorted(set(ids))
-        for start in range(0, len(unique), chunk):
-            query = {**(params or {}), key: unique[start : start + chunk]}
-            results.extend(await self.list(path, query))
-        return results
+        pages = await asyncio.gather(
+            *(
+                self.list(path, {**(params or {}), key: unique[start : start + chunk]})
+                for start in range(0, len(unique), chunk)
+            )
+        )
+        return [obj for page in pages for obj in page]
 
     # -- bulk writes ----------------------------------------------------------------------
 
