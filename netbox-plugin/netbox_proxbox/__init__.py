@@ -2,6 +2,12 @@
 
 from netbox.plugins import PluginConfig
 
+from .constants import (
+    DEFAULT_BACKEND_REQUEST_TIMEOUT,
+    DEFAULT_SYNC_POLL_INTERVAL,
+    DEFAULT_SYNC_TIMEOUT,
+)
+
 __version__ = "0.1.0"
 
 
@@ -15,8 +21,19 @@ class ProxboxConfig(PluginConfig):
     min_version = "4.7.0"
     max_version = "4.7.99"
     # encryption_key: a Fernet key encrypting endpoint token secrets at rest (required).
+    # backend_url / backend_token: where "Sync now" Jobs reach the Proxbox sync backend and
+    # the bearer token it expects (its PROXBOX_BACKEND_API_TOKEN). sync_timeout: seconds a Job
+    # waits for the backend's run; sync_poll_interval / backend_request_timeout: seconds.
+    # See README "Sync now".
     required_settings = []
-    default_settings = {"encryption_key": None}
+    default_settings = {
+        "encryption_key": None,
+        "backend_url": None,
+        "backend_token": "",
+        "sync_timeout": DEFAULT_SYNC_TIMEOUT,
+        "sync_poll_interval": DEFAULT_SYNC_POLL_INTERVAL,
+        "backend_request_timeout": DEFAULT_BACKEND_REQUEST_TIMEOUT,
+    }
 
     def ready(self):
         super().ready()

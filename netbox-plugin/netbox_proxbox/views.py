@@ -1,9 +1,26 @@
+from django.contrib import messages
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.http import Http404
+from django.shortcuts import redirect
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.views.generic import View
 from netbox.views import generic
 from utilities.views import register_model_view
 from virtualization.models import Cluster
 
 from . import filtersets, forms, tables
 from .models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from .sync.jobs import SyncEndpointJob
+from .sync.service import (
+    SyncNotFound,
+    SyncRequestError,
+    find_endpoint,
+    may_request_sync,
+    request_sync,
+)
+
+RECENT_SYNC_JOBS = 5
 
 #
 # Endpoints
@@ -32,7 +49,50 @@ class ProxmoxEndpointView(generic.ObjectView):
                 .first()
             )
         tracking = ProxmoxCluster.objects.restrict(request.user, "view").filter(endpoint=instance)
-        return {"native_cluster": native_cluster, "tracking_records": tracking}
+        recent_syncs = (
+            SyncEndpointJob.get_jobs(instance)
+            .restrict(request.user, "view")
+            .defer("data", "log_entries")
+            .order_by("-created")[:RECENT_SYNC_JOBS]
+        )
+        return {
+            "native_cluster": native_cluster,
+            "tracking_records": tracking,
+            "can_sync": may_request_sync(request.user, instance),
+            "recent_syncs": recent_syncs,
+            "may_view_jobs": request.user.has_perm("core.view_job"),
+        }
+
+
+@register_model_view(ProxmoxEndpoint, "sync_now", path="sync")
+class ProxmoxEndpointSyncView(LoginRequiredMixin, View):
+    """The "Sync now" button: POST only (CSRF-protected), change permission on the endpoint."""
+
+    def post(self, request, pk):
+        try:
+            endpoint = find_endpoint(request.user, pk)
+        except SyncNotFound:
+            raise Http404(_("No Proxmox endpoint matches the given query.")) from None
+        try:
+            job = request_sync(request.user, endpoint)
+        except SyncRequestError as exc:
+            messages.error(request, exc.detail)
+            return redirect(endpoint.get_absolute_url())
+        if request.user.has_perm("core.view_job"):
+            messages.success(
+                request,
+                format_html(
+                    _('Sync of {endpoint} queued as <a href="{url}">job {job}</a>.'),
+                    endpoint=endpoint.name,
+                    url=job.get_absolute_url(),
+                    job=job.pk,
+                ),
+            )
+        else:
+            messages.success(
+                request, _("Sync of {endpoint} queued.").format(endpoint=endpoint.name)
+            )
+        return redirect(endpoint.get_absolute_url())
 
 
 @register_model_view(ProxmoxEndpoint, "add", detail=False)

@@ -17,6 +17,7 @@ from ..choices import EndpointModeChoices, SyncStatusChoices
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 
 __all__ = (
+    "EndpointCredentialsSerializer",
     "ProxboxClusterSyncStateSerializer",
     "ProxmoxClusterSerializer",
     "ProxmoxEndpointSerializer",
@@ -187,3 +188,10 @@ class SyncClusterResponseSerializer(serializers.Serializer):
     proxmox_cluster = serializers.IntegerField(read_only=True)
     created = serializers.BooleanField(read_only=True)
     changed = serializers.BooleanField(read_only=True)
+
+
+class EndpointCredentialsSerializer(serializers.Serializer):
+    """Documents GET …/endpoints/proxmox/{pk}/credentials/ (holders of reveal_credentials only)."""
+
+    token_id = serializers.CharField(read_only=True)
+    token_secret = serializers.CharField(read_only=True)

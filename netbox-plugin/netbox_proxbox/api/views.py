@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.api.serializers import JobSerializer
 from drf_spectacular.utils import extend_schema
 from netbox.api.viewsets import NetBoxModelViewSet
 from rest_framework import status
@@ -13,10 +14,13 @@ from users.models import Token
 from virtualization.api.serializers_.clusters import ClusterSerializer
 
 from .. import filtersets
+from ..credentials import may_reveal_credentials
+from ..encryption import SecretDecryptionError
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
 from ..ownership.errors import ClaimError
+from ..sync.service import SyncRequestError, find_endpoint, request_sync
 from . import serializers
 
 
@@ -42,10 +46,54 @@ class ProxmoxEndpointViewSet(NetBoxModelViewSet):
     filterset_class = filtersets.ProxmoxEndpointFilterSet
 
     def get_permissions(self):
-        if self.action == "sync_cluster":
+        if self.action in ("sync_cluster", "sync"):
             # Object-level checks (endpoint, native cluster, references) happen in the service.
             return [IsAuthenticated(), WriteEnabledCredentials()]
+        if self.action == "credentials":
+            # A read: read-only tokens qualify. The object-level check is the action's own.
+            return [IsAuthenticated()]
         return super().get_permissions()
+
+    @extend_schema(request=None, responses={200: serializers.EndpointCredentialsSerializer})
+    @action(detail=True, methods=["get"], url_path="credentials")
+    def credentials(self, request, pk):
+        """The endpoint's decrypted Proxmox API token, for holders of `reveal_credentials` only."""
+        try:
+            endpoint = find_endpoint(request.user, pk)
+        except SyncRequestError as exc:
+            return _no_store(Response(exc.as_response_data(), status=exc.status_code))
+        if not may_reveal_credentials(request.user, endpoint):
+            return _no_store(
+                Response(
+                    {
+                        "detail": "Reading this endpoint's credentials requires the "
+                        "'reveal_credentials' action on it.",
+                        "code": "permission_denied",
+                    },
+                    status=status.HTTP_403_FORBIDDEN,
+                )
+            )
+        try:
+            secret = endpoint.reveal_token_secret()
+        except SecretDecryptionError as exc:
+            return _no_store(
+                Response({"detail": str(exc), "code": "secret_undecryptable"}, status=409)
+            )
+        return _no_store(Response({"token_id": endpoint.token_id, "token_secret": secret}))
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"], url_path="sync")
+    def sync(self, request, pk):
+        """Sync now: enqueue a Job that has the Proxbox sync backend sync this endpoint."""
+        try:
+            endpoint = find_endpoint(request.user, pk)
+            job = request_sync(request.user, endpoint)
+        except SyncRequestError as exc:
+            return Response(exc.as_response_data(), status=exc.status_code)
+        return Response(
+            JobSerializer(job, context={"request": request}).data,
+            status=status.HTTP_202_ACCEPTED,
+        )
 
     @extend_schema(
         request=serializers.SyncClusterRequestSerializer,
@@ -93,6 +141,13 @@ class ProxmoxEndpointViewSet(NetBoxModelViewSet):
             },
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
         )
+
+
+def _no_store(response: Response) -> Response:
+    # Credentials (and refusals to hand them out) must never sit in a browser or proxy cache.
+    response["Cache-Control"] = "no-store"
+    response["Pragma"] = "no-cache"
+    return response
 
 
 class ProxmoxClusterViewSet(NetBoxModelViewSet):

@@ -7,9 +7,11 @@ from django.db import models, transaction
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from netbox.models import NetBoxModel
+from netbox.models.features import JobsMixin
 from utilities.exceptions import AbortRequest
 
 from ..choices import EndpointModeChoices
+from ..constants import REVEAL_CREDENTIALS_ACTION
 from ..encryption import decrypt_secret, encrypt_secret
 
 __all__ = ("ProxmoxEndpoint",)
@@ -18,7 +20,8 @@ __all__ = ("ProxmoxEndpoint",)
 SECRET_FIELDS = ("token_secret_ciphertext",)
 
 
-class ProxmoxEndpoint(NetBoxModel):
+# JobsMixin first: its delete() batches the "Sync now" Jobs before NetBoxModel's delete runs.
+class ProxmoxEndpoint(JobsMixin, NetBoxModel):
     """A Proxmox VE API endpoint (a cluster or a standalone node) that Proxbox synchronizes."""
 
     name = models.CharField(verbose_name=_("name"), max_length=100, unique=True)
@@ -79,6 +82,11 @@ class ProxmoxEndpoint(NetBoxModel):
         ordering = ("name",)
         verbose_name = _("Proxmox endpoint")
         verbose_name_plural = _("Proxmox endpoints")
+        # A custom object-permission action (NetBox lists it in the ObjectPermission form).
+        # Only its explicit holders may read the decrypted token through the credentials API.
+        permissions = (
+            (REVEAL_CREDENTIALS_ACTION, "Read the decrypted API token (sync backend only)"),
+        )
 
     def __str__(self):
         return self.name

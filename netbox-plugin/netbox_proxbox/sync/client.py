@@ -1,0 +1,145 @@
+"""HTTP adapter for the Proxbox sync backend's service API.
+
+`POST /sync/{endpoint_id}` starts a run (202 {"run_id", "url"}; 409 while one is
+active), `GET /runs/{run_id}` reads its state and, once finished, its report, and
+`GET /runs/{run_id}/events` replays its events (a finite SSE stream once the run
+has finished). Every failure becomes a `BackendError` whose message says what to
+fix; the bearer token never appears in one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+
+import requests
+
+from .config import BackendSettings
+
+FINISHED = "finished"  # the backend's terminal run state
+
+
+class BackendError(Exception):
+    """The backend could not be asked or refused; the message is meant for the Job's error."""
+
+
+class BackendUnavailable(BackendError):
+    pass
+
+
+class BackendRefused(BackendError):
+    pass
+
+
+class RunTimedOut(BackendError):
+    pass
+
+
+class BackendClient:
+    def __init__(self, settings: BackendSettings, session: requests.Session | None = None):
+        self.settings = settings
+        self.session = session or requests.Session()
+        if settings.token:
+            self.session.headers["Authorization"] = f"Bearer {settings.token}"
+        self.session.headers["Accept"] = "application/json"
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _request(self, method: str, path: str, **kwargs) -> requests.Response:
+        url = f"{self.settings.url}{path}"
+        try:
+            return self.session.request(
+                method, url, timeout=self.settings.request_timeout, **kwargs
+            )
+        except requests.RequestException as exc:
+            # The exception's own text can be long and nested; its class says enough.
+            raise BackendUnavailable(
+                f"the sync backend at {self.settings.url} is unreachable "
+                f"({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
+
+    def start_sync(self, endpoint_id: int) -> str:
+        response = self._request("POST", f"/sync/{endpoint_id}")
+        if response.status_code == 202:
+            run_id = _json(response).get("run_id")
+            if not run_id:
+                raise BackendRefused("the sync backend accepted the sync but returned no run_id")
+            return str(run_id)
+        if response.status_code == 409:
+            detail = _json(response).get("detail")
+            active = detail.get("run_id") if isinstance(detail, dict) else None
+            raise BackendRefused(
+                "a sync of this endpoint is already running on the backend"
+                + (f" (run {active})" if active else "")
+            )
+        raise self._refused("POST /sync", response)
+
+    def run(self, run_id: str) -> dict:
+        response = self._request("GET", f"/runs/{run_id}")
+        if response.status_code != 200:
+            raise self._refused("GET /runs", response)
+        return _json(response)
+
+    def wait(
+        self,
+        run_id: str,
+        *,
+        on_poll: Callable[[dict], None] = lambda run: None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> dict:
+        """Poll the run until it has finished or the sync timeout has passed."""
+        deadline = clock() + self.settings.sync_timeout
+        while True:
+            run = self.run(run_id)
+            on_poll(run)
+            if run.get("state") == FINISHED:
+                return run
+            remaining = deadline - clock()
+            if remaining <= 0:
+                raise RunTimedOut(
+                    f"the backend's run {run_id} had not finished after "
+                    f'{self.settings.sync_timeout:g} s (PLUGINS_CONFIG["netbox_proxbox"]'
+                    f'["sync_timeout"]); it may still be running (state {run.get("state")!r})'
+                )
+            sleep(min(self.settings.poll_interval, remaining))
+
+    def events(self, run_id: str) -> Iterator[dict]:
+        """The finished run's events, in order (SSE `data:` lines are JSON)."""
+        response = self._request("GET", f"/runs/{run_id}/events", stream=True)
+        if response.status_code != 200:
+            raise self._refused("GET /runs/…/events", response)
+        with response:
+            for line in response.iter_lines(decode_unicode=True):
+                if line and line.startswith("data:"):
+                    try:
+                        yield json.loads(line[5:].strip())
+                    except ValueError:
+                        continue
+
+    def _refused(self, what: str, response: requests.Response) -> BackendError:
+        if response.status_code == 401:
+            return BackendRefused(
+                f"the sync backend refused {what} with 401: "
+                'PLUGINS_CONFIG["netbox_proxbox"]["backend_token"] must equal the backend\'s '
+                "PROXBOX_BACKEND_API_TOKEN"
+            )
+        detail = _json(response).get("detail") or response.text[:200]
+        return BackendRefused(
+            f"the sync backend answered {what} with {response.status_code}: {detail}"
+        )
+
+
+def _json(response: requests.Response) -> dict:
+    try:
+        data = response.json()
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""

@@ -1,0 +1,112 @@
+"""The "Sync now" Job: start a backend run for one endpoint, wait for it, keep its summary."""
+
+from __future__ import annotations
+
+from core.exceptions import JobFailed
+from netbox.jobs import JobRunner
+
+from .client import BackendClient, BackendError
+from .config import BackendNotConfigured, BackendSettings
+
+MAX_LOGGED_FAILURES = 20  # the full list stays in the Job's data
+
+
+class SyncJobError(Exception):
+    """The Job could not get a run done (configuration, backend unreachable or refusing, timeout).
+
+    NetBox records `repr()` of the exception as the Job's error and marks it errored: the
+    plain message is the useful part, so repr() returns just that.
+    """
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class SyncEndpointJob(JobRunner):
+    class Meta:
+        name = "Proxbox sync"
+
+    def run(self, *args, **kwargs):
+        endpoint = self.job.object
+        if endpoint is None:
+            self.job.error = "The Proxmox endpoint was deleted before its sync started."
+            raise JobFailed()
+        try:
+            settings = BackendSettings.load()
+        except BackendNotConfigured as exc:
+            self.logger.error(str(exc))
+            raise SyncJobError(str(exc)) from None
+
+        client = BackendClient(settings)
+        try:
+            run = self._run_backend_sync(client, endpoint)
+        except BackendError as exc:
+            self.logger.error(str(exc))
+            raise SyncJobError(str(exc)) from None
+        finally:
+            client.close()
+
+        report = run.get("report") or {}
+        self.job.data = {"endpoint": endpoint.pk, "backend_run": run.get("id"), "report": report}
+        self._log_report(report)
+        if not report.get("ok"):
+            self.job.error = failure_reason(report)
+            raise JobFailed()
+
+    def _run_backend_sync(self, client: BackendClient, endpoint) -> dict:
+        run_id = client.start_sync(endpoint.pk)
+        self.job.data = {"endpoint": endpoint.pk, "backend_run": run_id}
+        self.logger.info(f"Backend run {run_id} started for endpoint {endpoint.name!r}")
+        seen_states = set()
+
+        def on_poll(run: dict) -> None:
+            state = run.get("state")
+            if state not in seen_states:
+                seen_states.add(state)
+                self.logger.debug(f"Backend run {run_id} is {state}")
+
+        run = client.wait(run_id, on_poll=on_poll)
+        # Replaying the finished run's events is best effort: the report is what counts.
+        try:
+            for event in client.events(run_id):
+                self._log_event(event)
+        except BackendError as exc:
+            self.logger.warning(f"Could not replay the run's progress events: {exc}")
+        return run
+
+    def _log_event(self, event: dict) -> None:
+        if event.get("event") == "stage" and event.get("state") == "finished":
+            self.logger.info(f"Stage {event.get('stage')}: {event.get('done', 0)} processed")
+
+    def _log_report(self, report: dict) -> None:
+        for warning in report.get("warnings") or []:
+            self.logger.warning(warning)
+        for failure in (report.get("failures") or [])[:MAX_LOGGED_FAILURES]:
+            self.logger.error(
+                f"{failure.get('object_type')} {failure.get('label')}: {failure.get('reason')}"
+            )
+        for object_type, counters in sorted((report.get("counters") or {}).items()):
+            self.logger.info(
+                f"{object_type}: "
+                + ", ".join(f"{outcome} {number}" for outcome, number in counters.items())
+            )
+        if report.get("error"):
+            self.logger.error(f"Sync failed: {report['error']}")
+        else:
+            self.logger.info(
+                f"Sync {report.get('status', 'finished')}: "
+                f"{report.get('inventory_writes', 0)} NetBox writes"
+            )
+
+
+def failure_reason(report: dict) -> str:
+    if report.get("error"):
+        return f"Sync failed: {report['error']}"
+    failures = report.get("failures") or []
+    if failures:
+        first = failures[0]
+        return (
+            f"{len(failures)} object(s) failed to sync; first: {first.get('object_type')} "
+            f"{first.get('label')}: {first.get('reason')}"
+        )
+    return f"Sync ended with status {report.get('status')!r}"
