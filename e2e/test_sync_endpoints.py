@@ -148,14 +148,14 @@ def test_standalone_node_with_a_partial_failure(netbox_server, third_simulator, 
     assert netbox_inventory(netbox_server, report.cluster["id"])["ips"] == expected["ips"]
 
 
-def cli(netbox_server, simulator, *args, token=None):
+def cli(netbox_server, simulator, *args, token=None, proxmox_env=None):
     env = dict(
         os.environ,
         PROXBOX_NETBOX_URL=netbox_server.url,
         PROXBOX_NETBOX_TOKEN=token or netbox_server.admin_token,
         PROXBOX_PROXMOX_URL=simulator.url,
-        PROXBOX_PROXMOX_TOKEN=simulator.token_secret,
         PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
+        **(proxmox_env or {"PROXBOX_PROXMOX_TOKEN": simulator.token_secret}),
     )
     return subprocess.run(
         [sys.executable, "-m", "proxbox_backend.cli", *args],
@@ -186,6 +186,23 @@ def test_cli_json_and_exit_status(netbox_server, third_simulator, standalone, vi
     )
     assert refused.returncode == 1
     assert "403" in refused.stdout and view_only_token not in refused.stdout + refused.stderr
+
+
+def test_ticket_login_instead_of_a_token(netbox_server, third_simulator, standalone):
+    result = cli(
+        netbox_server,
+        third_simulator,
+        "run",
+        "--endpoint",
+        "pve-edge",
+        "--json",
+        proxmox_env={"PROXBOX_PROXMOX_USER": "root@pam", "PROXBOX_PROXMOX_PASSWORD": "proxmox"},
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["inventory_writes"] == 0
+    # one POST for the ticket, reads otherwise
+    assert report["proxmox_requests"]["by_method"]["POST"] == 1
 
 
 def test_http_service_runs_a_sync_and_streams_progress(netbox_server, third_simulator, standalone):

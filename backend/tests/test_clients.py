@@ -334,3 +334,31 @@ async def test_claim_retries_races_but_not_verdicts(answers, requests, status):
         assert (await gateway.claim(endpoint, {"name": "x"})).cluster_id == 4
     assert len(server.requests) == requests
     assert server.requests[0].url.path == "/api/plugins/proxbox/endpoints/proxmox/3/sync-cluster/"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (
+            httpx.Response(200, json={"token_id": "sync@pve!nb", "token_secret": PVE_SECRET}),
+            "sync@pve!nb",
+        ),
+        (httpx.Response(404, json={"detail": "Not found."}), None),
+        (httpx.Response(403, json={"detail": "You do not have permission."}), None),
+    ],
+)
+async def test_credentials_api_or_fallback(answer, expected):
+    from proxbox_backend.domain.endpoint import Endpoint
+    from proxbox_backend.gateways.netbox import NetBoxGateway
+
+    server = Recorder(answer)
+    client, _ = netbox(server)
+    endpoint = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
+    credentials = await NetBoxGateway(client).credentials(endpoint)
+    assert server.requests[0].url.path == "/api/plugins/proxbox/endpoints/proxmox/3/credentials/"
+    assert (credentials.token_id if credentials else None) == expected
+    if credentials:
+        assert credentials.token_secret.reveal() == PVE_SECRET and PVE_SECRET not in repr(
+            credentials
+        )

@@ -1,0 +1,42 @@
+"""The CLI's summary rendering and its configuration errors."""
+
+from rich.console import Console
+
+from proxbox_backend import cli
+from proxbox_backend.service import RunReport
+
+
+def test_summary_lists_counters_failures_and_the_claim():
+    report = RunReport(endpoint={"id": 1, "name": "pve-lab"})
+    report.cluster = {
+        "id": 4,
+        "name": "lab",
+        "mode": "cluster",
+        "claim_status": 200,
+        "created": False,
+        "changed": True,
+    }
+    report.tally.add("virtualization.virtualmachine", "created", 3)
+    report.tally.add("virtualization.virtualmachine", "unchanged", 7)
+    report.tally.fail("ipam.ipaddress", "10.0.0.5/24 on web net0", "HTTP 400: duplicate")
+    console = Console(record=True, width=140)
+    cli.render_summary(report, console)
+    text = console.export_text()
+    assert "claim HTTP 200, created=false, changed=true" in text
+    assert "virtualization.virtualmachine" in text and "ipam.ipaddress" in text
+    assert "failed ipam.ipaddress 10.0.0.5/24 on web net0: HTTP 400: duplicate" in text
+
+
+def test_missing_netbox_settings_exit_2(monkeypatch, capsys):
+    for var in ("PROXBOX_NETBOX_URL", "PROXBOX_NETBOX_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    assert cli.main(["run", "--endpoint", "1"]) == cli.EXIT_USAGE
+    assert "PROXBOX_NETBOX_URL" in capsys.readouterr().err
+
+
+def test_bad_policy_is_refused(monkeypatch, capsys):
+    monkeypatch.setenv("PROXBOX_NETBOX_URL", "http://netbox.test")
+    monkeypatch.setenv("PROXBOX_NETBOX_TOKEN", "x" * 40)
+    monkeypatch.setenv("PROXBOX_DISAPPEARED_GUESTS", "vanish")
+    assert cli.main(["run", "--endpoint", "1"]) == cli.EXIT_USAGE
+    assert "offline, delete, keep" in capsys.readouterr().err
