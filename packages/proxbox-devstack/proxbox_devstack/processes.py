@@ -19,6 +19,8 @@ from pathlib import Path
 
 import psutil
 
+from .errors import StackError
+
 
 @dataclass(frozen=True)
 class ProcessRecord:
@@ -104,10 +106,25 @@ class ProcessSpec:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-class ProcessFailed(Exception):
+class ProcessFailed(StackError):
+    """A managed process died or never became ready; the message quotes its log."""
+
     def __init__(self, spec: ProcessSpec, reason: str) -> None:
-        super().__init__(f"{spec.name} {reason}; see {spec.log_file}")
+        last = last_log_line(spec.log_file)
+        detail = f": {last}" if last else ""
+        super().__init__(f"{spec.name} {reason}{detail} (see {spec.log_file})")
         self.spec = spec
+
+
+def last_log_line(path: Path) -> str:
+    """The last non-empty line of a log file, for one-line error messages."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, path.stat().st_size - 4000))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
 
 def spawn(spec: ProcessSpec) -> subprocess.Popen:

@@ -19,7 +19,7 @@ from .errors import EXIT_FAILURE, EXIT_NOT_RUNNING, EXIT_PORT_IN_USE, StackError
 from .netbox_db import credentials_path, load_credentials
 from .paths import HOME_ENV
 from .ports import port_is_free
-from .processes import ProcessFailed, ProcessRecord, ProcessSpec, spawn, stop, wait_ready
+from .processes import ProcessRecord, ProcessSpec, spawn, stop, wait_ready
 from .state import StackState
 
 Log = Callable[[str], None]
@@ -182,8 +182,6 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
             if died is not None:
                 log(f"{died} exited unexpectedly; stopping the stack (see {ctx.log_file(died)})")
                 exit_code = EXIT_FAILURE
-    except ProcessFailed as exc:
-        raise StackError(str(exc)) from None
     finally:
         # A second Ctrl-C during shutdown must not abandon children half-stopped.
         for sig in SHUTDOWN_SIGNALS:

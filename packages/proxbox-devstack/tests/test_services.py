@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from proxbox_devstack import postgres_server, redis_server, services
-from proxbox_devstack.processes import ProcessRecord, stop
+from proxbox_devstack.processes import ProcessRecord, ProcessSpec, spawn, stop, wait_ready
 from proxbox_devstack.state import StackState
 from proxbox_devstack.testdb import server_supports_icu
 
@@ -152,3 +152,22 @@ def test_external_database_url_must_answer_within_the_timeout(home, listener, mo
     assert "PROXBOX_DATABASE_URL=postgresql://u:***@127.0.0.1" in str(failure.value)
     assert "secret" not in str(failure.value)
     assert failure.value.exit_code == services.EXIT_SERVICE_UNREACHABLE
+
+
+def test_a_process_dying_at_start_is_reported_with_its_last_log_line(tmp_path):
+    spec = ProcessSpec(
+        name="doomed",
+        argv=[
+            sys.executable,
+            "-c",
+            "print('FATAL: no such role', flush=True); raise SystemExit(2)",
+        ],
+        log_file=tmp_path / "doomed.log",
+        ready=lambda: False,
+    )
+    popen = spawn(spec)
+    with pytest.raises(services.StackError) as failure:
+        wait_ready(spec, popen)
+    assert str(failure.value) == (
+        f"doomed exited with code 2 while starting: FATAL: no such role (see {spec.log_file})"
+    )
