@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models, transaction
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
@@ -18,6 +18,15 @@ __all__ = ("ProxmoxEndpoint",)
 
 # Never part of change records, exports or logs: only ciphertext is stored, and even that stays home.
 SECRET_FIELDS = ("token_secret_ciphertext",)
+
+# PVE's token identifier: `<userid>!<tokenid>`, userid being `<user>@<realm>`, and the
+# token name as PVE's pve-tokenid format allows. Checked here so that a malformed value is
+# refused when the endpoint is saved, not when the backend first uses it.
+TOKEN_ID_VALIDATOR = RegexValidator(
+    regex=r"^[^\s@!:]+@[A-Za-z][A-Za-z0-9.\-_]*![A-Za-z][A-Za-z0-9.\-_]*$",
+    message=_("Enter a Proxmox API token ID of the form user@realm!tokenid."),
+    code="invalid_token_id",
+)
 
 
 # JobsMixin first: its delete() batches the "Sync now" Jobs before NetBoxModel's delete runs.
@@ -37,6 +46,7 @@ class ProxmoxEndpoint(JobsMixin, NetBoxModel):
     token_id = models.CharField(
         verbose_name=_("API token ID"),
         max_length=255,
+        validators=[TOKEN_ID_VALIDATOR],
         help_text=_("Proxmox API token identifier, e.g. proxbox@pve!sync"),
     )
     # Fernet ciphertext of the API token secret. Use `token_secret` (property) to read or write.

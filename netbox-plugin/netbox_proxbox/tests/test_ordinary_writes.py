@@ -102,6 +102,18 @@ class EndpointWritesTest(OrdinaryWriteBase):
             self.assertNotIn("token_secret_ciphertext", text)
         self.assertIn("pve-new", changes)  # change records exist, just without the secret
 
+    def test_malformed_token_id_is_refused_naming_the_field(self):
+        for token_id in ("sync", "proxbox@pve", "proxbox!sync", "a b@pve!sync"):
+            with self.subTest(token_id=token_id):
+                response = self.api(
+                    "post",
+                    api_url("proxmoxendpoint"),
+                    {"name": "pve-bad", "host": "h.example", "token_id": token_id},
+                )
+                self.assertEqual(response.status_code, 400, response.content)
+                self.assertIn("token_id", response.json())
+        self.assertFalse(ProxmoxEndpoint.objects.filter(name="pve-bad").exists())
+
     def test_templates_cannot_read_the_secret(self):
         from jinja2.sandbox import SecurityError
         from utilities.jinja2 import render_jinja2
@@ -127,7 +139,7 @@ class EndpointWritesTest(OrdinaryWriteBase):
         response = self.api(
             "put",
             api_url("proxmoxendpoint", self.endpoint.pk),
-            {"name": "pve-a", "host": "h", "token_id": "t", "netbox_cluster": None},
+            {"name": "pve-a", "host": "h", "token_id": "proxbox@pve!sync", "netbox_cluster": None},
         )
         self.assertEqual(response.status_code, 200, response.content)
         self.assertEqual(response.json()["netbox_cluster"]["id"], cluster_id)

@@ -142,7 +142,7 @@ class EditFormsTest(TestCase):
             "name": "pve-a",
             "host": "h.example",
             "port": 8006,
-            "token_id": "t",
+            "token_id": "proxbox@pve!sync",
             "mode": "cluster",
             "enabled": "on",
             "verify_tls": "on",
