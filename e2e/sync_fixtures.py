@@ -518,7 +518,7 @@ def sync_workdir():
 
 
 @pytest.fixture(scope="session")
-def netbox_server(sync_workdir, django_db_blocker):
+def netbox_server(sync_workdir):
     server = NetBoxServer(sync_workdir)
     try:
         yield server.start()

@@ -22,8 +22,6 @@ sync_workdir = fixtures.sync_workdir
 netbox_server = fixtures.netbox_server
 cluster_simulator = fixtures.cluster_simulator
 
-pytestmark = pytest.mark.django_db(transaction=False)
-
 
 @pytest.fixture(scope="module")
 def site(netbox_server):

@@ -27,7 +27,6 @@ netbox_server = fixtures.netbox_server
 second_simulator = fixtures.second_simulator
 third_simulator = fixtures.third_simulator
 
-pytestmark = pytest.mark.django_db(transaction=False)
 
 VIEW_ONLY_TYPES = [
     "netbox_proxbox.proxmoxendpoint", "netbox_proxbox.proxmoxcluster",
