@@ -133,10 +133,13 @@ class SyncService:
         netbox = self._netbox or self.netbox_client()
         try:
             await self._run(endpoint_ref, netbox, report, emit)
-        except SyncFailed as exc:
+        except (SyncFailed, NetBoxError, ProxmoxError, TransportError) as exc:
             report.error = str(exc)
-        except (NetBoxError, ProxmoxError, TransportError) as exc:
-            report.error = str(exc)
+        except Exception as exc:
+            # The run's boundary: an unexpected answer ends this run with a report (and the
+            # HTTP service's followers with a `finished` event) instead of a hung stream.
+            log.exception("sync of endpoint %s failed unexpectedly", endpoint_ref)
+            report.error = f"unexpected {type(exc).__name__}: {exc}"
         finally:
             report.duration_s = time.monotonic() - started
             report.netbox_requests = netbox.stats.as_dict()

@@ -26,3 +26,22 @@ async def test_followers_get_past_and_future_events_in_order_then_stop():
     assert registry.active_for("3") is None
     # A late follower replays the whole run and ends.
     assert await asyncio.wait_for(follow(), 1) == ["started", "stage", "finished"]
+
+
+@pytest.mark.asyncio
+async def test_an_unexpected_answer_still_finishes_the_run_with_a_report():
+    import httpx
+
+    from proxbox_backend.clients.netbox import NetBoxClient
+    from proxbox_backend.config import Settings
+    from proxbox_backend.secrets import Secret
+    from proxbox_backend.service import SyncService
+
+    # NetBox answers the endpoint lookup with something that is not an endpoint.
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"unexpected": 1}))
+    netbox = NetBoxClient("http://netbox.test", Secret("t" * 40), transport=transport)
+    settings = Settings(netbox_url="http://netbox.test", netbox_token=Secret("t" * 40))
+    events = []
+    report = await SyncService(settings, netbox=netbox).run(5, events.append)
+    assert not report.ok and report.error.startswith("unexpected KeyError")
+    assert events[-1]["event"] == "finished" and events[-1]["report"]["status"] == "failed"
