@@ -96,7 +96,9 @@ def run(per_client: int) -> None:
     def endpoints(prefix: str, count: int) -> list[int]:
         made = []
         for i in range(count):
-            endpoint = ProxmoxEndpoint(name=f"{prefix}-{i}-{tag}", host="pve.example", token_id="proxbox@pve!bench")
+            endpoint = ProxmoxEndpoint(
+                name=f"{prefix}-{i}-{tag}", host="pve.example", token_id="proxbox@pve!bench"
+            )
             endpoint.save()
             made.append(endpoint.pk)
         return made
