@@ -318,18 +318,19 @@ class Simulator:
 def settings_for(
     netbox: NetBoxServer, simulator: Simulator, token: str | None = None, **overrides
 ) -> Settings:
-    """Backend settings: NetBox from the server, Proxmox credentials as the fallback
-    until the plugin's credentials API serves them."""
-    return Settings(
-        netbox_url=netbox.url,
-        netbox_token=Secret(token or netbox.admin_token),
-        proxmox_token_id=simulator.token_id,
-        proxmox_token=Secret(simulator.token_secret),
-        proxmox_ca_bundle=simulator.ca_bundle,
-        proxmox_url=simulator.url,
-        retry=RetryPolicy(attempts=3, backoff=0.2, max_backoff=1.0),
-        **overrides,
-    )
+    """Backend settings: NetBox from the server; Proxmox credentials as the fallback for
+    when the plugin's credentials API does not serve them (override with None to drop)."""
+    values = {
+        "netbox_url": netbox.url,
+        "netbox_token": Secret(token or netbox.admin_token),
+        "proxmox_token_id": simulator.token_id,
+        "proxmox_token": Secret(simulator.token_secret),
+        "proxmox_ca_bundle": simulator.ca_bundle,
+        "proxmox_url": simulator.url,
+        "retry": RetryPolicy(attempts=3, backoff=0.2, max_backoff=1.0),
+    }
+    values.update(overrides)
+    return Settings(**values)
 
 
 def run_sync(

@@ -201,7 +201,7 @@ def test_ticket_login_instead_of_a_token(netbox_server, third_simulator, standal
     report = json.loads(result.stdout)
     assert report["ok"] and report["inventory_writes"] == 0
     # one POST for the ticket, reads otherwise
-    assert report["proxmox_requests"]["by_method"]["POST"] == 1
+    assert report["proxmox_requests"]["by_method"].get("POST") == 1, report
 
 
 def test_http_service_runs_a_sync_and_streams_progress(netbox_server, third_simulator, standalone):
@@ -229,3 +229,27 @@ def test_http_service_runs_a_sync_and_streams_progress(netbox_server, third_simu
         assert (stage, "started") in stages and (stage, "finished") in stages
     assert events[-1]["event"] == "finished" and events[-1]["report"]["ok"]
     assert run["report"]["ok"] and run["report"]["inventory_writes"] == 0
+
+
+# Last in the file: it grants the backend user `reveal_credentials`.
+def test_credentials_come_from_the_plugin(netbox_server, second_simulator, owner):
+    endpoint, _ = owner
+    with netbox_server.api() as api:
+        admin = api.get("/users/users/", params={"username": "admin"}).json()["results"][0]
+        # Not implied by superuser status: the backend's user gets the action explicitly.
+        granted = api.post(
+            "/users/permissions/",
+            json={
+                "name": "pbsync reveal credentials",
+                "actions": ["reveal_credentials"],
+                "object_types": ["netbox_proxbox.proxmoxendpoint"],
+                "users": [admin["id"]],
+            },
+        )
+        assert granted.status_code == 201, granted.text
+    # No fallback configured: the token must come from the endpoint record.
+    report = run_sync(
+        netbox_server, second_simulator, endpoint["id"], proxmox_token=None, proxmox_token_id=None
+    )
+    assert report.ok, report.as_dict()
+    assert report.tally.writes == 0
