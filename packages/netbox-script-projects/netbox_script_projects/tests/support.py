@@ -90,6 +90,13 @@ class StorageTestMixin:
         patcher = mock.patch("core.models.jobs.django_rq.get_queue", return_value=self.queue)
         patcher.start()
         self.addCleanup(patcher.stop)
+        # NetBox indexes searchable objects inline unless it sees a live RQ
+        # worker in Redis, in which case it queues a SearchCacheJob instead.
+        # Redis is shared on dev machines, so another process's worker would
+        # switch paths mid-run; pin the worker-less path so every run is alike.
+        no_workers = mock.patch("netbox.search.deferred.any_workers_for_queue", return_value=False)
+        no_workers.start()
+        self.addCleanup(no_workers.stop)
 
     def stored_files(self) -> list[str]:
         """Every file in the sandbox, relative to the storage root."""
@@ -103,8 +110,9 @@ class StorageTestMixin:
 class RecordingQueue:
     """Stands in for an RQ queue: records the cleanup Jobs that would be submitted.
 
-    NetBox submits unrelated Jobs too (e.g. search cache updates); they are
-    dropped, so counts and runs concern this plugin's cleanup only.
+    NetBox may submit unrelated Jobs too (e.g. a SearchCacheJob when it sees
+    a live RQ worker); they are dropped, so counts and runs concern this
+    plugin's cleanup only.
     """
 
     def __init__(self):

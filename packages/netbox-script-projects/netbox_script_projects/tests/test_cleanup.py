@@ -63,6 +63,23 @@ class RevisionDeletionTest(CleanupTestMixin, TestCase):
         self.assertEqual(job.status, JobStatusChoices.STATUS_COMPLETED)
         self.assertEqual(self.content_files(), [])
 
+    def test_a_live_rq_worker_adds_no_cleanup_job(self):
+        # With a worker registered in Redis, NetBox queues a SearchCacheJob for
+        # a new Project instead of indexing inline; the cleanup count must not
+        # see it (this made ConcurrentStagingTest fail with 2 != 1).
+        revision = self.stage()
+        with (
+            mock.patch("netbox.search.deferred.any_workers_for_queue", return_value=True),
+            self.captureOnCommitCallbacks(execute=True),
+        ):
+            # Its own savepoint: NetBox batches search updates per savepoint
+            # scope, and setUp's batch is not captured here.
+            with transaction.atomic():
+                ScriptProject.objects.create(name="Other", key="other")
+            revision.delete()
+        self.assertTrue(Job.objects.filter(name="Search cache update").exists())
+        self.assertEqual(len(self.queue.submitted), 1)
+
     def test_rolled_back_deletion_records_nothing(self):
         revision = self.stage()
         with self.captureOnCommitCallbacks(execute=True):

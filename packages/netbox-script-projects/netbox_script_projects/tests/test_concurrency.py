@@ -54,10 +54,16 @@ def lock_is_held(storage_key) -> bool:
 
 
 def lock_waiters(storage_key) -> int:
+    """Sessions waiting for the Project lock in this test database.
+
+    pg_locks spans the whole cluster, and other runs of this suite use other
+    databases on the same server: count only waiters in ours.
+    """
     classid, objid = lock_key(storage_key)
     with psycopg.connect(**_probe_params()) as probe:
         return probe.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND classid::bigint = (%s::bigint & 4294967295) AND objid::bigint = (%s::bigint & 4294967295)",
             [classid, objid],
         ).fetchone()[0]
