@@ -73,6 +73,7 @@ def start_stack(tmp_path_factory, services_env) -> Iterator[Callable[..., Stack]
     for stack in started:
         stack.stop()
         drop_database(stack.env, stack.database)
+        drop_database(stack.env, f"{stack.database}_simulator")
 
 
 @pytest.fixture(scope="session")

@@ -72,7 +72,7 @@ def test_one_rq_worker_serves_the_queues(stack):
 def test_status_command_reports_every_process(stack):
     result = stack.proxbox("status")
     assert result.returncode == 0, result.stdout
-    for name in ("proxbox up", "netbox", "rqworker"):
+    for name in ("proxbox up", "netbox", "rqworker", "simulator", "backend"):
         assert name in result.stdout
 
 
@@ -119,6 +119,7 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
         if up.poll() is None:
             up.kill()
         drop_database(env, env["PROXBOX_NETBOX_DATABASE"])
+        drop_database(env, env["PROXBOX_NETBOX_DATABASE"] + "_simulator")
 
 
 def test_next_up_stops_what_a_killed_supervisor_left_behind(start_stack):

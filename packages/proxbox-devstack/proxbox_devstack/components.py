@@ -71,6 +71,10 @@ def http_answers(host: str, port: int, path: str) -> bool:
 
 def prepare_netbox_database(ctx: StackContext) -> None:
     """Clone/migrate the NetBox database and create the admin on first run (in a child)."""
+    from .demo import assign_backend_url
+
+    # NetBox's configuration names the backend's URL, so its port is chosen first.
+    assign_backend_url(ctx)
     log_file = ctx.log_file("netbox-setup")
     log_file.parent.mkdir(parents=True, exist_ok=True)
     stderr_lines: list[str] = []
@@ -140,6 +144,16 @@ def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
     return [web, worker]
 
 
+def _demo_components() -> list[Component]:
+    from .demo import backend_specs, first_sync, prepare_simulator, simulator_specs
+
+    return [
+        Component(name="simulator", specs=simulator_specs, prepare=prepare_simulator),
+        Component(name="backend", specs=backend_specs, after_start=first_sync),
+    ]
+
+
 COMPONENTS: list[Component] = [
     Component(name="netbox", specs=netbox_specs, prepare=prepare_netbox_database),
+    *_demo_components(),
 ]

@@ -22,6 +22,27 @@ from .paths import data_dir as default_data_dir
 from .secrets import write_private_file
 
 CREDENTIALS_FILE = "credentials.json"
+BACKEND_CREDENTIALS_FILE = "backend-credentials.json"
+BACKEND_USERNAME = "proxbox-backend"
+BACKEND_PERMISSION = "proxbox-backend: sync writes"
+BACKEND_ENDPOINT_PERMISSION = "proxbox-backend: endpoint credentials"
+# What a sync reads and writes: its inventory objects, the prerequisites it creates
+# (types, roles, custom fields) and the plugin's tracking records.
+BACKEND_WRITES = (
+    "dcim.device",
+    "dcim.devicerole",
+    "dcim.devicetype",
+    "dcim.manufacturer",
+    "dcim.macaddress",
+    "extras.customfield",
+    "ipam.ipaddress",
+    "virtualization.cluster",
+    "virtualization.clustertype",
+    "virtualization.virtualmachine",
+    "virtualization.vminterface",
+    "virtualization.virtualdisk",
+)
+BACKEND_READS = ("dcim.site", "tenancy.tenant")
 ADMIN_USERNAME = "admin"
 TOKEN_DESCRIPTION = "proxbox dev stack"
 
@@ -85,6 +106,74 @@ def _ensure_admin(data_dir: Path) -> bool:
     return True
 
 
+def backend_credentials_path(data_dir: Path) -> Path:
+    return data_dir / BACKEND_CREDENTIALS_FILE
+
+
+def _grant(name: str, user, models: list, actions: list[str]) -> None:
+    from django.contrib.contenttypes.models import ContentType
+    from users.models import ObjectPermission
+
+    permission, _ = ObjectPermission.objects.update_or_create(
+        name=name, defaults={"actions": actions, "enabled": True}
+    )
+    permission.object_types.set(ContentType.objects.get_for_models(*models).values())
+    permission.users.add(user)
+
+
+def _ensure_backend_user(data_dir: Path) -> bool:
+    """The sync backend's own NetBox user: not a superuser, only what a sync needs.
+
+    `reveal_credentials` is never implied (not even for superusers), so the backend
+    user holds it explicitly on the plugin's endpoints.
+    """
+    from django.apps import apps
+    from users.models import Token, User
+
+    user, _ = User.objects.get_or_create(username=BACKEND_USERNAME)
+    plugin_models = [
+        model
+        for model in apps.get_app_config("netbox_proxbox").get_models()
+        if model._meta.model_name != "proxmoxendpoint"
+    ]
+    writes = [apps.get_model(label) for label in BACKEND_WRITES] + plugin_models
+    _grant(BACKEND_PERMISSION, user, writes, ["view", "add", "change", "delete"])
+    _grant(
+        BACKEND_PERMISSION + " (read)",
+        user,
+        [apps.get_model(label) for label in BACKEND_READS],
+        ["view"],
+    )
+    endpoint = apps.get_model("netbox_proxbox.proxmoxendpoint")
+    _grant(BACKEND_ENDPOINT_PERMISSION, user, [endpoint], ["view", "change", "reveal_credentials"])
+
+    path = backend_credentials_path(data_dir)
+    try:
+        stored = json.loads(path.read_text("utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        stored = None
+    if stored is not None and stored.get("database") == _database_name():
+        key = stored.get("token", "").removeprefix("nbt_").split(".", 1)[0]
+        if Token.objects.filter(user=user, key=key).exists():
+            return False
+    token = Token(user=user, description="proxbox sync backend")
+    token.save()
+    path.unlink(missing_ok=True)
+    write_private_file(
+        path,
+        json.dumps(
+            {
+                "database": _database_name(),
+                "username": BACKEND_USERNAME,
+                "token": f"nbt_{token.key}.{token.token}",
+            },
+            indent=2,
+        )
+        + "\n",
+    )
+    return True
+
+
 def _database_name() -> str:
     from django.conf import settings
 
@@ -104,6 +193,7 @@ def main() -> int:
     cloned = _ensure_database(connections["default"].settings_dict)
     call_command("migrate", interactive=False, verbosity=0)
     created = _ensure_admin(data_dir)
+    _ensure_backend_user(data_dir)
     print(
         json.dumps({"database": _database_name(), "cloned": cloned, "credentials_created": created})
     )

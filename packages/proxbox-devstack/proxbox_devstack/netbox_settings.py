@@ -21,6 +21,10 @@ from .state import service_urls
 NETBOX_DATABASE_ENV = "PROXBOX_NETBOX_DATABASE"
 DEFAULT_NETBOX_DATABASE = "netbox"
 PLUGINS = ["netbox_proxbox", "netbox_script_projects"]
+# Where NetBox's "Sync now" reaches the sync backend; `proxbox up` sets it to the
+# port it started the backend on.
+BACKEND_URL_ENV = "PROXBOX_BACKEND_URL"
+DEFAULT_BACKEND_URL = "http://127.0.0.1:8800"
 
 
 def django_database(server_url: str, name: str) -> dict[str, Any]:
@@ -61,7 +65,11 @@ def build_configuration(data_dir: Path | None = None) -> dict[str, Any]:
         "API_TOKEN_PEPPERS": {1: secrets["netbox_api_token_pepper"]},
         "PLUGINS": list(PLUGINS),
         "PLUGINS_CONFIG": {
-            "netbox_proxbox": {"encryption_key": secrets["proxbox_encryption_key"]},
+            "netbox_proxbox": {
+                "encryption_key": secrets["proxbox_encryption_key"],
+                "backend_url": os.environ.get(BACKEND_URL_ENV, DEFAULT_BACKEND_URL),
+                "backend_token": secrets["backend_api_token"],
+            },
         },
         "STORAGES": {
             "script_projects": {

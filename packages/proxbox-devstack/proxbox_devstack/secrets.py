@@ -18,6 +18,8 @@ def _new_secrets() -> dict[str, str]:
         "netbox_api_token_pepper": secrets.token_urlsafe(60),
         # A Fernet key: 32 url-safe base64-encoded bytes.
         "proxbox_encryption_key": base64.urlsafe_b64encode(os.urandom(32)).decode("ascii"),
+        # What NetBox's "Sync now" presents to the sync backend (PROXBOX_BACKEND_API_TOKEN).
+        "backend_api_token": secrets.token_urlsafe(32),
     }
 
 

@@ -1,0 +1,109 @@
+"""`proxbox up` with the demo: the simulator and the sync backend run under the
+supervisor, the demo endpoint is registered and synced once, NetBox's "Sync now"
+reaches the backend, and `proxbox down` stops them all."""
+
+from __future__ import annotations
+
+import json
+import ssl
+
+import httpx
+import pytest
+from stack_support import processes_using, wait_for
+
+ENDPOINTS = "/api/plugins/proxbox/endpoints/proxmox/"
+
+
+@pytest.fixture(scope="module")
+def stack(start_stack):
+    """A stack of its own: test_stack.py stops the shared one."""
+    return start_stack("demo")
+
+
+def _pve(stack) -> httpx.Client:
+    demo = json.loads((stack.home / "simulator" / "demo.json").read_text())
+    state = json.loads((stack.home / "stack.json").read_text())
+    return httpx.Client(
+        base_url=state["urls"]["proxmox simulator"],
+        headers={"Authorization": f"PVEAPIToken={demo['token_id']}={demo['token_secret']}"},
+        verify=ssl.create_default_context(cafile=stack.home / "simulator" / "tls" / "pve-ssl.pem"),
+        timeout=30,
+    )
+
+
+def _demo_endpoint(stack) -> dict:
+    with stack.client() as client:
+        results = client.get(ENDPOINTS, params={"name": "demo-pve"}).json()["results"]
+    assert len(results) == 1, results
+    return results[0]
+
+
+def test_up_prints_where_to_look(stack):
+    endpoint = _demo_endpoint(stack)
+    cluster = endpoint["netbox_cluster"]["id"]
+    assert f"{stack.url}/plugins/proxbox/endpoints/{endpoint['id']}/" in stack.up_output
+    assert f"{stack.url}/virtualization/clusters/{cluster}/" in stack.up_output
+    assert f"{stack.url}/virtualization/virtual-machines/?cluster_id={cluster}" in stack.up_output
+
+
+def test_demo_endpoint_is_linked_to_its_synced_cluster(stack):
+    endpoint = _demo_endpoint(stack)
+    assert endpoint["verify_tls"] is True
+    assert endpoint["site"]["slug"] == "proxbox-demo"
+    cluster = endpoint["netbox_cluster"]
+    assert cluster is not None
+    with _pve(stack) as pve:
+        guests = pve.get("/cluster/resources", params={"type": "vm"}).json()["data"]
+    with stack.client() as client:
+        vms = client.get(
+            "/api/virtualization/virtual-machines/",
+            params={"cluster_id": cluster["id"], "limit": 1000},
+        ).json()["results"]
+    assert guests
+    assert {vm["name"] for vm in vms} == {guest["name"] for guest in guests}
+
+
+def test_backend_user_holds_only_its_grants(stack):
+    backend = json.loads((stack.home / "backend-credentials.json").read_text())
+    assert (stack.home / "backend-credentials.json").stat().st_mode & 0o777 == 0o600
+    assert (stack.home / "secrets.json").stat().st_mode & 0o777 == 0o600
+    headers = {"Authorization": f"Bearer {backend['token']}", "Accept": "application/json"}
+    with httpx.Client(base_url=stack.url, headers=headers, timeout=30) as client:
+        endpoint = _demo_endpoint(stack)
+        revealed = client.get(f"{ENDPOINTS}{endpoint['id']}/credentials/")
+        users = client.get("/api/users/users/")
+        racks = client.get("/api/dcim/racks/")
+    assert revealed.status_code == 200
+    assert revealed.json()["token_id"] == endpoint["token_id"]
+    # Not a superuser: nothing outside its grants.
+    assert users.status_code == 403
+    assert racks.status_code == 403
+
+
+def test_sync_now_reaches_the_backend(stack):
+    endpoint = _demo_endpoint(stack)
+    with stack.client() as client:
+        job = client.post(f"{ENDPOINTS}{endpoint['id']}/sync/")
+        assert job.status_code in (200, 201, 202), job.text
+
+        def finished() -> bool:
+            status = client.get(f"/api/core/jobs/{job.json()['id']}/").json()["status"]["value"]
+            return status in ("completed", "errored", "failed")
+
+        assert wait_for(finished, timeout=120)
+        done = client.get(f"/api/core/jobs/{job.json()['id']}/").json()
+    assert done["status"]["value"] == "completed", (
+        done.get("error"),
+        done.get("data"),
+        done.get("log_entries"),
+    )
+    assert "POST /sync/" in (stack.home / "logs" / "backend.log").read_text()
+
+
+def test_down_stops_simulator_and_backend(stack):
+    records = stack.recorded_processes()
+    assert {"proxbox up", "netbox", "rqworker", "simulator", "backend"} <= set(records)
+    result = stack.stop()
+    assert result.returncode == 0, result.stderr
+    assert not any(record.alive() for record in records.values())
+    assert processes_using(stack.home) == []

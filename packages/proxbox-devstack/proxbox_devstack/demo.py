@@ -1,0 +1,328 @@
+"""The demo half of `proxbox up`: a Proxmox simulator, the sync backend, and a demo
+endpoint in NetBox that the backend syncs once.
+
+* The simulator gets its own database on the stack's PostgreSQL
+  (`<netbox database>_simulator`), migrated and seeded with a deterministic
+  profile once; a PVE API token is created then and kept in
+  `<data>/simulator/demo.json` (0600). It serves HTTPS on 127.0.0.1 with the
+  certificate it generates in `<data>/simulator/tls/`.
+* The backend (`proxbox-sync serve`) authenticates NetBox with the
+  `proxbox-backend` user's token (created by `netbox_db`) and its callers with
+  the generated `backend_api_token` secret, which NetBox's PLUGINS_CONFIG
+  carries too. It verifies the simulator's certificate with the simulator's CA.
+* After start, the demo endpoint is registered once (verify_tls on) and synced
+  through the backend's HTTP API, the same path NetBox's "Sync now" takes.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from psycopg import sql
+
+from .components import StackContext, http_answers
+from .errors import StackError
+from .netbox_db import backend_credentials_path, load_credentials
+from .netbox_settings import BACKEND_URL_ENV, DEFAULT_NETBOX_DATABASE, NETBOX_DATABASE_ENV
+from .ports import choose_port
+from .processes import ProcessSpec
+from .secrets import load_or_create_secrets, write_private_file
+
+SIMULATOR_PROFILE = "small"
+SIMULATOR_SEED = 1
+SIMULATOR_PORT = 8006
+SIMULATOR_TOKEN_ID = "root@pam!proxbox-demo"
+BACKEND_PORT = 8800
+DEMO_ENDPOINT = "demo-pve"
+# Proxmox nodes become NetBox devices, and devices need a site.
+DEMO_SITE = {"name": "Proxbox demo", "slug": "proxbox-demo"}
+SYNC_TIMEOUT = 300.0
+
+
+def simulator_dir(ctx: StackContext) -> Path:
+    return ctx.data_dir / "simulator"
+
+
+def simulator_database(env: dict[str, str]) -> str:
+    return f"{env.get(NETBOX_DATABASE_ENV, DEFAULT_NETBOX_DATABASE)}_simulator"
+
+
+def _server_dsn(server_url: str, database: str) -> str:
+    base, _, _ = server_url.partition("?")[0].rpartition("/")
+    return f"{base}/{database}"
+
+
+def _simulator_env(ctx: StackContext) -> dict[str, str]:
+    return dict(
+        ctx.env,
+        PROXMOX_SIMULATOR_DATABASE_URL=_server_dsn(
+            ctx.services.database_url, simulator_database(ctx.env)
+        ),
+        PROXMOX_SIMULATOR_DATA_DIR=str(simulator_dir(ctx)),
+        # Simulated tasks finish at once: a demo need not wait for fake clones.
+        PROXMOX_SIMULATOR_CLOCK="instant",
+    )
+
+
+def _simulator_cli(ctx: StackContext, *args: str) -> str:
+    log_file = ctx.log_file("simulator-setup")
+    result = subprocess.run(
+        [sys.executable, "-m", "proxmox_simulator.cli", *args],
+        env=_simulator_env(ctx),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    with open(log_file, "a", encoding="utf-8") as log:
+        log.write(f"$ proxmox-simulator {args[0]}\n{result.stderr}")
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        reason = lines[-1] if lines else f"exit code {result.returncode}"
+        raise StackError(f"proxmox-simulator {args[0]} failed: {reason} (see {log_file})")
+    return result.stdout
+
+
+def demo_state_path(ctx: StackContext) -> Path:
+    return simulator_dir(ctx) / "demo.json"
+
+
+def prepare_simulator(ctx: StackContext) -> None:
+    """Create, migrate and seed the simulator's database and its API token, once."""
+    import psycopg
+
+    database = simulator_database(ctx.env)
+    state_path = demo_state_path(ctx)
+    with psycopg.connect(ctx.services.database_url, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+        ).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+            # A token recorded for a database that no longer exists is worthless.
+            state_path.unlink(missing_ok=True)
+    _simulator_cli(ctx, "migrate")
+    if not state_path.exists():
+        ctx.log_file("simulator-setup").parent.mkdir(parents=True, exist_ok=True)
+        _simulator_cli(ctx, "seed", "--profile", SIMULATOR_PROFILE, "--seed", str(SIMULATOR_SEED))
+        secret = json.loads(
+            _simulator_cli(ctx, "token", "create", SIMULATOR_TOKEN_ID, "--privsep", "0", "--json")
+        )["value"]
+        state = {"database": database, "token_id": SIMULATOR_TOKEN_ID, "token_secret": secret}
+        write_private_file(state_path, json.dumps(state, indent=2) + "\n")
+
+
+def _https_answers(port: int, path: str) -> bool:
+    context = ssl.create_default_context()
+    # Readiness only: the certificate may not exist yet when the server starts.
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=context)
+        try:
+            conn.request("GET", path)
+            return conn.getresponse().status < 500
+        finally:
+            conn.close()
+    except OSError:
+        return False
+
+
+def simulator_specs(ctx: StackContext) -> list[ProcessSpec]:
+    port = choose_port(None, SIMULATOR_PORT)
+    ctx.notes["simulator_port"] = port
+    ctx.urls["proxmox simulator"] = f"https://127.0.0.1:{port}/api2/json"
+    return [
+        ProcessSpec(
+            name="simulator",
+            argv=[
+                sys.executable,
+                "-m",
+                "proxmox_simulator.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--tls",
+                "--workers",
+                "1",
+            ],
+            log_file=ctx.log_file("simulator"),
+            env=_simulator_env(ctx),
+            ready=lambda: _https_answers(port, "/healthz"),
+            ready_timeout=60,
+        )
+    ]
+
+
+def assign_backend_url(ctx: StackContext) -> None:
+    """Pick the backend's port before NetBox starts: its configuration names the URL."""
+    port = choose_port(None, BACKEND_PORT)
+    ctx.notes["backend_port"] = port
+    ctx.env[BACKEND_URL_ENV] = f"http://127.0.0.1:{port}"
+
+
+def backend_specs(ctx: StackContext) -> list[ProcessSpec]:
+    port = int(ctx.notes["backend_port"])
+    credentials = json.loads(backend_credentials_path(ctx.data_dir).read_text("utf-8"))
+    secrets = load_or_create_secrets(ctx.data_dir)
+    env = dict(
+        ctx.env,
+        PROXBOX_NETBOX_URL=f"http://{ctx.options.host}:{ctx.options.port}",
+        PROXBOX_NETBOX_TOKEN=credentials["token"],
+        PROXBOX_BACKEND_API_TOKEN=secrets["backend_api_token"],
+        PROXBOX_PROXMOX_CA_BUNDLE=str(simulator_dir(ctx) / "tls" / "pve-ssl.pem"),
+    )
+    ctx.urls["sync backend"] = ctx.env[BACKEND_URL_ENV] + "/"
+    return [
+        ProcessSpec(
+            name="backend",
+            argv=[
+                sys.executable,
+                "-m",
+                "proxbox_backend.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            log_file=ctx.log_file("backend"),
+            env=env,
+            ready=lambda: http_answers("127.0.0.1", port, "/health"),
+            ready_timeout=60,
+        )
+    ]
+
+
+def _request(method: str, url: str, token: str, body: dict | None = None) -> tuple[int, dict]:
+    scheme = "Bearer"
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={
+            "Authorization": f"{scheme} {token}",
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read() or b"{}")
+        except json.JSONDecodeError:
+            return exc.code, {}
+
+
+def _demo_site(api: str, admin_token: str) -> int:
+    status, page = _request("GET", f"{api}/dcim/sites/?slug={DEMO_SITE['slug']}", admin_token)
+    if status == 200 and page["results"]:
+        return page["results"][0]["id"]
+    status, site = _request("POST", f"{api}/dcim/sites/", admin_token, dict(DEMO_SITE))
+    if status != 201:
+        raise StackError(f"creating the demo site failed ({status}): {site}")
+    return site["id"]
+
+
+def _demo_endpoint(ctx: StackContext, api: str, admin_token: str) -> dict:
+    """The demo endpoint, registered on first use; pointed at this run's simulator port."""
+    site = _demo_site(api, admin_token)
+    demo = json.loads(demo_state_path(ctx).read_text("utf-8"))
+    port = int(ctx.notes["simulator_port"])
+    status, page = _request(
+        "GET", f"{api}/plugins/proxbox/endpoints/proxmox/?name={DEMO_ENDPOINT}", admin_token
+    )
+    if status != 200:
+        raise StackError(f"listing proxbox endpoints failed ({status}): {page}")
+    if page["results"]:
+        endpoint = page["results"][0]
+        if (
+            endpoint["port"] != port
+            or endpoint.get("token_id") != demo["token_id"]
+            or not endpoint.get("site")
+        ):
+            status, endpoint = _request(
+                "PATCH",
+                f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/",
+                admin_token,
+                {
+                    "port": port,
+                    "site": site,
+                    "token_id": demo["token_id"],
+                    "token_secret": demo["token_secret"],
+                },
+            )
+            if status != 200:
+                raise StackError(f"updating the demo endpoint failed ({status}): {endpoint}")
+        return endpoint
+    status, endpoint = _request(
+        "POST",
+        f"{api}/plugins/proxbox/endpoints/proxmox/",
+        admin_token,
+        {
+            "name": DEMO_ENDPOINT,
+            "host": "127.0.0.1",
+            "port": port,
+            # The backend verifies the simulator's self-signed certificate with its CA
+            # (PROXBOX_PROXMOX_CA_BUNDLE), so verification stays on.
+            "verify_tls": True,
+            "token_id": demo["token_id"],
+            "token_secret": demo["token_secret"],
+            "mode": "cluster",
+            "site": site,
+        },
+    )
+    if status != 201:
+        raise StackError(f"registering the demo endpoint failed ({status}): {endpoint}")
+    return endpoint
+
+
+def first_sync(ctx: StackContext) -> None:
+    """Register the demo endpoint and sync it through the backend until its cluster is linked."""
+    netbox = f"http://{ctx.options.host}:{ctx.options.port}"
+    api = f"{netbox}/api"
+    admin = load_credentials(ctx.data_dir)
+    if admin is None:
+        raise StackError("the admin credentials are missing; cannot register the demo endpoint")
+    endpoint = _demo_endpoint(ctx, api, admin["token"])
+    if not endpoint.get("netbox_cluster"):
+        backend = ctx.env[BACKEND_URL_ENV]
+        token = load_or_create_secrets(ctx.data_dir)["backend_api_token"]
+        status, accepted = _request("POST", f"{backend}/sync/{endpoint['id']}", token)
+        if status != 202:
+            raise StackError(f"the first sync was refused by the backend ({status}): {accepted}")
+        deadline = time.monotonic() + SYNC_TIMEOUT
+        while True:
+            status, run = _request("GET", f"{backend}/runs/{accepted['run_id']}", token)
+            if run.get("state") == "finished":
+                break
+            if time.monotonic() > deadline:
+                raise StackError(f"the first sync did not finish within {SYNC_TIMEOUT:.0f}s")
+            time.sleep(0.5)
+        report = run.get("report") or {}
+        if not report.get("ok", False):
+            print(
+                f"proxbox: the first sync reported problems (see {ctx.log_file('backend')})",
+                file=sys.stderr,
+            )
+        status, endpoint = _request(
+            "GET", f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/", admin["token"]
+        )
+    ctx.urls["demo endpoint"] = f"{netbox}/plugins/proxbox/endpoints/{endpoint['id']}/"
+    cluster = endpoint.get("netbox_cluster")
+    if cluster:
+        ctx.urls["demo cluster"] = f"{netbox}/virtualization/clusters/{cluster['id']}/"
+        ctx.urls["demo VMs"] = (
+            f"{netbox}/virtualization/virtual-machines/?cluster_id={cluster['id']}"
+        )
