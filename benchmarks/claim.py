@@ -57,25 +57,13 @@ def main() -> int:
 
     django.setup()
     from django.conf import settings
-    from django.db import connections
 
-    from proxbox_devstack.testdb import (
-        clone_database,
-        drop_database,
-        ensure_template,
-        maintenance_connection,
-    )
+    from proxbox_devstack.testdb import scratch_database
 
-    settings_dict = settings.DATABASES["default"]
-    template = ensure_template(settings_dict, log=lambda message: print(message, file=sys.stderr))
-    with maintenance_connection(settings_dict) as conn:
-        clone_database(conn, template, database)
-    try:
+    with scratch_database(
+        settings.DATABASES["default"], database, log=lambda message: print(message, file=sys.stderr)
+    ):
         run(args.per_client)
-    finally:
-        connections.close_all()
-        with maintenance_connection(settings_dict) as conn:
-            drop_database(conn, database)
     return 0
 
 

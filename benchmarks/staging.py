@@ -66,86 +66,74 @@ def main() -> None:
     from django.db import connections
     from django.test import override_settings
 
-    from proxbox_devstack.testdb import (
-        clone_database,
-        drop_database,
-        ensure_template,
-        maintenance_connection,
-    )
-
-    settings_dict = connections["default"].settings_dict
-    template = ensure_template(settings_dict, log=lambda *a: None)
-    with maintenance_connection(settings_dict) as conn:
-        clone_database(conn, template, database)
+    from proxbox_devstack.testdb import scratch_database
 
     work = Path(tempfile.mkdtemp(prefix="nbsp-bench-"))
-    try:
-        tree, store, copy = work / "tree", work / "store", work / "copy"
-        tree.mkdir()
-        total = generate_tree(tree, args.files, args.megabytes * 1024 * 1024)
-        archive = work / "project.tar"
-        with tarfile.open(archive, "w") as tar:
-            tar.add(tree, arcname=".")
+    with scratch_database(connections["default"].settings_dict, database, log=lambda *a: None):
+        try:
+            tree, store, copy = work / "tree", work / "store", work / "copy"
+            tree.mkdir()
+            total = generate_tree(tree, args.files, args.megabytes * 1024 * 1024)
+            archive = work / "project.tar"
+            with tarfile.open(archive, "w") as tar:
+                tar.add(tree, arcname=".")
 
-        storages = {
-            **settings.STORAGES,
-            "script_projects": {
-                "BACKEND": "django.core.files.storage.FileSystemStorage",
-                "OPTIONS": {"location": str(store)},
-            },
-        }
-        with override_settings(STORAGES=storages):
-            from netbox_script_projects.models import ScriptProject
-            from netbox_script_projects.storage.service import stage_upload
+            storages = {
+                **settings.STORAGES,
+                "script_projects": {
+                    "BACKEND": "django.core.files.storage.FileSystemStorage",
+                    "OPTIONS": {"location": str(store)},
+                },
+            }
+            with override_settings(STORAGES=storages):
+                from netbox_script_projects.models import ScriptProject
+                from netbox_script_projects.storage.service import stage_upload
 
-            project = ScriptProject.objects.create(name="Benchmark", key="benchmark")
+                project = ScriptProject.objects.create(name="Benchmark", key="benchmark")
 
-            def stage():
-                with open(archive, "rb") as upload:
-                    return stage_upload(project, upload, archive.name)
+                def stage():
+                    with open(archive, "rb") as upload:
+                        return stage_upload(project, upload, archive.name)
 
-            stage_seconds, first = timed(stage)
-            restage_seconds, second = timed(stage)
+                stage_seconds, first = timed(stage)
+                restage_seconds, second = timed(stage)
 
-        file_list = sorted(str(p) for p in tree.rglob("*.py"))
-        sha_seconds, _ = timed(
-            lambda: subprocess.run(
-                ["xargs", "-0", "sha256sum"],
-                input="\0".join(file_list).encode(),
-                stdout=subprocess.DEVNULL,
-                check=True,
+            file_list = sorted(str(p) for p in tree.rglob("*.py"))
+            sha_seconds, _ = timed(
+                lambda: subprocess.run(
+                    ["xargs", "-0", "sha256sum"],
+                    input="\0".join(file_list).encode(),
+                    stdout=subprocess.DEVNULL,
+                    check=True,
+                )
             )
-        )
-        cp_seconds, _ = timed(
-            lambda: subprocess.run(["cp", "-r", str(tree), str(copy)], check=True)
-        )
-        baseline = sha_seconds + cp_seconds
+            cp_seconds, _ = timed(
+                lambda: subprocess.run(["cp", "-r", str(tree), str(copy)], check=True)
+            )
+            baseline = sha_seconds + cp_seconds
 
-        mib = total / (1024 * 1024)
-        print(
-            f"tree: {args.files} files, {mib:.1f} MiB ({total} bytes); archive {archive.stat().st_size} bytes (tar)"
-        )
-        print(
-            f"stage_upload (new revision, {first.outcome}):  {stage_seconds:7.3f} s  {mib / stage_seconds:7.1f} MiB/s"
-        )
-        print(
-            f"stage_upload (same content, {second.outcome}):  {restage_seconds:7.3f} s  "
-            f"{mib / restage_seconds:7.1f} MiB/s"
-        )
-        print(f"baseline sha256sum:                     {sha_seconds:7.3f} s")
-        print(f"baseline cp -r:                         {cp_seconds:7.3f} s")
-        print(
-            f"baseline sha256sum + cp -r:             {baseline:7.3f} s  {mib / baseline:7.1f} MiB/s"
-        )
-        print(f"stage / baseline:                       {stage_seconds / baseline:7.2f} x")
-        print(
-            f"revision {first.revision.digest[:16]}… status {first.revision.status}, files {first.revision.file_count}"
-        )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        connections.close_all()
-        with maintenance_connection(settings_dict) as conn:
-            drop_database(conn, database)
+            mib = total / (1024 * 1024)
+            print(
+                f"tree: {args.files} files, {mib:.1f} MiB ({total} bytes); archive {archive.stat().st_size} bytes (tar)"
+            )
+            print(
+                f"stage_upload (new revision, {first.outcome}):  {stage_seconds:7.3f} s  {mib / stage_seconds:7.1f} MiB/s"
+            )
+            print(
+                f"stage_upload (same content, {second.outcome}):  {restage_seconds:7.3f} s  "
+                f"{mib / restage_seconds:7.1f} MiB/s"
+            )
+            print(f"baseline sha256sum:                     {sha_seconds:7.3f} s")
+            print(f"baseline cp -r:                         {cp_seconds:7.3f} s")
+            print(
+                f"baseline sha256sum + cp -r:             {baseline:7.3f} s  {mib / baseline:7.1f} MiB/s"
+            )
+            print(f"stage / baseline:                       {stage_seconds / baseline:7.2f} x")
+            print(
+                f"revision {first.revision.digest[:16]}… status {first.revision.status}, files {first.revision.file_count}"
+            )
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

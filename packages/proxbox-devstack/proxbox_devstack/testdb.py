@@ -164,3 +164,23 @@ def ensure_template(settings_dict: dict, log=print) -> str:
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
     return full
+
+
+@contextmanager
+def scratch_database(settings_dict: dict, name: str, log=print):
+    """A throwaway copy of the migrated template named `name`, dropped on exit.
+
+    For scripts (benchmarks) that point NetBox at their own database: the
+    caller's settings already name `name`; connections are closed before the drop.
+    """
+    from django.db import connections
+
+    template = ensure_template(settings_dict, log=log)
+    with maintenance_connection(settings_dict) as conn:
+        clone_database(conn, template, name)
+    try:
+        yield name
+    finally:
+        connections.close_all()
+        with maintenance_connection(settings_dict) as conn:
+            drop_database(conn, name)
