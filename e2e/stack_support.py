@@ -63,6 +63,10 @@ class Stack:
             records["proxbox up"] = ProcessRecord.from_json(state["supervisor"])
         return records
 
+    def redis_databases(self) -> list[int]:
+        """The Redis databases (tasks, caching) `proxbox up` leased for this stack."""
+        return json.loads((self.home / "stack.json").read_text())["redis_databases"]
+
     def stop(self) -> subprocess.CompletedProcess:
         return self.proxbox("down")
 

@@ -125,6 +125,7 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
 def test_next_up_stops_what_a_killed_supervisor_left_behind(start_stack):
     crashed = start_stack("crashed")
     records = crashed.recorded_processes()
+    leased = crashed.redis_databases()
     os.kill(records["proxbox up"].pid, signal.SIGKILL)
     assert wait_for(lambda: not records["proxbox up"].alive(), timeout=10)
     assert records["netbox"].alive() and records["rqworker"].alive()  # orphans now
@@ -133,8 +134,11 @@ def test_next_up_stops_what_a_killed_supervisor_left_behind(start_stack):
     assert again.returncode == 0, again.stdout + again.stderr
     assert not records["netbox"].alive()
     assert not records["rqworker"].alive()
+    # The data dir gets its Redis databases back rather than leaking a pair.
+    assert crashed.redis_databases() == leased
     with crashed.client() as client:
         assert client.get("/api/status/").status_code == 200
+    assert crashed.stop().returncode == 0
 
 
 def test_down_leaves_no_process(stack):

@@ -15,7 +15,19 @@ ENDPOINTS = "/api/plugins/proxbox/endpoints/proxmox/"
 
 
 @pytest.fixture(scope="module")
-def stack(start_stack):
+def rival(start_stack):
+    """Another stack on the same PostgreSQL and Redis servers, running meanwhile.
+
+    NetBox's queue names are fixed, so without a Redis database pair of each
+    stack's own, the rival's RQ worker would take the demo stack's jobs.
+    """
+    rival = start_stack("rival")
+    yield rival
+    rival.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(start_stack, rival):
     """A stack of its own: test_stack.py stops the shared one."""
     return start_stack("demo")
 
@@ -80,7 +92,16 @@ def test_backend_user_holds_only_its_grants(stack):
     assert racks.status_code == 403
 
 
-def test_sync_now_reaches_the_backend(stack):
+def test_stacks_sharing_a_redis_server_use_databases_of_their_own(stack, rival):
+    assert stack.env["PROXBOX_REDIS_URL"] == rival.env["PROXBOX_REDIS_URL"]
+    ours, theirs = stack.redis_databases(), rival.redis_databases()
+    assert len(set(ours)) == 2 and not set(ours) & set(theirs) and not {0, 1} & set(ours)
+    status = stack.proxbox("status")
+    assert f"database {ours[0]} tasks, {ours[1]} caching" in status.stdout
+
+
+def test_sync_now_reaches_the_backend(stack, rival):
+    assert rival.recorded_processes()["rqworker"].alive()  # a worker that must not take our job
     endpoint = _demo_endpoint(stack)
     with stack.client() as client:
         job = client.post(f"{ENDPOINTS}{endpoint['id']}/sync/")

@@ -15,6 +15,7 @@ from typing import Any
 from psycopg.conninfo import conninfo_to_dict
 
 from .paths import data_dir as default_data_dir
+from .redis_databases import from_env as redis_databases_from_env
 from .secrets import load_or_create_secrets
 from .state import service_urls
 
@@ -57,10 +58,15 @@ def build_configuration(data_dir: Path | None = None) -> dict[str, Any]:
     for sub in ("media", "scripts", "reports", "script-projects"):
         (netbox_root / sub).mkdir(parents=True, exist_ok=True)
     database_name = os.environ.get(NETBOX_DATABASE_ENV, DEFAULT_NETBOX_DATABASE)
+    # The pair `proxbox up` leased for this stack; (0, 1) outside a stack.
+    redis_databases = redis_databases_from_env()
     return {
         "ALLOWED_HOSTS": ["*"],
         "DATABASES": {"default": django_database(database_url, database_name)},
-        "REDIS": {"tasks": redis_section(redis_url, 0), "caching": redis_section(redis_url, 1)},
+        "REDIS": {
+            "tasks": redis_section(redis_url, redis_databases.tasks),
+            "caching": redis_section(redis_url, redis_databases.caching),
+        },
         "SECRET_KEY": secrets["netbox_secret_key"],
         "API_TOKEN_PEPPERS": {1: secrets["netbox_api_token_pepper"]},
         "PLUGINS": list(PLUGINS),

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from . import redis_databases
 from . import services as services_mod
 from .components import COMPONENTS, NETBOX_CONFIGURATION, StackContext, UpOptions
 from .errors import EXIT_FAILURE, EXIT_NOT_RUNNING, EXIT_PORT_IN_USE, StackError
@@ -62,10 +63,16 @@ def preflight(data_dir: Path, options: UpOptions) -> None:
             check(os.environ[env_name])
 
 
-def stack_env(data_dir: Path, services: services_mod.Services) -> dict[str, str]:
+def stack_env(
+    data_dir: Path,
+    services: services_mod.Services,
+    lease: redis_databases.RedisLease | None = None,
+) -> dict[str, str]:
     env = dict(os.environ)
     env.update(services.env())
     env[HOME_ENV] = str(data_dir)
+    if lease is not None:
+        env[redis_databases.DATABASES_ENV] = lease.databases.to_env()
     env.setdefault("NETBOX_CONFIGURATION", NETBOX_CONFIGURATION)
     env["DJANGO_SETTINGS_MODULE"] = "netbox.settings"
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -147,20 +154,48 @@ def _stop_stale(data_dir: Path, log: Log) -> None:
         state.save(data_dir)
 
 
+def _release_stale_lease(data_dir: Path, log: Log) -> None:
+    """Free the Redis pair a killed supervisor held, instead of waiting for it to expire."""
+    state = StackState.load(data_dir)
+    if state is None or not state.redis_databases:
+        return
+    try:
+        released = redis_databases.release_owned(state.redis_url, data_dir)
+    except Exception as exc:  # Redis gone: the lease expires by itself
+        log(f"could not release the Redis lease: {exc}")
+        return
+    for pair in released:
+        log(f"released Redis {pair.describe()}")
+
+
+def _redis_line(state: StackState) -> str:
+    if not state.redis_databases:
+        return state.redis_url
+    pair = redis_databases.RedisDatabases(*state.redis_databases)
+    return f"{state.redis_url} ({pair.describe()})"
+
+
 def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: bool = False) -> int:
     """Run the stack in the foreground until a signal; returns the exit code."""
     preflight(data_dir, options)
     supervisor = Supervisor(data_dir, log)
     _install_signal_handlers(supervisor)
     services = services_mod.start_services(data_dir, log=log)
-    with services_mod.stack_lock(data_dir):
-        state = StackState.load(data_dir)
-        assert state is not None
-        state.supervisor = ProcessRecord.of(os.getpid()).to_json()
-        state.save(data_dir)
-    ctx = StackContext(data_dir, options, services, stack_env(data_dir, services))
+    lease: redis_databases.RedisLease | None = None
     exit_code = 0
     try:
+        lease = redis_databases.acquire(services.redis_url, data_dir)
+        if lease is not None:
+            lease.keep(on_lost=log)
+        with services_mod.stack_lock(data_dir):
+            state = StackState.load(data_dir)
+            assert state is not None
+            state.supervisor = ProcessRecord.of(os.getpid()).to_json()
+            state.redis_databases = (
+                [lease.databases.tasks, lease.databases.caching] if lease else None
+            )
+            state.save(data_dir)
+        ctx = StackContext(data_dir, options, services, stack_env(data_dir, services, lease))
         for component in COMPONENTS:
             if supervisor.stopping.is_set():
                 break
@@ -187,6 +222,8 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
         for sig in SHUTDOWN_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         supervisor.stop_all()
+        if lease is not None:
+            lease.release()
         for name in reversed(services.started):
             log(f"stopping {name}")
         services_mod.stop_services(data_dir, tuple(services.started))
@@ -228,7 +265,7 @@ def describe(data_dir: Path, show_secrets: bool = False) -> list[str]:
         if name not in ("netbox", "api"):
             lines.append(f"{name + ':':<11} {url}")
     lines.append(f"PostgreSQL: {services_mod.redact(state.database_url)}")
-    lines.append(f"Redis:      {state.redis_url}")
+    lines.append(f"Redis:      {_redis_line(state)}")
     credentials = load_credentials(data_dir)
     if show_secrets and credentials is not None:
         lines.append(
@@ -292,6 +329,7 @@ def down(data_dir: Path, log: Log = print) -> int:
         log(f"stopping proxbox up (pid {supervisor.pid})")
         stop(supervisor, signal.SIGTERM, timeout=90)
     _stop_stale(data_dir, log)
+    _release_stale_lease(data_dir, log)
     stopped = services_mod.stop_services(data_dir)
     for name in stopped:
         log(f"stopped {name}")
@@ -319,5 +357,5 @@ def status(data_dir: Path, log: Log = print) -> int:
     for name, url in state.urls.items():
         log(f"{name:<12} {url}")
     log(f"database     {services_mod.redact(state.database_url)}")
-    log(f"redis        {state.redis_url}")
+    log(f"redis        {_redis_line(state)}")
     return 0 if running else EXIT_NOT_RUNNING

@@ -32,6 +32,9 @@ class StackState:
     processes: dict[str, dict[str, float]] = field(default_factory=dict)
     external: list[str] = field(default_factory=list)
     supervisor: dict[str, float] | None = None
+    # The Redis databases (tasks, caching) leased for this stack's NetBox; see
+    # `redis_databases`. None when the Redis URL names its own database.
+    redis_databases: list[int] | None = None
     # Set by the `up` run that created the admin credentials, so it (or the
     # `up -d` waiting for it) prints them once.
     credentials_created: bool = False

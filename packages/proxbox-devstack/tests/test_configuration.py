@@ -20,6 +20,7 @@ REDIS = "redis://cache.example:6380"
 def urls(monkeypatch):
     monkeypatch.setenv("PROXBOX_DATABASE_URL", DB)
     monkeypatch.setenv("PROXBOX_REDIS_URL", REDIS)
+    monkeypatch.delenv("PROXBOX_REDIS_DATABASES", raising=False)
 
 
 def test_configuration_from_environment_and_data_dir(tmp_path, urls, monkeypatch):
@@ -58,6 +59,22 @@ def test_secrets_of_an_older_data_dir_are_completed_not_replaced(tmp_path, urls)
     assert config["SECRET_KEY"] == "kept"
     assert config["PLUGINS_CONFIG"]["netbox_proxbox"]["encryption_key"]
     assert stat.S_IMODE((tmp_path / SECRETS_FILE).stat().st_mode) == 0o600
+
+
+def test_the_stacks_leased_redis_databases_are_used(tmp_path, urls, monkeypatch):
+    monkeypatch.setenv("PROXBOX_REDIS_DATABASES", "6,7")
+    config = build_configuration(tmp_path)
+    assert config["REDIS"]["tasks"]["URL"] == f"{REDIS}/6"
+    assert config["REDIS"]["caching"]["URL"] == f"{REDIS}/7"
+
+
+@pytest.mark.parametrize("value", ["6", "6,x", "6,6", "1,2,3", "-1,2"])
+def test_a_malformed_redis_databases_variable_is_refused_by_name(
+    tmp_path, urls, monkeypatch, value
+):
+    monkeypatch.setenv("PROXBOX_REDIS_DATABASES", value)
+    with pytest.raises(ValueError, match="PROXBOX_REDIS_DATABASES"):
+        build_configuration(tmp_path)
 
 
 def test_redis_url_that_names_a_database_keeps_it(tmp_path, monkeypatch):
