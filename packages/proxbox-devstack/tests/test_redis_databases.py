@@ -6,6 +6,7 @@ by stacks running on the machine's Redis do not change what the tests see.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
 import time
@@ -26,27 +27,13 @@ DATABASES = 10  # pairs (2, 3), (4, 5), (6, 7), (8, 9)
 PAIRS = [RedisDatabases(n, n + 1) for n in (2, 4, 6, 8)]
 
 
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
+@contextlib.contextmanager
+def private_redis(directory: Path, databases: int) -> Iterator[str]:
+    """A redis-server with `databases` databases on a free port; yields its URL."""
     port = ephemeral_port()
-    server = subprocess.Popen(
-        [
-            str(server_binary()),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--databases",
-            str(DATABASES),
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-    )
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    args += ["--databases", str(databases), "--dir", str(directory)]
+    server = subprocess.Popen([str(server_binary()), *args], stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
         while not ping("127.0.0.1", port):
@@ -58,6 +45,12 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(10)
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    with private_redis(tmp_path, DATABASES) as url:
+        yield url
 
 
 def test_stacks_get_different_pairs_and_a_data_dir_gets_its_own_back(redis_url, tmp_path):
@@ -140,29 +133,8 @@ def test_a_url_that_names_a_database_is_not_leased(redis_url, tmp_path):
 
 
 def test_a_server_without_spare_databases_is_a_clear_error(tmp_path):
-    port = ephemeral_port()
-    server = subprocess.Popen(
-        [
-            str(server_binary()),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--databases",
-            "2",
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        while not ping("127.0.0.1", port):
-            assert server.poll() is None
-            time.sleep(0.05)
-        with pytest.raises(StackError, match="0 pairs from database 2"):
-            acquire(f"redis://127.0.0.1:{port}", tmp_path / "stack")
-    finally:
-        server.terminate()
-        server.wait(10)
+    with (
+        private_redis(tmp_path, 2) as url,
+        pytest.raises(StackError, match="0 pairs from database 2"),
+    ):
+        acquire(url, tmp_path / "stack")
