@@ -66,6 +66,24 @@ def test_first_sync_equals_simulator_inventory(
     assert report.tally.failed == 0
 
 
+def test_each_vm_has_its_first_synced_address_as_primary(netbox_server, first_run):
+    cluster_id = first_run.cluster["id"]
+    inventory = netbox_inventory(netbox_server, cluster_id)
+    first_by_family: dict[tuple[str, int], str] = {}
+    # Proxmox's order: net0 before net1 (one address per interface in this profile).
+    for vm, _interface, address in sorted(inventory["ips"], key=lambda ip: (ip[0], ip[1])):
+        family = 6 if ":" in address else 4
+        first_by_family.setdefault((vm, family), address)
+    assert first_by_family, "the profile has guests with addresses"
+    for vm in inventory["raw_vms"]:
+        for family in (4, 6):
+            primary = vm[f"primary_ip{family}"]
+            expected = first_by_family.get((vm["name"], family))
+            assert (primary["address"] if primary else None) == expected, (vm["name"], family)
+    vms = first_run.tally.of("virtualization.virtualmachine")
+    assert vms.updated == 0  # a new VM's primary address is part of its creation
+
+
 def test_endpoint_and_cluster_point_at_each_other(netbox_server, endpoint, first_run):
     cluster_id = first_run.cluster["id"]
     with netbox_server.api() as api:

@@ -143,8 +143,16 @@ def test_standalone_node_with_a_partial_failure(netbox_server, third_simulator, 
 
     again = run_sync(netbox_server, third_simulator, standalone["id"])
     assert again.ok, again.as_dict()
-    assert again.tally.of("ipam.ipaddress").created == 1 and again.tally.writes == 1
-    assert netbox_inventory(netbox_server, report.cluster["id"])["ips"] == expected["ips"]
+    # The address, then its VM's empty primary slot: two writes, nothing else.
+    assert again.tally.of("ipam.ipaddress").created == 1
+    assert again.tally.of("virtualization.virtualmachine").updated == 1
+    assert again.tally.writes == 2
+    after = netbox_inventory(netbox_server, report.cluster["id"])
+    assert after["ips"] == expected["ips"]
+    (owner_name,) = {ip[0] for ip in expected["ips"] if ip[2] == blocked}
+    (vm,) = [vm for vm in after["raw_vms"] if vm["name"] == owner_name]
+    family = 6 if ":" in blocked else 4
+    assert vm[f"primary_ip{family}"]["address"] == blocked
 
 
 def cli(netbox_server, simulator, *args, token=None, proxmox_env=None):

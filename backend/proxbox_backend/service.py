@@ -35,6 +35,7 @@ from proxbox_backend.stages import guests as guests_stage
 from proxbox_backend.stages import interfaces as interfaces_stage
 from proxbox_backend.stages import ips as ips_stage
 from proxbox_backend.stages import nodes as nodes_stage
+from proxbox_backend.stages import primary_ips as primary_ips_stage
 
 log = logging.getLogger("proxbox_backend.sync")
 
@@ -288,9 +289,10 @@ class _Run:
             device_ids,
             self.settings.disappeared,
         )
-        vm_ids, existing_vm_ids = await guests_stage.apply(
+        vm_ids, vm_outcomes = await guests_stage.apply(
             netbox, guests, guest_placement, tally, inventory.unreadable
         )
+        existing_vm_ids = vm_outcomes.existing
         self.stage("guests", "finished", done=len(guests))
         prefix = guests_stage.cluster_source(cluster_id)
         owned = [
@@ -308,7 +310,12 @@ class _Run:
 
         count = sum(len(g.addresses) for _, g in owned)
         self.stage("ips", "started", total=count)
-        await ips_stage.apply(netbox, owned, interface_ids, existing_vm_ids, tally)
+        ip_ids, removed_ip_ids = await ips_stage.apply(
+            netbox, owned, interface_ids, existing_vm_ids, tally
+        )
+        await primary_ips_stage.apply(
+            netbox, owned, interface_ids, ip_ids, removed_ip_ids, vm_outcomes, tally
+        )
         self.stage("ips", "finished", done=count)
 
         count = sum(len(g.disks) for _, g in owned)

@@ -32,7 +32,7 @@ CUSTOM_FIELDS = "/extras/custom-fields/"
 SOURCE_FIELD = "proxbox_source"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
-VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields"
+VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6"
 DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type"
 INTERFACE_FIELDS = "id,name,enabled,description,virtual_machine,primary_mac_address"
 DISK_FIELDS = "id,name,size,description,virtual_machine"

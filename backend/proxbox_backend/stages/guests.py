@@ -16,6 +16,7 @@ from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import SOURCE_FIELD, VIRTUAL_MACHINES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
 
 OBJECT_TYPE = "virtualization.virtualmachine"
 
@@ -149,11 +150,15 @@ async def apply(
     placement: GuestPlacement,
     tally: Tally,
     unreadable: set[tuple[str, int]] = frozenset(),
-) -> tuple[dict[str, int], set[int]]:
-    """(source key → VM id of every guest now in NetBox, ids of VMs that existed before)."""
+) -> tuple[dict[str, int], VmOutcomes]:
+    """(source key → VM id of every guest now in NetBox, what happened to the VMs)."""
     current = await netbox.virtual_machines(placement.cluster_id)
     the_plan = plan(guests, current, placement, unreadable)
     ids = await apply_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
     wanted = {source_key(cluster_source(placement.cluster_id), g) for g in guests}
-    existing = {vm["id"] for vm in current}
-    return {k: v for k, v in ids.items() if k in wanted}, existing
+    outcomes = VmOutcomes(
+        existing=frozenset(vm["id"] for vm in current),
+        unchanged=frozenset(the_plan.unchanged.values()),
+        primaries=current_primaries(current),
+    )
+    return {k: v for k, v in ids.items() if k in wanted}, outcomes

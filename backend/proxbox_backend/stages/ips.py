@@ -66,8 +66,11 @@ async def apply(
     interface_ids: dict[tuple[int, str], int],
     existing_vm_ids: set[int],
     tally: Tally,
-) -> dict:
+) -> tuple[dict[tuple[int, str], int], set[int]]:
+    """((interface id, address) → id of every synced address now in NetBox, ids deleted)."""
     # Only VMs that existed before this run can already have addresses.
     lookup = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
     current = await netbox.ip_addresses(lookup) if lookup else []
-    return await apply_plan(netbox.client, IP_ADDRESSES, plan(owned, interface_ids, current), tally)
+    the_plan = plan(owned, interface_ids, current)
+    ids = await apply_plan(netbox.client, IP_ADDRESSES, the_plan, tally)
+    return ids, {delete.id for delete in the_plan.deletes}

@@ -1,0 +1,104 @@
+"""Stage `primary IPs`: a synced VM's `primary_ip4` / `primary_ip6` from its synced addresses.
+
+A primary address that is set is kept while it exists, whoever chose it (an
+operator in NetBox, or an earlier run), so the sync never fights a choice made
+in NetBox. An empty slot, or one whose address this run deleted (NetBox then
+clears it), gets the guest's first synced address of that family, in the order
+Proxmox reports them.
+
+Counting: the primary address is part of the VM, not an object of its own. A VM
+created in this run stays `created`; one the guests stage found unchanged
+becomes `updated`; one it already updated stays `updated`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from proxbox_backend.domain.counters import Tally
+from proxbox_backend.domain.models import Guest
+from proxbox_backend.domain.plan import Plan, Update
+from proxbox_backend.gateways.netbox import VIRTUAL_MACHINES, NetBoxGateway, nested_id
+
+OBJECT_TYPE = "virtualization.virtualmachine"
+FIELDS = {4: "primary_ip4", 6: "primary_ip6"}
+
+
+@dataclass(frozen=True)
+class VmOutcomes:
+    """What the guests stage did to each VM, and the primary addresses it read."""
+
+    existing: frozenset[int]  # VMs that existed before this run
+    unchanged: frozenset[int]  # VMs the guests stage left as they were
+    primaries: dict[int, dict[str, int | None]]  # vm id → {"primary_ip4": id, "primary_ip6": id}
+
+
+def current_primaries(vms: Iterable[dict]) -> dict[int, dict[str, int | None]]:
+    return {vm["id"]: {name: nested_id(vm.get(name)) for name in FIELDS.values()} for vm in vms}
+
+
+def _first_address(
+    vm_id: int,
+    guest: Guest,
+    family: int,
+    interface_ids: dict[tuple[int, str], int],
+    ip_ids: dict[tuple[int, str], int],
+) -> int | None:
+    for address in guest.addresses:
+        if ipaddress.ip_interface(address.address).version != family:
+            continue
+        interface_id = interface_ids.get((vm_id, address.nic))
+        ip_id = ip_ids.get((interface_id, address.address)) if interface_id else None
+        if ip_id is not None:
+            return ip_id
+    return None
+
+
+def plan(
+    owned: list[tuple[int, Guest]],
+    interface_ids: dict[tuple[int, str], int],
+    ip_ids: dict[tuple[int, str], int],
+    primaries: dict[int, dict[str, int | None]],
+    removed_ip_ids: set[int],
+) -> Plan:
+    result = Plan(OBJECT_TYPE)
+    for vm_id, guest in owned:
+        current = primaries.get(vm_id, {})
+        changes = {}
+        for family, name in FIELDS.items():
+            present = current.get(name)
+            if present is not None and present not in removed_ip_ids:
+                continue
+            chosen = _first_address(vm_id, guest, family, interface_ids, ip_ids)
+            if chosen is not None:
+                changes[name] = chosen
+        if changes:
+            result.updates.append(Update(vm_id, f"{guest.label} primary IP", vm_id, changes))
+    return result
+
+
+async def apply(
+    netbox: NetBoxGateway,
+    owned: list[tuple[int, Guest]],
+    interface_ids: dict[tuple[int, str], int],
+    ip_ids: dict[tuple[int, str], int],
+    removed_ip_ids: set[int],
+    outcomes: VmOutcomes,
+    tally: Tally,
+) -> None:
+    the_plan = plan(owned, interface_ids, ip_ids, outcomes.primaries, removed_ip_ids)
+    if not the_plan.updates:
+        return
+    updates = the_plan.updates
+    result = await netbox.client.bulk_update(
+        VIRTUAL_MACHINES, [{"id": u.id, **u.changes} for u in updates]
+    )
+    for position in result.succeeded:
+        vm_id = updates[position].id
+        if vm_id in outcomes.existing and vm_id in outcomes.unchanged:
+            tally.add(OBJECT_TYPE, "unchanged", -1)
+            tally.add(OBJECT_TYPE, "updated")
+    for position, reason in result.failed.items():
+        tally.fail(OBJECT_TYPE, updates[position].label, reason)
