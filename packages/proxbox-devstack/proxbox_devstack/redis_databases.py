@@ -108,13 +108,23 @@ def _client(redis_url: str, database: int):
     )
 
 
+@contextlib.contextmanager
+def _connection(redis_url: str, database: int):
+    client = _client(redis_url, database)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def _exists(redis_url: str, database: int) -> bool:
     import redis
 
-    try:
-        _client(redis_url, database).ping()
-    except redis.ResponseError:  # "DB index is out of range"
-        return False
+    with _connection(redis_url, database) as client:
+        try:
+            client.ping()
+        except redis.ResponseError:  # "DB index is out of range"
+            return False
     return True
 
 
@@ -128,9 +138,9 @@ def candidate_pairs(redis_url: str) -> Iterator[RedisDatabases]:
 
 def live_rq_workers(redis_url: str, database: int) -> int:
     """RQ workers registered in `database` whose heartbeat key has not expired."""
-    client = _client(redis_url, database)
-    keys = client.smembers(RQ_WORKERS_KEY)
-    return sum(1 for key in keys if client.exists(key))
+    with _connection(redis_url, database) as client:
+        keys = client.smembers(RQ_WORKERS_KEY)
+        return sum(1 for key in keys if client.exists(key))
 
 
 def _holder(raw: str | None) -> str | None:
@@ -150,13 +160,13 @@ class RedisLease:
         self.databases = databases
         self.value = value
         self.ttl = ttl
+        self._client = _client(redis_url, databases.tasks)
         self._stop = threading.Event()
         self._keeper: threading.Thread | None = None
 
     def renew(self) -> bool:
         """Extend the lease; False when it is no longer ours."""
-        client = _client(self.redis_url, self.databases.tasks)
-        return bool(client.eval(_RENEW, 1, LEASE_KEY, self.value, self.value, self.ttl))
+        return bool(self._client.eval(_RENEW, 1, LEASE_KEY, self.value, self.value, self.ttl))
 
     def keep(self, on_lost: Callable[[str], None] = print) -> None:
         def run() -> None:
@@ -176,7 +186,8 @@ class RedisLease:
         if self._keeper is not None:
             self._keeper.join(timeout=5)
         with contextlib.suppress(Exception):  # unreleased, the key expires by itself
-            _client(self.redis_url, self.databases.tasks).eval(_RELEASE, 1, LEASE_KEY, self.value)
+            self._client.eval(_RELEASE, 1, LEASE_KEY, self.value)
+        self._client.close()
 
 
 def acquire(redis_url: str, data_dir: Path, ttl: int = LEASE_TTL) -> RedisLease | None:
@@ -188,17 +199,17 @@ def acquire(redis_url: str, data_dir: Path, ttl: int = LEASE_TTL) -> RedisLease 
     pairs = list(candidate_pairs(redis_url))
     # The pair this data dir held before (a crashed supervisor's children may still use it).
     for pair in pairs:
-        client = _client(redis_url, pair.tasks)
-        held = client.get(LEASE_KEY)
-        if _holder(held) == owner and client.eval(_RENEW, 1, LEASE_KEY, held, value, ttl):
-            return RedisLease(redis_url, pair, value, ttl)
+        with _connection(redis_url, pair.tasks) as client:
+            held = client.get(LEASE_KEY)
+            if _holder(held) == owner and client.eval(_RENEW, 1, LEASE_KEY, held, value, ttl):
+                return RedisLease(redis_url, pair, value, ttl)
     for pair in pairs:
-        client = _client(redis_url, pair.tasks)
-        if not client.set(LEASE_KEY, value, nx=True, ex=ttl):
-            continue
-        if live_rq_workers(redis_url, pair.tasks):
-            client.eval(_RELEASE, 1, LEASE_KEY, value)
-            continue
+        with _connection(redis_url, pair.tasks) as client:
+            if not client.set(LEASE_KEY, value, nx=True, ex=ttl):
+                continue
+            if live_rq_workers(redis_url, pair.tasks):
+                client.eval(_RELEASE, 1, LEASE_KEY, value)
+                continue
         return RedisLease(redis_url, pair, value, ttl)
     raise StackError(
         f"every Redis database pair on {redis_url} is in use by another stack "
@@ -216,8 +227,8 @@ def release_owned(redis_url: str, data_dir: Path) -> list[RedisDatabases]:
     owner = lease_owner(data_dir)
     released = []
     for pair in candidate_pairs(redis_url):
-        client = _client(redis_url, pair.tasks)
-        held = client.get(LEASE_KEY)
-        if _holder(held) == owner and client.eval(_RELEASE, 1, LEASE_KEY, held):
-            released.append(pair)
+        with _connection(redis_url, pair.tasks) as client:
+            held = client.get(LEASE_KEY)
+            if _holder(held) == owner and client.eval(_RELEASE, 1, LEASE_KEY, held):
+                released.append(pair)
     return released
