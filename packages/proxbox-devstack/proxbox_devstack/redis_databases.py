@@ -11,7 +11,10 @@ Redis server it uses:
   supervisor renews it, so a killed supervisor frees its pair by itself;
 - a pair is free when no lease holds it and no live RQ worker is registered
   in it (the workers a killed supervisor left behind keep their pair taken);
-- the same data dir on the same host gets its own pair back;
+- the same data dir on the same host gets its own pair back, with what its
+  NetBox left there (scheduled system jobs); a pair last used by another
+  stack is emptied first, because the jobs left in it carry Job objects of
+  that stack's NetBox database (ids a new database reuses);
 - pair (0, 1) is never leased: it is what a configuration without a lease
   uses (the test suites, whose NetBox test mixins flush the queue database);
 - a Redis URL that names a database is the user's choice and is not leased.
@@ -37,6 +40,8 @@ from .errors import EXIT_FAILURE, StackError
 
 DATABASES_ENV = "PROXBOX_REDIS_DATABASES"
 LEASE_KEY = "proxbox:stack-lease"
+# Who used the pair last (kept after release): a returning data dir keeps the contents.
+LAST_HOLDER_KEY = "proxbox:last-holder"
 LEASE_TTL = 60
 FIRST_LEASED_DATABASE = 2
 RQ_WORKERS_KEY = "rq:workers"
@@ -203,13 +208,21 @@ def acquire(redis_url: str, data_dir: Path, ttl: int = LEASE_TTL) -> RedisLease 
             held = client.get(LEASE_KEY)
             if _holder(held) == owner and client.eval(_RENEW, 1, LEASE_KEY, held, value, ttl):
                 return RedisLease(redis_url, pair, value, ttl)
+    last_holders = {}
     for pair in pairs:
+        with _connection(redis_url, pair.tasks) as client:
+            last_holders[pair] = client.get(LAST_HOLDER_KEY)
+    # The pair this data dir used last comes first: its scheduled jobs are still there.
+    for pair in sorted(pairs, key=lambda pair: last_holders[pair] != owner):
         with _connection(redis_url, pair.tasks) as client:
             if not client.set(LEASE_KEY, value, nx=True, ex=ttl):
                 continue
             if live_rq_workers(redis_url, pair.tasks):
                 client.eval(_RELEASE, 1, LEASE_KEY, value)
                 continue
+            if client.get(LAST_HOLDER_KEY) != owner:
+                _empty(redis_url, pair, client)
+                client.set(LAST_HOLDER_KEY, owner)
         return RedisLease(redis_url, pair, value, ttl)
     raise StackError(
         f"every Redis database pair on {redis_url} is in use by another stack "
@@ -218,6 +231,15 @@ def acquire(redis_url: str, data_dir: Path, ttl: int = LEASE_TTL) -> RedisLease 
         "(redis://host:port/N)",
         EXIT_FAILURE,
     )
+
+
+def _empty(redis_url: str, pair: RedisDatabases, tasks_client) -> None:
+    """Drop what another stack left in `pair`; the lease we hold keeps everyone else out."""
+    with _connection(redis_url, pair.caching) as caching:
+        caching.flushdb()
+    stale = [key for key in tasks_client.scan_iter(count=1000) if key != LEASE_KEY]
+    for start in range(0, len(stale), 1000):
+        tasks_client.delete(*stale[start : start + 1000])
 
 
 def release_owned(redis_url: str, data_dir: Path) -> list[RedisDatabases]:

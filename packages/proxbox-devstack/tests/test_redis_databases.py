@@ -138,3 +138,31 @@ def test_a_server_without_spare_databases_is_a_clear_error(tmp_path):
         pytest.raises(StackError, match="0 pairs from database 2"),
     ):
         acquire(url, tmp_path / "stack")
+
+
+def test_a_pair_another_stack_used_is_handed_out_empty(redis_url, tmp_path):
+    first = acquire(redis_url, tmp_path / "first")
+    tasks = redis.Redis.from_url(redis_url, db=first.databases.tasks)
+    caching = redis.Redis.from_url(redis_url, db=first.databases.caching)
+    # What a NetBox leaves behind: a job scheduled for tomorrow, cached pages.
+    tasks.zadd("rq:scheduled:default", {"housekeeping": time.time() + 86400})
+    caching.set(":1:views.cache", "page")
+    first.release()
+
+    second = acquire(redis_url, tmp_path / "second")
+    assert second.databases == first.databases
+    assert tasks.exists("rq:scheduled:default") == 0 and caching.dbsize() == 0
+    assert second.renew()
+
+
+def test_a_returning_data_dir_gets_its_pair_back_with_its_contents(redis_url, tmp_path):
+    lower = acquire(redis_url, tmp_path / "lower")
+    home = acquire(redis_url, tmp_path / "home")
+    tasks = redis.Redis.from_url(redis_url, db=home.databases.tasks)
+    tasks.zadd("rq:scheduled:default", {"housekeeping": time.time() + 86400})
+    home.release()
+    lower.release()  # a lower pair is free too, but not the one this data dir used
+
+    again = acquire(redis_url, tmp_path / "home")
+    assert again.databases == home.databases
+    assert tasks.zcard("rq:scheduled:default") == 1
