@@ -13,9 +13,11 @@ from proxmox_simulator.domain.guest_service import (
     GIB,
     MIB,
     allocate_disk,
+    insert_creating_guest,
     load_guest,
     lock_name,
     require_node,
+    require_pool,
 )
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
@@ -58,8 +60,8 @@ async def clone(rt, principal: Principal, kind: str, node: str, vmid: int, param
         if storage and await inventory.storage(conn, storage) is None:
             raise ParameterError({"storage": f"storage '{storage}' does not exist"})
         pool = params.get("pool")
-        if pool and await inventory.pool(conn, pool) is None:
-            raise PveError(f"pool '{pool}' does not exist")
+        if pool:
+            await require_pool(conn, pool)
         # The copy starts as the source's config without identity (MACs, disks).
         config = {
             k: v
@@ -73,19 +75,15 @@ async def clone(rt, principal: Principal, kind: str, node: str, vmid: int, param
             config["description"] = params["description"]
         config = _without_macs(kind, config)
         config = rules.ensure_macs(kind, newid, config)
-        config["lock"] = "create"
-        await guest_repo.insert(
+        await insert_creating_guest(
             conn,
-            vmid=newid,
             kind=kind,
+            vmid=newid,
             node=target,
             name=name,
-            template=False,
             pool=pool,
             config=config,
-            interfaces=rules.guest_interfaces(kind, config),
             maxmem=source["maxmem"],
-            maxdisk=0,
             cpus=source["cpus"],
         )
         disks = {

@@ -64,6 +64,34 @@ async def require_node(conn, node: str):
     return row
 
 
+async def require_pool(conn, poolid: str):
+    row = await inventory.pool(conn, poolid)
+    if row is None:
+        raise PveError(f"pool '{poolid}' does not exist")
+    return row
+
+
+async def insert_creating_guest(
+    conn, *, kind: str, vmid: int, node: str, name: str, pool, config: dict, maxmem, cpus
+) -> None:
+    """The row of a guest whose create/clone task is queued: locked `create` until it runs."""
+    config["lock"] = "create"
+    await guest_repo.insert(
+        conn,
+        vmid=vmid,
+        kind=kind,
+        node=node,
+        name=name,
+        template=False,
+        pool=pool,
+        config=config,
+        interfaces=rules.guest_interfaces(kind, config),
+        maxmem=maxmem,
+        maxdisk=0,
+        cpus=cpus,
+    )
+
+
 async def load_guest(conn, kind: str, node: str, vmid: int, *, for_update: bool = False):
     """The guest as seen from ``node``; PVE reports a missing config file otherwise."""
     row = await guest_repo.get(conn, vmid, for_update=for_update)
@@ -226,22 +254,18 @@ async def create(
     async with rt.pool.acquire() as conn, conn.transaction():
         await require_node(conn, node)
         await _check_disks(conn, kind, config)
-        if pool and await inventory.pool(conn, pool) is None:
-            raise PveError(f"pool '{pool}' does not exist")
+        if pool:
+            await require_pool(conn, pool)
         maxmem, _disk, cpus = _sizing(kind, config, defaults)
-        config["lock"] = "create"
-        await guest_repo.insert(
+        await insert_creating_guest(
             conn,
-            vmid=vmid,
             kind=kind,
+            vmid=vmid,
             node=node,
             name=name,
-            template=False,
             pool=pool,
             config=config,
-            interfaces=rules.guest_interfaces(kind, config),
             maxmem=maxmem,
-            maxdisk=0,
             cpus=cpus,
         )
         return await enqueue(

@@ -8,7 +8,7 @@ import re
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
-from proxmox_simulator.domain.guest_service import GIB, require_node, uptime
+from proxmox_simulator.domain.guest_service import GIB, require_node, require_pool, uptime
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.service import enqueue
@@ -489,9 +489,7 @@ async def list_pools(rt, state: AccessState, principal: Principal) -> list[dict]
 async def get_pool(rt, state: AccessState, principal: Principal, poolid: str) -> dict:
     now = rt.clock.now()
     async with rt.pool.acquire() as conn:
-        pool = await inventory.pool(conn, poolid)
-        if pool is None:
-            raise PveError(f"pool '{poolid}' does not exist")
+        pool = await require_pool(conn, poolid)
         guests = await guest_repo.list_pool(conn, poolid)
         storages = await inventory.pool_storages(conn, poolid)
     members = []
@@ -528,8 +526,7 @@ async def update_pool(rt, poolid: str, params: dict) -> None:
     vmids = [int(v) for v in re.split(r"[,;\s]+", str(params.get("vms") or "")) if v]
     storages = [s for s in re.split(r"[,;\s]+", str(params.get("storage") or "")) if s]
     async with rt.pool.acquire() as conn, conn.transaction():
-        if await inventory.pool(conn, poolid) is None:
-            raise PveError(f"pool '{poolid}' does not exist")
+        await require_pool(conn, poolid)
         if "comment" in params:
             await inventory.update_pool_comment(conn, poolid, params["comment"] or "")
         for vmid in vmids:
@@ -554,8 +551,7 @@ async def update_pool(rt, poolid: str, params: dict) -> None:
 
 async def delete_pool(rt, poolid: str) -> None:
     async with rt.pool.acquire() as conn, conn.transaction():
-        if await inventory.pool(conn, poolid) is None:
-            raise PveError(f"pool '{poolid}' does not exist")
+        await require_pool(conn, poolid)
         if await inventory.pool_has_members(conn, poolid):
             raise PveError("pool is not empty")
         await inventory.delete_pool(conn, poolid)
