@@ -10,11 +10,9 @@ import os
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
-from proxbox_backend.config import Settings
+from proxbox_backend.config import API_TOKEN_ENV, Settings
 from proxbox_backend.runs import RunRegistry
 from proxbox_backend.service import SyncService
-
-API_TOKEN_ENV = "PROXBOX_BACKEND_API_TOKEN"
 
 
 def create_app(

@@ -227,12 +227,14 @@ def cmd_serve(args) -> int:
 
 def cmd_worker(args) -> int:
     """A task worker without the HTTP server (scale-out, crash tests)."""
+    from proxmox_simulator.api.logging import install_redaction
     from proxmox_simulator.repositories import db
     from proxmox_simulator.simulation.clock import clock_from_spec
     from proxmox_simulator.tasks.executors import executors
     from proxmox_simulator.tasks.worker import TaskWorker
 
     settings = _settings(args)
+    install_redaction(settings.database_url)
 
     async def run():
         pool = await db.create_pool(
