@@ -43,10 +43,11 @@ def stack_services(session: nox.Session) -> Iterator[dict[str, str]]:
         return
     from proxbox_devstack.paths import data_dir
     from proxbox_devstack.services import start_services, stop_services
+    from proxbox_redaction import redact_url
 
     home = data_dir()
     services = start_services(home, log=session.log)
-    session.log(f"services: {services.database_url} {services.redis_url}")
+    session.log(f"services: {redact_url(services.database_url)} {redact_url(services.redis_url)}")
     try:
         yield services.env()
     finally:

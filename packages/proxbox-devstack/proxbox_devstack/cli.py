@@ -50,11 +50,14 @@ def _emit(line: str) -> None:
 
 
 def _services_up(data_dir, detach: bool) -> int:
+    from proxbox_redaction import redact_url
+
     from . import services as services_mod
 
     result = services_mod.start_services(data_dir, log=_emit)
-    _emit(f"PROXBOX_DATABASE_URL={result.database_url}")
-    _emit(f"PROXBOX_REDIS_URL={result.redis_url}")
+    # Embedded servers have no password; a server from the environment may.
+    _emit(f"PROXBOX_DATABASE_URL={redact_url(result.database_url)}")
+    _emit(f"PROXBOX_REDIS_URL={redact_url(result.redis_url)}")
     if detach:
         return 0
     _emit("press Ctrl-C to stop")
