@@ -10,7 +10,7 @@ import os
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
-from proxbox_backend.config import API_TOKEN_ENV, Settings
+from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.runs import RunRegistry
 from proxbox_backend.service import SyncService
 
@@ -18,19 +18,27 @@ from proxbox_backend.service import SyncService
 def create_app(
     settings: Settings, service: SyncService | None = None, api_token: str | None = None
 ) -> FastAPI:
-    app = FastAPI(title="Proxbox sync backend")
+    api_token = api_token if api_token is not None else os.environ.get(API_TOKEN_ENV, "")
+    if not api_token:
+        # Starting syncs acts with the backend's NetBox token: an open service would lend
+        # that token to anyone who can reach the port.
+        raise ConfigurationError(
+            f"backend API token missing: set {API_TOKEN_ENV} (callers present it as "
+            "'Authorization: Bearer <token>')"
+        )
+    expected = api_token.encode("utf-8")
+    # The schema is served behind the token like every route but /health.
+    app = FastAPI(title="Proxbox sync backend", openapi_url=None, docs_url=None, redoc_url=None)
     registry = RunRegistry()
     service = service or SyncService(settings)
-    api_token = api_token if api_token is not None else os.environ.get(API_TOKEN_ENV, "")
     background: set[asyncio.Task] = set()
 
     def authorized(request: Request) -> None:
-        # Starting syncs acts with the backend's NetBox token: callers need this token.
-        if not api_token:
-            return
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value, api_token):
+        # Bytes, compared in constant time: a non-ASCII header is just a wrong token.
+        presented = value.encode("utf-8", "surrogateescape")
+        if not (scheme.lower() == "bearer" and hmac.compare_digest(presented, expected)):
             raise HTTPException(401, "a valid 'Authorization: Bearer <token>' is required")
 
     @app.get("/health")
@@ -75,6 +83,10 @@ def create_app(
         return StreamingResponse(
             stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(authorized)])
+    async def openapi() -> dict:
+        return app.openapi()
 
     app.state.registry = registry
     return app

@@ -147,7 +147,12 @@ def cmd_serve(args) -> int:
         print(f"proxbox-sync: {exc}", file=sys.stderr)
         return EXIT_USAGE
     _install_redaction(settings)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    try:
+        app = create_app(settings)
+    except ConfigurationError as exc:
+        print(f"proxbox-sync: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return EXIT_OK
 
 
