@@ -6,13 +6,64 @@ import asyncio
 import hmac
 import json
 import os
+from typing import Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.runs import RunRegistry
 from proxbox_backend.service import SyncService
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class SyncStarted(BaseModel):
+    run_id: str
+    url: str
+
+
+class RunState(BaseModel):
+    id: str
+    endpoint: str
+    state: Literal["queued", "running", "finished"]
+    events: int
+    report: dict | None
+
+
+class Problem(BaseModel):
+    detail: str
+
+
+class SyncRunning(BaseModel):
+    detail: dict
+
+
+# Every answer a route can give is in the schema: clients and fuzzers rely on it.
+UNAUTHORIZED = {401: {"model": Problem, "description": "missing or wrong bearer token"}}
+NO_SUCH_RUN = {404: {"model": Problem, "description": "no run with this id"}}
+BEARER = {"bearer": []}
+EVENT_STREAM = {
+    200: {
+        "description": "Server-sent events: started, stage, progress, finished (the report)",
+        # One schema per event, as SSE readers see it: its type and a JSON `data` line.
+        "content": {
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "event": {"enum": ["started", "stage", "progress", "finished"]},
+                        "data": {"type": "string", "contentMediaType": "application/json"},
+                    },
+                    "required": ["event", "data"],
+                }
+            }
+        },
+    }
+}
 
 
 def create_app(
@@ -41,12 +92,22 @@ def create_app(
         if not (scheme.lower() == "bearer" and hmac.compare_digest(presented, expected)):
             raise HTTPException(401, "a valid 'Authorization: Bearer <token>' is required")
 
-    @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok"}
+    guarded = {"dependencies": [Depends(authorized)], "openapi_extra": {"security": [BEARER]}}
 
-    @app.post("/sync/{endpoint_id}", status_code=202, dependencies=[Depends(authorized)])
-    async def start_sync(endpoint_id: int) -> dict:
+    @app.get("/health")
+    async def health() -> Health:
+        return Health(status="ok")
+
+    @app.post(
+        "/sync/{endpoint_id}",
+        status_code=202,
+        **guarded,
+        responses={
+            **UNAUTHORIZED,
+            409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
+        },
+    )
+    async def start_sync(endpoint_id: int) -> SyncStarted:
         key = str(endpoint_id)
         if active := registry.active_for(key):
             raise HTTPException(
@@ -61,16 +122,25 @@ def create_app(
         task = asyncio.create_task(work())
         background.add(task)
         task.add_done_callback(background.discard)
-        return {"run_id": run.id, "url": f"/runs/{run.id}"}
+        return SyncStarted(run_id=run.id, url=f"/runs/{run.id}")
 
-    @app.get("/runs/{run_id}", dependencies=[Depends(authorized)])
-    async def get_run(run_id: str) -> dict:
+    @app.get(
+        "/runs/{run_id}",
+        **guarded,
+        responses={**UNAUTHORIZED, **NO_SUCH_RUN},
+    )
+    async def get_run(run_id: str) -> RunState:
         run = registry.get(run_id)
         if run is None:
             raise HTTPException(404, f"no run {run_id}")
-        return run.as_dict()
+        return RunState(**run.as_dict())
 
-    @app.get("/runs/{run_id}/events", dependencies=[Depends(authorized)])
+    @app.get(
+        "/runs/{run_id}/events",
+        **guarded,
+        response_class=StreamingResponse,
+        responses={**EVENT_STREAM, **UNAUTHORIZED, **NO_SUCH_RUN},
+    )
     async def run_events(run_id: str) -> StreamingResponse:
         run = registry.get(run_id)
         if run is None:
@@ -84,9 +154,19 @@ def create_app(
             stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
+    def document() -> dict:
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            schema["components"]["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer"}
+            }
+        return app.openapi_schema
+
+    app.openapi = document
+
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(authorized)])
     async def openapi() -> dict:
-        return app.openapi()
+        return document()
 
     app.state.registry = registry
     return app

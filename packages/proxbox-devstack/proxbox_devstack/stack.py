@@ -269,7 +269,8 @@ def describe(data_dir: Path, show_secrets: bool = False) -> list[str]:
     lines.append(f"PostgreSQL: {redact_url(state.database_url)}")
     lines.append(f"Redis:      {_redis_line(state)}")
     credentials = load_credentials(data_dir)
-    if show_secrets and credentials is not None:
+    # Shown once, and only to a terminal: captured output (CI logs, files) never holds them.
+    if show_secrets and credentials is not None and sys.stdout.isatty():
         lines.append(
             f"admin user: {credentials['username']} / {credentials['password']} (shown once)"
         )
