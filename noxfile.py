@@ -28,6 +28,9 @@ DJANGO_SUITES = ["netbox-plugin", "packages"]
 # Suites of packages that never load Django.
 PLAIN_SUITES = ["simulator/tests", "backend/tests"]
 E2E_SUITE = "e2e"
+# Schemathesis suites: a small example budget runs with `tests`; `fuzz` runs them longer.
+FUZZ_SUITES = ["backend/tests/test_api_fuzz.py"]
+FUZZ_EXAMPLES = "1000"
 
 
 def has_tests(path: str) -> bool:
@@ -85,3 +88,12 @@ def e2e(session: nox.Session) -> None:
     with stack_services(session) as env:
         # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
         session.run("pytest", E2E_SUITE, *session.posargs, env=env, external=True)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Schemathesis with a large example budget (not in the default sessions): minutes."""
+    examples = os.environ.get("PROXBOX_FUZZ_EXAMPLES", FUZZ_EXAMPLES)
+    env = {"PROXBOX_FUZZ_EXAMPLES": examples}
+    session.log(f"{examples} examples per operation")
+    session.run("pytest", *FUZZ_SUITES, "-p", "no:django", *session.posargs, env=env, external=True)
