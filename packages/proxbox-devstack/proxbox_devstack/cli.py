@@ -9,9 +9,11 @@ proxbox services up [-d] | down
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
+from urllib.parse import urlsplit
 
 MIN_PYTHON = (3, 12)
 
@@ -101,8 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(f"proxbox: {problem}", file=sys.stderr)
         return 6
-    from .errors import StackError
+    import proxbox_redaction
 
+    from .errors import StackError
+    from .state import DATABASE_URL_ENV, REDIS_URL_ENV
+
+    # Tracebacks and log records of the launcher itself: the services' passwords masked.
+    passwords = [
+        urlsplit(os.environ.get(name, "")).password for name in (DATABASE_URL_ENV, REDIS_URL_ENV)
+    ]
+    proxbox_redaction.install(secrets=[p for p in passwords if p])
     try:
         return run(sys.argv[1:] if argv is None else argv)
     except StackError as exc:
