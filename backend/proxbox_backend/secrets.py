@@ -52,6 +52,15 @@ def redact(text: str, extra: tuple[str, ...] = ()) -> str:
     return Redactor(PATTERNS, extra)(text)
 
 
+_BACKEND_REDACTOR = Redactor(PATTERNS)
+
+
+def scrub(text: str) -> str:
+    """For what a run shows or stores outside log records: this package's patterns, plus
+    the exact secrets the process's redactor was given (when one is installed)."""
+    return _BACKEND_REDACTOR(proxbox_redaction.redact(text))
+
+
 def install_redaction(*secrets: Secret | str | None) -> Redactor:
     """Scrub every log record and uncaught traceback of this process (any logger, any
     handler, including those uvicorn configures later) of the patterns and `secrets`."""

@@ -29,6 +29,7 @@ from proxbox_backend.gateways.netbox import (
     Prerequisites,
 )
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
+from proxbox_backend.secrets import scrub
 from proxbox_backend.stages import cluster as cluster_stage
 from proxbox_backend.stages import disks as disks_stage
 from proxbox_backend.stages import guests as guests_stage
@@ -36,7 +37,6 @@ from proxbox_backend.stages import interfaces as interfaces_stage
 from proxbox_backend.stages import ips as ips_stage
 from proxbox_backend.stages import nodes as nodes_stage
 from proxbox_backend.stages import primary_ips as primary_ips_stage
-from proxbox_redaction import redact
 
 log = logging.getLogger("proxbox_backend.sync")
 
@@ -70,7 +70,7 @@ class RunReport:
         """What adapters show or send: messages quoting remote answers are scrubbed."""
         tally = self.tally.as_dict()
         tally["failures"] = [
-            {**failure, "reason": redact(failure["reason"])} for failure in tally["failures"]
+            {**failure, "reason": scrub(failure["reason"])} for failure in tally["failures"]
         ]
         return {
             "ok": self.ok,
@@ -79,8 +79,8 @@ class RunReport:
             "cluster": self.cluster,
             **tally,
             "inventory_writes": self.tally.writes,
-            "warnings": [redact(warning) for warning in self.warnings],
-            "error": redact(self.error) if self.error is not None else None,
+            "warnings": [scrub(warning) for warning in self.warnings],
+            "error": scrub(self.error) if self.error is not None else None,
             "netbox_requests": self.netbox_requests,
             "proxmox_requests": self.proxmox_requests,
             "started_at": self.started_at,
@@ -349,5 +349,5 @@ def reflection(tally: Tally, error: str | None = None) -> dict:
         "objects_deleted": totals["deleted"],
         "errors": totals["failed"],
         # Stored in NetBox (and its change log): scrubbed like everything the run shows.
-        "message": redact("\n".join(lines)),
+        "message": scrub("\n".join(lines)),
     }
