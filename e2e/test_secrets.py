@@ -29,6 +29,7 @@ import redis
 from psycopg import sql
 from stack_support import UP_TIMEOUT, Stack, drop_database, wait_for
 
+from proxbox_devstack import redis_server
 from proxbox_devstack.ports import ephemeral_port
 
 ENDPOINTS = "/api/plugins/proxbox/endpoints/proxmox/"
@@ -42,11 +43,12 @@ def _server_url() -> str:
 
 @pytest.fixture(scope="module")
 def redis_with_password(tmp_path_factory):
+    """A private redis-server (the one the dev stack bundles) that wants a password."""
     password = "sec-redis-" + secrets.token_hex(12)
     port = ephemeral_port()
     workdir = tmp_path_factory.mktemp("sec-redis")
     server = subprocess.Popen(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(port)]
+        [str(redis_server.server_binary()), "--bind", "127.0.0.1", "--port", str(port)]
         + ["--requirepass", password, "--save", "", "--appendonly", "no", "--dir", str(workdir)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
