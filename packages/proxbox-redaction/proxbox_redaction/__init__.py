@@ -52,24 +52,26 @@ class Redactor:
         """Mask secrets in the message, its arguments, the traceback and the stack."""
         try:
             message = record.getMessage()
-        except (TypeError, ValueError):
-            message = None  # a broken format string: logging reports it when it formats
+        except Exception:
+            # A broken format string or an argument whose str() raises: logging reports
+            # it when a handler formats the record; logging must not raise here.
+            message = None
         if message is not None and self(message) != message:
             # Scrubbing the arguments alone keeps their shape, which some formatters
             # need (uvicorn's access formatter unpacks them) …
-            if isinstance(record.args, dict):
-                record.args = {k: self._scrub_arg(v) for k, v in record.args.items()}
-            elif record.args:
-                record.args = tuple(self._scrub_arg(a) for a in record.args)
+            self._scrub_args(record)
             try:
                 scrubbed = record.getMessage()
-            except (TypeError, ValueError):
+            except Exception:
                 scrubbed = None
             if scrubbed is None or self(scrubbed) != scrubbed:
                 # … unless the secret only shows once message and arguments are joined.
                 record.msg, record.args = self(message), None
-        elif message is None and isinstance(record.msg, str):
-            record.msg = self(record.msg)
+        elif message is None:
+            # logging reports the broken record with its message and arguments: scrub both.
+            if isinstance(record.msg, str):
+                record.msg = self(record.msg)
+            self._scrub_args(record)
         if record.exc_info:
             # Formatters print exc_text when it is set; the raw exception goes.
             text = record.exc_text or "".join(traceback.format_exception(*record.exc_info))
@@ -79,12 +81,21 @@ class Redactor:
         if record.stack_info:
             record.stack_info = self(record.stack_info)
 
+    def _scrub_args(self, record: logging.LogRecord) -> None:
+        if isinstance(record.args, dict):
+            record.args = {k: self._scrub_arg(v) for k, v in record.args.items()}
+        elif record.args:
+            record.args = tuple(self._scrub_arg(a) for a in record.args)
+
     def _scrub_arg(self, value: object) -> object:
         if isinstance(value, str):
             return self(value)
         if value is None or isinstance(value, int | float):
             return value  # keeps %d and %.2f working
-        text = str(value)
+        try:
+            text = str(value)
+        except Exception:
+            return value
         cleaned = self(text)
         return value if cleaned == text else cleaned
 

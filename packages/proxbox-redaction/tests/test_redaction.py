@@ -105,3 +105,17 @@ def test_redact_url(url, shown):
 
 def test_longer_secret_masked_whole():
     assert Redactor(secrets=["abc", "abcdef"])("x abcdef y abc") == "x *** y ***"
+
+
+def test_an_argument_that_cannot_be_printed_does_not_make_logging_raise(installed, capsys):
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("no")
+
+    logger, stream = _stream_logger("proxbox_test.unprintable")
+    logger.warning("value %s and %s", Unprintable(), SECRET)  # reported by logging, not raised
+    logger.warning("after it %s", SECRET)
+    assert "after it ***" in stream.getvalue()
+    # logging's own report of the broken record quotes its arguments: scrubbed too.
+    reported = capsys.readouterr().err
+    assert "Logging error" in reported and SECRET not in reported
