@@ -22,6 +22,7 @@ from proxbox_backend.clients.http import CertificateNotTrusted
 from proxbox_backend.clients.netbox import NetBoxClient
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials
 from proxbox_backend.config import Settings
+from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.secrets import Secret
 
 
@@ -107,6 +108,8 @@ def test_verification_is_the_default():
     assert settings.netbox_verify_tls is True
     # None: the endpoint's verify_tls (default on) decides, never "off".
     assert settings.proxmox_verify_tls is None
+    endpoint = Endpoint.from_api({"id": 1, "name": "pve", "host": "pve.example"})
+    assert endpoint.verify_tls is True
 
 
 @pytest.mark.asyncio
