@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import psycopg
@@ -38,7 +39,8 @@ UNREACHABLE_ENDPOINT = "sec-unreachable"
 
 
 def _server_url() -> str:
-    return os.environ.get("PROXBOX_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    # Exported by nox or, without it, by the `services_env` fixture's embedded servers.
+    return os.environ["PROXBOX_DATABASE_URL"]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def redis_with_password(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def role_with_password():
+def role_with_password(services_env):
     """A PostgreSQL role with a password (a superuser: it clones the NetBox template)."""
     role = f"{PREFIX}role_{os.getpid()}"
     password = "sec-pg-" + secrets.token_hex(12)
@@ -80,8 +82,11 @@ def role_with_password():
                 sql.Identifier(role), sql.Literal(password)
             )
         )
-    base = re.sub(r"^postgresql://[^@/]*@", "", server)
-    yield f"postgresql://{role}:{password}@{base}", password
+    parts = urlsplit(server)
+    yield (
+        f"postgresql://{role}:{password}@{parts.hostname}:{parts.port or 5432}{parts.path}",
+        password,
+    )
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
