@@ -28,6 +28,9 @@ DJANGO_SUITES = ["netbox-plugin", "packages"]
 # Suites of packages that never load Django.
 PLAIN_SUITES = ["simulator/tests", "backend/tests"]
 E2E_SUITE = "e2e"
+# Schemathesis suites: a small example budget runs with `tests`; `fuzz` runs them longer.
+FUZZ_SUITES = ["backend/tests/test_api_fuzz.py"]
+FUZZ_EXAMPLES = "1000"
 
 
 def has_tests(path: str) -> bool:
@@ -43,10 +46,11 @@ def stack_services(session: nox.Session) -> Iterator[dict[str, str]]:
         return
     from proxbox_devstack.paths import data_dir
     from proxbox_devstack.services import start_services, stop_services
+    from proxbox_redaction import redact_url
 
     home = data_dir()
     services = start_services(home, log=session.log)
-    session.log(f"services: {services.database_url} {services.redis_url}")
+    session.log(f"services: {redact_url(services.database_url)} {redact_url(services.redis_url)}")
     try:
         yield services.env()
     finally:
@@ -84,3 +88,12 @@ def e2e(session: nox.Session) -> None:
     with stack_services(session) as env:
         # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
         session.run("pytest", E2E_SUITE, *session.posargs, env=env, external=True)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Schemathesis with a large example budget (not in the default sessions): minutes."""
+    examples = os.environ.get("PROXBOX_FUZZ_EXAMPLES", FUZZ_EXAMPLES)
+    env = {"PROXBOX_FUZZ_EXAMPLES": examples}
+    session.log(f"{examples} examples per operation")
+    session.run("pytest", *FUZZ_SUITES, "-p", "no:django", *session.posargs, env=env, external=True)

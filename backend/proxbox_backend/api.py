@@ -6,41 +6,108 @@ import asyncio
 import hmac
 import json
 import os
+from typing import Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
-from proxbox_backend.config import Settings
+from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.runs import RunRegistry
 from proxbox_backend.service import SyncService
 
-API_TOKEN_ENV = "PROXBOX_BACKEND_API_TOKEN"
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class SyncStarted(BaseModel):
+    run_id: str
+    url: str
+
+
+class RunState(BaseModel):
+    id: str
+    endpoint: str
+    state: Literal["queued", "running", "finished"]
+    events: int
+    report: dict | None
+
+
+class Problem(BaseModel):
+    detail: str
+
+
+class SyncRunning(BaseModel):
+    detail: dict
+
+
+# Every answer a route can give is in the schema: clients and fuzzers rely on it.
+UNAUTHORIZED = {401: {"model": Problem, "description": "missing or wrong bearer token"}}
+NO_SUCH_RUN = {404: {"model": Problem, "description": "no run with this id"}}
+BEARER = {"bearer": []}
+EVENT_STREAM = {
+    200: {
+        "description": "Server-sent events: started, stage, progress, finished (the report)",
+        # One schema per event, as SSE readers see it: its type and a JSON `data` line.
+        "content": {
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "event": {"enum": ["started", "stage", "progress", "finished"]},
+                        "data": {"type": "string", "contentMediaType": "application/json"},
+                    },
+                    "required": ["event", "data"],
+                }
+            }
+        },
+    }
+}
 
 
 def create_app(
     settings: Settings, service: SyncService | None = None, api_token: str | None = None
 ) -> FastAPI:
-    app = FastAPI(title="Proxbox sync backend")
+    api_token = api_token if api_token is not None else os.environ.get(API_TOKEN_ENV, "")
+    if not api_token:
+        # Starting syncs acts with the backend's NetBox token: an open service would lend
+        # that token to anyone who can reach the port.
+        raise ConfigurationError(
+            f"backend API token missing: set {API_TOKEN_ENV} (callers present it as "
+            "'Authorization: Bearer <token>')"
+        )
+    expected = api_token.encode("utf-8")
+    # The schema is served behind the token like every route but /health.
+    app = FastAPI(title="Proxbox sync backend", openapi_url=None, docs_url=None, redoc_url=None)
     registry = RunRegistry()
     service = service or SyncService(settings)
-    api_token = api_token if api_token is not None else os.environ.get(API_TOKEN_ENV, "")
     background: set[asyncio.Task] = set()
 
     def authorized(request: Request) -> None:
-        # Starting syncs acts with the backend's NetBox token: callers need this token.
-        if not api_token:
-            return
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value, api_token):
+        # Bytes, compared in constant time: a non-ASCII header is just a wrong token.
+        presented = value.encode("utf-8", "surrogateescape")
+        if not (scheme.lower() == "bearer" and hmac.compare_digest(presented, expected)):
             raise HTTPException(401, "a valid 'Authorization: Bearer <token>' is required")
 
-    @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok"}
+    guarded = {"dependencies": [Depends(authorized)], "openapi_extra": {"security": [BEARER]}}
 
-    @app.post("/sync/{endpoint_id}", status_code=202, dependencies=[Depends(authorized)])
-    async def start_sync(endpoint_id: int) -> dict:
+    @app.get("/health")
+    async def health() -> Health:
+        return Health(status="ok")
+
+    @app.post(
+        "/sync/{endpoint_id}",
+        status_code=202,
+        **guarded,
+        responses={
+            **UNAUTHORIZED,
+            409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
+        },
+    )
+    async def start_sync(endpoint_id: int) -> SyncStarted:
         key = str(endpoint_id)
         if active := registry.active_for(key):
             raise HTTPException(
@@ -55,16 +122,25 @@ def create_app(
         task = asyncio.create_task(work())
         background.add(task)
         task.add_done_callback(background.discard)
-        return {"run_id": run.id, "url": f"/runs/{run.id}"}
+        return SyncStarted(run_id=run.id, url=f"/runs/{run.id}")
 
-    @app.get("/runs/{run_id}", dependencies=[Depends(authorized)])
-    async def get_run(run_id: str) -> dict:
+    @app.get(
+        "/runs/{run_id}",
+        **guarded,
+        responses={**UNAUTHORIZED, **NO_SUCH_RUN},
+    )
+    async def get_run(run_id: str) -> RunState:
         run = registry.get(run_id)
         if run is None:
             raise HTTPException(404, f"no run {run_id}")
-        return run.as_dict()
+        return RunState(**run.as_dict())
 
-    @app.get("/runs/{run_id}/events", dependencies=[Depends(authorized)])
+    @app.get(
+        "/runs/{run_id}/events",
+        **guarded,
+        response_class=StreamingResponse,
+        responses={**EVENT_STREAM, **UNAUTHORIZED, **NO_SUCH_RUN},
+    )
     async def run_events(run_id: str) -> StreamingResponse:
         run = registry.get(run_id)
         if run is None:
@@ -77,6 +153,20 @@ def create_app(
         return StreamingResponse(
             stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
+
+    def document() -> dict:
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            schema["components"]["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer"}
+            }
+        return app.openapi_schema
+
+    app.openapi = document
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(authorized)])
+    async def openapi() -> dict:
+        return document()
 
     app.state.registry = registry
     return app

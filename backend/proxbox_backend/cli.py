@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 
-from proxbox_backend.config import ConfigurationError, Settings
+from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.secrets import install_redaction
 from proxbox_backend.service import RunReport, SyncService
 from proxbox_backend.stages import STAGES
@@ -31,6 +32,11 @@ def _settings(args) -> Settings:
         proxmox_verify_tls=verify,
         disappeared=getattr(args, "disappeared", None),
     )
+
+
+def _install_redaction(settings: Settings):
+    """Before anything logs: every secret this process holds, masked in all its output."""
+    return install_redaction(*settings.secrets(), os.environ.get(API_TOKEN_ENV))
 
 
 def render_summary(report: RunReport, console) -> None:
@@ -68,7 +74,7 @@ def render_summary(report: RunReport, console) -> None:
         console.print(f"[bold red]error[/] {report.error}")
 
 
-async def _run_with_progress(service: SyncService, endpoint: str) -> RunReport:
+async def _run_with_progress(service: SyncService, endpoint: str, redactor) -> RunReport:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -106,7 +112,11 @@ async def _run_with_progress(service: SyncService, endpoint: str) -> RunReport:
 
     with progress:
         report = await service.run(endpoint, on_event)
-    render_summary(report, Console())
+    # Failure reasons quote NetBox's and Proxmox's answers: scrubbed like log records.
+    summary = Console()
+    with summary.capture() as captured:
+        render_summary(report, summary)
+    sys.stdout.write(redactor(captured.get()))
     return report
 
 
@@ -116,13 +126,13 @@ def cmd_run(args) -> int:
     except ConfigurationError as exc:
         print(f"proxbox-sync: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    install_redaction(*settings.secrets())
+    redactor = _install_redaction(settings)
     service = SyncService(settings)
     if args.json:
         report = asyncio.run(service.run(args.endpoint))
-        print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
+        print(redactor(json.dumps(report.as_dict(), indent=2, sort_keys=True)))
     else:
-        report = asyncio.run(_run_with_progress(service, args.endpoint))
+        report = asyncio.run(_run_with_progress(service, args.endpoint, redactor))
     return EXIT_OK if report.ok else EXIT_FAILURES
 
 
@@ -136,8 +146,13 @@ def cmd_serve(args) -> int:
     except ConfigurationError as exc:
         print(f"proxbox-sync: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    install_redaction(*settings.secrets())
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    _install_redaction(settings)
+    try:
+        app = create_app(settings)
+    except ConfigurationError as exc:
+        print(f"proxbox-sync: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return EXIT_OK
 
 

@@ -23,6 +23,9 @@ ENV = {
     "disappeared": "PROXBOX_DISAPPEARED_GUESTS",
 }
 
+# The bearer token callers of the HTTP service present (`proxbox-sync serve`).
+API_TOKEN_ENV = "PROXBOX_BACKEND_API_TOKEN"
+
 
 class ConfigurationError(ValueError):
     pass

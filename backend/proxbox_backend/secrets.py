@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import re
 
-REDACTED = "***"
+import proxbox_redaction
+from proxbox_redaction import REDACTED, Redactor
 
 
 class Secret:
@@ -36,7 +36,7 @@ class Secret:
 
 # Authorization headers, PVE tickets and CSRF tokens, token secrets in query strings
 # or JSON bodies: whatever a library logs, these never reach a handler verbatim.
-_PATTERNS = (
+PATTERNS = (
     re.compile(
         r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?:Token|Bearer|PVEAPIToken)[ =][^'\",\s]+"
     ),
@@ -49,36 +49,20 @@ _PATTERNS = (
 
 
 def redact(text: str, extra: tuple[str, ...] = ()) -> str:
-    for pattern in _PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-    for value in extra:
-        if value:
-            text = text.replace(value, REDACTED)
-    return text
+    return Redactor(PATTERNS, extra)(text)
 
 
-class RedactingFilter(logging.Filter):
-    """Rewrites every record's message; also scrubs the exact secrets it was given."""
-
-    def __init__(self, secrets: tuple[str, ...] = ()):
-        super().__init__()
-        self.secrets = tuple(s for s in secrets if s)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = redact(message, self.secrets)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
+_BACKEND_REDACTOR = Redactor(PATTERNS)
 
 
-def install_redaction(*secrets: Secret | str | None) -> RedactingFilter:
-    """Attach one filter to the root handlers and the HTTP libraries' loggers."""
+def scrub(text: str) -> str:
+    """For what a run shows or stores outside log records: this package's patterns, plus
+    the exact secrets the process's redactor was given (when one is installed)."""
+    return _BACKEND_REDACTOR(proxbox_redaction.redact(text))
+
+
+def install_redaction(*secrets: Secret | str | None) -> Redactor:
+    """Scrub every log record and uncaught traceback of this process (any logger, any
+    handler, including those uvicorn configures later) of the patterns and `secrets`."""
     values = tuple(s.reveal() if isinstance(s, Secret) else s for s in secrets if s)
-    flt = RedactingFilter(values)
-    for name in ("", "httpx", "httpcore", "proxbox_backend", "uvicorn", "uvicorn.access"):
-        logger = logging.getLogger(name)
-        logger.addFilter(flt)
-        for handler in logger.handlers:
-            handler.addFilter(flt)
-    return flt
+    return proxbox_redaction.install(PATTERNS, values)

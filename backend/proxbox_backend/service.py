@@ -29,6 +29,7 @@ from proxbox_backend.gateways.netbox import (
     Prerequisites,
 )
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
+from proxbox_backend.secrets import scrub
 from proxbox_backend.stages import cluster as cluster_stage
 from proxbox_backend.stages import disks as disks_stage
 from proxbox_backend.stages import guests as guests_stage
@@ -66,15 +67,20 @@ class RunReport:
         return "completed" if self.tally.failed == 0 else "completed_with_errors"
 
     def as_dict(self) -> dict:
+        """What adapters show or send: messages quoting remote answers are scrubbed."""
+        tally = self.tally.as_dict()
+        tally["failures"] = [
+            {**failure, "reason": scrub(failure["reason"])} for failure in tally["failures"]
+        ]
         return {
             "ok": self.ok,
             "status": self.status,
             "endpoint": self.endpoint,
             "cluster": self.cluster,
-            **self.tally.as_dict(),
+            **tally,
             "inventory_writes": self.tally.writes,
-            "warnings": self.warnings,
-            "error": self.error,
+            "warnings": [scrub(warning) for warning in self.warnings],
+            "error": scrub(self.error) if self.error is not None else None,
             "netbox_requests": self.netbox_requests,
             "proxmox_requests": self.proxmox_requests,
             "started_at": self.started_at,
@@ -342,5 +348,6 @@ def reflection(tally: Tally, error: str | None = None) -> dict:
         "objects_updated": totals["updated"],
         "objects_deleted": totals["deleted"],
         "errors": totals["failed"],
-        "message": "\n".join(lines),
+        # Stored in NetBox (and its change log): scrubbed like everything the run shows.
+        "message": scrub("\n".join(lines)),
     }

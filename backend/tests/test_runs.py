@@ -45,3 +45,19 @@ async def test_an_unexpected_answer_still_finishes_the_run_with_a_report():
     report = await SyncService(settings, netbox=netbox).run(5, events.append)
     assert not report.ok and report.error.startswith("unexpected KeyError")
     assert events[-1]["event"] == "finished" and events[-1]["report"]["status"] == "failed"
+
+
+def test_reports_and_sidecar_messages_are_scrubbed():
+    """What a run shows or stores quotes remote answers: secrets in them are masked."""
+    from proxbox_backend.service import RunReport, reflection
+
+    report = RunReport(error="proxmox: GET https://sync:pw-in-url@pve:8006/ failed")
+    report.tally.fail("ipam.ipaddress", "10.0.0.5/24", "echo: Authorization: Token " + "a" * 40)
+    report.warnings.append('answer {"token_secret": "5d7c9a1e-1111"}')
+    shown = report.as_dict()
+    stored = reflection(report.tally, error=report.error)["message"]
+    for text in (str(shown), stored):
+        assert "pw-in-url" not in text and "a" * 40 not in text
+    assert "5d7c9a1e" not in str(shown)
+    assert shown["failures"][0]["label"] == "10.0.0.5/24"
+    assert report.tally.failures[0].reason.endswith("a" * 40)  # the domain keeps its facts

@@ -34,13 +34,18 @@ def _print(value) -> None:
 
 def cmd_contract_import(args) -> int:
     from proxmox_simulator.contracts import sources
+    from proxmox_simulator.contracts.parser import ContractParseError
     from proxmox_simulator.contracts.registry import ContractRegistry
 
     if args.fakepve:
         artifact = sources.read_fakepve()
         version = args.version or sources.FAKEPVE_SCHEMA_VERSION
     elif args.url:
-        artifact = sources.fetch_url(args.url)
+        try:
+            artifact = sources.fetch_url(args.url)
+        except sources.SourceRefused as exc:
+            print(f"proxmox-simulator: {exc}", file=sys.stderr)
+            return 2
         version = args.version or sources.guess_version(args.url)
     elif args.path:
         artifact = sources.read_file(Path(args.path))
@@ -51,7 +56,11 @@ def cmd_contract_import(args) -> int:
     if not version:
         print("cannot tell the PVE version from the name; pass --version", file=sys.stderr)
         return 2
-    result = sources.parse_artifact(artifact, version)
+    try:
+        result = sources.parse_artifact(artifact, version)
+    except (sources.SourceRefused, ContractParseError) as exc:
+        print(f"proxmox-simulator: {exc}", file=sys.stderr)
+        return 2
     manifest = ContractRegistry(_settings(args).data_dir).store(artifact, result)
     _print(manifest)
     return 0
@@ -227,12 +236,14 @@ def cmd_serve(args) -> int:
 
 def cmd_worker(args) -> int:
     """A task worker without the HTTP server (scale-out, crash tests)."""
+    from proxmox_simulator.api.logging import install_redaction
     from proxmox_simulator.repositories import db
     from proxmox_simulator.simulation.clock import clock_from_spec
     from proxmox_simulator.tasks.executors import executors
     from proxmox_simulator.tasks.worker import TaskWorker
 
     settings = _settings(args)
+    install_redaction(settings.database_url)
 
     async def run():
         pool = await db.create_pool(

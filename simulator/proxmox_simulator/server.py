@@ -154,8 +154,9 @@ def serve(
     tls: bool = False,
     log_level: str = "info",
 ) -> None:
-    from proxmox_simulator.api.logging import configure_logging
+    from proxmox_simulator.api.logging import configure_logging, install_redaction
 
+    install_redaction(settings.database_url)
     configure_logging(log_level)
     app = create_app(settings)
     config = uvicorn_config(app, settings, host=host, port=port, tls=tls, log_level=log_level)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import time
@@ -11,7 +12,8 @@ import httpx
 import pytest
 from simtest_support import ROOT_PASSWORD, run
 
-from proxmox_simulator.api.logging import JsonFormatter, RedactingFilter, redact
+import proxbox_redaction
+from proxmox_simulator.api.logging import JsonFormatter, install_redaction, redact
 from proxmox_simulator.domain.auth import TicketAuthority
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import settings as settings_repo
@@ -333,11 +335,21 @@ def test_log_redaction():
         "c2lnbmF0dXJl" not in cleaned and "555555555555" not in cleaned and "hunter2" not in cleaned
     )
     assert "root@pam!sync" in cleaned
-    record = logging.LogRecord(
-        "x", logging.INFO, __file__, 1, "login %s", ("password=hunter2",), None
-    )
-    RedactingFilter().filter(record)
-    assert "hunter2" not in record.getMessage()
+    # Installed, the redactor scrubs records of any logger before any handler sees them.
+    install_redaction("postgresql://sim:dbpw-9f3k@127.0.0.1/sim")
+    try:
+        stream = io.StringIO()
+        logger = logging.getLogger("proxmox_simulator.tasks.worker")
+        handler = logging.StreamHandler(stream)
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.warning("login %s", "password=hunter2")
+        logger.warning("pool lost: %s", "connection to dbpw-9f3k refused")
+        logger.removeHandler(handler)
+        logger.propagate = True
+    finally:
+        proxbox_redaction.uninstall()
+    assert "hunter2" not in stream.getvalue() and "dbpw-9f3k" not in stream.getvalue()
     request = logging.LogRecord(
         "proxmox_simulator.api",
         logging.INFO,

@@ -199,3 +199,51 @@ def test_url_import_retries_transient_failures_then_gives_up():
     with pytest.raises(sources.SourceRefused, match="after 2 attempts"):
         sources.fetch_url("https://pve.proxmox.com/a.js", transport=_transport(failing), attempts=2)
     assert len(calls) == 2
+
+
+def test_url_import_limits_a_streamed_body_without_content_length():
+    def chunked(request):
+        # No Content-Length: only counting the streamed bytes can stop it.
+        return httpx.Response(200, content=(b"x" * 512 for _ in range(8)))
+
+    with pytest.raises(sources.SourceRefused, match="exceeded the 1024-byte limit"):
+        sources.fetch_url(
+            "https://pve.proxmox.com/big.js", transport=_transport(chunked), max_bytes=1024
+        )
+
+
+def test_gzip_artifact_may_not_expand_past_the_limit():
+    import gzip
+
+    bomb = sources.RawArtifact(gzip.compress(b"[" + b" " * 4096 + b"]"), "url", "x", "x.gz")
+    assert len(bomb.data) < 1024
+    with pytest.raises(sources.SourceRefused, match="decompresses to more than 1024 bytes"):
+        sources.parse_artifact(bomb, "9.0", max_bytes=1024)
+    # Within the limit it is read as before.
+    assert sources.parse_artifact(bomb, "9.0", max_bytes=8192).contract.counts()["paths"] == 0
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://pve.proxmox.com/pve-docs/api-viewer/apidoc.js", "only https://"),
+        ("https://169.254.169.254/latest/meta-data/", "not in the allowlist"),
+        ("https://127.0.0.1:5432/apidoc.js", "not in the allowlist"),
+        ("https://pve.proxmox.com@10.0.0.1/apidoc.js", "not in the allowlist"),
+        ("https://pve.proxmox.com.evil.example/apidoc.js", "not in the allowlist"),
+    ],
+)
+def test_cli_import_refuses_foreign_sources_in_one_line(tmp_path, url, reason):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "proxmox_simulator.cli", "contract", "import", "--url", url],
+        env={"PATH": "/usr/bin:/bin", "PROXMOX_SIMULATOR_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and reason in result.stderr, result.stderr
+    assert not any(tmp_path.rglob("*.json"))  # nothing stored

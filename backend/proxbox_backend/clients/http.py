@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -66,6 +67,21 @@ class TransportError(Exception):
     """The request failed after every allowed attempt without an HTTP answer."""
 
 
+class CertificateNotTrusted(TransportError):
+    """The server's TLS certificate failed verification: no retry can change that."""
+
+
+def _certificate_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _retriable_status(method: str, status: int) -> bool:
     if status in RETRY_ANY_METHOD:
         return True
@@ -97,6 +113,7 @@ class ResilientTransport:
         concurrency: int = 8,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         name: str = "http",
+        tls_hint: str = "",
     ):
         self.client = client
         self.retry = retry or RetryPolicy()
@@ -104,6 +121,8 @@ class ResilientTransport:
         self.stats = RequestStats()
         self._sleep = sleep
         self.name = name
+        # What to do about an untrusted certificate, in the terms of this client's settings.
+        self.tls_hint = tls_hint
 
     async def request(
         self,
@@ -124,6 +143,12 @@ class ResilientTransport:
                     self.stats.by_method[method] += 1
                     response = await self.client.request(method, url, **kwargs)
             except httpx.TransportError as exc:
+                if failure := _certificate_failure(exc):
+                    reason = failure.verify_message or failure.reason or str(failure)
+                    raise CertificateNotTrusted(
+                        f"{self.name}: the TLS certificate of {self.client.base_url.join(url).host} is not "
+                        f"trusted ({reason}). {self.tls_hint}".rstrip()
+                    ) from None
                 if attempt >= self.retry.attempts or not _retriable_exception(method, exc):
                     raise TransportError(
                         f"{self.name}: {method} {url} failed after {attempt} attempt(s): "

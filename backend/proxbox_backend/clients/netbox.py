@@ -95,7 +95,12 @@ class NetBoxClient:
         )
         extra = {"sleep": sleep} if sleep is not None else {}
         self.transport = ResilientTransport(
-            client, retry=retry, concurrency=concurrency, name="netbox", **extra
+            client,
+            retry=retry,
+            concurrency=concurrency,
+            name="netbox",
+            tls_hint="Give NetBox's CA bundle (--netbox-ca-bundle or PROXBOX_NETBOX_CA_BUNDLE).",
+            **extra,
         )
 
     def __repr__(self) -> str:

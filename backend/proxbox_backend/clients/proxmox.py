@@ -85,7 +85,14 @@ class ProxmoxClient:
         )
         extra = {"sleep": sleep} if sleep is not None else {}
         self.transport = ResilientTransport(
-            client, retry=retry, concurrency=concurrency, name="proxmox", **extra
+            client,
+            retry=retry,
+            concurrency=concurrency,
+            name="proxmox",
+            tls_hint="Give the endpoint's CA bundle (--proxmox-ca-bundle or "
+            "PROXBOX_PROXMOX_CA_BUNDLE); only for a lab: the endpoint's verify_tls off "
+            "or --proxmox-insecure.",
+            **extra,
         )
         self._csrf: str | None = None
 

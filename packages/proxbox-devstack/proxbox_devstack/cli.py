@@ -9,9 +9,11 @@ proxbox services up [-d] | down
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
+from urllib.parse import urlsplit
 
 MIN_PYTHON = (3, 12)
 
@@ -50,11 +52,14 @@ def _emit(line: str) -> None:
 
 
 def _services_up(data_dir, detach: bool) -> int:
+    from proxbox_redaction import redact_url
+
     from . import services as services_mod
 
     result = services_mod.start_services(data_dir, log=_emit)
-    _emit(f"PROXBOX_DATABASE_URL={result.database_url}")
-    _emit(f"PROXBOX_REDIS_URL={result.redis_url}")
+    # Embedded servers have no password; a server from the environment may.
+    _emit(f"PROXBOX_DATABASE_URL={redact_url(result.database_url)}")
+    _emit(f"PROXBOX_REDIS_URL={redact_url(result.redis_url)}")
     if detach:
         return 0
     _emit("press Ctrl-C to stop")
@@ -98,8 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(f"proxbox: {problem}", file=sys.stderr)
         return 6
-    from .errors import StackError
+    import proxbox_redaction
 
+    from .errors import StackError
+    from .state import DATABASE_URL_ENV, REDIS_URL_ENV
+
+    # Tracebacks and log records of the launcher itself: the services' passwords masked.
+    passwords = [
+        urlsplit(os.environ.get(name, "")).password for name in (DATABASE_URL_ENV, REDIS_URL_ENV)
+    ]
+    proxbox_redaction.install(secrets=[p for p in passwords if p])
     try:
         return run(sys.argv[1:] if argv is None else argv)
     except StackError as exc:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from psycopg.conninfo import conninfo_to_dict
+
+import proxbox_redaction
 
 from .paths import data_dir as default_data_dir
 from .redis_databases import from_env as redis_databases_from_env
@@ -91,3 +94,21 @@ def build_configuration(data_dir: Path | None = None) -> dict[str, Any]:
         "DEVELOPER": os.environ.get("PROXBOX_DEVELOPER", "") in ("1", "true", "yes"),
         "TIME_ZONE": "UTC",
     }
+
+
+def install_redaction(configuration: dict[str, Any]) -> None:
+    """Mask the configuration's secrets in every log record and traceback of the process."""
+    plugin = configuration["PLUGINS_CONFIG"]["netbox_proxbox"]
+    redis_passwords = [
+        urlsplit(section["URL"]).password for section in configuration["REDIS"].values()
+    ]
+    proxbox_redaction.install(
+        secrets=[
+            configuration["SECRET_KEY"],
+            *configuration["API_TOKEN_PEPPERS"].values(),
+            plugin["encryption_key"],
+            plugin["backend_token"],
+            configuration["DATABASES"]["default"]["PASSWORD"],
+            *(password for password in redis_passwords if password),
+        ]
+    )

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from proxbox_redaction import redact_url
+
 from .errors import EXIT_FAILURE, StackError
 
 DATABASES_ENV = "PROXBOX_REDIS_DATABASES"
@@ -225,7 +227,7 @@ def acquire(redis_url: str, data_dir: Path, ttl: int = LEASE_TTL) -> RedisLease 
                 client.set(LAST_HOLDER_KEY, owner)
         return RedisLease(redis_url, pair, value, ttl)
     raise StackError(
-        f"every Redis database pair on {redis_url} is in use by another stack "
+        f"every Redis database pair on {redact_url(redis_url)} is in use by another stack "
         f"({len(pairs)} pairs from database {FIRST_LEASED_DATABASE}): stop one with "
         "`proxbox down`, or give this stack a database of its own in PROXBOX_REDIS_URL "
         "(redis://host:port/N)",

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+
+from proxbox_redaction import redact_url
 
 from . import postgres_server, redis_server
 from .errors import EXIT_DATA_DIR, EXIT_SERVICE_UNREACHABLE, StackError
@@ -69,14 +70,6 @@ def stack_lock(data_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    params = conninfo_to_dict(url) if url.startswith("postgres") else {}
-    if params.get("password"):
-        return url.replace(f":{params['password']}@", ":***@")
-    return url
-
-
 def check_database(url: str, timeout: float = REACHABILITY_TIMEOUT) -> None:
     """Fail with one line unless PostgreSQL at `url` accepts a connection within `timeout`."""
     deadline = time.monotonic() + timeout
@@ -92,7 +85,7 @@ def check_database(url: str, timeout: float = REACHABILITY_TIMEOUT) -> None:
             )
         time.sleep(0.5)
     raise StackError(
-        f"{DATABASE_URL_ENV}={redact(url)} is unreachable after {timeout:.0f} s: {last_error}",
+        f"{DATABASE_URL_ENV}={redact_url(url)} is unreachable after {timeout:.0f} s: {last_error}",
         EXIT_SERVICE_UNREACHABLE,
     )
 
@@ -114,7 +107,7 @@ def check_redis(url: str, timeout: float = REACHABILITY_TIMEOUT) -> None:
             last_error = str(exc)
         time.sleep(0.5)
     raise StackError(
-        f"{REDIS_URL_ENV}={url} is unreachable after {timeout:.0f} s: {last_error}",
+        f"{REDIS_URL_ENV}={redact_url(url)} is unreachable after {timeout:.0f} s: {last_error}",
         EXIT_SERVICE_UNREACHABLE,
     )
 

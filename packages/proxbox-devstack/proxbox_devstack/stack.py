@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from proxbox_redaction import redact_url
+
 from . import redis_databases
 from . import services as services_mod
 from .components import COMPONENTS, NETBOX_CONFIGURATION, StackContext, UpOptions
@@ -170,9 +172,9 @@ def _release_stale_lease(data_dir: Path, log: Log) -> None:
 
 def _redis_line(state: StackState) -> str:
     if not state.redis_databases:
-        return state.redis_url
+        return redact_url(state.redis_url)
     pair = redis_databases.RedisDatabases(*state.redis_databases)
-    return f"{state.redis_url} ({pair.describe()})"
+    return f"{redact_url(state.redis_url)} ({pair.describe()})"
 
 
 def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: bool = False) -> int:
@@ -264,10 +266,11 @@ def describe(data_dir: Path, show_secrets: bool = False) -> list[str]:
     for name, url in state.urls.items():
         if name not in ("netbox", "api"):
             lines.append(f"{name + ':':<11} {url}")
-    lines.append(f"PostgreSQL: {services_mod.redact(state.database_url)}")
+    lines.append(f"PostgreSQL: {redact_url(state.database_url)}")
     lines.append(f"Redis:      {_redis_line(state)}")
     credentials = load_credentials(data_dir)
-    if show_secrets and credentials is not None:
+    # Shown once, and only to a terminal: captured output (CI logs, files) never holds them.
+    if show_secrets and credentials is not None and sys.stdout.isatty():
         lines.append(
             f"admin user: {credentials['username']} / {credentials['password']} (shown once)"
         )
@@ -356,6 +359,6 @@ def status(data_dir: Path, log: Log = print) -> int:
         log(f"{name:<12} external")
     for name, url in state.urls.items():
         log(f"{name:<12} {url}")
-    log(f"database     {services_mod.redact(state.database_url)}")
+    log(f"database     {redact_url(state.database_url)}")
     log(f"redis        {_redis_line(state)}")
     return 0 if running else EXIT_NOT_RUNNING

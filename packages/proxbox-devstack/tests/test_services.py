@@ -171,3 +171,11 @@ def test_a_process_dying_at_start_is_reported_with_its_last_log_line(tmp_path):
     assert str(failure.value) == (
         f"doomed exited with code 2 while starting: FATAL: no such role (see {spec.log_file})"
     )
+
+
+def test_external_redis_url_is_reported_without_its_password(home, listener):
+    port = listener.getsockname()[1]
+    with pytest.raises(services.StackError) as failure:
+        services.check_redis(f"redis://:rpw-secret@127.0.0.1:{port}/0", timeout=2)
+    assert f"PROXBOX_REDIS_URL=redis://:***@127.0.0.1:{port}/0" in str(failure.value)
+    assert "rpw-secret" not in str(failure.value)

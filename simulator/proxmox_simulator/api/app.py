@@ -62,7 +62,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        install_redaction()
+        install_redaction(settings.database_url)
         rt = await Runtime.open(settings, contract, clock)
         worker = None
         if settings.task_workers > 0:

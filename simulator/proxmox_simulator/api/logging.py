@@ -7,46 +7,33 @@ import logging
 import re
 import sys
 import time
+from urllib.parse import urlsplit
 
-_PATTERNS = (
+import proxbox_redaction
+from proxbox_redaction import Redactor
+
+# Group 1 of each pattern is kept, the rest of the match masked.
+PATTERNS = (
     # Tickets: keep user and time, drop the signature.
-    (re.compile(r"(PVE:[^:\s]+:[0-9A-F]{8}::)[A-Za-z0-9+/=]+"), r"\1***"),
-    (re.compile(r"(PVEAPIToken=[^=\s]+[=:])[^\s\"',]+"), r"\1***"),
-    (re.compile(r"(PVEAuthCookie=)[^;\s\"',]+"), r"\1***"),
-    (
-        re.compile(r"(?i)(CSRFPreventionToken[\"']?\s*[:=]\s*[\"']?)[0-9A-F]{8}:[A-Za-z0-9+/=]+"),
-        r"\1***",
-    ),
-    (re.compile(r"(?i)((?:password|secret|value)[\"']?\s*[:=]\s*[\"']?)[^&\s\"',}]+"), r"\1***"),
+    re.compile(r"(PVE:[^:\s]+:[0-9A-F]{8}::)[A-Za-z0-9+/=]+"),
+    re.compile(r"(PVEAPIToken=[^=\s]+[=:])[^\s\"',]+"),
+    re.compile(r"(PVEAuthCookie=)[^;\s\"',]+"),
+    re.compile(r"(?i)(CSRFPreventionToken[\"']?\s*[:=]\s*[\"']?)[0-9A-F]{8}:[A-Za-z0-9+/=]+"),
+    re.compile(r"(?i)((?:password|secret|value)[\"']?\s*[:=]\s*[\"']?)[^&\s\"',}]+"),
 )
+_REDACTOR = Redactor(PATTERNS)
 
 
 def redact(text: str) -> str:
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+    return _REDACTOR(text)
 
 
-class RedactingFilter(logging.Filter):
-    """Rewrites the fully formatted message, so secrets in args are caught too."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
-
-
-def install_redaction() -> None:
-    """Attach the filter to every logger that may see request data."""
-    for name in ("proxmox_simulator", "uvicorn", "uvicorn.access", "uvicorn.error", ""):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-            logger.addFilter(RedactingFilter())
-        for handler in logger.handlers:
-            if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-                handler.addFilter(RedactingFilter())
+def install_redaction(database_url: str | None = None) -> None:
+    """Scrub every log record and uncaught traceback of this process, whichever logger
+    and handler (uvicorn's, asyncpg's, the last-resort one): credentials in requests and
+    the database password."""
+    password = urlsplit(database_url).password if database_url else None
+    proxbox_redaction.install(PATTERNS, [password] if password else [])
 
 
 # Fields a request log record may carry (passed through ``extra=``).
@@ -76,7 +63,6 @@ def configure_logging(level: str = "info") -> None:
     """JSON lines on stderr for the simulator's own loggers (used by ``serve``)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    handler.addFilter(RedactingFilter())
     logger = logging.getLogger("proxmox_simulator")
     logger.handlers[:] = [handler]
     logger.setLevel(level.upper())

@@ -7,10 +7,10 @@ time limits, and a bounded number of retries.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import re
+import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -71,10 +71,24 @@ def read_fakepve() -> RawArtifact:
     return RawArtifact(path.read_bytes(), "package", f"fakepve:{path.name}", path.name)
 
 
-def parse_artifact(artifact: RawArtifact, version: str) -> ParseResult:
+def _gunzip(data: bytes, max_bytes: int) -> bytes:
+    """Decompress, refusing to grow past `max_bytes` (a small gzip can expand to gigabytes)."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, max_bytes + 1)
+    except zlib.error as exc:
+        raise ContractParseError(f"invalid gzip data: {exc}") from exc
+    if len(out) > max_bytes or inflater.unconsumed_tail:
+        raise SourceRefused(f"the artifact decompresses to more than {max_bytes} bytes")
+    return out
+
+
+def parse_artifact(
+    artifact: RawArtifact, version: str, max_bytes: int = MAX_ARTIFACT_BYTES
+) -> ParseResult:
     data = artifact.data
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        data = _gunzip(data, max_bytes)
     text = data.decode("utf-8")
     stripped = text.lstrip()
     if stripped.startswith(("[", "{")):

@@ -1,0 +1,121 @@
+"""The redactor sits in front of every handler: records of any logger, handlers added
+after installation, formatted tracebacks, and uncaught exceptions."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import proxbox_redaction
+from proxbox_redaction import Redactor, redact_url
+
+SECRET = "s3cr3t-Gz81kq0Lx"
+
+
+@pytest.fixture
+def installed():
+    redactor = proxbox_redaction.install(patterns=[re.compile(r"(Bearer )\S+")], secrets=[SECRET])
+    yield redactor
+    proxbox_redaction.uninstall()
+
+
+def _stream_logger(name: str) -> tuple[logging.Logger, io.StringIO]:
+    # A handler of its own on a non-propagating logger: no pytest capture handler helps.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger(name)
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    return logger, stream
+
+
+def test_records_of_child_loggers_reach_late_handlers_redacted(installed):
+    logger, stream = _stream_logger("proxbox_test.child.grandchild")
+    logger.warning("retrying with %s", SECRET)
+    logger.warning("header %s %s", "Authorization: Bearer", "abc.def")
+    logger.info("as dict %(token)s", {"token": SECRET})
+    logger.info("an object %s", RuntimeError(f"failed for {SECRET}"))
+    logger.info("numbers stay numbers: %d %.1f", 3, 2.5)
+    output = stream.getvalue()
+    assert SECRET not in output and "abc.def" not in output
+    assert output.count("***") == 4
+    assert "numbers stay numbers: 3 2.5" in output
+
+
+def test_tracebacks_and_stack_are_redacted(installed):
+    logger, stream = _stream_logger("proxbox_test.exc")
+    try:
+        raise ValueError(f"cannot connect to postgresql://sync:{SECRET}x@db/x")
+    except ValueError:
+        logger.exception("failed")
+    logger.info("here", stack_info=True)
+    output = stream.getvalue()
+    assert "ValueError: cannot connect to postgresql://sync:***@db/x" in output
+    assert SECRET not in output
+
+
+def test_uninstalled_records_keep_their_text():
+    logger, stream = _stream_logger("proxbox_test.plain")
+    logger.warning("value %s", SECRET)
+    assert SECRET in stream.getvalue()
+
+
+def test_uncaught_exceptions_in_a_process_are_printed_redacted():
+    program = textwrap.dedent(
+        f"""
+        import threading, proxbox_redaction
+        proxbox_redaction.install(secrets=["{SECRET}"])
+        t = threading.Thread(target=lambda: (_ for _ in ()).throw(RuntimeError("{SECRET}")))
+        t.start(); t.join()
+        raise RuntimeError("redis://:{SECRET}@127.0.0.1:6379/0")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert SECRET not in result.stderr
+    assert "RuntimeError: redis://:***@127.0.0.1:6379/0" in result.stderr
+    assert "Exception in thread" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://sync:pw0rd@db:5432/netbox", "postgresql://sync:***@db:5432/netbox"),
+        ("redis://:pw0rd@127.0.0.1:6379/3", "redis://:***@127.0.0.1:6379/3"),
+        ("rediss://default:pw0rd@cache/0", "rediss://default:***@cache/0"),
+        ("host=db user=sync password=pw0rd dbname=x", "host=db user=sync password=*** dbname=x"),
+        ("redis://127.0.0.1:6379/3", "redis://127.0.0.1:6379/3"),
+        (
+            "postgresql://postgres@127.0.0.1:5432/postgres",
+            "postgresql://postgres@127.0.0.1:5432/postgres",
+        ),
+    ],
+)
+def test_redact_url(url, shown):
+    assert redact_url(url) == shown
+
+
+def test_longer_secret_masked_whole():
+    assert Redactor(secrets=["abc", "abcdef"])("x abcdef y abc") == "x *** y ***"
+
+
+def test_an_argument_that_cannot_be_printed_does_not_make_logging_raise(installed, capsys):
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("no")
+
+    logger, stream = _stream_logger("proxbox_test.unprintable")
+    logger.warning("value %s and %s", Unprintable(), SECRET)  # reported by logging, not raised
+    logger.warning("after it %s", SECRET)
+    assert "after it ***" in stream.getvalue()
+    # logging's own report of the broken record quotes its arguments: scrubbed too.
+    reported = capsys.readouterr().err
+    assert "Logging error" in reported and SECRET not in reported
