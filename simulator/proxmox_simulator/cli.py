@@ -111,33 +111,33 @@ def cmd_contract_diff(args) -> int:
 
 
 def cmd_contract_coverage(args) -> int:
-    """How many declared methods the simulator answers semantically (vs. 501)."""
-    from proxmox_simulator.api.handlers import REGISTRY
-    from proxmox_simulator.api.handlers.index import is_directory_index
+    """How many declared methods the simulator answers semantically (vs. 501), per kind."""
+    from proxmox_simulator.api.handlers.dispatch import handling
     from proxmox_simulator.contracts.registry import resolve_contract
 
     contract = resolve_contract(args.version, _settings(args).data_dir)
-    handled, indexes, missing = [], [], []
+    by_kind: dict[str, list[str]] = {}
+    missing: list[str] = []
     for endpoint in sorted(contract.endpoints, key=lambda e: (e.path, e.method)):
         label = f"{endpoint.method} {endpoint.path}"
-        if REGISTRY.get(endpoint.path, endpoint.method):
-            handled.append(label)
-        elif is_directory_index(endpoint):
-            indexes.append(label)
-        else:
+        kind = handling(contract, endpoint)
+        if kind is None:
             missing.append(label)
+        else:
+            by_kind.setdefault(kind, []).append(label)
     total = len(contract.endpoints)
+    handled = total - len(missing)
     report = {
         "version": contract.version,
+        "major": contract.major,
         "methods": total,
-        "semantic_handlers": len(handled),
-        "directory_indexes": len(indexes),
-        "unhandled_501": len(missing),
-        "coverage_percent": round(100 * (len(handled) + len(indexes)) / total, 1),
+        "handled": handled,
+        "by_kind": {kind: len(labels) for kind, labels in sorted(by_kind.items())},
+        "unhandled_501": missing,
+        "coverage_percent": round(100 * handled / total, 1) if total else 100.0,
     }
     if args.list:
-        report["handled"] = handled + indexes
-        report["unhandled"] = missing
+        report["handled_methods"] = {kind: labels for kind, labels in sorted(by_kind.items())}
     _print(report)
     return 0
 

@@ -8,7 +8,7 @@ import uuid
 
 import httpx
 import pytest
-from simtest_support import ROOT_PASSWORD, apidoc_dir, run
+from simtest_support import ROOT_PASSWORD, official_apidoc, run
 
 from proxmox_simulator.cli import main
 from proxmox_simulator.config import Settings
@@ -35,10 +35,7 @@ CORE = [
 
 
 def _official(version):
-    path = apidoc_dir() / f"pve-{version}-apidoc.js"
-    if not path.exists():
-        pytest.skip(f"{path} not available")
-    return path
+    return official_apidoc(version)
 
 
 @pytest.mark.parametrize("version", ["6.4-15", "7.4-16", "8.4.5"])

@@ -240,6 +240,8 @@ async def node_status(rt, node_name: str) -> dict:
             "total": node["maxmem"],
             "used": entry["mem"],
             "free": node["maxmem"] - entry["mem"],
+            # 9.x declares it; no page cache is simulated, so all free memory is available.
+            "available": node["maxmem"] - entry["mem"],
         },
         "swap": {"total": 8 * GIB, "used": 0, "free": 8 * GIB},
         "rootfs": {

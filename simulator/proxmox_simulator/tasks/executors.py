@@ -7,6 +7,7 @@ commits its state change together with the task's completion.
 from __future__ import annotations
 
 from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain import resource_store
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.domain.guest_disks import apply_resize
 from proxmox_simulator.domain.guest_placement import copy_disks
@@ -303,6 +304,16 @@ async def create_cluster(ctx: TaskContext) -> None:
     )
 
 
+async def store_write(ctx: TaskContext) -> None:
+    """A resource-store write that PVE runs as a worker: applied when the task completes."""
+    await ctx.sleep(1.0)
+
+    async def effect(conn) -> None:
+        await resource_store.apply(conn, ctx.clock.now(), ctx.payload)
+
+    await ctx.complete(effect)
+
+
 def executors() -> dict[str, Executor]:
     table: dict[str, Executor] = {
         "qmcreate": create_guest,
@@ -317,6 +328,9 @@ def executors() -> dict[str, Executor]:
         "vzclone": clone,
         "qmtemplate": make_template,
         "resize": resize_disk,
+        # Store tasks carry PVE-like types derived from their path; the payload
+        # names this executor (see TaskWorker._execute).
+        resource_store.STORE_EXECUTOR: store_write,
     }
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power
