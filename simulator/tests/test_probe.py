@@ -20,10 +20,12 @@ import re
 import time
 from dataclasses import dataclass, field
 
+import asyncpg
 import httpx
 import pytest
 from simtest_support import ROOT_PASSWORD, create_database, drop_database, official_apidoc, run
 
+from proxmox_simulator.api.validation import coerce
 from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts import sources
 from proxmox_simulator.contracts.model import Contract, Endpoint, Parameter
@@ -37,6 +39,43 @@ SELECTED = [m for m in os.environ.get("PROXMOX_SIMULATOR_PROBE_MAJORS", "").spli
 # node a migration goes to; everything else comes from the parameter schemas.
 PROBE_VMID = {"qemu": 990100, "lxc": 990200}
 NEW_VMID = {"qemu": 990101, "lxc": 990201}
+
+
+# Bespoke handlers another branch (sim-domains) adds: the store must not answer
+# them, because their collections' reads are bespoke.  They answer 501 until
+# that branch is merged; the probe then fails until this set is emptied.
+AWAITING_BESPOKE = frozenset(
+    {
+        ("POST", "/storage"),
+        ("GET", "/storage/{storage}"),
+        ("PUT", "/storage/{storage}"),
+        ("DELETE", "/storage/{storage}"),
+        ("POST", "/nodes/{node}/network"),
+        ("PUT", "/nodes/{node}/network/{iface}"),
+        ("DELETE", "/nodes/{node}/network/{iface}"),
+        ("POST", "/nodes/{node}/status"),
+        ("POST", "/nodes/{node}/storage/{storage}/content"),
+        ("POST", "/nodes/{node}/storage/{storage}/content/{volume}"),
+        ("PUT", "/nodes/{node}/storage/{storage}/content/{volume}"),
+        ("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}"),
+    }
+)
+
+# Answers that are right although they are not 200 or differ from the schema,
+# each with the reason; matched by (major or None, method, path) and a message part.
+EXPECTED = {
+    # The seeded cluster exists: PVE refuses to create a second one.
+    (None, "POST", "/cluster/config"): "already exists",
+    # 6.4's viewer declares these sizes as strings; PVE 6.4 answers integers.
+    (6, "GET", "/cluster/resources"): "int is not string",
+}
+
+
+def _expected(major: int, endpoint: Endpoint, failure: str) -> bool:
+    for key in ((major, endpoint.method, endpoint.path), (None, endpoint.method, endpoint.path)):
+        if key in EXPECTED and EXPECTED[key] in failure:
+            return True
+    return False
 
 
 def _contract(version: str) -> Contract:
@@ -103,6 +142,7 @@ _NAME_VALUES = {
     "realm": "probe",
     "snapname": "probesnap",
     "iface": "vmbr0",
+    "disk": "scsi0",
     "username": "root@pam",
     "type": None,  # from its enum
     "password": ROOT_PASSWORD,
@@ -110,6 +150,7 @@ _NAME_VALUES = {
     "cidr": "192.0.2.0/24",
     "sid": "vm:990100",
     "service": "pveproxy",
+    "roles": "PVEAuditor",
 }
 
 
@@ -126,6 +167,8 @@ _PATTERN_CANDIDATES = (
     "docker.io/library/debian:12",
     "pve1c-0123456789",
     "OSD_DOWN",
+    "02:00",
+    "0000:00:02.0",
     ":".join(["AB"] * 32),
     "vm:990100",
     "0",
@@ -134,12 +177,14 @@ _PATTERN_CANDIDATES = (
 )
 
 
-def _matching(pattern: str):
+def _matching(pattern: str, candidates=None):
     from proxmox_simulator.api.validation import _compiled
 
     compiled = _compiled(pattern)
     if compiled is None:
         return "probe"
+    if candidates is not None:
+        return next((c for c in candidates if compiled.fullmatch(c)), None)
     return next((c for c in _PATTERN_CANDIDATES if compiled.fullmatch(c)), "probe")
 
 
@@ -157,7 +202,8 @@ def _property_string(fmt: dict) -> str:
 def _scalar(name: str, spec: dict):
     kind = spec.get("type", "string")
     if spec.get("enum"):
-        return spec["enum"][0]
+        preferred = _NAME_VALUES.get(name)
+        return preferred if preferred in spec["enum"] else spec["enum"][0]
     if kind == "boolean":
         return 0
     if kind in ("integer", "number"):
@@ -168,8 +214,11 @@ def _scalar(name: str, spec: dict):
     fmt = spec.get("format")
     if isinstance(fmt, dict):
         return _property_string(fmt)
-    if name in _NAME_VALUES and _NAME_VALUES[name] is not None:
-        return _NAME_VALUES[name]
+    preferred = _NAME_VALUES.get(name)
+    if preferred is not None and not (
+        spec.get("pattern") and _matching(spec["pattern"], [preferred]) is None
+    ):
+        return preferred
     if isinstance(fmt, str) and fmt in _FORMAT_VALUES:
         return _FORMAT_VALUES[fmt]
     if spec.get("pattern"):
@@ -187,7 +236,7 @@ def value_for(param: Parameter, endpoint: Endpoint, *, body: bool):
     kind = "lxc" if "/lxc" in endpoint.path else "qemu"
     if name == "vmid":
         # Migration runs on the clone, so the probe guest stays on its node.
-        if not body and endpoint.path.endswith(("/migrate", "/remote_migrate")):
+        if not body and endpoint.method == "POST" and endpoint.path.endswith("/migrate"):
             return NEW_VMID[kind]
         return PROBE_VMID[kind]
     if name == "newid":
@@ -224,7 +273,8 @@ def _guest_destroy(endpoint: Endpoint) -> bool:
 
 
 # Power actions in an order each is valid in (the guests start running).
-_POWER_ORDER = ("suspend", "resume", "reboot", "reset", "shutdown", "start", "stop")
+# (A snapshot rollback without vmstate runs before them and stops the guests.)
+_POWER_ORDER = ("start", "suspend", "resume", "reboot", "reset", "shutdown", "stop")
 # Run after every other method of the guest, just before it is destroyed.
 _LAST_GUEST_ACTIONS = ("/template",)
 
@@ -282,6 +332,10 @@ _GUEST_EXTRAS = {
     "/nodes/{node}/qemu": {"agent": "1", "start": 1, "scsi0": "local-lvm:1"},
     "/nodes/{node}/lxc": {"rootfs": "local-lvm:1", "start": 1},
 }
+# Methods whose required parameters do not say everything PVE requires.
+_EXTRAS = {
+    ("PUT", "/access/acl"): {"users": "probe@pve"},
+}
 
 
 def _body(endpoint: Endpoint) -> dict:
@@ -293,6 +347,7 @@ def _body(endpoint: Endpoint) -> dict:
     }
     if endpoint.method == "POST":
         body.update(_GUEST_EXTRAS.get(endpoint.path, {}))
+    body.update(_EXTRAS.get((endpoint.method, endpoint.path), {}))
     return body
 
 
@@ -325,23 +380,22 @@ class Caller:
         return {"exitstatus": "timeout"}
 
 
-def probe(caller: Caller, contract: Contract) -> Outcome:
+def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
     outcome = Outcome()
     for endpoint in plan(contract):
         label = f"{endpoint.method} {endpoint.path}"
-        response = caller.call(endpoint.method, _url(endpoint), _body(endpoint))
+        if shapes.shape_of(contract, endpoint).role == shapes.CREATE:
+            response = _create(caller, contract, endpoint, database_url)
+        else:
+            response = caller.call(endpoint.method, _url(endpoint), _body(endpoint))
         outcome.calls += 1
-        if response.status_code != 200:
-            outcome.failures.append(
-                f"{label}: {response.status_code} {response.reason_phrase} {response.text[:200]}"
-            )
+        if not _judge(contract.major, endpoint, response, outcome):
             continue
         data = response.json().get("data")
-        if shapes.shape_of(contract, endpoint).role == shapes.CREATE:
-            _learn_key(caller, contract, endpoint)
         errors = shapes.schema_errors(endpoint.returns, data)
-        if errors:
-            outcome.failures.append(f"{label}: returns mismatch {errors[:3]}")
+        mismatch = f"{label}: returns mismatch {errors[:3]}"
+        if errors and not _expected(contract.major, endpoint, mismatch):
+            outcome.failures.append(mismatch)
         if isinstance(data, str) and data.startswith("UPID:"):
             WORLD["upid"] = data
             exitstatus = caller.wait(data)["exitstatus"]
@@ -350,20 +404,68 @@ def probe(caller: Caller, contract: Contract) -> Outcome:
     return outcome
 
 
-def _learn_key(caller: Caller, contract: Contract, endpoint: Endpoint) -> None:
-    """Remember the key of the item a create made (PVE numbers rules, names TFA entries)."""
+def _judge(major: int, endpoint: Endpoint, response: httpx.Response, outcome: Outcome) -> bool:
+    """Record what is wrong with a non-200 answer; True when the answer is to be checked."""
+    label = f"{endpoint.method} {endpoint.path}"
+    awaited = (endpoint.method, endpoint.path) in AWAITING_BESPOKE
+    if awaited:
+        if response.status_code != 501:
+            outcome.failures.append(f"{label}: answers now, remove it from AWAITING_BESPOKE")
+        return False
+    if response.status_code == 200:
+        return True
+    failure = f"{label}: {response.status_code} {response.reason_phrase} {response.text[:200]}"
+    if not _expected(major, endpoint, failure):
+        outcome.failures.append(failure)
+    return False
+
+
+def _keys(caller: Caller, listing: Endpoint, key_param: str) -> list:
+    answer = caller.call("GET", _url(listing), {}).json().get("data")
+    if not isinstance(answer, list):
+        return []
+    return [item.get(key_param) for item in answer if isinstance(item, dict)]
+
+
+def _store_keys(database_url: str, collection: str) -> list:
+    async def fetch():
+        conn = await asyncpg.connect(database_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT key FROM resource_store WHERE collection = $1 ORDER BY position",
+                collection,
+            )
+            return [r["key"] for r in rows]
+        finally:
+            await conn.close()
+
+    return run(fetch())
+
+
+def _create(caller: Caller, contract: Contract, endpoint: Endpoint, database_url: str):
+    """Call a create and remember the new item's key (PVE numbers rules, names TFA entries)."""
     shape = shapes.shape_of(contract, endpoint)
-    if shape.key_param is None:
-        return
     listing = contract.endpoint(shape.collection.rsplit("/", 1)[0], "GET")
-    if listing is None or listing.path == endpoint.path and endpoint.method != "POST":
-        return
-    url = _url(listing)
-    answer = caller.call("GET", url, {}).json().get("data")
-    if isinstance(answer, list) and answer and isinstance(answer[-1], dict):
-        key = answer[-1].get(shape.key_param)
-        if key is not None:
-            WORLD["keys"][shape.collection] = key
+    before = set()
+    if shape.key_param and listing is not None:
+        before = set(map(str, _keys(caller, listing, shape.key_param)))
+    response = caller.call(endpoint.method, _url(endpoint), _body(endpoint))
+    answer = response.json().get("data") if response.status_code == 200 else None
+    if isinstance(answer, str) and answer.startswith("UPID:"):
+        caller.wait(answer)  # the item exists once its task completed
+    if response.status_code == 200 and shape.key_param:
+        after = _keys(caller, listing, shape.key_param) if listing is not None else []
+        new = [k for k in after if k is not None and str(k) not in before]
+        if not new:
+            new = _store_keys(database_url, shape.collection)[-1:]
+        # A key that its own path parameter would refuse (a generated token for
+        # a userid) is not an addressable item.
+        item = contract.endpoint(shape.collection, "GET") or endpoint
+        param = next((p for p in item.parameters if p.name == shape.key_param), None)
+        valid = [k for k in new if param is None or coerce(param, k)[1] is None and str(k)]
+        if valid:
+            WORLD["keys"][shape.collection] = valid[-1]
+    return response
 
 
 @pytest.mark.parametrize("version", [m for m in MAJORS if not SELECTED or m in SELECTED])
@@ -390,7 +492,7 @@ def test_every_declared_method_answers_semantically(version, tmp_path):
             SimulatorServer(settings) as server,
             httpx.Client(base_url=server.base_url + "/api2/json", timeout=30) as client,
         ):
-            outcome = probe(Caller(client), contract)
+            outcome = probe(Caller(client), contract, url)
     finally:
         drop_database(url)
     assert outcome.calls > 0

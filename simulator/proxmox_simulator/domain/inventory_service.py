@@ -236,13 +236,7 @@ async def node_status(rt, node_name: str) -> dict:
         "loadavg": ["0.12", "0.10", "0.08"],
         "wait": 0,
         "idle": 0,
-        "memory": {
-            "total": node["maxmem"],
-            "used": entry["mem"],
-            "free": node["maxmem"] - entry["mem"],
-            # 9.x declares it; no page cache is simulated, so all free memory is available.
-            "available": node["maxmem"] - entry["mem"],
-        },
+        "memory": rt.adapter.node_memory(node["maxmem"], entry["mem"]),
         "swap": {"total": 8 * GIB, "used": 0, "free": 8 * GIB},
         "rootfs": {
             "total": node["maxdisk"],

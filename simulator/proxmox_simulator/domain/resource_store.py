@@ -12,7 +12,6 @@ task's completing transaction, like a PVE worker.
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -73,6 +72,17 @@ def _store_creatable(contract: Contract, collection: str, is_bespoke: IsBespoke)
     return False
 
 
+def _bespoke_keys(contract: Contract, is_bespoke: IsBespoke) -> frozenset[str]:
+    """Path parameters naming things bespoke handlers own (``userid``, ``storage``...):
+    the store leaves checking those parents to them."""
+    keys = {
+        collection.rsplit("/", 1)[1][1:-1]
+        for collection in _bespoke_collections(contract, is_bespoke)
+        if collection.endswith("}")
+    }
+    return frozenset(keys | _INVENTORY_PARAMS)
+
+
 _BESPOKE_COLLECTIONS: dict[int, tuple[Contract, frozenset[str]]] = {}
 
 
@@ -110,7 +120,12 @@ async def execute(rt, request: StoreRequest, is_bespoke: IsBespoke):
                 endpoint.returns, data, {**known, "digest": shapes.digest(data)}
             )
         async with conn.transaction():
-            change = await _plan_write(conn, request.contract, shape, scope, params)
+            creatable = shape.key_param is None or _store_creatable(
+                request.contract, shape.collection, is_bespoke
+            )
+            change = await _plan_write(
+                conn, request.contract, endpoint, shape, scope, params, creatable
+            )
             if shapes.returns_task(endpoint):
                 node = params.get("node") or (await inventory.nodes(conn))[0]["node"]
                 return await enqueue(
@@ -153,7 +168,7 @@ async def _require_parents(conn, contract, endpoint, shape, params, is_bespoke) 
     segments = endpoint.path.split("/")
     for i in range(2, len(segments)):
         name = segments[i]
-        if not name.startswith("{") or name[1:-1] in _INVENTORY_PARAMS:
+        if not name.startswith("{") or name[1:-1] in _bespoke_keys(contract, is_bespoke):
             continue
         template = "/".join(segments[: i + 1])
         if template == endpoint.path or not _store_creatable(contract, template, is_bespoke):
@@ -167,7 +182,9 @@ async def _require_parents(conn, contract, endpoint, shape, params, is_bespoke) 
             raise PveError(f"{param} '{params[param]}' does not exist")
 
 
-async def _plan_write(conn, contract, shape: shapes.Shape, scope: dict, params: dict) -> dict:
+async def _plan_write(
+    conn, contract, endpoint, shape: shapes.Shape, scope: dict, params: dict, creatable: bool
+) -> dict:
     """Check the write against current state now; return what to apply (maybe in a task)."""
     data = {
         k: v
@@ -181,10 +198,13 @@ async def _plan_write(conn, contract, shape: shapes.Shape, scope: dict, params: 
             key = str(await repo.next_integer_key(conn, shape.collection, scope))
         elif shape.key_param in params:
             key = str(params[shape.key_param])
+        elif _declared_default(endpoint, shape.key_param) is not None:
+            # e.g. an ACME account's ``name`` defaults to "default".
+            key = str(_declared_default(endpoint, shape.key_param))
         elif _integer_key(contract, shape):
             key = str(await repo.next_integer_key(conn, shape.collection, scope))
         else:
-            key = secrets.token_hex(4)
+            key = await _free_name(conn, shape, scope)
         if await repo.get(conn, shape.collection, scope, key) is not None:
             raise PveError(f"{shape.key_param or 'entry'} '{key}' already exists")
         change["key"] = key
@@ -192,7 +212,9 @@ async def _plan_write(conn, contract, shape: shapes.Shape, scope: dict, params: 
     key = str(params[shape.key_param]) if shape.key_param else ""
     change["key"] = key
     row = await repo.get(conn, shape.collection, scope, key, for_update=True)
-    if shape.role in (shapes.UPDATE, shapes.DELETE) and row is None:
+    # Items of a collection the API cannot create (Ceph flags, health mutes)
+    # exist outside it: a first write records them instead of being refused.
+    if shape.role in (shapes.UPDATE, shapes.DELETE) and row is None and creatable:
         raise PveError(_missing(shape, key))
     current = dict(row["data"]) if row else {}
     if params.get("digest") and row is not None and params["digest"] != shapes.digest(current):
@@ -204,6 +226,20 @@ async def _plan_write(conn, contract, shape: shapes.Shape, scope: dict, params: 
         change["data"] = merged
     change["version"] = row["version"] if row else None
     return change
+
+
+async def _free_name(conn, shape: shapes.Shape, scope: dict) -> str:
+    """A name for an item the client did not name: the key's own name numbered
+    (``rule0``), which fits PVE's identifier formats."""
+    stem = re.sub(r"[^a-z_]", "", shape.key_param.lower()) or "item"
+    n = 0
+    while await repo.get(conn, shape.collection, scope, f"{stem}{n}") is not None:
+        n += 1
+    return f"{stem}{n}"
+
+
+def _declared_default(endpoint: Endpoint, name: str):
+    return next((p.default for p in endpoint.parameters if p.name == name), None)
 
 
 def _integer_key(contract: Contract, shape: shapes.Shape) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain import resource_store
 from proxmox_simulator.domain.errors import PveError
-from proxmox_simulator.domain.guest_disks import apply_resize
+from proxmox_simulator.domain.guest_disks import resize_in_place
 from proxmox_simulator.domain.guest_placement import copy_disks
 from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
@@ -255,25 +255,12 @@ async def clone(ctx: TaskContext) -> None:
 
 
 async def resize_disk(ctx: TaskContext) -> None:
-    vmid, kind, disk = ctx.payload["vmid"], ctx.payload["kind"], ctx.payload["disk"]
+    kind, disk = ctx.payload["kind"], ctx.payload["disk"]
     await ctx.sleep(rules.DURATIONS["resize"])
 
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
-        config = dict(row["config"])
-        config[disk] = await apply_resize(conn, kind, row, disk, ctx.payload["size"])
-        await guest_repo.update_config(
-            conn,
-            vmid=vmid,
-            expected_version=row["version"],
-            config=config,
-            name=row["name"],
-            maxmem=row["maxmem"],
-            maxdisk=await inventory.guest_disk_bytes(conn, vmid),
-            cpus=row["cpus"],
-            interfaces=row["interfaces"],
-            pool=row["pool"],
-        )
+        await resize_in_place(conn, kind, row, disk, ctx.payload["size"])
 
     await ctx.complete(effect, lines=[f"resizing {disk} ({ctx.payload['size']})"])
 

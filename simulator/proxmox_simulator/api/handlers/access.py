@@ -184,3 +184,18 @@ async def list_domains(ctx: RequestContext):
 @route("/access/domains/{realm}", "GET")
 async def get_domain(ctx: RequestContext):
     return await svc.get_domain(ctx.rt, ctx.params["realm"])
+
+
+@route("/access/domains", "POST")
+async def create_domain(ctx: RequestContext):
+    await svc.create_domain(ctx.rt, ctx.params)
+
+
+@route("/access/domains/{realm}", "PUT")
+async def update_domain(ctx: RequestContext):
+    await svc.update_domain(ctx.rt, ctx.params)
+
+
+@route("/access/domains/{realm}", "DELETE")
+async def delete_domain(ctx: RequestContext):
+    await svc.delete_domain(ctx.rt, ctx.params["realm"])
