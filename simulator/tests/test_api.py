@@ -12,6 +12,7 @@ import pytest
 from simtest_support import ROOT_PASSWORD, run
 
 from proxmox_simulator.api.logging import JsonFormatter, RedactingFilter, redact
+from proxmox_simulator.config import Settings
 from proxmox_simulator.domain.auth import TicketAuthority
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import settings as settings_repo
@@ -105,14 +106,48 @@ def test_parameter_errors_have_pve_shape_and_reason(root):
     assert set(body["errors"]) == {"full", "bogus"}
 
 
-def test_unknown_paths_and_unhandled_methods_answer_501(root):
+def test_undeclared_paths_authenticate_first_then_answer_501(client, root):
+    anonymous = client.get("/nodes/pve1/definitely-not-a-path")
+    assert anonymous.status_code == 401
+    assert anonymous.json() == {"data": None}
     response = root.get("/nodes/pve1/definitely-not-a-path")
     assert response.status_code == 501
-    assert "not implemented" in response.reason_phrase
-    declared_but_unhandled = root.get("/cluster/ha/resources")
-    assert declared_but_unhandled.status_code == 501
-    assert "CONTRACT_FALLBACK=error" in declared_but_unhandled.reason_phrase
-    assert declared_but_unhandled.json() == {"data": None}
+    assert (
+        response.reason_phrase == "Method 'GET /nodes/pve1/definitely-not-a-path' not implemented"
+    )
+    # A declared path with an undeclared method is the same to PVE.
+    assert root.delete("/version").reason_phrase == "Method 'DELETE /version' not implemented"
+
+
+def test_declared_method_without_a_handler_answers_501(settings, seeded):
+    """The store does not answer a collection a bespoke handler owns (``GET /nodes``):
+    a ``POST /nodes`` declared by a contract stays unhandled and says so."""
+    from proxmox_simulator.api.app import create_app
+    from proxmox_simulator.contracts import sources
+    from proxmox_simulator.contracts.model import Contract, Endpoint
+    from proxmox_simulator.server import SimulatorServer
+
+    base = sources.parse_artifact(sources.read_fakepve(), sources.FAKEPVE_SCHEMA_VERSION).contract
+    contract = Contract(base.version, (*base.endpoints, Endpoint("/nodes", "POST")))
+    quiet = Settings(
+        database_url=settings.database_url,
+        data_dir=settings.data_dir,
+        contract="fakepve",
+        task_workers=0,
+        pool_max_size=2,
+    )
+    with (
+        SimulatorServer(quiet, app=create_app(quiet, contract=contract)) as server,
+        httpx.Client(base_url=server.base_url + "/api2/json") as other,
+    ):
+        session = Session(other)
+        response = session.post("/nodes")
+        assert session.get("/nodes").status_code == 200
+    assert response.status_code == 501
+    assert response.reason_phrase == (
+        "Method 'POST /nodes' not implemented by the simulator (CONTRACT_FALLBACK=error)"
+    )
+    assert response.json() == {"data": None}
 
 
 def test_extjs_format_wraps_errors_in_a_200(client, root):
@@ -502,20 +537,13 @@ def test_guest_lifecycle_with_json_bodies_snapshots_and_agent(root, unique_vmid)
     assert str(root.get(f"/nodes/pve1/qemu/{vmid}/config").json()["data"]["memory"]) == "4096"
     delete_snap = root.delete(f"/nodes/pve1/qemu/{vmid}/snapshot/before")
     assert root.wait(delete_snap.json()["data"])["exitstatus"] == "OK"
-    running_delete = root.delete(f"/nodes/pve1/qemu/{vmid}")
-    if running_delete.status_code == 200:  # rollback without vmstate stopped the VM
-        assert root.wait(running_delete.json()["data"])["exitstatus"] == "OK"
-    else:
-        assert "destroy failed" in running_delete.reason_phrase
-        assert (
-            root.wait(root.post(f"/nodes/pve1/qemu/{vmid}/status/stop").json()["data"])[
-                "exitstatus"
-            ]
-            == "OK"
-        )
-        assert (
-            root.wait(root.delete(f"/nodes/pve1/qemu/{vmid}").json()["data"])["exitstatus"] == "OK"
-        )
+    # The snapshot holds no RAM state, so rolling back stopped the VM (as PVE does)
+    # and it can be destroyed right away.
+    status = root.get(f"/nodes/pve1/qemu/{vmid}/status/current").json()["data"]
+    assert status["status"] == "stopped"
+    destroy = root.delete(f"/nodes/pve1/qemu/{vmid}")
+    assert destroy.status_code == 200, destroy.text
+    assert root.wait(destroy.json()["data"])["exitstatus"] == "OK"
     assert root.get(f"/nodes/pve1/qemu/{vmid}/config").status_code == 500
 
 
