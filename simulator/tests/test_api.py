@@ -317,10 +317,7 @@ def test_token_privilege_separation_cannot_escalate(client, alice, root):
         "/access/users/alice@pve/token/ci", headers=headers, data={"privsep": 0}
     )
     assert unseparate.status_code == 403
-    assert (
-        client.get("/access/users/alice@pve/token/ci", headers=headers).json()["data"]["privsep"]
-        == 1
-    )
+    assert root.get("/access/users/alice@pve/token/ci").json()["data"]["privsep"] == 1
     create_vm = client.post("/nodes/pve1/qemu", headers=headers, data={"vmid": 4242})
     assert create_vm.status_code == 403
     # Tokens need no CSRF token for writes they are allowed to make (VM.PowerMgmt).
@@ -655,6 +652,29 @@ def test_methods_declaring_allowtoken_0_refuse_tokens(client, settings):
     )
     assert response.status_code == 401
     assert "not allowed" in response.reason_phrase
+
+
+def test_token_management_follows_allowtoken_and_permissions(client, settings, alice):
+    """Token methods declare tokens allowed: a token may manage tokens when its
+    privileges allow it; "self" is the token itself, not its owner (as in PVE)."""
+    from proxmox_simulator.cli import create_token
+
+    root_secret = run(create_token(settings, "root@pam!admin", privsep=False, comment=""))
+    root_token = token_header("root@pam!admin", root_secret["value"])
+    minted = client.post("/access/users/alice@pve/token/bytoken", headers=root_token)
+    assert minted.status_code == 200, minted.text
+    assert minted.json()["data"]["full-tokenid"] == "alice@pve!bytoken"
+    alice_token = token_header("alice@pve!bytoken", minted.json()["data"]["value"])
+    # alice's own token lacks User.Modify, so it cannot manage alice's tokens.
+    refused = client.post("/access/users/alice@pve/token/more", headers=alice_token)
+    assert refused.status_code == 403
+    assert refused.reason_phrase.startswith("Permission check failed")
+    assert client.get("/access/users/alice@pve/token", headers=alice_token).status_code == 403
+    assert (
+        client.delete("/access/users/alice@pve/token/bytoken", headers=root_token).status_code
+        == 200
+    )
+    assert client.get("/version", headers=alice_token).status_code == 401
 
 
 def test_idempotency_key_makes_task_creation_retry_safe(root, unique_vmid):
