@@ -116,9 +116,11 @@ async def execute(rt, request: StoreRequest, is_bespoke: IsBespoke):
             if row is None and shape.role == shapes.READ and creatable:
                 raise PveError(_missing(shape, key))
             data = dict(row["data"]) if row else {}
-            return shapes.shape_value(
-                endpoint.returns, data, {**known, "digest": shapes.digest(data)}
-            )
+            version = shapes.digest(data)
+            if _accepts_digest(request.contract, endpoint.path):
+                # The digest a later write may send to detect concurrent changes.
+                data["digest"] = version
+            return shapes.shape_value(endpoint.returns, data, {**known, "digest": version})
         async with conn.transaction():
             creatable = shape.key_param is None or _store_creatable(
                 request.contract, shape.collection, is_bespoke
@@ -238,6 +240,11 @@ async def _free_name(conn, shape: shapes.Shape, scope: dict) -> str:
     return f"{stem}{n}"
 
 
+def _accepts_digest(contract: Contract, path: str) -> bool:
+    writer = contract.endpoint(path, "PUT")
+    return writer is not None and any(p.name == "digest" for p in writer.parameters)
+
+
 def _declared_default(endpoint: Endpoint, name: str):
     return next((p.default for p in endpoint.parameters if p.name == name), None)
 
@@ -285,10 +292,16 @@ def _render_list(endpoint, shape, rows, params, known) -> list:
         if k not in endpoint.path_params and not isinstance(v, (dict, list))
     }
     schema = endpoint.returns.get("items") or {}
+    # The list names the key after its link ("{pool_name}"), which may differ
+    # from the item's path parameter ("{name}").
+    hrefs = [str(link.get("href", "")) for link in endpoint.returns.get("links") or []]
+    link_field = hrefs[0][1:-1] if len(hrefs) == 1 and hrefs[0].startswith("{") else None
     for row in rows:
         entry = dict(row["data"])
         if shape.key_param:
             entry.setdefault(shape.key_param, row["key"])
+            if link_field and "/" not in link_field:
+                entry.setdefault(link_field, row["key"])
         # A query parameter that names a stored field filters by it (``type=...``).
         if any(k in entry and str(entry[k]) != v for k, v in filters.items()):
             continue
