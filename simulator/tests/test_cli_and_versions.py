@@ -94,6 +94,18 @@ def test_contract_coverage_report(tmp_path, capsys, version):
     assert "GET /cluster/ha/resources" in report["handled_methods"]["resource-store"]
 
 
+def test_coverage_reports_several_majors_at_once(tmp_path, capsys):
+    paths = [str(_official(v)) for v in ("6.4-15", "7.4-16", "8.4.5")]
+    assert main(["--data-dir", str(tmp_path), "contract", "coverage", *paths, "fakepve"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert [(r["major"], r["methods"]) for r in reports] == [
+        (6, 504),
+        (7, 540),
+        (8, 605),
+        (9, 680),
+    ]
+
+
 def test_coverage_counts_a_method_no_handler_answers():
     from proxmox_simulator.api.handlers.dispatch import handling
     from proxmox_simulator.contracts.model import Contract, Endpoint
