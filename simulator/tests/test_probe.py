@@ -25,6 +25,7 @@ import httpx
 import pytest
 from simtest_support import ROOT_PASSWORD, create_database, drop_database, official_apidoc, run
 
+from proxmox_simulator.api.handlers.dispatch import handling
 from proxmox_simulator.api.validation import coerce
 from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts import sources
@@ -380,18 +381,51 @@ class Caller:
         return {"exitstatus": "timeout"}
 
 
+def _written_back(contract: Contract, endpoint: Endpoint, data, written: dict) -> list[str]:
+    """Fields a store create wrote that its item read leaves out or changes."""
+    if handling(contract, endpoint) != "resource-store" or not isinstance(data, dict):
+        return []
+    shape = shapes.shape_of(contract, endpoint)
+    if shape.role != shapes.READ or shape.collection not in written:
+        return []
+    declared = endpoint.returns.get("properties")
+    closed = endpoint.returns.get("additionalProperties") in (0, "0", False)
+    lost = []
+    for name, value in written[shape.collection].items():
+        if closed and name not in (declared or {}):
+            continue
+        got = data.get(name)
+        if isinstance(got, list) and str(value) in map(str, got):
+            continue
+        if name not in data or str(got) != str(value):
+            lost.append(f"{name}={value!r} read back as {data.get(name)!r}")
+    return lost
+
+
 def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
     outcome = Outcome()
+    written: dict[str, dict] = {}
     for endpoint in plan(contract):
         label = f"{endpoint.method} {endpoint.path}"
-        if shapes.shape_of(contract, endpoint).role == shapes.CREATE:
+        shape = shapes.shape_of(contract, endpoint)
+        if shape.role == shapes.CREATE:
             response = _create(caller, contract, endpoint, database_url)
+            body = _body(endpoint)
+            if response.status_code == 200 and shape.key_param:
+                written[shape.collection] = {
+                    k: v
+                    for k, v in body.items()
+                    if k != shape.key_param and k not in shape.scope_params
+                }
         else:
             response = caller.call(endpoint.method, _url(endpoint), _body(endpoint))
         outcome.calls += 1
         if not _judge(contract.major, endpoint, response, outcome):
             continue
         data = response.json().get("data")
+        lost = _written_back(contract, endpoint, data, written)
+        if lost:
+            outcome.failures.append(f"{label}: created item reads back wrong: {lost[:3]}")
         errors = shapes.schema_errors(endpoint.returns, data)
         mismatch = f"{label}: returns mismatch {errors[:3]}"
         if errors and not _expected(contract.major, endpoint, mismatch):

@@ -113,6 +113,10 @@ def test_values_are_rendered_as_the_schema_declares():
     assert "extra" not in shapes.shape_value(closed, {"extra": 1}, {})
     assert shapes.shape_value({"type": "null"}, {"a": 1}, {}) is None
     assert shapes.shape_value({}, {"free": "form"}, {}) == {"free": "form"}
+    # An array parameter sent once in a form body reads back as a one-item list.
+    strings = {"type": "array", "items": {"type": "string"}}
+    assert shapes.shape_value(strings, "a", {}) == ["a"]
+    assert shapes.shape_value(strings, None, {}) == []
 
 
 def test_schema_errors_name_what_is_wrong():

@@ -162,7 +162,8 @@ def shape_value(schema: dict, value, known: dict):
                 out.setdefault(name, item)
         return out
     if kind == "array":
-        items = value if isinstance(value, list) else []
+        # A form-encoded array parameter given once arrives as one value.
+        items = value if isinstance(value, list) else [] if value is None else [value]
         sub = schema.get("items") or {}
         return [shape_value(sub, item, known) for item in items]
     return _scalar(kind, schema, value)
