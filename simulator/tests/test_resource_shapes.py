@@ -44,6 +44,9 @@ def contract() -> Contract:
             "/cluster/metrics/server/{id}",
             "id",
         ),
+        # 8.x's pools: the item key is a parameter of a write on the collection.
+        ("PUT", "/pools", shapes.UPDATE, "/pools/{poolid}", "poolid"),
+        ("DELETE", "/pools", shapes.DELETE, "/pools/{poolid}", "poolid"),
         ("GET", "/cluster/options", shapes.CONFIG_READ, "/cluster/options", None),
         ("PUT", "/cluster/options", shapes.CONFIG_WRITE, "/cluster/options", None),
         ("GET", "/cluster/log", shapes.LIST, "/cluster/log", None),
@@ -56,6 +59,17 @@ def contract() -> Contract:
 def test_roles_follow_the_path_shape(contract, method, path, role, collection, key):
     shape = shapes.shape_of(contract, contract.endpoint(path, method))
     assert (shape.role, shape.collection, shape.key_param) == (role, collection, key)
+
+
+def test_bulk_writes_on_a_bespoke_collection_are_left_to_it(contract):
+    from proxmox_simulator.api.handlers.dispatch import handling
+
+    # GET /nodes/{node}/network and GET /pools are bespoke: their bulk writes
+    # would touch the same items, so the store does not take them.
+    assert handling(contract, contract.endpoint("/nodes/{node}/network", "PUT")) is None
+    assert handling(contract, contract.endpoint("/pools", "DELETE")) is None
+    flags = contract.endpoint("/cluster/ceph/flags", "PUT")
+    assert handling(contract, flags) == "resource-store"
 
 
 def test_scope_is_the_parent_path_parameters(contract):

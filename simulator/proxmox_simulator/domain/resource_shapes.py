@@ -5,7 +5,8 @@ A method's role follows from where its path sits in the contract's tree:
 
 * ``GET P`` / ``POST P`` where ``P/{key}`` is declared: list / create items;
 * ``GET`` / ``PUT`` / ``DELETE`` / ``POST`` on ``P/{key}``: read / update /
-  delete / create-at-key one item;
+  delete / create-at-key one item (also ``PUT``/``DELETE P`` with ``key`` as a
+  parameter, like 8.x's ``/pools``);
 * a literal path whose ``GET`` returns an array is a keyless collection
   (``POST`` appends an entry);
 * any other literal path is a config object (``GET`` reads, ``PUT`` merges,
@@ -49,7 +50,7 @@ def _last_param(path: str) -> str | None:
     return last[1:-1] if last.startswith("{") and last.endswith("}") else None
 
 
-def _child_item(contract: Contract, path: str) -> str | None:
+def child_item(contract: Contract, path: str) -> str | None:
     """The declared ``path/{key}`` below ``path``, if any."""
     prefix = path.rstrip("/") + "/"
     for candidate in _paths(contract):
@@ -80,11 +81,16 @@ def shape_of(contract: Contract, endpoint: Endpoint) -> Shape | None:
     if method not in ("GET", "POST", "PUT", "DELETE"):
         return None
     params = endpoint.path_params
-    child = _child_item(contract, path)
+    child = child_item(contract, path)
     if child is not None and method == "POST":
         return Shape(CREATE, child, _last_param(child), params)
     if child is not None and method == "GET" and _returns_array(endpoint):
         return Shape(LIST, child, _last_param(child), params)
+    if child is not None and method in ("PUT", "DELETE"):
+        child_key = _last_param(child)
+        if any(p.name == child_key for p in endpoint.parameters):
+            # 8.x-style ``PUT /pools?poolid=x``: the item's key travels as a parameter.
+            return Shape(UPDATE if method == "PUT" else DELETE, child, child_key, params)
     key = _last_param(path)
     if key is not None:
         role = {"GET": READ, "PUT": UPDATE, "DELETE": DELETE, "POST": CREATE}[method]

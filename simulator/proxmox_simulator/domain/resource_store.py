@@ -53,7 +53,11 @@ def handles(contract: Contract, endpoint: Endpoint, is_bespoke: IsBespoke) -> bo
     shape = shapes.shape_of(contract, endpoint)
     if shape is None:
         return False
-    return shape.collection not in _bespoke_collections(contract, is_bespoke)
+    owned = _bespoke_collections(contract, is_bespoke)
+    # A bulk write on a collection's path (``PUT /nodes/{node}/network``) touches
+    # the same items as the collection's own methods.
+    child = shapes.child_item(contract, endpoint.path)
+    return shape.collection not in owned and (child is None or child not in owned)
 
 
 def _store_creatable(contract: Contract, collection: str, is_bespoke: IsBespoke) -> bool:
