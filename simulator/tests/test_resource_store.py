@@ -145,6 +145,11 @@ def test_concurrent_writers_of_different_fields_lose_nothing(server):
 
 
 def test_children_need_their_parent_and_go_with_it(root):
+    # Directory indexes below a store item check it too (and the item itself).
+    assert (
+        root.get("/cluster/sdn/vnets/nope/firewall").reason_phrase == "vnet 'nope' does not exist"
+    )
+    assert root.get("/nodes/pve1/ceph/pool/nope").reason_phrase == "name 'nope' does not exist"
     orphan = root.get("/cluster/sdn/vnets/nope/subnets")
     assert orphan.status_code == 500 and orphan.reason_phrase == "vnet 'nope' does not exist"
     no_node = root.get("/nodes/nosuchnode/ceph/pool")

@@ -109,7 +109,7 @@ async def execute(rt, request: StoreRequest, is_bespoke: IsBespoke):
     scope = {name: str(params[name]) for name in shape.scope_params}
     known = {name: params[name] for name in endpoint.path_params}
     async with rt.pool.acquire() as conn:
-        await _require_parents(conn, request.contract, endpoint, shape, params, is_bespoke)
+        await require_parents(conn, request.contract, endpoint, params, is_bespoke)
         if shape.role in (shapes.LIST,):
             rows = await repo.list_items(conn, shape.collection, scope)
             return _render_list(endpoint, shape, rows, params, known)
@@ -163,8 +163,11 @@ def _missing(shape: shapes.Shape, key: str) -> str:
     return f"{shape.key_param} '{key}' does not exist"
 
 
-async def _require_parents(conn, contract, endpoint, shape, params, is_bespoke) -> None:
-    """Parent resources named in the path must exist, as in PVE."""
+async def require_parents(
+    conn, contract, endpoint, params, is_bespoke, *, including_last: bool = False
+) -> None:
+    """Parent resources named in the path must exist, as in PVE (with
+    ``including_last``, also the item the path ends in: a directory index)."""
     if "node" in params:
         await guest_service.require_node(conn, str(params["node"]))
     if "vmid" in params and "node" in params:
@@ -177,7 +180,9 @@ async def _require_parents(conn, contract, endpoint, shape, params, is_bespoke) 
         if not name.startswith("{") or name[1:-1] in _bespoke_keys(contract, is_bespoke):
             continue
         template = "/".join(segments[: i + 1])
-        if template == endpoint.path or not _store_creatable(contract, template, is_bespoke):
+        if (template == endpoint.path and not including_last) or not _store_creatable(
+            contract, template, is_bespoke
+        ):
             continue
         parent = "/".join(segments[:i])
         param = name[1:-1]

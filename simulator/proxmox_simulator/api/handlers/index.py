@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext
 from proxmox_simulator.contracts.model import Contract, Endpoint
-from proxmox_simulator.domain import guest_service
-from proxmox_simulator.domain.guests import LXC, QEMU
+from proxmox_simulator.domain import resource_store
+
+
+def _is_bespoke(path: str, method: str) -> bool:
+    from proxmox_simulator.api.handlers.registry import REGISTRY
+
+    return REGISTRY.get(path, method) is not None
 
 
 def index_field(contract: Contract, endpoint: Endpoint) -> str | None:
@@ -59,11 +64,9 @@ def children(contract: Contract, path: str) -> list[str]:
 async def directory_index(ctx: RequestContext):
     path = ctx.endpoint.path
     async with ctx.rt.pool.acquire() as conn:
-        if "node" in ctx.params:
-            await guest_service.require_node(conn, ctx.params["node"])
-        if "vmid" in ctx.params and "/qemu/" in path:
-            await guest_service.load_guest(conn, QEMU, ctx.params["node"], int(ctx.params["vmid"]))
-        elif "vmid" in ctx.params and "/lxc/" in path:
-            await guest_service.load_guest(conn, LXC, ctx.params["node"], int(ctx.params["vmid"]))
+        # Nodes, guests and store items named in the path, checked as for any method.
+        await resource_store.require_parents(
+            conn, ctx.rt.contract, ctx.endpoint, ctx.params, _is_bespoke, including_last=True
+        )
     field = index_field(ctx.rt.contract, ctx.endpoint)
     return [{field: name} for name in children(ctx.rt.contract, path)]
