@@ -275,3 +275,22 @@ def test_upid_methods_apply_their_write_when_the_task_completes(manual_server):
         assert root.wait(doomed)["exitstatus"] != "OK"
         time.sleep(0.2)
         assert "rbd" in pools()
+
+
+def test_a_destroyed_guest_takes_its_stored_configuration_along(root, unique_vmid):
+    base = f"/nodes/pve1/qemu/{unique_vmid}"
+
+    def create():
+        upid = root.post("/nodes/pve1/qemu", data={"vmid": unique_vmid}).json()["data"]
+        assert root.wait(upid)["exitstatus"] == "OK"
+
+    create()
+    rule = root.post(f"{base}/firewall/rules", data={"action": "DROP", "type": "in"})
+    assert rule.status_code == 200, rule.text
+    assert root.put(f"{base}/firewall/options", data={"enable": 1}).status_code == 200
+    assert len(root.get(f"{base}/firewall/rules").json()["data"]) == 1
+    assert root.wait(root.delete(base).json()["data"])["exitstatus"] == "OK"
+    create()
+    assert root.get(f"{base}/firewall/rules").json()["data"] == []
+    assert "enable" not in root.get(f"{base}/firewall/options").json()["data"]
+    assert root.wait(root.delete(base).json()["data"])["exitstatus"] == "OK"

@@ -96,3 +96,8 @@ async def delete(
 
 async def next_integer_key(conn: asyncpg.Connection, collection: str, scope: dict) -> int:
     return await conn.fetchval(_NEXT_INTEGER_KEY, collection, scope)
+
+
+async def delete_scope(conn: asyncpg.Connection, scope: dict) -> None:
+    """Everything stored below one parent (a destroyed guest's firewall, ...)."""
+    await conn.execute("DELETE FROM resource_store WHERE scope @> $1", scope)

@@ -15,6 +15,7 @@ from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import resources as resources_repo
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.tasks.worker import Executor, TaskContext
 
@@ -98,6 +99,8 @@ async def destroy(ctx: TaskContext) -> None:
         await inventory.delete_guest_volumes(conn, vmid)
         if ctx.payload.get("purge"):
             await access_repo.delete_path_acl(conn, f"/vms/{vmid}")
+        # The guest's own configuration kept by the store (firewall, ...) goes with it.
+        await resources_repo.delete_scope(conn, {"vmid": str(vmid)})
         await guest_repo.delete(conn, vmid)
 
     await ctx.complete(effect)
