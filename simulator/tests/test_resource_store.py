@@ -294,3 +294,21 @@ def test_a_destroyed_guest_takes_its_stored_configuration_along(root, unique_vmi
     assert root.get(f"{base}/firewall/rules").json()["data"] == []
     assert "enable" not in root.get(f"{base}/firewall/options").json()["data"]
     assert root.wait(root.delete(base).json()["data"])["exitstatus"] == "OK"
+
+
+def test_guest_configuration_follows_a_migration(root, unique_vmid):
+    upid = root.post("/nodes/pve1/qemu", data={"vmid": unique_vmid}).json()["data"]
+    assert root.wait(upid)["exitstatus"] == "OK"
+    rules = f"/nodes/pve1/qemu/{unique_vmid}/firewall/rules"
+    assert (
+        root.post(rules, data={"action": "ACCEPT", "type": "in", "dport": "443"}).status_code == 200
+    )
+    moved = root.post(f"/nodes/pve1/qemu/{unique_vmid}/migrate", data={"target": "pve2"})
+    assert root.wait(moved.json()["data"])["exitstatus"] == "OK"
+    there = root.get(f"/nodes/pve2/qemu/{unique_vmid}/firewall/rules").json()["data"]
+    assert [r["dport"] for r in there] == ["443"]
+    assert root.get(rules).status_code == 500  # the guest is no longer on pve1
+    assert (
+        root.wait(root.delete(f"/nodes/pve2/qemu/{unique_vmid}").json()["data"])["exitstatus"]
+        == "OK"
+    )

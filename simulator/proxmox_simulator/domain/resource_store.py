@@ -106,7 +106,7 @@ def _bespoke_collections(contract: Contract, is_bespoke: IsBespoke) -> frozenset
 async def execute(rt, request: StoreRequest, is_bespoke: IsBespoke):
     endpoint, params = request.endpoint, request.params
     shape = shapes.shape_of(request.contract, endpoint)
-    scope = {name: str(params[name]) for name in shape.scope_params}
+    scope = _scope(shape.scope_params, params)
     known = {name: params[name] for name in endpoint.path_params}
     async with rt.pool.acquire() as conn:
         await require_parents(conn, request.contract, endpoint, params, is_bespoke)
@@ -150,6 +150,16 @@ async def execute(rt, request: StoreRequest, is_bespoke: IsBespoke):
     return shapes.shape_value(endpoint.returns, result, known)
 
 
+def _scope(names, params: dict) -> dict:
+    """The parent key of a store row.  Below a guest the node is only where the
+    guest runs now: what PVE keeps per guest (firewall, ...) is cluster-wide
+    and follows the guest when it migrates."""
+    scope = {name: str(params[name]) for name in names if name in params}
+    if "vmid" in scope:
+        scope.pop("node", None)
+    return scope
+
+
 def task_type(endpoint: Endpoint) -> str:
     """PVE-like worker type from the literal path segments: ``aptupdate``, ``cephosddestroy``."""
     literals = [s for s in endpoint.path.split("/") if s and not s.startswith("{")]
@@ -186,9 +196,7 @@ async def require_parents(
             continue
         parent = "/".join(segments[:i])
         param = name[1:-1]
-        parent_scope = {
-            p: str(params[p]) for p in re.findall(r"\{([^}]+)\}", parent) if p in params
-        }
+        parent_scope = _scope(re.findall(r"\{([^}]+)\}", parent), params)
         if await repo.get(conn, template, parent_scope, str(params[param])) is None:
             raise PveError(f"{param} '{params[param]}' does not exist")
 
