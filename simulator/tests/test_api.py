@@ -12,7 +12,6 @@ import pytest
 from simtest_support import ROOT_PASSWORD, run
 
 from proxmox_simulator.api.logging import JsonFormatter, RedactingFilter, redact
-from proxmox_simulator.config import Settings
 from proxmox_simulator.domain.auth import TicketAuthority
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import settings as settings_repo
@@ -123,6 +122,7 @@ def test_declared_method_without_a_handler_answers_501(settings, seeded):
     """The store does not answer a collection a bespoke handler owns (``GET /nodes``):
     a ``POST /nodes`` declared by a contract stays unhandled and says so."""
     from proxmox_simulator.api.app import create_app
+    from proxmox_simulator.config import Settings
     from proxmox_simulator.contracts import sources
     from proxmox_simulator.contracts.model import Contract, Endpoint
     from proxmox_simulator.server import SimulatorServer
