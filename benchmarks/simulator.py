@@ -10,7 +10,10 @@ the same server settings (httptools, uvloop, no TLS, no access log):
   ``JSONResponse`` (the framework's floor for that payload);
 * task latency with an instant clock: ``POST .../status/start`` until the
   task reports ``stopped``, observed by a client polling its status, and
-  server-side from the task's ``created`` to ``finished`` events.
+  server-side from the task's ``created`` to ``finished`` events;
+* the seeded 10,000-guest profile (``xlarge``: 16 nodes): ``GET
+  /cluster/resources`` (every guest, node and storage) and ``GET
+  /nodes/{n}/qemu`` of one node, with an API token (``--skip-10k`` leaves it out).
 
 The load generator is this process (asyncio + httpx, N concurrent
 connections, bounded by request count and time); each server is a separate
@@ -234,6 +237,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="time bound per scenario")
     parser.add_argument("--tasks", type=int, default=30, help="start/stop task pairs")
     parser.add_argument(
+        "--skip-10k", action="store_true", help="leave out the 10,000-guest profile"
+    )
+    parser.add_argument(
         "--bare-server", nargs=2, metavar=("PORT", "PAYLOAD"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -353,8 +359,79 @@ def main() -> None:
             print(
                 f"  created → finished events (server):     p50 {server['server_p50_ms']:.1f} ms, p95 {server['server_p95_ms']:.1f} ms"
             )
+        if not args.skip_10k:
+            profile_10k(db_url, env, args)
+        print(
+            f"\nload average {os.getloadavg()[0]:.2f} at the end (other work on the machine skews figures)"
+        )
+
+
+def profile_10k(db_url: str, env: dict, args) -> None:
+    """Reseed with 10,000 guests on 16 nodes and measure the two inventory reads."""
+    started = time.perf_counter()
+    _cli(db_url, "seed", "--profile", "xlarge", "--seed", "1", "--root-password", ROOT_PASSWORD)
+    seeded = time.perf_counter() - started
+    token = _cli(db_url, "token", "create", "root@pam!bench10k", "--privsep", "0")
+    headers = {"Authorization": f"PVEAPIToken=root@pam!bench10k={token}"}
+    port = _free_port()
+    serve = [
+        sys.executable,
+        "-m",
+        "proxmox_simulator.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    with background(serve, env, port) as sim:
+        api = sim + "/api2/json"
+        resources = httpx.get(api + "/cluster/resources", headers=headers, timeout=60)
+        entries = resources.json()["data"]
+        guests = [e for e in entries if e["type"] in ("qemu", "lxc")]
+        per_node: dict[str, int] = {}
+        for guest in guests:
+            if guest["type"] == "qemu":
+                per_node[guest["node"]] = per_node.get(guest["node"], 0) + 1
+        node = max(per_node, key=per_node.get)
+        listing = httpx.get(api + f"/nodes/{node}/qemu", headers=headers, timeout=60)
+        print(
+            f"\n10,000-guest profile (xlarge, seeded in {seeded:.1f} s): "
+            f"{len(guests)} guests on {len({e['node'] for e in guests})} nodes"
+        )
+        print(
+            f"  /cluster/resources: {len(entries)} entries, {len(resources.content):,} bytes; "
+            f"/nodes/{node}/qemu: {per_node[node]} guests, {len(listing.content):,} bytes"
+        )
+        results = {
+            "GET /cluster/resources, 1 conn": asyncio.run(
+                load(api + "/cluster/resources", headers, 20, 1, args.seconds)
+            ),
+            "GET /cluster/resources": asyncio.run(
+                load(
+                    api + "/cluster/resources",
+                    headers,
+                    args.requests // 5,
+                    args.concurrency,
+                    args.seconds,
+                )
+            ),
+            f"GET /nodes/{node}/qemu": asyncio.run(
+                load(
+                    api + f"/nodes/{node}/qemu",
+                    headers,
+                    args.requests,
+                    args.concurrency,
+                    args.seconds,
+                )
+            ),
+        }
+        print(
+            f"  {'API token, ' + str(args.concurrency) + ' connections':<30} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'n':>6} {'fail':>5}"
+        )
+        for name, r in results.items():
             print(
-                f"\nload average {os.getloadavg()[0]:.2f} at the end (other work on the machine skews figures)"
+                f"  {name:<30} {r['rps']:>8.1f} {r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f} {r['requests']:>6} {r['failures']:>5}"
             )
 
 

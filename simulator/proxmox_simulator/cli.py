@@ -120,35 +120,44 @@ def cmd_contract_diff(args) -> int:
 
 
 def cmd_contract_coverage(args) -> int:
-    """How many declared methods the simulator answers semantically (vs. 501)."""
-    from proxmox_simulator.api.handlers import REGISTRY
-    from proxmox_simulator.api.handlers.index import is_directory_index
+    """Handled / declared methods per major, by kind, and every method answering 501."""
     from proxmox_simulator.contracts.registry import resolve_contract
 
-    contract = resolve_contract(args.version, _settings(args).data_dir)
-    handled, indexes, missing = [], [], []
+    data_dir = _settings(args).data_dir
+    reports = [
+        coverage_report(resolve_contract(version, data_dir), with_lists=args.list)
+        for version in args.version
+    ]
+    _print(reports[0] if len(reports) == 1 else reports)
+    return 0
+
+
+def coverage_report(contract, *, with_lists: bool = False) -> dict:
+    from proxmox_simulator.api.handlers.dispatch import handling
+
+    by_kind: dict[str, list[str]] = {}
+    missing: list[str] = []
     for endpoint in sorted(contract.endpoints, key=lambda e: (e.path, e.method)):
         label = f"{endpoint.method} {endpoint.path}"
-        if REGISTRY.get(endpoint.path, endpoint.method):
-            handled.append(label)
-        elif is_directory_index(endpoint):
-            indexes.append(label)
-        else:
+        kind = handling(contract, endpoint)
+        if kind is None:
             missing.append(label)
+        else:
+            by_kind.setdefault(kind, []).append(label)
     total = len(contract.endpoints)
+    handled = total - len(missing)
     report = {
         "version": contract.version,
+        "major": contract.major,
         "methods": total,
-        "semantic_handlers": len(handled),
-        "directory_indexes": len(indexes),
-        "unhandled_501": len(missing),
-        "coverage_percent": round(100 * (len(handled) + len(indexes)) / total, 1),
+        "handled": handled,
+        "by_kind": {kind: len(labels) for kind, labels in sorted(by_kind.items())},
+        "unhandled_501": missing,
+        "coverage_percent": round(100 * handled / total, 1) if total else 100.0,
     }
-    if args.list:
-        report["handled"] = handled + indexes
-        report["unhandled"] = missing
-    _print(report)
-    return 0
+    if with_lists:
+        report["handled_methods"] = {kind: labels for kind, labels in sorted(by_kind.items())}
+    return report
 
 
 # -- database ----------------------------------------------------------------------
@@ -362,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("new")
     diff.set_defaults(func=cmd_contract_diff)
     coverage = csub.add_parser("coverage", help="declared methods with and without handlers")
-    coverage.add_argument("version")
+    coverage.add_argument("version", nargs="+", help="one or more versions (a report each)")
     coverage.add_argument("--list", action="store_true", help="list the methods")
     coverage.set_defaults(func=cmd_contract_coverage)
 

@@ -19,6 +19,7 @@ from proxmox_simulator.contracts.model import Contract
 from proxmox_simulator.domain.access import AccessState
 from proxmox_simulator.domain.auth import TicketAuthority, TokenVerificationCache
 from proxmox_simulator.domain.guest_service import RenderedListCache
+from proxmox_simulator.domain.version_adapters import adapter_for
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import settings as settings_repo
@@ -81,6 +82,11 @@ class Runtime:
     token_cache: TokenVerificationCache
     list_cache: RenderedListCache = field(default_factory=RenderedListCache)
     _listener: asyncpg.Connection | None = field(default=None, repr=False)
+
+    @property
+    def adapter(self):
+        """Per-major behaviour of the active contract (domain/version_adapters.py)."""
+        return adapter_for(self.contract.major)
 
     @classmethod
     async def open(cls, settings: Settings, contract: Contract, clock: Clock) -> Runtime:

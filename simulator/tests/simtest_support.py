@@ -24,6 +24,19 @@ def apidoc_dir() -> Path:
     return Path(override) if override else (REPO_ROOT / ".." / "shared" / "pve-apidoc").resolve()
 
 
+def official_apidoc(version: str) -> Path:
+    """The official viewer schema of ``version``; in CI its absence is a failure, not a skip."""
+    import pytest
+
+    path = apidoc_dir() / f"pve-{version}-apidoc.js"
+    if not path.exists():
+        message = f"official viewer schema not available at {path}"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI is set: the apidoc-dependent tests must run)")
+        pytest.skip(message)
+    return path
+
+
 def run(coro):
     return asyncio.run(coro)
 

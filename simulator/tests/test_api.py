@@ -107,14 +107,49 @@ def test_parameter_errors_have_pve_shape_and_reason(root):
     assert set(body["errors"]) == {"full", "bogus"}
 
 
-def test_unknown_paths_and_unhandled_methods_answer_501(root):
+def test_undeclared_paths_authenticate_first_then_answer_501(client, root):
+    anonymous = client.get("/nodes/pve1/definitely-not-a-path")
+    assert anonymous.status_code == 401
+    assert anonymous.json() == {"data": None}
     response = root.get("/nodes/pve1/definitely-not-a-path")
     assert response.status_code == 501
-    assert "not implemented" in response.reason_phrase
-    declared_but_unhandled = root.get("/cluster/ha/resources")
-    assert declared_but_unhandled.status_code == 501
-    assert "CONTRACT_FALLBACK=error" in declared_but_unhandled.reason_phrase
-    assert declared_but_unhandled.json() == {"data": None}
+    assert (
+        response.reason_phrase == "Method 'GET /nodes/pve1/definitely-not-a-path' not implemented"
+    )
+    # A declared path with an undeclared method is the same to PVE.
+    assert root.delete("/version").reason_phrase == "Method 'DELETE /version' not implemented"
+
+
+def test_declared_method_without_a_handler_answers_501(settings, seeded):
+    """The store does not answer a collection a bespoke handler owns (``GET /nodes``):
+    a ``POST /nodes`` declared by a contract stays unhandled and says so."""
+    from proxmox_simulator.api.app import create_app
+    from proxmox_simulator.config import Settings
+    from proxmox_simulator.contracts import sources
+    from proxmox_simulator.contracts.model import Contract, Endpoint
+    from proxmox_simulator.server import SimulatorServer
+
+    base = sources.parse_artifact(sources.read_fakepve(), sources.FAKEPVE_SCHEMA_VERSION).contract
+    contract = Contract(base.version, (*base.endpoints, Endpoint("/nodes", "POST")))
+    quiet = Settings(
+        database_url=settings.database_url,
+        data_dir=settings.data_dir,
+        contract="fakepve",
+        task_workers=0,
+        pool_max_size=2,
+    )
+    with (
+        SimulatorServer(quiet, app=create_app(quiet, contract=contract)) as server,
+        httpx.Client(base_url=server.base_url + "/api2/json") as other,
+    ):
+        session = Session(other)
+        response = session.post("/nodes")
+        assert session.get("/nodes").status_code == 200
+    assert response.status_code == 501
+    assert response.reason_phrase == (
+        "Method 'POST /nodes' not implemented by the simulator (CONTRACT_FALLBACK=error)"
+    )
+    assert response.json() == {"data": None}
 
 
 def test_extjs_format_wraps_errors_in_a_200(client, root):
@@ -284,10 +319,7 @@ def test_token_privilege_separation_cannot_escalate(client, alice, root):
         "/access/users/alice@pve/token/ci", headers=headers, data={"privsep": 0}
     )
     assert unseparate.status_code == 403
-    assert (
-        client.get("/access/users/alice@pve/token/ci", headers=headers).json()["data"]["privsep"]
-        == 1
-    )
+    assert root.get("/access/users/alice@pve/token/ci").json()["data"]["privsep"] == 1
     create_vm = client.post("/nodes/pve1/qemu", headers=headers, data={"vmid": 4242})
     assert create_vm.status_code == 403
     # Tokens need no CSRF token for writes they are allowed to make (VM.PowerMgmt).
@@ -514,20 +546,13 @@ def test_guest_lifecycle_with_json_bodies_snapshots_and_agent(root, unique_vmid)
     assert str(root.get(f"/nodes/pve1/qemu/{vmid}/config").json()["data"]["memory"]) == "4096"
     delete_snap = root.delete(f"/nodes/pve1/qemu/{vmid}/snapshot/before")
     assert root.wait(delete_snap.json()["data"])["exitstatus"] == "OK"
-    running_delete = root.delete(f"/nodes/pve1/qemu/{vmid}")
-    if running_delete.status_code == 200:  # rollback without vmstate stopped the VM
-        assert root.wait(running_delete.json()["data"])["exitstatus"] == "OK"
-    else:
-        assert "destroy failed" in running_delete.reason_phrase
-        assert (
-            root.wait(root.post(f"/nodes/pve1/qemu/{vmid}/status/stop").json()["data"])[
-                "exitstatus"
-            ]
-            == "OK"
-        )
-        assert (
-            root.wait(root.delete(f"/nodes/pve1/qemu/{vmid}").json()["data"])["exitstatus"] == "OK"
-        )
+    # The snapshot holds no RAM state, so rolling back stopped the VM (as PVE does)
+    # and it can be destroyed right away.
+    status = root.get(f"/nodes/pve1/qemu/{vmid}/status/current").json()["data"]
+    assert status["status"] == "stopped"
+    destroy = root.delete(f"/nodes/pve1/qemu/{vmid}")
+    assert destroy.status_code == 200, destroy.text
+    assert root.wait(destroy.json()["data"])["exitstatus"] == "OK"
     assert root.get(f"/nodes/pve1/qemu/{vmid}/config").status_code == 500
 
 
@@ -639,6 +664,29 @@ def test_methods_declaring_allowtoken_0_refuse_tokens(client, settings):
     )
     assert response.status_code == 401
     assert "not allowed" in response.reason_phrase
+
+
+def test_token_management_follows_allowtoken_and_permissions(client, settings, alice):
+    """Token methods declare tokens allowed: a token may manage tokens when its
+    privileges allow it; "self" is the token itself, not its owner (as in PVE)."""
+    from proxmox_simulator.cli import create_token
+
+    root_secret = run(create_token(settings, "root@pam!admin", privsep=False, comment=""))
+    root_token = token_header("root@pam!admin", root_secret["value"])
+    minted = client.post("/access/users/alice@pve/token/bytoken", headers=root_token)
+    assert minted.status_code == 200, minted.text
+    assert minted.json()["data"]["full-tokenid"] == "alice@pve!bytoken"
+    alice_token = token_header("alice@pve!bytoken", minted.json()["data"]["value"])
+    # alice's own token lacks User.Modify, so it cannot manage alice's tokens.
+    refused = client.post("/access/users/alice@pve/token/more", headers=alice_token)
+    assert refused.status_code == 403
+    assert refused.reason_phrase.startswith("Permission check failed")
+    assert client.get("/access/users/alice@pve/token", headers=alice_token).status_code == 403
+    assert (
+        client.delete("/access/users/alice@pve/token/bytoken", headers=root_token).status_code
+        == 200
+    )
+    assert client.get("/version", headers=alice_token).status_code == 401
 
 
 def test_idempotency_key_makes_task_creation_retry_safe(root, unique_vmid):

@@ -8,7 +8,7 @@ import uuid
 
 import httpx
 import pytest
-from simtest_support import ROOT_PASSWORD, apidoc_dir, run
+from simtest_support import ROOT_PASSWORD, official_apidoc, run
 
 from proxmox_simulator.cli import main
 from proxmox_simulator.config import Settings
@@ -35,10 +35,7 @@ CORE = [
 
 
 def _official(version):
-    path = apidoc_dir() / f"pve-{version}-apidoc.js"
-    if not path.exists():
-        pytest.skip(f"{path} not available")
-    return path
+    return official_apidoc(version)
 
 
 @pytest.mark.parametrize("version", ["6.4-15", "7.4-16", "8.4.5"])
@@ -74,15 +71,50 @@ def test_contract_commands(tmp_path, capsys):
     assert not any((tmp_path / "contracts" / "9.2.12" / "raw").iterdir())
 
 
-def test_contract_coverage_report(tmp_path, capsys):
-    assert main(["--data-dir", str(tmp_path), "contract", "coverage", "fakepve", "--list"]) == 0
+@pytest.mark.parametrize("version", ["6.4-15", "7.4-16", "8.4.5", "fakepve"])
+def test_contract_coverage_report(tmp_path, capsys, version):
+    """The report names exactly the methods that answer 501 (the probe proves the rest)."""
+    from test_probe import AWAITING_BESPOKE
+
+    target = version if version == "fakepve" else str(_official(version))
+    assert main(["--data-dir", str(tmp_path), "contract", "coverage", target, "--list"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["methods"] == 680
-    assert (
-        report["semantic_handlers"] + report["directory_indexes"] + report["unhandled_501"] == 680
-    )
-    assert "GET /nodes/{node}/qemu" in report["handled"]
-    assert "GET /cluster/ha/resources" in report["unhandled"]
+    contract = sources.parse_artifact(
+        sources.read_fakepve() if version == "fakepve" else sources.read_file(_official(version)),
+        report["version"],
+    ).contract
+    declared = {f"{e.method} {e.path}" for e in contract.endpoints}
+    awaited = {f"{m} {p}" for m, p in AWAITING_BESPOKE} & declared
+    assert report["major"] == contract.major
+    assert set(report["unhandled_501"]) == awaited
+    assert report["handled"] == len(declared) - len(awaited)
+    listed = [label for labels in report["handled_methods"].values() for label in labels]
+    assert sorted(listed) == sorted(declared - awaited)
+    assert "GET /nodes/{node}/qemu" in report["handled_methods"]["bespoke"]
+    assert "GET /cluster/ha/resources" in report["handled_methods"]["resource-store"]
+
+
+def test_coverage_reports_several_majors_at_once(tmp_path, capsys):
+    paths = [str(_official(v)) for v in ("6.4-15", "7.4-16", "8.4.5")]
+    assert main(["--data-dir", str(tmp_path), "contract", "coverage", *paths, "fakepve"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert [(r["major"], r["methods"]) for r in reports] == [
+        (6, 504),
+        (7, 540),
+        (8, 605),
+        (9, 680),
+    ]
+
+
+def test_coverage_counts_a_method_no_handler_answers():
+    from proxmox_simulator.api.handlers.dispatch import handling
+    from proxmox_simulator.contracts.model import Contract, Endpoint
+
+    base = sources.parse_artifact(sources.read_fakepve(), sources.FAKEPVE_SCHEMA_VERSION).contract
+    orphan = Endpoint("/nodes", "POST")
+    contract = Contract(base.version, (*base.endpoints, orphan))
+    assert handling(contract, orphan) is None
+    assert handling(contract, contract.endpoint("/cluster/ha/groups", "POST")) == "resource-store"
 
 
 def test_token_and_cluster_commands(settings, seeded, capsys, monkeypatch):

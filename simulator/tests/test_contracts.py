@@ -6,7 +6,7 @@ import json
 
 import httpx
 import pytest
-from simtest_support import apidoc_dir
+from simtest_support import official_apidoc
 
 from proxmox_simulator.contracts import sources
 from proxmox_simulator.contracts.diff import diff_contracts
@@ -25,10 +25,7 @@ EXPECTED = {
 
 
 def _official(version: str):
-    path = apidoc_dir() / f"pve-{version}-apidoc.js"
-    if not path.exists():
-        pytest.skip(f"official viewer schema not available at {path}")
-    return sources.read_file(path)
+    return sources.read_file(official_apidoc(version))
 
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
@@ -122,9 +119,8 @@ def test_semantic_diff_between_majors():
 
 def test_resolve_contract_by_version_file_and_package(tmp_path):
     assert resolve_contract("fakepve", tmp_path).counts()["methods"] == 680
-    path = apidoc_dir() / "pve-8.4.5-apidoc.js"
-    if path.exists():
-        assert resolve_contract(str(path), tmp_path).version == "8.4.5"
+    path = official_apidoc("8.4.5")
+    assert resolve_contract(str(path), tmp_path).version == "8.4.5"
     with pytest.raises(ValueError):
         resolve_contract("no-such-version", tmp_path)
 

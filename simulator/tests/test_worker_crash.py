@@ -19,7 +19,7 @@ from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.simulation.clock import RealClock
 from proxmox_simulator.tasks.service import enqueue
 
-LEASE = 1.5
+LEASE = 1.0
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def _worker(url: str, worker_id: str) -> subprocess.Popen:
     )
 
 
-async def _enqueue_shutdown(url: str) -> tuple[str, int]:
+async def _enqueue_reboot(url: str) -> tuple[str, int]:
     conn = await db.connect(url)
     try:
         vmid = await conn.fetchval("SELECT min(vmid) FROM guests WHERE type = 'qemu'")
@@ -63,10 +63,10 @@ async def _enqueue_shutdown(url: str) -> tuple[str, int]:
                 conn,
                 RealClock(),
                 node="pve",
-                task_type="qmshutdown",
+                task_type="qmreboot",
                 task_id=str(vmid),
                 principal=Principal("root@pam"),
-                payload={"vmid": vmid, "kind": "qemu", "action": "shutdown"},
+                payload={"vmid": vmid, "kind": "qemu", "action": "reboot"},
                 lock=f"qemu-server/lock-{vmid}",
             )
         return upid, vmid
@@ -104,38 +104,42 @@ def _started(proc: subprocess.Popen) -> None:
 
 @pytest.mark.timeout(120)
 def test_killed_worker_task_is_reclaimed_and_finished_once(crash_db):
-    first = _worker(crash_db, "doomed")
-    try:
-        _started(first)
-        # qmshutdown takes 3 simulated seconds on the real clock: time to kill mid-task.
-        upid, vmid = run(_enqueue_shutdown(crash_db))
-        _wait_for(
-            lambda: run(_snapshot(crash_db, upid, vmid))[0]["state"] == "running", 20, "first claim"
-        )
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    task, events, status, _ = run(_snapshot(crash_db, upid, vmid))
-    assert task["state"] == "running" and task["lease_owner"] == "doomed" and status == "running"
+    """Three workers compete; the one holding the task is killed mid-task.
 
-    second = _worker(crash_db, "rescuer")
+    The task (a 4 s reboot) outlasts several leases after the reclaim, so the
+    reclaiming worker finishes it only if it keeps renewing its lease: with
+    renewal broken, a third worker would reclaim it again (attempts == 3).
+    """
+    workers = {name: _worker(crash_db, name) for name in ("w1", "w2", "w3")}
     try:
-        _started(second)
+        for proc in workers.values():
+            _started(proc)
+        upid, vmid = run(_enqueue_reboot(crash_db))
+        claimed = _wait_for(
+            lambda: (s := run(_snapshot(crash_db, upid, vmid)))[0]["state"] == "running" and s,
+            20,
+            "first claim",
+        )
+        doomed = claimed[0]["lease_owner"]
+        workers[doomed].send_signal(signal.SIGKILL)
+        workers[doomed].wait(timeout=10)
         done = _wait_for(
             lambda: (s := run(_snapshot(crash_db, upid, vmid)))[0]["state"] == "stopped" and s,
             30,
             "reclaimed task to finish",
         )
     finally:
-        second.send_signal(signal.SIGINT)
-        try:
-            second.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            second.kill()
+        for proc in workers.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in workers.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     task, events, status, locks = done
     assert task["exitstatus"] == "OK" and task["attempts"] == 2
     assert [kind for kind, _ in events] == ["created", "claimed", "reclaimed", "finished"]
-    assert events[1][1] == "doomed" and events[2][1] == "rescuer" and events[3][1] == "rescuer"
-    assert status == "stopped" and locks == 0
+    rescuer = events[2][1]
+    assert events[1][1] == doomed and rescuer != doomed and events[3][1] == rescuer
+    assert status == "running" and locks == 0

@@ -16,8 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from proxmox_simulator.api import render
 from proxmox_simulator.api.auth import authenticate
-from proxmox_simulator.api.handlers import REGISTRY
-from proxmox_simulator.api.handlers.index import directory_index, is_directory_index
+from proxmox_simulator.api.handlers.dispatch import semantic_handler
 from proxmox_simulator.api.handlers.registry import RequestContext
 from proxmox_simulator.api.logging import install_redaction
 from proxmox_simulator.api.routes import RouteTable
@@ -145,6 +144,9 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
         match = routes.match(path)
         endpoint = routes.methods(match.template).get(method) if match else None
         if endpoint is None:
+            # PVE authenticates before it looks the path up: an anonymous
+            # caller learns nothing about which paths exist.
+            principal = await authenticate(rt, request, method)
             raise NotImplementedByHandler(f"Method '{method} {path}' not implemented")
         template = endpoint.path
         raw = await _read_params(request)
@@ -159,9 +161,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             state, principal, endpoint.permissions, {**raw, **match.params}, pool=pool
         )
         params = validate(endpoint, match.params, raw)
-        handler = REGISTRY.get(endpoint.path, method)
-        if handler is None and is_directory_index(endpoint):
-            handler = directory_index
+        handler = semantic_handler(rt.contract, endpoint)
         if handler is None:
             raise NotImplementedByHandler(
                 f"Method '{method} {endpoint.path}' not implemented by the simulator "

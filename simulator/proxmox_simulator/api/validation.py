@@ -177,7 +177,11 @@ def validate(endpoint: Endpoint, path_params: dict, supplied: dict) -> dict:
     for name, value in merged.items():
         param = _schema_for(endpoint, name)
         if param is None:
-            if not endpoint.additional_properties:
+            if name in path_params:
+                # The path template itself declares it (some schemas omit it
+                # from the parameters, e.g. ``{url_seq}``).
+                values[name] = value
+            elif not endpoint.additional_properties:
                 errors[name] = (
                     "property is not defined in schema and the schema does not allow additional properties"
                 )

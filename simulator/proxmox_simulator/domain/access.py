@@ -283,7 +283,9 @@ def _evaluate(state, principal, expr, params, failure: list[str], pool: str | No
         if not target:
             return False
         if expr[1] == "self":
-            return target == principal.userid
+            # As in PVE, a token is not its owner: "self" is the full token id,
+            # so a token manages its owner's tokens only with User.Modify.
+            return target == principal.auth_id
         _name, realm = split_userid(str(target))
         return state.has(principal, f"/access/realm/{realm}", [expr[1]])
     if op == "userid-group":

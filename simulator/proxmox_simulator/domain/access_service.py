@@ -525,7 +525,82 @@ async def get_domain(rt, realm: str) -> dict:
         row = await access_repo.realm(conn, realm)
     if row is None:
         raise PveError(f"domain '{realm}' does not exist")
-    entry = {"type": row["type"], "comment": row["comment"], "digest": row["realm"]}
+    entry = {
+        **dict(row["config"]),
+        "type": row["type"],
+        "comment": row["comment"],
+        "digest": row["realm"],
+    }
     if row["is_default"]:
         entry["default"] = 1
     return entry
+
+
+# Realm types PVE ships that cannot be added or removed (one each, built in).
+_BUILTIN_REALM_TYPES = frozenset({"pam", "pve"})
+
+
+def _realm_settings(params: dict) -> dict:
+    """Type-specific realm settings: everything but the columns and write controls."""
+    skip = {"realm", "type", "comment", "default", "digest", "delete", "password"}
+    return {k: v for k, v in params.items() if k not in skip}
+
+
+async def create_domain(rt, params: dict) -> None:
+    realm, kind = params["realm"], params["type"]
+    if kind in _BUILTIN_REALM_TYPES:
+        raise PveError(f"create domain failed: unable to create builtin type '{kind}'")
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if params.get("default"):
+            await conn.execute("UPDATE realms SET is_default = false")
+        created = await access_repo.insert_realm(
+            conn,
+            realm,
+            kind,
+            params.get("comment", ""),
+            bool(params.get("default")),
+            _realm_settings(params),
+        )
+        if not created:
+            raise PveError(f"create domain failed: domain '{realm}' already exists")
+        await access_repo.notify_changed(conn)
+    rt.access.invalidate()
+
+
+async def update_domain(rt, params: dict) -> None:
+    realm = params["realm"]
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await access_repo.realm(conn, realm)
+        if row is None:
+            raise PveError(f"update auth server failed: domain '{realm}' does not exist")
+        if params.get("digest") and params["digest"] != row["realm"]:
+            raise PveError(
+                "detected modified configuration - file changed by other user? Try again."
+            )
+        deleted = set(str(params.get("delete") or "").replace(";", ",").split(","))
+        comment = "" if "comment" in deleted else params.get("comment")
+        default = (
+            False
+            if "default" in deleted
+            else (bool(params["default"]) if "default" in params else None)
+        )
+        config = {k: v for k, v in dict(row["config"]).items() if k not in deleted}
+        config.update(_realm_settings(params))
+        await access_repo.update_realm(conn, realm, comment, default, config)
+        await access_repo.notify_changed(conn)
+    rt.access.invalidate()
+
+
+async def delete_domain(rt, realm: str) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await access_repo.realm(conn, realm)
+        if row is None:
+            raise PveError(f"delete auth server failed: domain '{realm}' does not exist")
+        if row["type"] in _BUILTIN_REALM_TYPES:
+            raise PveError(f"delete auth server failed: can't remove builtin type '{row['type']}'")
+        if await access_repo.realm_has_users(conn, realm):
+            # Simulated users reference their realm; PVE keeps orphans, we refuse.
+            raise PveError(f"delete auth server failed: domain '{realm}' still has users")
+        await access_repo.delete_realm(conn, realm)
+        await access_repo.notify_changed(conn)
+    rt.access.invalidate()

@@ -8,6 +8,7 @@ from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import GIB, load_guest, lock_name
+from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.service import enqueue
 
@@ -47,7 +48,10 @@ def new_size(current: int, request: str) -> int:
     return target
 
 
-async def resize(rt, principal: Principal, kind: str, node: str, vmid: int, params: dict) -> str:
+async def resize(
+    rt, principal: Principal, kind: str, node: str, vmid: int, params: dict, *, as_task: bool
+) -> str | None:
+    """Grow a disk: as a task where the contract returns its UPID, else inside the call."""
     disk = params["disk"]
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
@@ -56,6 +60,10 @@ async def resize(rt, principal: Principal, kind: str, node: str, vmid: int, para
         if volume is None:
             raise PveError(f"volume '{volid}' does not exist")
         new_size(volume["size"], params["size"])  # refuse shrinking before queueing
+        if not as_task:
+            locked = await guest_repo.get(conn, vmid, for_update=True)
+            await resize_in_place(conn, kind, locked, disk, params["size"])
+            return None
         return await enqueue(
             conn,
             rt.clock,
@@ -66,6 +74,24 @@ async def resize(rt, principal: Principal, kind: str, node: str, vmid: int, para
             payload={"vmid": vmid, "kind": kind, "disk": disk, "size": params["size"]},
             lock=lock_name(kind, vmid),
         )
+
+
+async def resize_in_place(conn, kind: str, row, disk: str, request: str) -> None:
+    """Grow the disk and store the guest's new config (the resize's whole effect)."""
+    config = dict(row["config"])
+    config[disk] = await apply_resize(conn, kind, row, disk, request)
+    await guest_repo.update_config(
+        conn,
+        vmid=row["vmid"],
+        expected_version=row["version"],
+        config=config,
+        name=row["name"],
+        maxmem=row["maxmem"],
+        maxdisk=await inventory.guest_disk_bytes(conn, row["vmid"]),
+        cpus=row["cpus"],
+        interfaces=row["interfaces"],
+        pool=row["pool"],
+    )
 
 
 async def apply_resize(conn, kind: str, row, disk: str, request: str) -> str:

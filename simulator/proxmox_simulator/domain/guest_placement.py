@@ -151,15 +151,17 @@ def _size_gib(text: str) -> float:
     return float(text or 0) / GIB
 
 
-async def template(rt, principal: Principal, kind: str, node: str, vmid: int) -> str | None:
+async def template(
+    rt, principal: Principal, kind: str, node: str, vmid: int, *, as_task: bool
+) -> str | None:
+    """Convert to a template: as a task where the contract returns its UPID, else in the call."""
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
         if row["status"] != rules.STOPPED:
             raise PveError(f"you can't convert a running {rules.noun(kind)} to a template")
         if row["template"]:
             raise PveError(f"{rules.noun(kind)} {vmid} is already a template")
-        if kind == rules.LXC:
-            # PVE converts containers synchronously (the method returns null).
+        if not as_task:
             await guest_repo.set_template(conn, vmid)
             return None
         return await enqueue(
@@ -172,3 +174,49 @@ async def template(rt, principal: Principal, kind: str, node: str, vmid: int) ->
             payload={"vmid": vmid, "kind": kind},
             lock=lock_name(kind, vmid),
         )
+
+
+async def migrate_preconditions(rt, kind: str, node: str, vmid: int, target: str | None) -> dict:
+    """``GET .../migrate``: where the guest may go and what ties it to its node.
+
+    A node is allowed when every storage holding the guest's disks is available
+    there (shared, or configured for that node); disks on non-shared storage
+    are reported as local disks (they are copied by a migration).
+    """
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, kind, node, vmid)
+        if target is not None:
+            await require_node(conn, target)
+        storages = {s["storage"]: s for s in await inventory.storages(conn)}
+        volumes = await inventory.guest_volumes(conn, vmid)
+        nodes = [n["node"] for n in await inventory.nodes(conn) if n["node"] != node]
+    used = {v["volid"].split(":", 1)[0] for v in volumes}
+    allowed, not_allowed = [], {}
+    for candidate in nodes:
+        missing = sorted(
+            s
+            for s in used
+            if s in storages
+            and storages[s]["nodes"] is not None
+            and candidate not in storages[s]["nodes"]
+        )
+        if missing:
+            not_allowed[candidate] = {"unavailable_storages": missing}
+        else:
+            allowed.append(candidate)
+    running = row["status"] != rules.STOPPED
+    answer = {"running": 1 if running else 0, "allowed_nodes": allowed}
+    if not_allowed:
+        answer["not_allowed_nodes"] = not_allowed
+    if kind == rules.QEMU:
+        answer["local_disks"] = [
+            {"volid": v["volid"], "size": v["size"], "cdrom": 0, "is_unused": 0}
+            for v in volumes
+            if not storages.get(v["volid"].split(":", 1)[0], {"shared": True})["shared"]
+        ]
+        # No passthrough hardware is simulated: nothing local or mapped.
+        answer["local_resources"] = []
+        answer["mapped-resources"] = []
+        answer["mapped-resource-info"] = {}
+        answer.update(rt.adapter.qemu_migrate_extras())
+    return answer

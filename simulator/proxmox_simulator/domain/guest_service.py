@@ -479,8 +479,7 @@ async def current_status(rt, kind: str, node: str, vmid: int) -> dict:
             status["agent"] = 1
         if running:
             status["pid"] = 10000 + vmid
-            status["running-qemu"] = "9.2.0"
-            status["running-machine"] = "pc-i440fx-9.2+pve1"
+            status.update(rt.adapter.running_qemu())
     else:
         status["type"] = "lxc"
         status["maxswap"] = 512 * MIB
@@ -501,15 +500,15 @@ async def lxc_interfaces(rt, node: str, vmid: int) -> list[dict]:
         row = await load_guest(conn, rules.LXC, node, vmid)
     if row["status"] != rules.RUNNING:
         raise PveError(f"CT {vmid} not running")
-    result = [
-        {"name": "lo", "hwaddr": "00:00:00:00:00:00", "inet": "127.0.0.1/8", "inet6": "::1/128"}
+    loopback = [
+        {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
+        {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
     ]
+    result = [rt.adapter.lxc_interface("lo", "00:00:00:00:00:00", loopback)]
     for nic in row["interfaces"]:
-        entry = {"name": nic["name"], "hwaddr": nic["hardware-address"]}
-        for address in nic["ip-addresses"]:
-            family = "inet" if address["ip-address-type"] == "ipv4" else "inet6"
-            entry[family] = f"{address['ip-address']}/{address['prefix']}"
-        result.append(entry)
+        result.append(
+            rt.adapter.lxc_interface(nic["name"], nic["hardware-address"], nic["ip-addresses"])
+        )
     return result
 
 

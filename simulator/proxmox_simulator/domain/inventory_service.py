@@ -114,7 +114,7 @@ async def cluster_resources(
     async with rt.pool.acquire() as conn:
         nodes = await inventory.nodes(conn)
         usage = await inventory.node_usage(conn)
-        guests = await guest_repo.list_all(conn) if kind in (None, "vm") else []
+        guests = await guest_repo.resource_rows(conn) if kind in (None, "vm") else []
         storages = await inventory.storages(conn) if kind in (None, "storage") else []
         used = await inventory.storage_used(conn) if storages else {}
         pools = await inventory.pools(conn) if kind in (None, "pool") else []
@@ -149,8 +149,8 @@ async def cluster_resources(
         }
         if guest["pool"]:
             entry["pool"] = guest["pool"]
-        if guest["config"].get("tags"):
-            entry["tags"] = guest["config"]["tags"]
+        if guest["tags"]:
+            entry["tags"] = guest["tags"]
         out.append(entry)
     for storage in storages:
         if not state.has(
@@ -236,11 +236,7 @@ async def node_status(rt, node_name: str) -> dict:
         "loadavg": ["0.12", "0.10", "0.08"],
         "wait": 0,
         "idle": 0,
-        "memory": {
-            "total": node["maxmem"],
-            "used": entry["mem"],
-            "free": node["maxmem"] - entry["mem"],
-        },
+        "memory": rt.adapter.node_memory(node["maxmem"], entry["mem"]),
         "swap": {"total": 8 * GIB, "used": 0, "free": 8 * GIB},
         "rootfs": {
             "total": node["maxdisk"],

@@ -43,8 +43,8 @@ async def load_state(conn: asyncpg.Connection) -> AccessState:
 
 # -- realms -----------------------------------------------------------------
 
-_REALMS = "SELECT realm, type, comment, is_default FROM realms ORDER BY realm"
-_REALM = "SELECT realm, type, comment, is_default FROM realms WHERE realm = $1"
+_REALMS = "SELECT realm, type, comment, is_default, config FROM realms ORDER BY realm"
+_REALM = "SELECT realm, type, comment, is_default, config FROM realms WHERE realm = $1"
 _ENSURE_REALM = """
 INSERT INTO realms (realm, type, comment, is_default) VALUES ($1, $2, $3, $4)
 ON CONFLICT (realm) DO NOTHING
@@ -61,6 +61,45 @@ async def realm(conn, name: str):
 
 async def ensure_realm(conn, name: str, kind: str, comment: str, is_default: bool = False):
     await conn.execute(_ENSURE_REALM, name, kind, comment, is_default)
+
+
+async def insert_realm(
+    conn, name: str, kind: str, comment: str, is_default: bool, config: dict
+) -> bool:
+    """False when the realm exists already."""
+    status = await conn.execute(
+        "INSERT INTO realms (realm, type, comment, is_default, config) "
+        "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (realm) DO NOTHING",
+        name,
+        kind,
+        comment,
+        is_default,
+        config,
+    )
+    return status != "INSERT 0 0"
+
+
+async def update_realm(
+    conn, name: str, comment: str | None, is_default: bool | None, config: dict
+) -> None:
+    if is_default:
+        await conn.execute("UPDATE realms SET is_default = false WHERE realm <> $1", name)
+    await conn.execute(
+        "UPDATE realms SET comment = coalesce($2, comment), "
+        "is_default = coalesce($3, is_default), config = $4 WHERE realm = $1",
+        name,
+        comment,
+        is_default,
+        config,
+    )
+
+
+async def delete_realm(conn, name: str) -> None:
+    await conn.execute("DELETE FROM realms WHERE realm = $1", name)
+
+
+async def realm_has_users(conn, name: str) -> bool:
+    return await conn.fetchval("SELECT EXISTS (SELECT 1 FROM users WHERE realm = $1)", name)
 
 
 # -- users ------------------------------------------------------------------

@@ -7,13 +7,15 @@ commits its state change together with the task's completion.
 from __future__ import annotations
 
 from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain import resource_store
 from proxmox_simulator.domain.errors import PveError
-from proxmox_simulator.domain.guest_disks import apply_resize
+from proxmox_simulator.domain.guest_disks import resize_in_place
 from proxmox_simulator.domain.guest_placement import copy_disks
 from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import resources as resources_repo
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.tasks.worker import Executor, TaskContext
 
@@ -97,6 +99,8 @@ async def destroy(ctx: TaskContext) -> None:
         await inventory.delete_guest_volumes(conn, vmid)
         if ctx.payload.get("purge"):
             await access_repo.delete_path_acl(conn, f"/vms/{vmid}")
+        # The guest's own configuration kept by the store (firewall, ...) goes with it.
+        await resources_repo.delete_scope(conn, {"vmid": str(vmid)})
         await guest_repo.delete(conn, vmid)
 
     await ctx.complete(effect)
@@ -254,25 +258,12 @@ async def clone(ctx: TaskContext) -> None:
 
 
 async def resize_disk(ctx: TaskContext) -> None:
-    vmid, kind, disk = ctx.payload["vmid"], ctx.payload["kind"], ctx.payload["disk"]
+    kind, disk = ctx.payload["kind"], ctx.payload["disk"]
     await ctx.sleep(rules.DURATIONS["resize"])
 
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
-        config = dict(row["config"])
-        config[disk] = await apply_resize(conn, kind, row, disk, ctx.payload["size"])
-        await guest_repo.update_config(
-            conn,
-            vmid=vmid,
-            expected_version=row["version"],
-            config=config,
-            name=row["name"],
-            maxmem=row["maxmem"],
-            maxdisk=await inventory.guest_disk_bytes(conn, vmid),
-            cpus=row["cpus"],
-            interfaces=row["interfaces"],
-            pool=row["pool"],
-        )
+        await resize_in_place(conn, kind, row, disk, ctx.payload["size"])
 
     await ctx.complete(effect, lines=[f"resizing {disk} ({ctx.payload['size']})"])
 
@@ -303,6 +294,16 @@ async def create_cluster(ctx: TaskContext) -> None:
     )
 
 
+async def store_write(ctx: TaskContext) -> None:
+    """A resource-store write that PVE runs as a worker: applied when the task completes."""
+    await ctx.sleep(1.0)
+
+    async def effect(conn) -> None:
+        await resource_store.apply(conn, ctx.clock.now(), ctx.payload)
+
+    await ctx.complete(effect)
+
+
 def executors() -> dict[str, Executor]:
     table: dict[str, Executor] = {
         "qmcreate": create_guest,
@@ -317,6 +318,9 @@ def executors() -> dict[str, Executor]:
         "vzclone": clone,
         "qmtemplate": make_template,
         "resize": resize_disk,
+        # Store tasks carry PVE-like types derived from their path; the payload
+        # names this executor (see TaskWorker._execute).
+        resource_store.STORE_EXECUTOR: store_write,
     }
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power

@@ -178,7 +178,9 @@ class TaskWorker:
         try:
             if row["attempts"] > 1:
                 await ctx.log(f"task reclaimed by {self.worker_id} (attempt {row['attempts']})")
-            executor = self.executors.get(row["type"])
+            executor = self.executors.get(row["type"]) or self.executors.get(
+                (row["payload"] or {}).get("executor", "")
+            )
             if executor is None:
                 await ctx.fail(f"unknown task type '{row['type']}'")
                 return

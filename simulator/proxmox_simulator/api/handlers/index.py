@@ -9,13 +9,44 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext
 from proxmox_simulator.contracts.model import Contract, Endpoint
-from proxmox_simulator.domain import guest_service
-from proxmox_simulator.domain.guests import LXC, QEMU
+from proxmox_simulator.domain import resource_store
 
 
-def is_directory_index(endpoint: Endpoint) -> bool:
-    links = endpoint.returns.get("links") or []
-    return endpoint.method == "GET" and any(link.get("href") == "{subdir}" for link in links)
+def _is_bespoke(path: str, method: str) -> bool:
+    from proxmox_simulator.api.handlers.registry import REGISTRY
+
+    return REGISTRY.get(path, method) is not None
+
+
+def index_field(contract: Contract, endpoint: Endpoint) -> str | None:
+    """The entry field of a directory index (``subdir``, ``name``, ``id``...), if it is one.
+
+    An index links its entries as ``{field}``, declares no other entry property,
+    and sits above literal children only (a ``{param}`` child means a collection).
+    """
+    if endpoint.method != "GET" or endpoint.returns.get("type") != "array":
+        return None
+    hrefs = [str(link.get("href", "")) for link in endpoint.returns.get("links") or []]
+    if len(hrefs) != 1 or not (hrefs[0].startswith("{") and hrefs[0].endswith("}")):
+        return None
+    field = hrefs[0][1:-1]
+    if "/" in field:
+        return None
+    declared = set((endpoint.returns.get("items") or {}).get("properties") or {})
+    if field == "subdir":
+        return field
+    if not declared <= {field} or not children(contract, endpoint.path):
+        return None
+    prefix = endpoint.path.rstrip("/") + "/"
+    depth = endpoint.path.count("/") + (0 if endpoint.path == "/" else 1)
+    for child in contract.paths:
+        if child.startswith(prefix) and child.count("/") == depth and child.endswith("}"):
+            return None
+    return field
+
+
+def is_directory_index(contract: Contract, endpoint: Endpoint) -> bool:
+    return index_field(contract, endpoint) is not None
 
 
 def children(contract: Contract, path: str) -> list[str]:
@@ -33,10 +64,9 @@ def children(contract: Contract, path: str) -> list[str]:
 async def directory_index(ctx: RequestContext):
     path = ctx.endpoint.path
     async with ctx.rt.pool.acquire() as conn:
-        if "node" in ctx.params:
-            await guest_service.require_node(conn, ctx.params["node"])
-        if "vmid" in ctx.params and "/qemu/" in path:
-            await guest_service.load_guest(conn, QEMU, ctx.params["node"], int(ctx.params["vmid"]))
-        elif "vmid" in ctx.params and "/lxc/" in path:
-            await guest_service.load_guest(conn, LXC, ctx.params["node"], int(ctx.params["vmid"]))
-    return [{"subdir": name} for name in children(ctx.rt.contract, path)]
+        # Nodes, guests and store items named in the path, checked as for any method.
+        await resource_store.require_parents(
+            conn, ctx.rt.contract, ctx.endpoint, ctx.params, _is_bespoke, including_last=True
+        )
+    field = index_field(ctx.rt.contract, ctx.endpoint)
+    return [{field: name} for name in children(ctx.rt.contract, path)]
