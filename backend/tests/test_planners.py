@@ -314,12 +314,13 @@ def test_interface_create_payload_uses_mac_shortcut():
     }
 
 
-def ip(id_, address, interface_id, assigned_type="virtualization.vminterface"):
+def ip(id_, address, interface_id, assigned_type="virtualization.vminterface", tags=()):
     return {
         "id": id_,
         "address": address,
         "assigned_object_type": assigned_type,
         "assigned_object_id": interface_id,
+        "tags": [{"id": 900 + n, "slug": slug} for n, slug in enumerate(tags)],
     }
 
 
@@ -359,10 +360,80 @@ def ip(id_, address, interface_id, assigned_type="virtualization.vminterface"):
     ],
 )
 def test_ips_plan(addresses, current, creates, deletes, unchanged):
-    plan = ips.plan([(1, guest(nics=NICS, addresses=tuple(addresses)))], {(1, "net0"): 50}, current)
+    reporting = guest(nics=NICS, addresses=tuple(addresses), addresses_reported=True)
+    plan = ips.plan([(1, reporting)], {(1, "net0"): 50}, current)
     assert [c.key for c in plan.creates] == creates
     assert [d.key for d in plan.deletes] == deletes
     assert list(plan.unchanged) == unchanged
+    assert plan.updates == []
+
+
+UNCONFIRMED = "proxbox-unconfirmed"
+
+
+@pytest.mark.parametrize("status", ["stopped", "running"])
+def test_unreported_addresses_are_kept_and_marked(status):
+    """A stopped guest, or a running one whose agent is silent, reports nothing: its
+    synced addresses stay (same ids), tagged unconfirmed next to the operator's tags."""
+    silent = guest(status=status, nics=NICS, addresses=(), addresses_reported=False)
+    current = [ip(1, "10.0.0.5/24", 50, tags=("dns-managed",)), ip(2, "fd00::5/64", 50)]
+    plan = ips.plan([(1, silent)], {(1, "net0"): 50}, current)
+    assert plan.deletes == [] and plan.creates == []
+    assert {u.id: u.changes for u in plan.updates} == {
+        1: {"tags": [{"slug": "dns-managed"}, {"slug": UNCONFIRMED}]},
+        2: {"tags": [{"slug": UNCONFIRMED}]},
+    }
+    assert ips.marks_unconfirmed(plan)
+
+
+def test_kept_address_already_marked_is_unchanged():
+    silent = guest(status="stopped", nics=NICS, addresses=(), addresses_reported=False)
+    current = [ip(1, "10.0.0.5/24", 50, tags=(UNCONFIRMED,))]
+    plan = ips.plan([(1, silent)], {(1, "net0"): 50}, current)
+    assert plan.writes == 0 and plan.unchanged == {(50, "10.0.0.5/24"): 1}
+    assert not ips.marks_unconfirmed(plan)
+
+
+def test_stopped_guest_keeps_configured_and_learned_addresses_apart():
+    """The cloud-init address is known from config (confirmed); the learned one is kept."""
+    stopped = guest(
+        status="stopped",
+        nics=NICS,
+        addresses=(GuestAddress("net0", "10.0.0.5/24"),),
+        addresses_reported=False,
+    )
+    current = [ip(1, "10.0.0.5/24", 50), ip(2, "10.0.0.99/24", 50)]
+    plan = ips.plan([(1, stopped)], {(1, "net0"): 50}, current)
+    assert plan.unchanged == {(50, "10.0.0.5/24"): 1}
+    assert [(u.id, u.changes) for u in plan.updates] == [(2, {"tags": [{"slug": UNCONFIRMED}]})]
+    assert plan.deletes == []
+
+
+def test_reported_again_address_loses_only_the_unconfirmed_tag():
+    back = guest(
+        nics=NICS, addresses=(GuestAddress("net0", "10.0.0.5/24"),), addresses_reported=True
+    )
+    current = [ip(1, "10.0.0.5/24", 50, tags=("dns-managed", UNCONFIRMED))]
+    plan = ips.plan([(1, back)], {(1, "net0"): 50}, current)
+    assert [(u.id, u.changes) for u in plan.updates] == [(1, {"tags": [{"slug": "dns-managed"}]})]
+    assert plan.deletes == [] and plan.creates == []
+    assert not ips.marks_unconfirmed(plan)
+
+
+def test_running_guest_that_reports_without_a_kept_address_deletes_it():
+    back = guest(nics=NICS, addresses=(), addresses_reported=True)
+    current = [ip(1, "10.0.0.5/24", 50, tags=(UNCONFIRMED,))]
+    plan = ips.plan([(1, back)], {(1, "net0"): 50}, current)
+    assert [d.id for d in plan.deletes] == [1] and plan.updates == []
+
+
+def test_silence_of_one_guest_does_not_keep_another_guests_addresses():
+    silent = guest(vmid=101, nics=NICS, addresses=(), addresses_reported=False)
+    reporting = guest(vmid=102, name="web-002", nics=NICS, addresses=(), addresses_reported=True)
+    current = [ip(1, "10.0.0.5/24", 50), ip(2, "10.0.0.6/24", 60)]
+    plan = ips.plan([(1, silent), (2, reporting)], {(1, "net0"): 50, (2, "net0"): 60}, current)
+    assert [u.id for u in plan.updates] == [1]
+    assert [d.id for d in plan.deletes] == [2]
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,14 @@
 """Reading PVE status entries and guest configs into the domain (pure, table-driven)."""
 
+import httpx
 import pytest
 
+from proxbox_backend.clients.http import RetryPolicy
+from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials
 from proxbox_backend.domain import proxmox_config as parse
 from proxbox_backend.domain.models import CLUSTER, STANDALONE, GuestAddress, GuestDisk
+from proxbox_backend.gateways.proxmox import ProxmoxGateway
+from proxbox_backend.secrets import Secret
 
 
 @pytest.mark.parametrize(
@@ -157,3 +162,130 @@ def test_endpoint_url(host, port, url):
 
     endpoint = Endpoint(1, "e", host, port, True, True, "cluster", None, None, None, None)
     assert endpoint.url == url
+
+
+CLOUD_INIT_CONFIG = {
+    **QEMU_CONFIG,
+    "ipconfig0": "ip=10.1.0.7/24,gw=10.1.0.1,ip6=2001:db8::7/64,gw6=2001:db8::1",
+    "ipconfig1": "ip=dhcp,ip6=auto",
+    "ipconfig5": "ip=10.5.0.7/24",  # no net5: nothing to attach it to
+}
+
+
+def test_cloud_init_static_addresses_belong_to_their_nic():
+    guest = parse.guest(
+        {"type": "qemu", "vmid": 101, "node": "pve1", "status": "stopped", "name": "web-001"},
+        CLOUD_INIT_CONFIG,
+    )
+    assert guest.addresses == (
+        GuestAddress("net0", "10.1.0.7/24"),
+        GuestAddress("net0", "2001:db8::7/64"),
+    )
+    # From config alone the guest did not say which addresses it has now.
+    assert guest.addresses_reported is False
+
+
+def test_reported_addresses_follow_the_configured_ones_once():
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "running"}
+    reported = [GuestAddress("net0", "10.1.0.7/24"), GuestAddress("net1", "192.168.5.9/24")]
+    guest = parse.guest(resource, CLOUD_INIT_CONFIG, reported)
+    assert guest.addresses == (
+        GuestAddress("net0", "10.1.0.7/24"),
+        GuestAddress("net0", "2001:db8::7/64"),
+        GuestAddress("net1", "192.168.5.9/24"),
+    )
+    assert guest.addresses_reported is True
+    # An agent that answered with nothing still answered: its silence is not an outage.
+    assert parse.guest(resource, CLOUD_INIT_CONFIG, []).addresses_reported is True
+
+
+# -- the gateway: when does a guest count as having reported its addresses --------------
+
+AGENT_ANSWER = {
+    "result": [
+        {
+            "name": "ens18",
+            "hardware-address": "bc:24:11:00:0c:a0",
+            "ip-addresses": [{"ip-address-type": "ipv4", "ip-address": "10.1.0.50", "prefix": 24}],
+        }
+    ]
+}
+
+
+def _pve(config: dict, agent: int | dict, lxc: int | list | None = None):
+    """A Proxmox answering one guest's config, its agent (status code or answer) and the
+    container runtime interfaces; remembers the paths asked."""
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api2/json")
+        asked.append(path)
+        if path.endswith("/config"):
+            return httpx.Response(200, json={"data": config})
+        body = agent if path.endswith("/agent/network-get-interfaces") else lxc
+        if isinstance(body, int):
+            reason = b"QEMU guest agent is not running"
+            return httpx.Response(body, extensions={"reason_phrase": reason}, json={"data": None})
+        return httpx.Response(200, json={"data": body})
+
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    return ProxmoxGateway(client), asked
+
+
+@pytest.mark.parametrize(
+    ("status", "agent_setting", "agent", "reported", "addresses", "agent_asked"),
+    [
+        ("running", "1", AGENT_ANSWER, True, ["10.1.0.7/24", "10.1.0.50/24"], True),
+        # the agent is configured but does not answer: not a report
+        ("running", "enabled=1,fstrim_cloned_disks=1", 500, False, ["10.1.0.7/24"], True),
+        # no agent configured: Proxmox is not asked, and nothing was reported
+        ("running", "0", AGENT_ANSWER, False, ["10.1.0.7/24"], False),
+        ("stopped", "1", AGENT_ANSWER, False, ["10.1.0.7/24"], False),
+    ],
+)
+@pytest.mark.asyncio
+async def test_gateway_qemu_addresses_reported_only_by_an_answering_agent(
+    status, agent_setting, agent, reported, addresses, agent_asked
+):
+    config = {**QEMU_CONFIG, "agent": agent_setting, "ipconfig0": "ip=10.1.0.7/24"}
+    gateway, asked = _pve(config, agent)
+    warnings: list[str] = []
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": status, "name": "w"}
+    guest = await gateway._guest(resource, warnings)
+    assert guest.addresses_reported is reported
+    assert [a.address for a in guest.addresses] == addresses
+    assert any(p.endswith("/agent/network-get-interfaces") for p in asked) is agent_asked
+    assert bool(warnings) is (agent == 500)
+
+
+@pytest.mark.parametrize(
+    ("status", "runtime", "reported", "addresses"),
+    [
+        (
+            "running",
+            [{"name": "eth0", "inet": "10.0.0.9/24"}],
+            True,
+            ["10.0.0.5/24", "10.0.0.9/24"],
+        ),
+        ("running", 500, False, ["10.0.0.5/24"]),
+        ("stopped", [{"name": "eth0", "inet": "10.0.0.9/24"}], False, ["10.0.0.5/24"]),
+    ],
+)
+@pytest.mark.asyncio
+async def test_gateway_container_addresses_reported_by_its_runtime(
+    status, runtime, reported, addresses
+):
+    config = {
+        "hostname": "db-002",
+        "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:0C:C0,ip=10.0.0.5/24",
+    }
+    gateway, _ = _pve(config, 500, runtime)
+    resource = {"type": "lxc", "vmid": 102, "node": "pve2", "status": status}
+    guest = await gateway._guest(resource, [])
+    assert guest.addresses_reported is reported
+    assert [a.address for a in guest.addresses] == addresses

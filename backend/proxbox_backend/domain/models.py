@@ -63,6 +63,10 @@ class Guest:
     disks: tuple[GuestDisk, ...] = ()
     addresses: tuple[GuestAddress, ...] = ()
     template: bool = False
+    # True when the running guest itself (QEMU agent, container runtime) reported its
+    # addresses this run, so an address missing from `addresses` is really gone.  False
+    # for a stopped guest or a silent agent: its earlier addresses are kept, not deleted.
+    addresses_reported: bool = False
 
     @property
     def label(self) -> str:

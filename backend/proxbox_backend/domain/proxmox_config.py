@@ -157,16 +157,28 @@ def disks(kind: str, config: dict) -> list[GuestDisk]:
     return out
 
 
-def lxc_config_addresses(config: dict, guest_nics: list[GuestNic]) -> list[GuestAddress]:
-    """Static `ip=`/`ip6=` of a container's NICs (known even while it is stopped)."""
-    by_key = {n.key: n for n in guest_nics}
+def _static_addresses(props: dict[str, str]) -> list[str]:
+    """The CIDRs of `ip=`/`ip6=` (`dhcp`, `auto` and `manual` name no address)."""
     out = []
-    for key, nic in by_key.items():
-        props = property_string(config.get(key, ""))
-        for field in ("ip", "ip6"):
-            cidr = normalize_cidr(props.get(field, "")) if "/" in props.get(field, "") else None
-            if cidr and is_reportable_address(cidr):
-                out.append(GuestAddress(nic.name, cidr))
+    for field in ("ip", "ip6"):
+        value = props.get(field, "")
+        cidr = normalize_cidr(value) if "/" in value else None
+        if cidr and is_reportable_address(cidr):
+            out.append(cidr)
+    return out
+
+
+def config_addresses(kind: str, config: dict, guest_nics: list[GuestNic]) -> list[GuestAddress]:
+    """Static addresses the config declares, known even while the guest is stopped.
+
+    Containers carry `ip=`/`ip6=` on the `netN` line itself; QEMU guests carry them in
+    the cloud-init `ipconfigN` line that belongs to `netN`.
+    """
+    out = []
+    for nic in guest_nics:
+        source = nic.key if kind == LXC else f"ipconfig{nic.key.removeprefix('net')}"
+        for cidr in _static_addresses(property_string(config.get(source, ""))):
+            out.append(GuestAddress(nic.name, cidr))
     return out
 
 
@@ -199,12 +211,12 @@ def lxc_runtime_addresses(entries: list[dict], guest_nics: list[GuestNic]) -> li
     return out
 
 
-def guest(resource: dict, config: dict, addresses: list[GuestAddress] | None = None) -> Guest:
-    """One guest from its /cluster/resources entry and its config."""
+def guest(resource: dict, config: dict, reported: list[GuestAddress] | None = None) -> Guest:
+    """One guest from its /cluster/resources entry, its config and, when the running
+    guest answered, the addresses it `reported` (None: it did not, or was not asked)."""
     kind = resource["type"]
     guest_nics = nics(kind, config)
-    if addresses is None:
-        addresses = lxc_config_addresses(config, guest_nics) if kind == LXC else []
+    addresses = config_addresses(kind, config, guest_nics) + list(reported or ())
     memory = config.get("memory", resource.get("maxmem", 0) // 1024**2 or None)
     cores = config.get("cores") or resource.get("maxcpu")
     sockets = config.get("sockets", 1) if kind == QEMU else 1
@@ -225,4 +237,5 @@ def guest(resource: dict, config: dict, addresses: list[GuestAddress] | None = N
         disks=tuple(disks(kind, config)),
         addresses=tuple(dict.fromkeys(addresses)),
         template=bool(resource.get("template")),
+        addresses_reported=reported is not None,
     )

@@ -10,6 +10,7 @@ from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError, describe_e
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
+from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.secrets import Secret
 
 PLUGIN = "/plugins/proxbox"
@@ -28,6 +29,7 @@ DEVICE_ROLES = "/dcim/device-roles/"
 DEVICE_TYPES = "/dcim/device-types/"
 MANUFACTURERS = "/dcim/manufacturers/"
 CUSTOM_FIELDS = "/extras/custom-fields/"
+TAGS = "/extras/tags/"
 
 SOURCE_FIELD = "proxbox_source"
 
@@ -36,7 +38,7 @@ VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_
 DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type"
 INTERFACE_FIELDS = "id,name,enabled,description,virtual_machine,primary_mac_address"
 DISK_FIELDS = "id,name,size,description,virtual_machine"
-IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id"
+IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id,tags"
 
 
 class EndpointNotFound(LookupError):
@@ -237,6 +239,12 @@ class NetBoxGateway:
             },
             tally,
             "extras.customfield",
+        )
+
+    async def ensure_tag(self, tag: TagDefinition, tally: Tally) -> int:
+        """The tag's id, creating it the first time the sync needs it."""
+        return await self._get_or_create(
+            TAGS, {"slug": tag.slug}, tag.payload(), tally, "extras.tag"
         )
 
     # -- current state ------------------------------------------------------------------

@@ -78,17 +78,21 @@ class ProxmoxGateway:
         draft = parse.guest(resource, config)
         if resource.get("status") != "running":
             return draft
-        addresses = list(draft.addresses)
         try:
             if kind == QEMU:
                 agent = parse.property_string(config.get("agent", "0"), "enabled")
-                if agent.get("enabled") in ("1", "yes", "on", "true"):
-                    reported = await self.client.qemu_agent_interfaces(node, vmid)
-                    addresses = parse.agent_addresses(reported, list(draft.nics))
+                if agent.get("enabled") not in ("1", "yes", "on", "true"):
+                    return draft
+                reported = parse.agent_addresses(
+                    await self.client.qemu_agent_interfaces(node, vmid), list(draft.nics)
+                )
             else:
-                reported = await self.client.lxc_interfaces(node, vmid)
-                addresses += parse.lxc_runtime_addresses(reported, list(draft.nics))
+                reported = parse.lxc_runtime_addresses(
+                    await self.client.lxc_interfaces(node, vmid), list(draft.nics)
+                )
         except ProxmoxError as exc:
-            # An agent that is not running is normal; the guest syncs without addresses.
+            # An agent that is not running is normal: the guest syncs with its configured
+            # addresses, and the ones it reported earlier are kept until it answers again.
             warnings.append(f"{draft.label}: no runtime addresses: {exc.reason}")
-        return parse.guest(resource, config, addresses)
+            return draft
+        return parse.guest(resource, config, reported)

@@ -1,0 +1,58 @@
+"""NetBox tags the sync sets on objects, and how it edits an object's tag list.
+
+NetBox replaces an object's whole tag list on write, so the sync always sends the
+tags it found plus or minus its own: a tag an operator added is never dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TagDefinition:
+    slug: str
+    name: str
+    color: str  # six hex digits, NetBox's format
+    description: str
+
+    def payload(self) -> dict:
+        return {
+            "name": self.name,
+            "slug": self.slug,
+            "color": self.color,
+            "description": self.description,
+        }
+
+
+UNCONFIRMED = TagDefinition(
+    slug="proxbox-unconfirmed",
+    name="proxbox: unconfirmed",
+    color="ff9800",
+    description="An address the guest reported earlier but not in the last sync, because "
+    "the guest was stopped or its agent did not answer. Proxbox keeps the address, removes "
+    "this tag when the guest reports it again, and deletes the address when the running "
+    "guest reports its addresses without it.",
+)
+
+
+def tag_slugs(obj: dict) -> list[str]:
+    """The slugs of an object's tags as NetBox serializes them (nested objects)."""
+    return [tag["slug"] for tag in obj.get("tags") or () if isinstance(tag, dict)]
+
+
+def tags_field(slugs: list[str]) -> list[dict]:
+    """The `tags` value for a write: NetBox resolves each nested tag by its slug."""
+    return [{"slug": slug} for slug in slugs]
+
+
+def add_tag(obj: dict, slug: str) -> list[dict] | None:
+    """The object's tags plus `slug`; None when it carries the tag already."""
+    current = tag_slugs(obj)
+    return None if slug in current else tags_field([*current, slug])
+
+
+def remove_tag(obj: dict, slug: str) -> list[dict] | None:
+    """The object's tags without `slug`; None when it does not carry the tag."""
+    current = tag_slugs(obj)
+    return tags_field([s for s in current if s != slug]) if slug in current else None
