@@ -10,6 +10,7 @@ from proxbox_backend.domain.models import (
     GuestNic,
     ProxmoxNode,
 )
+from proxbox_backend.domain.tags import UNCONFIRMED as UNCONFIRMED_TAG
 from proxbox_backend.gateways.netbox import SOURCE_FIELD
 from proxbox_backend.stages import cluster, disks, guests, interfaces, ips, nodes
 
@@ -368,7 +369,7 @@ def test_ips_plan(addresses, current, creates, deletes, unchanged):
     assert plan.updates == []
 
 
-UNCONFIRMED = "proxbox-unconfirmed"
+UNCONFIRMED = UNCONFIRMED_TAG.slug
 
 
 @pytest.mark.parametrize("status", ["stopped", "running"])
@@ -517,3 +518,8 @@ def test_cluster_counter_precedence(created, changed, metadata, outcome):
     cluster.count(tally, ClaimResult(200, {"id": 1}, 1, created, changed), metadata)
     counters = tally.of(cluster.OBJECT_TYPE).as_dict()
     assert counters[outcome] == 1 and sum(counters.values()) == 1
+
+
+def test_sync_tags_fit_netbox_limits():
+    tag = UNCONFIRMED_TAG
+    assert len(tag.description) <= 200 and len(tag.name) <= 100 and len(tag.slug) <= 100

@@ -14,7 +14,7 @@ class TagDefinition:
     slug: str
     name: str
     color: str  # six hex digits, NetBox's format
-    description: str
+    description: str  # NetBox allows 200 characters
 
     def payload(self) -> dict:
         return {
@@ -29,10 +29,9 @@ UNCONFIRMED = TagDefinition(
     slug="proxbox-unconfirmed",
     name="proxbox: unconfirmed",
     color="ff9800",
-    description="An address the guest reported earlier but not in the last sync, because "
-    "the guest was stopped or its agent did not answer. Proxbox keeps the address, removes "
-    "this tag when the guest reports it again, and deletes the address when the running "
-    "guest reports its addresses without it.",
+    description="Kept by Proxbox: the guest reported this address before but could not "
+    "now (stopped, agent silent). Cleared when it reports it again; deleted when it reports "
+    "without it.",
 )
 
 
