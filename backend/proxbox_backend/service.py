@@ -268,6 +268,7 @@ class _Run:
 
         inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
         self.report.warnings.extend(inventory.warnings)
+        await netbox.ensure_tags(guests_stage.guest_tag_definitions(inventory.guests), tally)
 
         self.stage("nodes", "started", total=len(nodes))
         placement = nodes_stage.NodePlacement(

@@ -14,6 +14,9 @@ from proxbox_backend.domain.tags import UNCONFIRMED as UNCONFIRMED_TAG
 from proxbox_backend.gateways.netbox import SOURCE_FIELD
 from proxbox_backend.stages import cluster, disks, guests, interfaces, ips, nodes
 
+# What NetBox answers for an object that carries the sync's `proxbox` tag.
+MANAGED_TAGS = [{"id": 1, "name": "proxbox", "slug": "proxbox"}]
+
 PLACEMENT = nodes.NodePlacement(
     cluster_id=7, site_id=3, tenant_id=None, role_id=1, device_type_id=2
 )
@@ -27,6 +30,7 @@ def device(id_, name, status="active", site=3, tenant=None, cluster_id=7):
         "site": {"id": site} if site else None,
         "tenant": {"id": tenant} if tenant else None,
         "cluster": {"id": cluster_id},
+        "tags": MANAGED_TAGS,
     }
 
 
@@ -65,6 +69,7 @@ def test_nodes_create_payload_sets_role_and_type_once():
         "site": 3,
         "tenant": None,
         "cluster": 7,
+        "tags": [{"slug": "proxbox"}],
     }
 
 
@@ -107,6 +112,7 @@ def vm(
         "site": {"id": 3},
         "tenant": None,
         "custom_fields": {SOURCE_FIELD: key},
+        "tags": MANAGED_TAGS,
     }
 
 
@@ -228,6 +234,7 @@ def test_guest_create_payload_carries_source_key_and_disk_total():
         "device": 11,
         "disk": 3072,
         "custom_fields": {SOURCE_FIELD: "cluster-7/qemu/101"},
+        "tags": [{"slug": "proxbox"}],
     }
 
 
@@ -257,6 +264,7 @@ def iface(id_, vm_id, name, mac=None, enabled=True, description=""):
         "enabled": enabled,
         "description": description,
         "primary_mac_address": {"id": 1, "mac_address": mac} if mac else None,
+        "tags": MANAGED_TAGS,
     }
 
 
@@ -312,10 +320,11 @@ def test_interface_create_payload_uses_mac_shortcut():
         "enabled": True,
         "description": "virtio on vmbr0",
         "mac_address": "BC:24:11:00:00:01",
+        "tags": [{"slug": "proxbox"}],
     }
 
 
-def ip(id_, address, interface_id, assigned_type="virtualization.vminterface", tags=()):
+def ip(id_, address, interface_id, assigned_type="virtualization.vminterface", tags=("proxbox",)):
     return {
         "id": id_,
         "address": address,
@@ -377,19 +386,19 @@ def test_unreported_addresses_are_kept_and_marked(status):
     """A stopped guest, or a running one whose agent is silent, reports nothing: its
     synced addresses stay (same ids), tagged unconfirmed next to the operator's tags."""
     silent = guest(status=status, nics=NICS, addresses=(), addresses_reported=False)
-    current = [ip(1, "10.0.0.5/24", 50, tags=("dns-managed",)), ip(2, "fd00::5/64", 50)]
+    current = [ip(1, "10.0.0.5/24", 50, tags=("dns-managed", "proxbox")), ip(2, "fd00::5/64", 50)]
     plan = ips.plan([(1, silent)], {(1, "net0"): 50}, current)
     assert plan.deletes == [] and plan.creates == []
     assert {u.id: u.changes for u in plan.updates} == {
-        1: {"tags": [{"slug": "dns-managed"}, {"slug": UNCONFIRMED}]},
-        2: {"tags": [{"slug": UNCONFIRMED}]},
+        1: {"tags": [{"slug": "dns-managed"}, {"slug": "proxbox"}, {"slug": UNCONFIRMED}]},
+        2: {"tags": [{"slug": "proxbox"}, {"slug": UNCONFIRMED}]},
     }
     assert ips.marks_unconfirmed(plan)
 
 
 def test_kept_address_already_marked_is_unchanged():
     silent = guest(status="stopped", nics=NICS, addresses=(), addresses_reported=False)
-    current = [ip(1, "10.0.0.5/24", 50, tags=(UNCONFIRMED,))]
+    current = [ip(1, "10.0.0.5/24", 50, tags=(UNCONFIRMED, "proxbox"))]
     plan = ips.plan([(1, silent)], {(1, "net0"): 50}, current)
     assert plan.writes == 0 and plan.unchanged == {(50, "10.0.0.5/24"): 1}
     assert not ips.marks_unconfirmed(plan)
@@ -406,7 +415,9 @@ def test_stopped_guest_keeps_configured_and_learned_addresses_apart():
     current = [ip(1, "10.0.0.5/24", 50), ip(2, "10.0.0.99/24", 50)]
     plan = ips.plan([(1, stopped)], {(1, "net0"): 50}, current)
     assert plan.unchanged == {(50, "10.0.0.5/24"): 1}
-    assert [(u.id, u.changes) for u in plan.updates] == [(2, {"tags": [{"slug": UNCONFIRMED}]})]
+    assert [(u.id, u.changes) for u in plan.updates] == [
+        (2, {"tags": [{"slug": "proxbox"}, {"slug": UNCONFIRMED}]})
+    ]
     assert plan.deletes == []
 
 
@@ -414,9 +425,11 @@ def test_reported_again_address_loses_only_the_unconfirmed_tag():
     back = guest(
         nics=NICS, addresses=(GuestAddress("net0", "10.0.0.5/24"),), addresses_reported=True
     )
-    current = [ip(1, "10.0.0.5/24", 50, tags=("dns-managed", UNCONFIRMED))]
+    current = [ip(1, "10.0.0.5/24", 50, tags=("dns-managed", UNCONFIRMED, "proxbox"))]
     plan = ips.plan([(1, back)], {(1, "net0"): 50}, current)
-    assert [(u.id, u.changes) for u in plan.updates] == [(1, {"tags": [{"slug": "dns-managed"}]})]
+    assert [(u.id, u.changes) for u in plan.updates] == [
+        (1, {"tags": [{"slug": "dns-managed"}, {"slug": "proxbox"}]})
+    ]
     assert plan.deletes == [] and plan.creates == []
     assert not ips.marks_unconfirmed(plan)
 
@@ -449,6 +462,7 @@ def test_silence_of_one_guest_does_not_keep_another_guests_addresses():
                     "size": 1024,
                     "description": "local-lvm:d0",
                     "virtual_machine": {"id": 1},
+                    "tags": MANAGED_TAGS,
                 }
             ],
             [],
@@ -463,6 +477,7 @@ def test_silence_of_one_guest_does_not_keep_another_guests_addresses():
                     "size": 512,
                     "description": "local-lvm:d0",
                     "virtual_machine": {"id": 1},
+                    "tags": MANAGED_TAGS,
                 },
                 {
                     "id": 4,
@@ -470,6 +485,7 @@ def test_silence_of_one_guest_does_not_keep_another_guests_addresses():
                     "size": 512,
                     "description": "",
                     "virtual_machine": {"id": 1},
+                    "tags": MANAGED_TAGS,
                 },
             ],
             [],
@@ -498,7 +514,8 @@ IDENTITY = ClusterIdentity("prod", "cluster", ("pve1",), True)
 )
 def test_cluster_metadata_plan(cluster_status, quorate, changes):
     identity = ClusterIdentity("prod", "cluster", ("pve1",), quorate)
-    assert cluster.plan_metadata(identity, {"id": 1, "status": cluster_status}) == changes
+    current = {"id": 1, "status": cluster_status, "tags": MANAGED_TAGS}
+    assert cluster.plan_metadata(identity, current) == changes
 
 
 @pytest.mark.parametrize(
@@ -523,3 +540,106 @@ def test_cluster_counter_precedence(created, changed, metadata, outcome):
 def test_sync_tags_fit_netbox_limits():
     tag = UNCONFIRMED_TAG
     assert len(tag.description) <= 200 and len(tag.name) <= 100 and len(tag.slug) <= 100
+
+
+# -- tags ---------------------------------------------------------------------------------
+
+
+def tagged(*slugs):
+    return [{"id": 100 + n, "name": slug, "slug": slug} for n, slug in enumerate(slugs)]
+
+
+def test_guest_tags_are_merged_with_the_operators():
+    """Proxmox says prod and web; the VM also carries an operator tag and a Proxmox tag
+    that was removed in Proxmox since: only that one goes."""
+    g = guest(tags=("prod", "Web.Front"))
+    current = {**vm(1, "cluster-7/qemu/101"), "tags": tagged("owner-team-a", "proxbox", "pve-old")}
+    (update,) = guests.plan([g], [current], GUEST_PLACEMENT).updates
+    assert update.changes == {
+        "tags": [
+            {"slug": "owner-team-a"},
+            {"slug": "proxbox"},
+            {"slug": "pve-prod"},
+            {"slug": "pve-web_front"},
+        ]
+    }
+
+
+def test_guest_tags_in_another_order_are_unchanged():
+    g = guest(tags=("staging", "prod"))
+    current = {
+        **vm(1, "cluster-7/qemu/101"),
+        "tags": tagged("pve-prod", "ops", "proxbox", "pve-staging"),
+    }
+    plan = guests.plan([g], [current], GUEST_PLACEMENT)
+    assert plan.writes == 0 and list(plan.unchanged) == ["cluster-7/qemu/101"]
+
+
+def test_new_vm_carries_proxbox_and_its_guest_tags():
+    (create,) = guests.plan([guest(tags=("prod",))], [], GUEST_PLACEMENT).creates
+    assert create.payload["tags"] == [{"slug": "proxbox"}, {"slug": "pve-prod"}]
+
+
+def test_guest_tag_definitions_are_unique_and_fit_netbox():
+    definitions = guests.guest_tag_definitions(
+        [guest(tags=("prod", "a+b")), guest(vmid=102, tags=("prod", "x" * 150))]
+    )
+    assert [d.slug for d in definitions] == ["pve-prod", "pve-a_b", "pve-" + "x" * 96]
+    assert [d.name for d in definitions][:2] == ["pve:prod", "pve:a+b"]
+    assert all(len(d.slug) <= 100 and len(d.name) <= 100 for d in definitions)
+
+
+@pytest.mark.parametrize(
+    ("stage_plan", "current"),
+    [
+        (lambda c: nodes.plan([ProxmoxNode("pve1", True)], [c], PLACEMENT), device(11, "pve1")),
+        (
+            lambda c: interfaces.plan([(1, guest(nics=NICS[1:]))], [c]),
+            iface(6, 1, "net1", enabled=False, description="e1000"),
+        ),
+        (
+            lambda c: disks.plan([(1, guest(disks=(GuestDisk("scsi0", 1024, "d0"),)))], [c]),
+            {
+                "id": 3,
+                "name": "scsi0",
+                "size": 1024,
+                "description": "d0",
+                "virtual_machine": {"id": 1},
+            },
+        ),
+        (
+            lambda c: ips.plan(
+                [
+                    (
+                        1,
+                        guest(
+                            nics=NICS,
+                            addresses=(GuestAddress("net0", "10.0.0.5/24"),),
+                            addresses_reported=True,
+                        ),
+                    )
+                ],
+                {(1, "net0"): 50},
+                [c],
+            ),
+            ip(1, "10.0.0.5/24", 50),
+        ),
+    ],
+)
+def test_objects_synced_before_tagging_get_the_proxbox_tag_next_to_the_operators(
+    stage_plan, current
+):
+    untagged = stage_plan({**current, "tags": tagged("ops")})
+    assert [u.changes for u in untagged.updates] == [
+        {"tags": [{"slug": "ops"}, {"slug": "proxbox"}]}
+    ]
+    settled = stage_plan({**current, "tags": tagged("proxbox", "ops")})
+    assert settled.writes == 0
+
+
+def test_cluster_gets_the_proxbox_tag():
+    identity = ClusterIdentity("prod", "cluster", ("pve1",), True)
+    current = {"id": 1, "status": {"value": "active"}, "tags": tagged("site-a")}
+    assert cluster.plan_metadata(identity, current) == {
+        "tags": [{"slug": "site-a"}, {"slug": "proxbox"}]
+    }

@@ -289,3 +289,22 @@ async def test_gateway_container_addresses_reported_by_its_runtime(
     guest = await gateway._guest(resource, [])
     assert guest.addresses_reported is reported
     assert [a.address for a in guest.addresses] == addresses
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("prod;staging", ("prod", "staging")),
+        ("prod, web  prod", ("prod", "web")),
+        ("", ()),
+        (None, ()),
+    ],
+)
+def test_guest_tags(value, expected):
+    assert parse.guest_tags(value) == expected
+
+
+def test_guest_reads_its_tags_from_config():
+    config = {**QEMU_CONFIG, "tags": "prod;staging"}
+    guest = parse.guest({"type": "qemu", "vmid": 101, "node": "pve1", "status": "stopped"}, config)
+    assert guest.tags == ("prod", "staging")

@@ -67,6 +67,7 @@ class Guest:
     # addresses this run, so an address missing from `addresses` is really gone.  False
     # for a stopped guest or a silent agent: its earlier addresses are kept, not deleted.
     addresses_reported: bool = False
+    tags: tuple[str, ...] = ()  # Proxmox's tags of the guest, as written there
 
     @property
     def label(self) -> str:

@@ -211,6 +211,11 @@ def lxc_runtime_addresses(entries: list[dict], guest_nics: list[GuestNic]) -> li
     return out
 
 
+def guest_tags(value: str | None) -> tuple[str, ...]:
+    """PVE's `tags` list: separated by `;` (also `,` or spaces), each tag once."""
+    return tuple(dict.fromkeys(t for t in re.split(r"[;,\s]+", value or "") if t))
+
+
 def guest(resource: dict, config: dict, reported: list[GuestAddress] | None = None) -> Guest:
     """One guest from its /cluster/resources entry, its config and, when the running
     guest answered, the addresses it `reported` (None: it did not, or was not asked)."""
@@ -238,4 +243,5 @@ def guest(resource: dict, config: dict, reported: list[GuestAddress] | None = No
         addresses=tuple(dict.fromkeys(addresses)),
         template=bool(resource.get("template")),
         addresses_reported=reported is not None,
+        tags=guest_tags(config.get("tags", resource.get("tags"))),
     )

@@ -6,6 +6,7 @@ tags it found plus or minus its own: a tag an operator added is never dropped.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -35,6 +36,40 @@ UNCONFIRMED = TagDefinition(
 )
 
 
+PROXBOX = TagDefinition(
+    slug="proxbox",
+    name="proxbox",
+    color="e57000",
+    description="Managed by the Proxbox sync from Proxmox VE: the sync keeps this object in "
+    "shape (tags you add stay).",
+)
+
+# Tags mirrored from Proxmox guests carry this slug prefix: the sync adds and removes
+# those, and only those, on the VMs it owns.
+GUEST_TAG_PREFIX = "pve-"
+GUEST_TAG_COLOR = "9e9e9e"
+_SLUG_UNSAFE = re.compile(r"[^a-z0-9_-]+")
+
+
+def guest_tag(name: str, color: str | None = None) -> TagDefinition:
+    """The NetBox tag for a Proxmox guest tag (`prod` → slug `pve-prod`, name `pve:prod`).
+
+    The prefix keeps them apart from an operator's own tags of the same name.
+    """
+    slug = GUEST_TAG_PREFIX + _SLUG_UNSAFE.sub("_", name.lower())
+    return TagDefinition(
+        slug=slug[:100],
+        name=f"pve:{name}"[:100],
+        color=(color or GUEST_TAG_COLOR).lower(),
+        description="Proxmox VE guest tag, mirrored by the Proxbox sync.",
+    )
+
+
+def is_sync_tag(slug: str) -> bool:
+    """Tags the sync sets and takes away on its objects; every other tag is an operator's."""
+    return slug in (PROXBOX.slug, UNCONFIRMED.slug) or slug.startswith(GUEST_TAG_PREFIX)
+
+
 def tag_slugs(obj: dict) -> list[str]:
     """The slugs of an object's tags as NetBox serializes them (nested objects)."""
     return [tag["slug"] for tag in obj.get("tags") or () if isinstance(tag, dict)]
@@ -45,13 +80,20 @@ def tags_field(slugs: list[str]) -> list[dict]:
     return [{"slug": slug} for slug in slugs]
 
 
-def add_tag(obj: dict, slug: str) -> list[dict] | None:
-    """The object's tags plus `slug`; None when it carries the tag already."""
+def retag(obj: dict, wanted: set[str]) -> list[dict] | None:
+    """The object's new tag list: its operator tags, plus exactly the sync tags `wanted`.
+
+    None when its tags are already that set (NetBox's order does not matter).
+    """
     current = tag_slugs(obj)
-    return None if slug in current else tags_field([*current, slug])
+    kept = [slug for slug in current if not is_sync_tag(slug) or slug in wanted]
+    result = kept + sorted(wanted - set(kept))
+    return None if set(result) == set(current) else tags_field(result)
 
 
-def remove_tag(obj: dict, slug: str) -> list[dict] | None:
-    """The object's tags without `slug`; None when it does not carry the tag."""
-    current = tag_slugs(obj)
-    return tags_field([s for s in current if s != slug]) if slug in current else None
+def with_sync_tags(fields: dict, obj: dict | None, wanted: set[str]) -> dict:
+    """`fields` plus the `tags` a create (obj None) or an update of `obj` needs."""
+    if obj is None:
+        return {**fields, "tags": tags_field(sorted(wanted))}
+    changed = retag(obj, wanted)
+    return fields if changed is None else {**fields, "tags": changed}

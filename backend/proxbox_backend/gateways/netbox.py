@@ -10,6 +10,7 @@ from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError, describe_e
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
+from proxbox_backend.domain.tags import PROXBOX as PROXBOX_TAG
 from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.secrets import Secret
 
@@ -34,10 +35,10 @@ TAGS = "/extras/tags/"
 SOURCE_FIELD = "proxbox_source"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
-VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6"
-DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type"
-INTERFACE_FIELDS = "id,name,enabled,description,virtual_machine,primary_mac_address"
-DISK_FIELDS = "id,name,size,description,virtual_machine"
+VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,tags"
+DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags"
+INTERFACE_FIELDS = "id,name,enabled,description,virtual_machine,primary_mac_address,tags"
+DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
 IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id,tags"
 
 
@@ -182,6 +183,7 @@ class NetBoxGateway:
 
     async def prerequisites(self, tally: Tally) -> Prerequisites:
         await self.ensure_source_field(tally)
+        await self.ensure_tag(PROXBOX_TAG, tally)
         cluster_type = await self._get_or_create(
             CLUSTER_TYPES,
             {"slug": "proxmox-ve"},
@@ -247,6 +249,26 @@ class NetBoxGateway:
             TAGS, {"slug": tag.slug}, tag.payload(), tally, "extras.tag"
         )
 
+    async def ensure_tags(self, wanted: list[TagDefinition], tally: Tally) -> None:
+        """Create the tags of `wanted` NetBox does not have yet (one read, one bulk write)."""
+        by_slug = {tag.slug: tag for tag in wanted}
+        if not by_slug:
+            return
+        found = await self.client.list_by_ids(TAGS, "slug", list(by_slug), {"fields": "id,slug"})
+        missing = [tag for slug, tag in sorted(by_slug.items()) if slug not in _slugs(found)]
+        if not missing:
+            return
+        result = await self.client.bulk_create(TAGS, [tag.payload() for tag in missing])
+        tally.add("extras.tag", "created", len(result.succeeded))
+        if result.failed:
+            # Another backend may have created some between our read and our write.
+            found = await self.client.list_by_ids(
+                TAGS, "slug", [t.slug for t in missing], {"fields": "id,slug"}
+            )
+            for position, reason in result.failed.items():
+                if missing[position].slug not in _slugs(found):
+                    tally.fail("extras.tag", missing[position].name, reason)
+
     # -- current state ------------------------------------------------------------------
 
     async def update_cluster(self, cluster_id: int, changes: dict) -> dict:
@@ -281,6 +303,10 @@ def _body(response) -> Any:
         return response.json()
     except ValueError:
         return response.text[:200]
+
+
+def _slugs(objects: list[dict]) -> set[str]:
+    return {obj["slug"] for obj in objects}
 
 
 def nested_id(value: Any) -> int | None:

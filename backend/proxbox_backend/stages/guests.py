@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
+from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.gateways.netbox import SOURCE_FIELD, VIRTUAL_MACHINES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
 from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
@@ -87,6 +89,17 @@ def desired(guest: Guest, placement: GuestPlacement) -> dict:
     return fields
 
 
+def guest_tag_definitions(guests: list[Guest]) -> list[TagDefinition]:
+    """The NetBox tags the guests' Proxmox tags need, each once."""
+    names = dict.fromkeys(name for guest in guests for name in guest.tags)
+    return list({tag.slug: tag for tag in map(tags.guest_tag, names)}.values())
+
+
+def sync_tags(guest: Guest) -> set[str]:
+    """The sync's tags on a guest's VM: `proxbox` and the guest's own Proxmox tags."""
+    return {tags.PROXBOX.slug, *(tags.guest_tag(name).slug for name in guest.tags)}
+
+
 def plan(
     guests: list[Guest],
     current: list[dict],
@@ -106,11 +119,13 @@ def plan(
         wanted.add(key)
         fields = desired(guest, placement)
         existing = ours.get(key)
+        wanted_tags = sync_tags(guest)
         if existing is None:
             payload = {**fields, "disk": guest.disk_mb, "custom_fields": {SOURCE_FIELD: key}}
+            payload = tags.with_sync_tags(payload, None, wanted_tags)
             result.creates.append(Create(key, guest.label, payload))
             continue
-        changes = diff(fields, _current(existing))
+        changes = tags.with_sync_tags(diff(fields, _current(existing)), existing, wanted_tags)
         if changes:
             result.updates.append(Update(key, guest.label, existing["id"], changes))
         else:

@@ -7,6 +7,7 @@ Every interface of a virtual machine the sync owns is the sync's to keep in shap
 
 from __future__ import annotations
 
+from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
@@ -14,6 +15,7 @@ from proxbox_backend.gateways.netbox import VM_INTERFACES, NetBoxGateway, nested
 from proxbox_backend.stages.apply import apply_plan
 
 OBJECT_TYPE = "virtualization.vminterface"
+MANAGED = {tags.PROXBOX.slug}
 
 
 def _current(interface: dict) -> dict:
@@ -49,8 +51,10 @@ def plan(owned: list[tuple[int, Guest]], current: list[dict]) -> Plan:
             found = existing.get(slot)
             if found is None:
                 payload = {"virtual_machine": vm_id, "name": nic.name, **fields}
-                result.creates.append(Create(slot, label, payload))
-            elif changes := diff(fields, _current(found)):
+                result.creates.append(
+                    Create(slot, label, tags.with_sync_tags(payload, None, MANAGED))
+                )
+            elif changes := tags.with_sync_tags(diff(fields, _current(found)), found, MANAGED):
                 result.updates.append(Update(slot, label, found["id"], changes))
             else:
                 result.unchanged[slot] = found["id"]

@@ -27,6 +27,7 @@ from proxbox_backend.stages.apply import apply_plan
 OBJECT_TYPE = "ipam.ipaddress"
 ASSIGNED_TYPE = "virtualization.vminterface"
 UNCONFIRMED = tags.UNCONFIRMED.slug
+MANAGED = {tags.PROXBOX.slug}
 
 
 def _normalized(address: str) -> str:
@@ -67,9 +68,11 @@ def plan(
                     "assigned_object_type": ASSIGNED_TYPE,
                     "assigned_object_id": interface_id,
                 }
-                result.creates.append(Create(slot, label, payload))
-            elif (confirmed := tags.remove_tag(found, UNCONFIRMED)) is not None:
-                result.updates.append(Update(slot, label, found["id"], {"tags": confirmed}))
+                result.creates.append(
+                    Create(slot, label, tags.with_sync_tags(payload, None, MANAGED))
+                )
+            elif changes := tags.with_sync_tags({}, found, MANAGED):
+                result.updates.append(Update(slot, label, found["id"], changes))
             else:
                 result.unchanged[slot] = found["id"]
     for slot, ip in existing.items():
@@ -78,9 +81,9 @@ def plan(
         guest = guest_of_interface[slot[0]]
         if guest.addresses_reported:
             result.deletes.append(Delete(slot, f"{ip['address']} (gone from Proxmox)", ip["id"]))
-        elif (marked := tags.add_tag(ip, UNCONFIRMED)) is not None:
+        elif changes := tags.with_sync_tags({}, ip, {*MANAGED, UNCONFIRMED}):
             label = f"{ip['address']} on {guest.name} (kept: {guest.label} did not report it)"
-            result.updates.append(Update(slot, label, ip["id"], {"tags": marked}))
+            result.updates.append(Update(slot, label, ip["id"], changes))
         else:
             result.unchanged[slot] = ip["id"]
     return result
