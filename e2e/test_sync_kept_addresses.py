@@ -109,7 +109,7 @@ def test_learned_address_is_synced_as_primary(netbox_server, first_run, dhcp_gue
     vm, ips = vm_state(netbox_server, first_run.cluster["id"], dhcp_guest["name"])
     assert list(ips) == [f"{LEASE}/24"]
     assert vm["primary_ip4"]["id"] == ips[f"{LEASE}/24"]["id"]
-    assert slugs(ips[f"{LEASE}/24"]) == set()
+    assert slugs(ips[f"{LEASE}/24"]) == {"proxbox"}
 
 
 def test_stopped_guests_keep_their_addresses_and_primary_ips(
@@ -120,12 +120,14 @@ def test_stopped_guests_keep_their_addresses_and_primary_ips(
     running = [g["resource"] for g in guests.values() if g["resource"]["status"] == "running"]
     before = {r["name"]: vm_state(netbox_server, cluster_id, r["name"]) for r in running}
     # An operator's own tag on the learned address must survive the marking.
-    lease_id = before[dhcp_guest["name"]][1][f"{LEASE}/24"]["id"]
+    lease = before[dhcp_guest["name"]][1][f"{LEASE}/24"]
+    lease_id = lease["id"]
     with netbox_server.api() as api:
         tagged = api.post("/extras/tags/", json={"name": "dns-managed", "slug": "dns-managed"})
         assert tagged.status_code == 201, tagged.text
         answer = api.patch(
-            f"/ipam/ip-addresses/{lease_id}/", json={"tags": [{"slug": "dns-managed"}]}
+            f"/ipam/ip-addresses/{lease_id}/",
+            json={"tags": [{"slug": s} for s in slugs(lease) | {"dns-managed"}]},
         )
         assert answer.status_code == 200, answer.text
     for resource in running:
@@ -148,7 +150,7 @@ def test_stopped_guests_keep_their_addresses_and_primary_ips(
         for family in ("primary_ip4", "primary_ip6"):
             assert (vm[family] or {}).get("id") == (vm_before[family] or {}).get("id")
     _, ips = vm_state(netbox_server, cluster_id, dhcp_guest["name"])
-    assert slugs(ips[f"{LEASE}/24"]) == {"dns-managed", UNCONFIRMED}
+    assert slugs(ips[f"{LEASE}/24"]) == {"dns-managed", "proxbox", UNCONFIRMED}
     # NetBox's change log: the VMs went offline, one address got its mark; nothing deleted.
     changes = object_changes_since(netbox_server, since)
     assert not [c for c in changes if c["action"]["value"] == "delete"]
@@ -169,7 +171,7 @@ def test_agent_reporting_again_confirms_the_address(
     report = sync(netbox_server, simulator, endpoint)
     assert report.tally.of("ipam.ipaddress").updated == 1
     vm, ips = vm_state(netbox_server, first_run.cluster["id"], dhcp_guest["name"])
-    assert slugs(ips[f"{LEASE}/24"]) == {"dns-managed"}
+    assert slugs(ips[f"{LEASE}/24"]) == {"dns-managed", "proxbox"}
     assert vm["primary_ip4"]["id"] == ips[f"{LEASE}/24"]["id"]
 
 
