@@ -1,7 +1,8 @@
 """Sync backend benchmark: prints figures, asserts nothing.
 
 Initial sync and no-op resync of 100 and 1,000 guests (3 nodes; per guest 2
-interfaces, 1 IP address, 2 disks) into a real NetBox: gunicorn serving NetBox's
+interfaces, one of them VLAN-tagged, 1 IP address, 2 disks, 2 Proxmox tags) into a
+real NetBox: gunicorn serving NetBox's
 WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database cloned
 from the migrated template, dropped afterwards.
 
@@ -62,7 +63,8 @@ def fake_proxmox(cluster: str, guests: int, network: str):
                 "memory": "2048",
                 "agent": "1",
                 "net0": f"virtio={mac0},bridge=vmbr0",
-                "net1": f"virtio={mac1},bridge=vmbr1",
+                "net1": f"virtio={mac1},bridge=vmbr1,tag={100 + index % 8}",
+                "tags": f"tier{index % 3};team{index % 5}",
                 "scsi0": f"local-lvm:vm-{vmid}-disk-0,size=32G",
                 "scsi1": f"local-lvm:vm-{vmid}-disk-1,size=8G",
                 "smbios1": f"uuid=00000000-0000-0000-0000-{vmid:012d}",

@@ -36,6 +36,7 @@ from proxbox_backend.stages import interfaces as interfaces_stage
 from proxbox_backend.stages import ips as ips_stage
 from proxbox_backend.stages import nodes as nodes_stage
 from proxbox_backend.stages import primary_ips as primary_ips_stage
+from proxbox_backend.stages import vlans as vlans_stage
 
 log = logging.getLogger("proxbox_backend.sync")
 
@@ -302,10 +303,17 @@ class _Run:
             if (key := guests_stage.source_key(prefix, g)) in vm_ids
         ]
 
+        vids = vlans_stage.wanted_vids([g for _, g in owned])
+        self.stage("vlans", "started", total=len(vids))
+        vlan_ids = await vlans_stage.apply(
+            netbox, cluster_id, endpoint.name, [g for _, g in owned], tally
+        )
+        self.stage("vlans", "finished", done=len(vids))
+
         count = sum(len(g.nics) for _, g in owned)
         self.stage("interfaces", "started", total=count)
         interface_ids = await interfaces_stage.apply(
-            netbox, cluster_id, owned, existing_vm_ids, tally
+            netbox, cluster_id, owned, existing_vm_ids, tally, vlan_ids
         )
         self.stage("interfaces", "finished", done=count)
 

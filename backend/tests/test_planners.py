@@ -12,7 +12,7 @@ from proxbox_backend.domain.models import (
 )
 from proxbox_backend.domain.tags import UNCONFIRMED as UNCONFIRMED_TAG
 from proxbox_backend.gateways.netbox import SOURCE_FIELD
-from proxbox_backend.stages import cluster, disks, guests, interfaces, ips, nodes
+from proxbox_backend.stages import cluster, disks, guests, interfaces, ips, nodes, vlans
 
 # What NetBox answers for an object that carries the sync's `proxbox` tag.
 MANAGED_TAGS = [{"id": 1, "name": "proxbox", "slug": "proxbox"}]
@@ -643,3 +643,95 @@ def test_cluster_gets_the_proxbox_tag():
     assert cluster.plan_metadata(identity, current) == {
         "tags": [{"slug": "site-a"}, {"slug": "proxbox"}]
     }
+
+
+# -- VLANs --------------------------------------------------------------------------------
+
+VLAN_NICS = (
+    GuestNic("net0", "net0", "BC:24:11:00:00:01", True, "virtio on vmbr0", vlan=10),
+    GuestNic(
+        "net1", "net1", "BC:24:11:00:00:02", True, "virtio on vmbr0", vlan=20, trunks=(30, 31)
+    ),
+    GuestNic("net2", "net2", "BC:24:11:00:00:03", True, "virtio on vmbr1"),
+)
+
+
+def test_vlans_wanted_from_tags_and_trunks_of_every_guest():
+    assert vlans.wanted_vids([guest(nics=VLAN_NICS), guest(vmid=102, nics=NICS)]) == {
+        10,
+        20,
+        30,
+        31,
+    }
+
+
+def test_vlans_plan_creates_missing_vlans_in_the_group_and_tags_existing_ones():
+    current = [
+        {"id": 7, "vid": 10, "tags": MANAGED_TAGS},
+        {"id": 8, "vid": 20, "tags": []},  # an operator made it in our group
+        {"id": 9, "vid": 99, "tags": MANAGED_TAGS},  # no guest uses it now: kept
+    ]
+    plan = vlans.plan({10, 20, 30}, 5, current)
+    assert [c.payload for c in plan.creates] == [
+        {
+            "vid": 30,
+            "name": "VLAN 30",
+            "group": 5,
+            "status": "active",
+            "tags": [{"slug": "proxbox"}],
+        }
+    ]
+    assert [(u.id, u.changes) for u in plan.updates] == [(8, {"tags": [{"slug": "proxbox"}]})]
+    assert plan.unchanged == {10: 7} and plan.deletes == []
+
+
+def test_vlan_group_is_scoped_to_the_endpoints_cluster():
+    payload = vlans.group_payload(7, "pve-a")
+    assert (payload["slug"], payload["scope_type"], payload["scope_id"]) == (
+        "proxbox-cluster-7",
+        "virtualization.cluster",
+        7,
+    )
+
+
+VLAN_IDS = {10: 100, 20: 200, 30: 300, 31: 310}
+
+
+def test_interface_vlans_access_and_tagged():
+    plan = interfaces.plan([(1, guest(nics=VLAN_NICS))], [], VLAN_IDS)
+    payloads = {c.key[1]: c.payload for c in plan.creates}
+    assert (payloads["net0"]["mode"], payloads["net0"]["untagged_vlan"]) == ("access", 100)
+    assert payloads["net0"]["tagged_vlans"] == []
+    assert payloads["net1"]["mode"] == "tagged"
+    assert (payloads["net1"]["untagged_vlan"], payloads["net1"]["tagged_vlans"]) == (
+        200,
+        [300, 310],
+    )
+    # Without VLANs the create stays as it was: no 802.1Q fields at all.
+    assert not {"mode", "untagged_vlan", "tagged_vlans"} & set(payloads["net2"])
+
+
+def test_interface_vlans_in_netbox_order_are_unchanged_and_removed_tags_clear_the_mode():
+    current = [
+        {
+            **iface(5, 1, "net1", "BC:24:11:00:00:02", description="virtio on vmbr0"),
+            "mode": {"value": "tagged", "label": "Tagged"},
+            "untagged_vlan": {"id": 200, "vid": 20},
+            "tagged_vlans": [{"id": 310}, {"id": 300}],
+        },
+        {
+            **iface(6, 1, "net2", "BC:24:11:00:00:03", description="virtio on vmbr1"),
+            "mode": {"value": "access", "label": "Access"},
+            "untagged_vlan": {"id": 100},
+            "tagged_vlans": [],
+        },
+    ]
+    plan = interfaces.plan([(1, guest(nics=VLAN_NICS[1:]))], current, VLAN_IDS)
+    assert plan.unchanged == {(1, "net1"): 5}
+    assert [(u.id, u.changes) for u in plan.updates] == [(6, {"mode": None, "untagged_vlan": None})]
+
+
+def test_interface_whose_vlan_failed_keeps_its_vlan_fields():
+    plan = interfaces.plan([(1, guest(nics=VLAN_NICS[:1]))], [], {})
+    (create,) = plan.creates
+    assert "mode" not in create.payload and "untagged_vlan" not in create.payload

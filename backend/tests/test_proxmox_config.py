@@ -308,3 +308,18 @@ def test_guest_reads_its_tags_from_config():
     config = {**QEMU_CONFIG, "tags": "prod;staging"}
     guest = parse.guest({"type": "qemu", "vmid": 101, "node": "pve1", "status": "stopped"}, config)
     assert guest.tags == ("prod", "staging")
+
+
+def test_nic_vlans_from_tag_and_trunks():
+    config = {
+        "net0": "virtio=BC:24:11:00:0C:A0,bridge=vmbr0,tag=10",
+        "net1": "virtio=BC:24:11:00:0C:A1,bridge=vmbr0,tag=20,trunks=30;31-33;30",
+        "net2": "virtio=BC:24:11:00:0C:A2,bridge=vmbr1,tag=5000,trunks=x",
+    }
+    assert [(n.vlan, n.trunks) for n in parse.nics("qemu", config)] == [
+        (10, ()),
+        (20, (30, 31, 32, 33)),
+        (None, ()),  # outside 1-4094, or not a number: no VLAN
+    ]
+    lxc = {"net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:0C:C0,tag=42,ip=dhcp"}
+    assert parse.nics("lxc", lxc)[0].vlan == 42

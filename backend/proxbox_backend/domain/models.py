@@ -33,6 +33,8 @@ class GuestNic:
     mac: str | None  # upper case, colon separated
     enabled: bool
     description: str = ""
+    vlan: int | None = None  # `tag=`: the access VLAN the bridge port puts the NIC in
+    trunks: tuple[int, ...] = ()  # `trunks=`: further VLANs passed through, tagged
 
 
 @dataclass(frozen=True)

@@ -138,9 +138,34 @@ def nics(kind: str, config: dict) -> list[GuestNic]:
             name = props.get("name") or key
             description = f"on {props['bridge']}" if props.get("bridge") else ""
         out.append(
-            GuestNic(key, name, normalize_mac(mac), props.get("link_down") != "1", description)
+            GuestNic(
+                key,
+                name,
+                normalize_mac(mac),
+                props.get("link_down") != "1",
+                description,
+                vlan=vlan_id(props.get("tag")),
+                trunks=vlan_ids(props.get("trunks")),
+            )
         )
     return out
+
+
+def vlan_id(value: str | None) -> int | None:
+    """A VLAN id (1-4094), or None for anything else."""
+    text = (value or "").strip()
+    return int(text) if text.isdigit() and 1 <= int(text) <= 4094 else None
+
+
+def vlan_ids(value: str | None) -> tuple[int, ...]:
+    """`trunks=10;20;30-32` → (10, 20, 30, 31, 32): sorted, each once, ranges expanded."""
+    out: set[int] = set()
+    for item in re.split(r"[;\s]+", value or ""):
+        low, sep, high = item.partition("-")
+        first, last = vlan_id(low), vlan_id(high) if sep else vlan_id(low)
+        if first is not None and last is not None and first <= last:
+            out.update(range(first, last + 1))
+    return tuple(sorted(out))
 
 
 def disks(kind: str, config: dict) -> list[GuestDisk]:

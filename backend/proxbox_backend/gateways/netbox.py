@@ -31,13 +31,18 @@ DEVICE_TYPES = "/dcim/device-types/"
 MANUFACTURERS = "/dcim/manufacturers/"
 CUSTOM_FIELDS = "/extras/custom-fields/"
 TAGS = "/extras/tags/"
+VLANS = "/ipam/vlans/"
+VLAN_GROUPS = "/ipam/vlan-groups/"
 
 SOURCE_FIELD = "proxbox_source"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
 VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,tags"
 DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags"
-INTERFACE_FIELDS = "id,name,enabled,description,virtual_machine,primary_mac_address,tags"
+INTERFACE_FIELDS = (
+    "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
+    "tagged_vlans,tags"
+)
 DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
 IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id,tags"
 
@@ -291,6 +296,15 @@ class NetBoxGateway:
         return await self.client.list_by_ids(
             VIRTUAL_DISKS, "virtual_machine_id", vm_ids, {"fields": DISK_FIELDS}
         )
+
+    async def vlan_group(self, slug: str, payload: dict, tally: Tally) -> int:
+        """The id of the VLAN group with `slug`, creating it the first time it is needed."""
+        return await self._get_or_create(
+            VLAN_GROUPS, {"slug": slug}, payload, tally, "ipam.vlangroup"
+        )
+
+    async def vlans(self, group_id: int) -> list[dict]:
+        return await self.client.list(VLANS, {"group_id": group_id, "fields": "id,vid,tags"})
 
     async def ip_addresses(self, vm_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(

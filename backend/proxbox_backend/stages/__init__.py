@@ -1,7 +1,7 @@
-"""The sync pipeline: cluster → nodes → guests → interfaces → ips → disks.
+"""The sync pipeline: cluster → nodes → guests → vlans → interfaces → ips → disks.
 
 Each stage module has a pure `plan(...)` (desired state from Proxmox + current state
 from NetBox → a Plan) and an `apply(...)` that executes the plan with bulk writes.
 """
 
-STAGES = ("cluster", "nodes", "guests", "interfaces", "ips", "disks")
+STAGES = ("cluster", "nodes", "guests", "vlans", "interfaces", "ips", "disks")
