@@ -269,7 +269,9 @@ class _Run:
 
         inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
         self.report.warnings.extend(inventory.warnings)
-        await netbox.ensure_tags(guests_stage.guest_tag_definitions(inventory.guests), tally)
+        guests = guests_stage.syncable(inventory.guests, self.settings.templates)
+        await netbox.ensure_tags(guests_stage.guest_tag_definitions(guests), tally)
+        platforms = await netbox.ensure_platforms(guests_stage.guest_platforms(guests), tally)
 
         self.stage("nodes", "started", total=len(nodes))
         placement = nodes_stage.NodePlacement(
@@ -282,7 +284,6 @@ class _Run:
         device_ids = await nodes_stage.apply(netbox, nodes, placement, tally)
         self.stage("nodes", "finished", done=len(nodes))
 
-        guests = inventory.guests
         self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(
             cluster_id,
@@ -290,6 +291,7 @@ class _Run:
             endpoint.tenant_id,
             device_ids,
             self.settings.disappeared,
+            frozenset(platforms),
         )
         vm_ids, vm_outcomes = await guests_stage.apply(
             netbox, guests, guest_placement, tally, inventory.unreadable

@@ -8,6 +8,7 @@ from proxbox_backend.domain.models import (
     GuestAddress,
     GuestDisk,
     GuestNic,
+    Platform,
     ProxmoxNode,
 )
 from proxbox_backend.domain.tags import UNCONFIRMED as UNCONFIRMED_TAG
@@ -735,3 +736,74 @@ def test_interface_whose_vlan_failed_keeps_its_vlan_fields():
     plan = interfaces.plan([(1, guest(nics=VLAN_NICS[:1]))], [], {})
     (create,) = plan.creates
     assert "mode" not in create.payload and "untagged_vlan" not in create.payload
+
+
+# -- platforms ----------------------------------------------------------------------------
+
+DEBIAN = Platform("debian-12", "Debian GNU/Linux 12")
+LINUX = Platform("linux", "Linux")
+WITH_PLATFORMS = guests.GuestPlacement(
+    cluster_id=7,
+    site_id=3,
+    tenant_id=None,
+    device_ids={"pve1": 11},
+    platforms=frozenset({"debian-12", "linux"}),
+)
+
+
+@pytest.mark.parametrize(
+    ("platform", "reported", "current", "change"),
+    [
+        # the agent's answer sets or replaces the platform
+        (DEBIAN, True, None, {"platform": {"slug": "debian-12"}}),
+        (DEBIAN, True, {"id": 4, "slug": "linux"}, {"platform": {"slug": "debian-12"}}),
+        (DEBIAN, True, {"id": 5, "slug": "debian-12"}, {}),
+        # the ostype hint only fills an empty platform: a stopped guest keeps the agent's
+        (LINUX, False, None, {"platform": {"slug": "linux"}}),
+        (LINUX, False, {"id": 5, "slug": "debian-12"}, {}),
+        # a platform NetBox does not have (its create failed) is not written
+        (Platform("bsd", "BSD"), True, None, {}),
+        (None, False, {"id": 5, "slug": "debian-12"}, {}),
+    ],
+)
+def test_vm_platform(platform, reported, current, change):
+    g = guest(platform=platform, platform_reported=reported)
+    vm_now = {**vm(1, "cluster-7/qemu/101"), "platform": current}
+    plan = guests.plan([g], [vm_now], WITH_PLATFORMS)
+    assert [u.changes for u in plan.updates] == ([change] if change else [])
+    (create,) = guests.plan([g], [], WITH_PLATFORMS).creates
+    expected = (
+        {"slug": platform.slug} if platform and platform.slug in WITH_PLATFORMS.platforms else None
+    )
+    assert create.payload.get("platform") == expected
+
+
+def test_guest_platforms_each_once():
+    assert guests.guest_platforms(
+        [guest(platform=DEBIAN), guest(vmid=2, platform=DEBIAN), guest(vmid=3)]
+    ) == [DEBIAN]
+
+
+# -- templates ----------------------------------------------------------------------------
+
+
+def test_templates_are_skipped_unless_asked_for():
+    vm_guest, template = guest(), guest(vmid=9000, name="tpl", template=True)
+    assert guests.syncable([vm_guest, template]) == [vm_guest]
+    assert guests.syncable([vm_guest, template], guests.SYNC_TEMPLATES) == [vm_guest, template]
+
+
+def test_synced_template_carries_the_template_tag_and_needs_it():
+    template = guest(vmid=9000, name="tpl", status="stopped", template=True)
+    (create,) = guests.plan([template], [], GUEST_PLACEMENT).creates
+    assert create.payload["tags"] == [{"slug": "proxbox"}, {"slug": "proxbox-template"}]
+    assert "proxbox-template" in {t.slug for t in guests.guest_tag_definitions([template])}
+    assert "proxbox-template" not in {t.slug for t in guests.guest_tag_definitions([guest()])}
+
+
+def test_skipped_template_synced_before_counts_as_gone():
+    # The run after switching to `skip`: the template's VM is no longer wanted.
+    current = [vm(1, "cluster-7/qemu/9000", name="tpl", status="active")]
+    template = guest(vmid=9000, name="tpl", template=True)
+    plan = guests.plan(guests.syncable([template]), current, GUEST_PLACEMENT)
+    assert [(u.id, u.changes) for u in plan.updates] == [(1, {"status": "offline"})]

@@ -323,3 +323,63 @@ def test_nic_vlans_from_tag_and_trunks():
     ]
     lxc = {"net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:0C:C0,tag=42,ip=dhcp"}
     assert parse.nics("lxc", lxc)[0].vlan == 42
+
+
+@pytest.mark.parametrize(
+    ("osinfo", "expected"),
+    [
+        (
+            {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"},
+            ("debian-12", "Debian GNU/Linux 12"),
+        ),
+        (
+            {"id": "mswindows", "name": "Microsoft Windows", "version-id": "11"},
+            ("mswindows-11", "Microsoft Windows 11"),
+        ),
+        ({"id": "rhel", "version-id": "9.4"}, ("rhel-9-4", "rhel 9.4")),
+        ({"name": "no id"}, None),
+    ],
+)
+def test_agent_platform(osinfo, expected):
+    platform = parse.agent_platform(osinfo)
+    assert (platform and (platform.slug, platform.name)) == expected
+
+
+def test_platform_from_ostype_is_a_hint_not_a_report():
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "stopped"}
+    guest = parse.guest(resource, {**QEMU_CONFIG, "ostype": "win11"})
+    assert (guest.platform.slug, guest.platform_reported) == ("mswindows-11", False)
+    assert parse.guest(resource, {**QEMU_CONFIG, "ostype": "other"}).platform is None
+    lxc = {"type": "lxc", "vmid": 102, "node": "pve1", "status": "stopped"}
+    assert parse.guest(lxc, {"ostype": "alpine"}).platform.slug == "alpine"
+
+
+@pytest.mark.parametrize(
+    ("osinfo_status", "slug", "reported"),
+    [(200, "debian-12", True), (500, "mswindows-11", False)],
+)
+@pytest.mark.asyncio
+async def test_gateway_asks_the_agent_for_the_os(osinfo_status, slug, reported):
+    config = {**QEMU_CONFIG, "agent": "1", "ostype": "win11"}
+    osinfo = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path.endswith("/config"):
+            return httpx.Response(200, json={"data": config})
+        if path.endswith("/agent/get-osinfo"):
+            if osinfo_status != 200:
+                return httpx.Response(osinfo_status, json={"data": None})
+            return httpx.Response(200, json={"data": osinfo})
+        return httpx.Response(200, json={"data": AGENT_ANSWER})
+
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "running", "name": "w"}
+    guest = await ProxmoxGateway(client)._guest(resource, [])
+    assert (guest.platform.slug, guest.platform_reported) == (slug, reported)
+    assert guest.addresses_reported  # the interfaces answer stands on its own

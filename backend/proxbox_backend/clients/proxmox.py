@@ -156,6 +156,10 @@ class ProxmoxClient:
         data = await self.get(f"/nodes/{quote(node)}/qemu/{int(vmid)}/agent/network-get-interfaces")
         return (data or {}).get("result") or []
 
+    async def qemu_agent_osinfo(self, node: str, vmid: int) -> dict:
+        data = await self.get(f"/nodes/{quote(node)}/qemu/{int(vmid)}/agent/get-osinfo")
+        return (data or {}).get("result") or {}
+
     async def lxc_interfaces(self, node: str, vmid: int) -> list[dict]:
         return await self.get(f"/nodes/{quote(node)}/lxc/{int(vmid)}/interfaces") or []
 

@@ -51,6 +51,14 @@ class GuestAddress:
 
 
 @dataclass(frozen=True)
+class Platform:
+    """A NetBox platform the sync refers to by slug and creates when missing."""
+
+    slug: str
+    name: str
+
+
+@dataclass(frozen=True)
 class Guest:
     kind: str  # qemu | lxc
     vmid: int
@@ -70,6 +78,10 @@ class Guest:
     # for a stopped guest or a silent agent: its earlier addresses are kept, not deleted.
     addresses_reported: bool = False
     tags: tuple[str, ...] = ()  # Proxmox's tags of the guest, as written there
+    platform: Platform | None = None
+    # True when the platform comes from the running guest's agent (get-osinfo); False
+    # when it is only the config's `ostype` hint, which never replaces a platform set.
+    platform_reported: bool = False
 
     @property
     def label(self) -> str:

@@ -19,6 +19,7 @@ from proxbox_backend.domain.models import (
     GuestAddress,
     GuestDisk,
     GuestNic,
+    Platform,
     ProxmoxNode,
 )
 
@@ -241,9 +242,53 @@ def guest_tags(value: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t for t in re.split(r"[;,\s]+", value or "") if t))
 
 
-def guest(resource: dict, config: dict, reported: list[GuestAddress] | None = None) -> Guest:
+# PVE's `ostype` values (QEMU, then LXC) as platforms; `other`/`unmanaged` say nothing.
+OSTYPE_PLATFORMS = {
+    "l26": Platform("linux", "Linux"),
+    "l24": Platform("linux-2-4", "Linux 2.4"),
+    "win11": Platform("mswindows-11", "Microsoft Windows 11"),
+    "win10": Platform("mswindows-10", "Microsoft Windows 10"),
+    "win8": Platform("mswindows-8", "Microsoft Windows 8"),
+    "win7": Platform("mswindows-7", "Microsoft Windows 7"),
+    "wvista": Platform("mswindows-vista", "Microsoft Windows Vista"),
+    "wxp": Platform("mswindows-xp", "Microsoft Windows XP"),
+    "w2k8": Platform("mswindows-2008", "Microsoft Windows Server 2008"),
+    "w2k3": Platform("mswindows-2003", "Microsoft Windows Server 2003"),
+    "w2k": Platform("mswindows-2000", "Microsoft Windows 2000"),
+    "solaris": Platform("solaris", "Solaris"),
+    "debian": Platform("debian", "Debian GNU/Linux"),
+    "ubuntu": Platform("ubuntu", "Ubuntu"),
+    "centos": Platform("centos", "CentOS"),
+    "fedora": Platform("fedora", "Fedora"),
+    "opensuse": Platform("opensuse", "openSUSE"),
+    "archlinux": Platform("arch", "Arch Linux"),
+    "alpine": Platform("alpine", "Alpine Linux"),
+    "gentoo": Platform("gentoo", "Gentoo"),
+    "nixos": Platform("nixos", "NixOS"),
+}
+_PLATFORM_SLUG_UNSAFE = re.compile(r"[^a-z0-9]+")
+
+
+def agent_platform(osinfo: dict) -> Platform | None:
+    """`get-osinfo`'s OS id and version (`debian`, `12`) → platform `debian-12`."""
+    os_id = str(osinfo.get("id") or "").strip()
+    if not os_id:
+        return None
+    version = str(osinfo.get("version-id") or "").strip()
+    slug = _PLATFORM_SLUG_UNSAFE.sub("-", f"{os_id} {version}".lower()).strip("-")
+    name = " ".join(p for p in (str(osinfo.get("name") or os_id).strip(), version) if p)
+    return Platform(slug[:100], name[:100])
+
+
+def guest(
+    resource: dict,
+    config: dict,
+    reported: list[GuestAddress] | None = None,
+    reported_platform: Platform | None = None,
+) -> Guest:
     """One guest from its /cluster/resources entry, its config and, when the running
-    guest answered, the addresses it `reported` (None: it did not, or was not asked)."""
+    guest answered, the addresses it `reported` (None: it did not, or was not asked)
+    and the platform its agent named."""
     kind = resource["type"]
     guest_nics = nics(kind, config)
     addresses = config_addresses(kind, config, guest_nics) + list(reported or ())
@@ -269,4 +314,6 @@ def guest(resource: dict, config: dict, reported: list[GuestAddress] | None = No
         template=bool(resource.get("template")),
         addresses_reported=reported is not None,
         tags=guest_tags(config.get("tags", resource.get("tags"))),
+        platform=reported_platform or OSTYPE_PLATFORMS.get(str(config.get("ostype", ""))),
+        platform_reported=reported_platform is not None,
     )

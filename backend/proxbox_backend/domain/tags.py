@@ -44,6 +44,14 @@ PROXBOX = TagDefinition(
     "shape (tags you add stay).",
 )
 
+TEMPLATE = TagDefinition(
+    slug="proxbox-template",
+    name="proxbox: template",
+    color="607d8b",
+    description="A Proxmox VE template (a blueprint for clones, never started), synced "
+    "because the backend runs with PROXBOX_TEMPLATES=sync.",
+)
+
 # Tags mirrored from Proxmox guests carry this slug prefix: the sync adds and removes
 # those, and only those, on the VMs it owns.
 GUEST_TAG_PREFIX = "pve-"
@@ -67,7 +75,9 @@ def guest_tag(name: str, color: str | None = None) -> TagDefinition:
 
 def is_sync_tag(slug: str) -> bool:
     """Tags the sync sets and takes away on its objects; every other tag is an operator's."""
-    return slug in (PROXBOX.slug, UNCONFIRMED.slug) or slug.startswith(GUEST_TAG_PREFIX)
+    return slug in (PROXBOX.slug, UNCONFIRMED.slug, TEMPLATE.slug) or slug.startswith(
+        GUEST_TAG_PREFIX
+    )
 
 
 def tag_slugs(obj: dict) -> list[str]:

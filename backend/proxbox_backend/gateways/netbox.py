@@ -10,6 +10,7 @@ from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError, describe_e
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
+from proxbox_backend.domain.models import Platform
 from proxbox_backend.domain.tags import PROXBOX as PROXBOX_TAG
 from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.secrets import Secret
@@ -31,13 +32,14 @@ DEVICE_TYPES = "/dcim/device-types/"
 MANUFACTURERS = "/dcim/manufacturers/"
 CUSTOM_FIELDS = "/extras/custom-fields/"
 TAGS = "/extras/tags/"
+PLATFORMS = "/dcim/platforms/"
 VLANS = "/ipam/vlans/"
 VLAN_GROUPS = "/ipam/vlan-groups/"
 
 SOURCE_FIELD = "proxbox_source"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
-VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,tags"
+VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags"
 DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags"
 INTERFACE_FIELDS = (
     "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
@@ -254,25 +256,38 @@ class NetBoxGateway:
             TAGS, {"slug": tag.slug}, tag.payload(), tally, "extras.tag"
         )
 
-    async def ensure_tags(self, wanted: list[TagDefinition], tally: Tally) -> None:
-        """Create the tags of `wanted` NetBox does not have yet (one read, one bulk write)."""
-        by_slug = {tag.slug: tag for tag in wanted}
-        if not by_slug:
-            return
-        found = await self.client.list_by_ids(TAGS, "slug", list(by_slug), {"fields": "id,slug"})
-        missing = [tag for slug, tag in sorted(by_slug.items()) if slug not in _slugs(found)]
+    async def ensure_tags(self, wanted: list[TagDefinition], tally: Tally) -> set[str]:
+        """The slugs of `wanted` that exist now, creating the missing tags."""
+        payloads = {tag.slug: tag.payload() for tag in wanted}
+        return await self._ensure_by_slug(TAGS, "extras.tag", payloads, tally)
+
+    async def ensure_platforms(self, wanted: list[Platform], tally: Tally) -> set[str]:
+        """The slugs of `wanted` that exist now, creating the missing platforms."""
+        payloads = {p.slug: {"name": p.name, "slug": p.slug} for p in wanted}
+        return await self._ensure_by_slug(PLATFORMS, "dcim.platform", payloads, tally)
+
+    async def _ensure_by_slug(
+        self, path: str, object_type: str, payloads: dict[str, dict], tally: Tally
+    ) -> set[str]:
+        """One read for all of them, one bulk create for the missing ones; a create that
+        failed because another backend made it first still counts as existing."""
+        if not payloads:
+            return set()
+        params = {"fields": "id,slug"}
+        present = _slugs(await self.client.list_by_ids(path, "slug", list(payloads), params))
+        missing = sorted(set(payloads) - present)
         if not missing:
-            return
-        result = await self.client.bulk_create(TAGS, [tag.payload() for tag in missing])
-        tally.add("extras.tag", "created", len(result.succeeded))
+            return present
+        result = await self.client.bulk_create(path, [payloads[slug] for slug in missing])
+        tally.add(object_type, "created", len(result.succeeded))
+        present |= {missing[position] for position in result.succeeded}
         if result.failed:
-            # Another backend may have created some between our read and our write.
-            found = await self.client.list_by_ids(
-                TAGS, "slug", [t.slug for t in missing], {"fields": "id,slug"}
-            )
+            failed = [missing[position] for position in result.failed]
+            present |= _slugs(await self.client.list_by_ids(path, "slug", failed, params))
             for position, reason in result.failed.items():
-                if missing[position].slug not in _slugs(found):
-                    tally.fail("extras.tag", missing[position].name, reason)
+                if missing[position] not in present:
+                    tally.fail(object_type, payloads[missing[position]]["name"], reason)
+        return present
 
     # -- current state ------------------------------------------------------------------
 

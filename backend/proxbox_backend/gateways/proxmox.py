@@ -86,13 +86,22 @@ class ProxmoxGateway:
                 reported = parse.agent_addresses(
                     await self.client.qemu_agent_interfaces(node, vmid), list(draft.nics)
                 )
+                platform = await self._agent_platform(node, vmid)
             else:
                 reported = parse.lxc_runtime_addresses(
                     await self.client.lxc_interfaces(node, vmid), list(draft.nics)
                 )
+                platform = None
         except ProxmoxError as exc:
             # An agent that is not running is normal: the guest syncs with its configured
             # addresses, and the ones it reported earlier are kept until it answers again.
             warnings.append(f"{draft.label}: no runtime addresses: {exc.reason}")
             return draft
-        return parse.guest(resource, config, reported)
+        return parse.guest(resource, config, reported, platform)
+
+    async def _agent_platform(self, node: str, vmid: int):
+        """The OS the agent names; None when it cannot say (older agents lack the call)."""
+        try:
+            return parse.agent_platform(await self.client.qemu_agent_osinfo(node, vmid))
+        except ProxmoxError:
+            return None
