@@ -1,7 +1,10 @@
-"""Tags and VLANs. Every managed object carries `proxbox`; Proxmox guest tags become
-`pve-*` tags on the VM, merged with the operator's; removing a tag in Proxmox removes
-only that one. NIC `tag=`/`trunks=` become VLANs in the endpoint's VLAN group and the
-interface's 802.1Q mode.
+"""Sync breadth: tags, VLANs, platforms, templates.
+
+Every managed object carries `proxbox`; Proxmox guest tags become `pve-*` tags on the
+VM, merged with the operator's; removing a tag in Proxmox removes only that one. NIC
+`tag=`/`trunks=` become VLANs in the endpoint's VLAN group and the interface's 802.1Q
+mode. The guest agent's OS (else `ostype`) becomes the VM's platform. Templates stay
+out unless the backend is asked to sync them.
 
 The tests run in file order and build on each other (one NetBox, one simulator).
 """
@@ -209,3 +212,67 @@ def test_nic_vlans_become_vlans_of_the_endpoints_group(
     trunk = interface_of(netbox_server, cluster_id, qemu["resource"]["name"], "net0")
     assert (trunk["mode"]["value"], trunk["tagged_vlans"]) == ("access", [])
     assert len(list_all(netbox_server, "/ipam/vlans/", group_id=group["id"])) == 3
+
+
+# -- platforms and templates ------------------------------------------------------------------
+
+# What the simulator's agent answers per ostype (Debian 12 for Linux), and PVE's ostype
+# hints: derived here independently of the backend's tables.
+AGENT_OS = {"l26": "debian-12", "win11": "mswindows-11", "win10": "mswindows-10"}
+OSTYPE = {"l26": "linux", "win11": "mswindows-11", "win10": "mswindows-10", "debian": "debian"}
+
+
+def test_vm_platforms_from_the_agent_else_the_ostype(netbox_server, simulator, first_run):
+    cluster_id = first_run.cluster["id"]
+    vms = list_all(netbox_server, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    platform_of = {vm["name"]: (vm["platform"] or {}).get("slug") for vm in vms}
+    checked = set()
+    for (kind, _), guest in simulator.inventory()["guests"].items():
+        resource, config = guest["resource"], guest["config"]
+        ostype = config.get("ostype", "l26")
+        agent = config.get("agent", "0").startswith("1")
+        if kind == "qemu" and agent and resource["status"] == "running":
+            expected = AGENT_OS.get(ostype, "debian-12")
+        else:
+            expected = OSTYPE.get(ostype)
+        assert platform_of[resource["name"]] == expected, resource["name"]
+        checked.add(expected)
+    assert len(checked) >= 2, checked
+    with netbox_server.api() as api:
+        debian = api.get("/dcim/platforms/", params={"slug": "debian-12"}).json()["results"]
+    assert [p["name"] for p in debian] == ["Debian GNU/Linux 12"]
+
+
+def test_templates_stay_out_unless_asked_for(netbox_server, simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    node = next(iter(simulator.inventory()["guests"].values()))["resource"]["node"]
+    with simulator.api() as pve:
+        made = pve.post(
+            f"/nodes/{node}/qemu",
+            data={"vmid": 950, "name": "tpl-base", "memory": 1024, "net0": "virtio,bridge=vmbr0"},
+        )
+        assert made.status_code == 200, made.text
+        simulator.wait_task(made.json()["data"])
+        templated = pve.post(f"/nodes/{node}/qemu/950/template")
+        assert templated.status_code == 200, templated.text
+        if isinstance(templated.json()["data"], str):
+            simulator.wait_task(templated.json()["data"])
+
+    def template_vms():
+        return list_all(
+            netbox_server,
+            "/virtualization/virtual-machines/",
+            cluster_id=cluster_id,
+            name="tpl-base",
+        )
+
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.of("virtualization.virtualmachine").created == 0
+    assert template_vms() == []
+
+    report = sync(netbox_server, simulator, endpoint, templates="sync")
+    assert report.tally.of("virtualization.virtualmachine").created == 1
+    (template,) = template_vms()
+    assert {"proxbox", "proxbox-template"} <= slugs(template)
+    assert template["status"]["value"] == "offline"
+    assert sync(netbox_server, simulator, endpoint, templates="sync").tally.writes == 0
