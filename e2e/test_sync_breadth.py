@@ -276,3 +276,38 @@ def test_templates_stay_out_unless_asked_for(netbox_server, simulator, endpoint,
     assert {"proxbox", "proxbox-template"} <= slugs(template)
     assert template["status"]["value"] == "offline"
     assert sync(netbox_server, simulator, endpoint, templates="sync").tally.writes == 0
+
+
+# -- node networking -------------------------------------------------------------------------
+
+
+def test_node_interfaces_from_the_node_network(netbox_server, simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    (device,) = list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
+    with simulator.api() as pve:
+        network = pve.get(f"/nodes/{device['name']}/network").json()["data"]
+    kinds = {"eth": "other", "bridge": "bridge", "bond": "lag", "vlan": "virtual"}
+    expected = {n["iface"]: kinds[n["type"]] for n in network if n["type"] in kinds}
+    interfaces = {
+        i["name"]: i for i in list_all(netbox_server, "/dcim/interfaces/", device_id=device["id"])
+    }
+    assert {name: i["type"]["value"] for name, i in interfaces.items()} == expected
+    assert all("proxbox" in slugs(i) for i in interfaces.values())
+    for entry in network:
+        for port in (entry.get("bridge_ports") or "").split():
+            assert interfaces[port]["bridge"]["id"] == interfaces[entry["iface"]]["id"]
+    assert any(i["bridge"] for i in interfaces.values()), "the seed bridges a NIC"
+
+    # An operator's interface on the node stays; the sync's unchanged ones write nothing.
+    with netbox_server.api() as api:
+        made = api.post(
+            "/dcim/interfaces/", json={"device": device["id"], "name": "bmc", "type": "1000base-t"}
+        )
+        assert made.status_code == 201, made.text
+    report = sync(netbox_server, simulator, endpoint, templates="sync")
+    assert report.tally.writes == 0, report.as_dict()["counters"]
+    assert report.tally.of("dcim.interface").unchanged == len(expected)
+    names = {
+        i["name"] for i in list_all(netbox_server, "/dcim/interfaces/", device_id=device["id"])
+    }
+    assert names == set(expected) | {"bmc"}

@@ -34,6 +34,7 @@ from proxbox_backend.stages import disks as disks_stage
 from proxbox_backend.stages import guests as guests_stage
 from proxbox_backend.stages import interfaces as interfaces_stage
 from proxbox_backend.stages import ips as ips_stage
+from proxbox_backend.stages import node_interfaces as node_interfaces_stage
 from proxbox_backend.stages import nodes as nodes_stage
 from proxbox_backend.stages import primary_ips as primary_ips_stage
 from proxbox_backend.stages import vlans as vlans_stage
@@ -283,6 +284,16 @@ class _Run:
         )
         device_ids = await nodes_stage.apply(netbox, nodes, placement, tally)
         self.stage("nodes", "finished", done=len(nodes))
+
+        networks = {
+            device_ids[name]: interfaces
+            for name, interfaces in inventory.node_networks.items()
+            if name in device_ids
+        }
+        count = sum(len(interfaces) for interfaces in networks.values())
+        self.stage("node interfaces", "started", total=count)
+        await node_interfaces_stage.apply(netbox, networks, set(networks), tally)
+        self.stage("node interfaces", "finished", done=count)
 
         self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(

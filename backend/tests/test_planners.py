@@ -8,12 +8,22 @@ from proxbox_backend.domain.models import (
     GuestAddress,
     GuestDisk,
     GuestNic,
+    NodeInterface,
     Platform,
     ProxmoxNode,
 )
 from proxbox_backend.domain.tags import UNCONFIRMED as UNCONFIRMED_TAG
 from proxbox_backend.gateways.netbox import SOURCE_FIELD
-from proxbox_backend.stages import cluster, disks, guests, interfaces, ips, nodes, vlans
+from proxbox_backend.stages import (
+    cluster,
+    disks,
+    guests,
+    interfaces,
+    ips,
+    node_interfaces,
+    nodes,
+    vlans,
+)
 
 # What NetBox answers for an object that carries the sync's `proxbox` tag.
 MANAGED_TAGS = [{"id": 1, "name": "proxbox", "slug": "proxbox"}]
@@ -807,3 +817,71 @@ def test_skipped_template_synced_before_counts_as_gone():
     template = guest(vmid=9000, name="tpl", template=True)
     plan = guests.plan(guests.syncable([template]), current, GUEST_PLACEMENT)
     assert [(u.id, u.changes) for u in plan.updates] == [(1, {"status": "offline"})]
+
+
+# -- node interfaces ----------------------------------------------------------------------
+
+NODE_IFACES = [
+    NodeInterface("bond0", "lag", True, 9000, bridge="vmbr0"),
+    NodeInterface("eno1", "other", True, lag="bond0"),
+    NodeInterface("vmbr0", "bridge", True, description="mgmt"),
+]
+
+
+def dev_iface(id_, name, type_, device=11, tags=("proxbox",), **links):
+    return {
+        "id": id_,
+        "name": name,
+        "device": {"id": device},
+        "type": {"value": type_},
+        "enabled": True,
+        "mtu": links.pop("mtu", None),
+        "description": links.pop("description", ""),
+        "tags": [{"slug": s} for s in tags],
+        **{
+            link: {"id": links[link]} if link in links else None
+            for link in ("parent", "lag", "bridge")
+        },
+    }
+
+
+def test_node_interfaces_first_sync_creates_then_links():
+    plan = node_interfaces.plan({11: NODE_IFACES}, [])
+    assert [c.payload for c in plan.creates][0] == {
+        "device": 11,
+        "name": "bond0",
+        "type": "lag",
+        "enabled": True,
+        "mtu": 9000,
+        "description": "",
+        "tags": [{"slug": "proxbox"}],
+    }
+    ids = {(11, "bond0"): 1, (11, "eno1"): 2, (11, "vmbr0"): 3}
+    links = node_interfaces.plan_links({11: NODE_IFACES}, [], ids)
+    assert {u.id: u.changes for u in links.updates} == {1: {"bridge": 3}, 2: {"lag": 1}}
+
+
+def test_node_interfaces_resync_is_unchanged_and_only_sync_interfaces_go():
+    current = [
+        dev_iface(1, "bond0", "lag", mtu=9000, bridge=3),
+        dev_iface(2, "eno1", "other", lag=1),
+        dev_iface(3, "vmbr0", "bridge", description="mgmt"),
+        dev_iface(4, "eno9", "other"),  # synced before, gone from Proxmox
+        dev_iface(5, "bmc", "1000base-t", tags=()),  # an operator's: stays
+        dev_iface(6, "eth0", "other", device=99),  # another device: not looked at
+    ]
+    plan = node_interfaces.plan({11: NODE_IFACES}, current)
+    assert plan.creates == [] and plan.updates == []
+    assert [d.id for d in plan.deletes] == [4]
+    ids = dict(plan.unchanged)
+    assert node_interfaces.plan_links({11: NODE_IFACES}, current, ids).updates == []
+
+
+def test_node_interface_leaving_its_bond_is_unlinked():
+    current = [dev_iface(1, "bond0", "lag", mtu=9000), dev_iface(2, "eno1", "other", lag=1)]
+    networks = {
+        11: [NodeInterface("bond0", "lag", True, 9000), NodeInterface("eno1", "other", True)]
+    }
+    plan = node_interfaces.plan(networks, current)
+    links = node_interfaces.plan_links(networks, current, dict(plan.unchanged))
+    assert [(u.id, u.changes) for u in links.updates] == [(2, {"lag": None})]

@@ -383,3 +383,39 @@ async def test_gateway_asks_the_agent_for_the_os(osinfo_status, slug, reported):
     guest = await ProxmoxGateway(client)._guest(resource, [])
     assert (guest.platform.slug, guest.platform_reported) == (slug, reported)
     assert guest.addresses_reported  # the interfaces answer stands on its own
+
+
+NODE_NETWORK = [
+    {"iface": "eno1", "type": "eth", "active": 1, "method": "manual"},
+    {"iface": "eno2", "type": "eth", "active": 0, "mtu": "9000"},
+    {"iface": "bond0", "type": "bond", "active": 1, "slaves": "eno1 eno2", "mtu": 9000},
+    {
+        "iface": "vmbr0",
+        "type": "bridge",
+        "active": 1,
+        "bridge_ports": "bond0",
+        "comments": "mgmt\n",
+    },
+    {"iface": "bond0.100", "type": "vlan", "active": 1},
+    {"iface": "vlan200", "type": "vlan", "active": 1, "vlan-raw-device": "vmbr0"},
+    {"iface": "vmbr0:1", "type": "alias", "active": 1},
+    {"iface": "weird0", "type": "unknown"},
+]
+
+
+def test_node_interfaces_types_and_links():
+    by_name = {i.name: i for i in parse.node_interfaces(NODE_NETWORK)}
+    assert sorted(by_name) == ["bond0", "bond0.100", "eno1", "eno2", "vlan200", "vmbr0"]
+    assert {n: i.type for n, i in by_name.items()} == {
+        "bond0": "lag",
+        "bond0.100": "virtual",
+        "eno1": "other",
+        "eno2": "other",
+        "vlan200": "virtual",
+        "vmbr0": "bridge",
+    }
+    assert by_name["eno1"].lag == by_name["eno2"].lag == "bond0"
+    assert by_name["bond0"].bridge == "vmbr0" and by_name["bond0"].mtu == 9000
+    assert by_name["eno2"].mtu == 9000 and by_name["eno2"].enabled is False
+    assert by_name["bond0.100"].parent == "bond0" and by_name["vlan200"].parent == "vmbr0"
+    assert by_name["vmbr0"].description == "mgmt" and by_name["vmbr0"].bridge is None

@@ -145,6 +145,9 @@ class ProxmoxClient:
     async def nodes(self) -> list[dict]:
         return await self.get("/nodes")
 
+    async def node_network(self, node: str) -> list[dict]:
+        return await self.get(f"/nodes/{quote(node)}/network") or []
+
     async def guests(self) -> list[dict]:
         """Every QEMU VM and LXC container of the cluster in one request."""
         return await self.get("/cluster/resources", type="vm")

@@ -27,6 +27,20 @@ class ProxmoxNode:
 
 
 @dataclass(frozen=True)
+class NodeInterface:
+    """One entry of a node's /nodes/{node}/network, in NetBox's terms."""
+
+    name: str
+    type: str  # NetBox interface type: bridge, lag, virtual, other
+    enabled: bool
+    mtu: int | None = None
+    description: str = ""
+    parent: str | None = None  # a VLAN interface's raw device
+    lag: str | None = None  # the bond this interface is a member of
+    bridge: str | None = None  # the bridge this interface is a port of
+
+
+@dataclass(frozen=True)
 class GuestNic:
     key: str  # net0
     name: str  # NetBox interface name: the container's own name (eth0) or the config key
@@ -101,3 +115,5 @@ class ProxmoxInventory:
     warnings: list[str] = field(default_factory=list)
     # (kind, vmid) of guests Proxmox listed but whose config could not be read.
     unreadable: set[tuple[str, int]] = field(default_factory=set)
+    # node name → its network interfaces; a node missing here could not be read.
+    node_networks: dict[str, list[NodeInterface]] = field(default_factory=dict)

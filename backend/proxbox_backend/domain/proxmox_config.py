@@ -19,6 +19,7 @@ from proxbox_backend.domain.models import (
     GuestAddress,
     GuestDisk,
     GuestNic,
+    NodeInterface,
     Platform,
     ProxmoxNode,
 )
@@ -103,6 +104,56 @@ def nodes_from_status(status: list[dict]) -> list[ProxmoxNode]:
         ),
         key=lambda n: n.name,
     )
+
+
+# -- node networking ----------------------------------------------------------------------
+
+NODE_INTERFACE_TYPES = {
+    "eth": "other",  # PVE does not say the speed or media of a physical NIC
+    "bond": "lag",
+    "OVSBond": "lag",
+    "bridge": "bridge",
+    "OVSBridge": "bridge",
+    "vlan": "virtual",
+    "OVSIntPort": "virtual",
+}
+
+
+def _names(value) -> list[str]:
+    return [n for n in re.split(r"[\s,;]+", str(value or "")) if n]
+
+
+def node_interfaces(entries: list[dict]) -> list[NodeInterface]:
+    """/nodes/{node}/network → interfaces (aliases, SDN fabrics and unknown types are
+    left out), with bond members, bridge ports and VLAN parents linked by name."""
+    kept = {
+        e["iface"]: e for e in entries if e.get("iface") and e.get("type") in NODE_INTERFACE_TYPES
+    }
+    lag_of, bridge_of = {}, {}
+    for name, entry in kept.items():
+        for member in _names(entry.get("slaves") or entry.get("ovs_bonds")):
+            lag_of[member] = name
+        for port in _names(entry.get("bridge_ports") or entry.get("ovs_ports")):
+            bridge_of[port] = name
+    out = []
+    for name, entry in sorted(kept.items()):
+        parent = entry.get("vlan-raw-device")
+        if entry.get("type") == "vlan" and not parent and "." in name:
+            parent = name.rsplit(".", 1)[0]
+        mtu = str(entry.get("mtu") or "")
+        out.append(
+            NodeInterface(
+                name=name,
+                type=NODE_INTERFACE_TYPES[entry["type"]],
+                enabled=bool(int(entry.get("active") or 0)),
+                mtu=int(mtu) if mtu.isdigit() else None,
+                description=str(entry.get("comments") or "").strip()[:200],
+                parent=parent if parent in kept else None,
+                lag=lag_of.get(name) if lag_of.get(name) in kept else None,
+                bridge=bridge_of.get(name) if bridge_of.get(name) in kept else None,
+            )
+        )
+    return out
 
 
 # -- guests -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ CLUSTERS = "/virtualization/clusters/"
 CLUSTER_TYPES = "/virtualization/cluster-types/"
 VIRTUAL_MACHINES = "/virtualization/virtual-machines/"
 VM_INTERFACES = "/virtualization/interfaces/"
+DEVICE_INTERFACES = "/dcim/interfaces/"
 VIRTUAL_DISKS = "/virtualization/virtual-disks/"
 IP_ADDRESSES = "/ipam/ip-addresses/"
 DEVICES = "/dcim/devices/"
@@ -45,6 +46,7 @@ INTERFACE_FIELDS = (
     "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
     "tagged_vlans,tags"
 )
+DEVICE_INTERFACE_FIELDS = "id,name,type,enabled,mtu,description,device,parent,lag,bridge,tags"
 DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
 IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id,tags"
 
@@ -310,6 +312,11 @@ class NetBoxGateway:
     async def disks(self, vm_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(
             VIRTUAL_DISKS, "virtual_machine_id", vm_ids, {"fields": DISK_FIELDS}
+        )
+
+    async def device_interfaces(self, device_ids: list[int]) -> list[dict]:
+        return await self.client.list_by_ids(
+            DEVICE_INTERFACES, "device_id", device_ids, {"fields": DEVICE_INTERFACE_FIELDS}
         )
 
     async def vlan_group(self, slug: str, payload: dict, tally: Tally) -> int:

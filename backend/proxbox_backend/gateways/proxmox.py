@@ -63,6 +63,15 @@ class ProxmoxGateway:
                 if progress:
                     progress(done, total)
 
+        async def network(node: ProxmoxNode) -> None:
+            try:
+                entries = await self.client.node_network(node.name)
+                inventory.node_networks[node.name] = parse.node_interfaces(entries)
+            except (ProxmoxError, TransportError) as exc:
+                inventory.warnings.append(f"node {node.name}: network unreadable: {exc}")
+
+        # An offline node cannot answer; its interfaces are left as they are.
+        await asyncio.gather(*(network(n) for n in nodes if n.online))
         guests = await asyncio.gather(*(read(r) for r in resources))
         # A guest whose config could not be read is left out of this run entirely, and
         # remembered so the disappeared-guest policy does not delete it by mistake.
