@@ -271,7 +271,9 @@ class _Run:
         inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
         self.report.warnings.extend(inventory.warnings)
         guests = guests_stage.syncable(inventory.guests, self.settings.templates)
-        await netbox.ensure_tags(guests_stage.guest_tag_definitions(guests), tally)
+        await netbox.ensure_tags(
+            guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
+        )
         platforms = await netbox.ensure_platforms(guests_stage.guest_platforms(guests), tally)
 
         self.stage("nodes", "started", total=len(nodes))

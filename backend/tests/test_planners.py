@@ -885,3 +885,8 @@ def test_node_interface_leaving_its_bond_is_unlinked():
     plan = node_interfaces.plan(networks, current)
     links = node_interfaces.plan_links(networks, current, dict(plan.unchanged))
     assert [(u.id, u.changes) for u in links.updates] == [(2, {"lag": None})]
+
+
+def test_guest_tag_colour_from_the_cluster_tag_style():
+    definitions = guests.guest_tag_definitions([guest(tags=("prod", "dev"))], {"prod": "ff0000"})
+    assert {d.slug: d.color for d in definitions} == {"pve-prod": "ff0000", "pve-dev": "9e9e9e"}

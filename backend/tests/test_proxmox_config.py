@@ -419,3 +419,52 @@ def test_node_interfaces_types_and_links():
     assert by_name["eno2"].mtu == 9000 and by_name["eno2"].enabled is False
     assert by_name["bond0.100"].parent == "bond0" and by_name["vlan200"].parent == "vmbr0"
     assert by_name["vmbr0"].description == "mgmt" and by_name["vmbr0"].bridge is None
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            {"tag-style": "color-map=prod:FF0000:ffffff;staging:00ff00,shape=circle"},
+            {"prod": "ff0000", "staging": "00ff00"},
+        ),
+        ({"tag-style": "shape=none"}, {}),
+        ({"tag-style": "color-map=bad:red;ok:123abc"}, {"ok": "123abc"}),
+        ({}, {}),
+    ],
+)
+def test_tag_colors_from_the_cluster_tag_style(options, expected):
+    assert parse.tag_colors(options) == expected
+
+
+@pytest.mark.parametrize("options_status", [200, 403])
+@pytest.mark.asyncio
+async def test_gateway_inventory_reads_tag_style_and_node_networks(options_status):
+    from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api2/json")
+        if path == "/cluster/resources":
+            return httpx.Response(200, json={"data": []})
+        if path == "/cluster/options":
+            if options_status != 200:
+                return httpx.Response(options_status, json={"data": None})
+            return httpx.Response(200, json={"data": {"tag-style": "color-map=prod:aa0000"}})
+        if path == "/nodes/pve1/network":
+            return httpx.Response(200, json={"data": NODE_NETWORK})
+        return httpx.Response(500, json={"data": None})  # pve2's network
+
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    nodes = [ProxmoxNode("pve1", True), ProxmoxNode("pve2", True), ProxmoxNode("pve3", False)]
+    identity = ClusterIdentity("c", "cluster", ("pve1", "pve2", "pve3"), True)
+    inventory = await ProxmoxGateway(client).inventory(identity, nodes)
+    assert inventory.tag_colors == ({"prod": "aa0000"} if options_status == 200 else {})
+    # pve2 did not answer and pve3 is offline: neither is in (so neither loses interfaces)
+    assert list(inventory.node_networks) == ["pve1"]
+    assert len(inventory.node_networks["pve1"]) == 6
+    assert any("pve2: network unreadable" in w for w in inventory.warnings)

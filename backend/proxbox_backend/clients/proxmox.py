@@ -145,6 +145,9 @@ class ProxmoxClient:
     async def nodes(self) -> list[dict]:
         return await self.get("/nodes")
 
+    async def cluster_options(self) -> dict:
+        return await self.get("/cluster/options") or {}
+
     async def node_network(self, node: str) -> list[dict]:
         return await self.get(f"/nodes/{quote(node)}/network") or []
 

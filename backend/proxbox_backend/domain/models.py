@@ -117,3 +117,5 @@ class ProxmoxInventory:
     unreadable: set[tuple[str, int]] = field(default_factory=set)
     # node name → its network interfaces; a node missing here could not be read.
     node_networks: dict[str, list[NodeInterface]] = field(default_factory=dict)
+    # Proxmox tag → background colour (six hex digits) from the cluster's tag style.
+    tag_colors: dict[str, str] = field(default_factory=dict)

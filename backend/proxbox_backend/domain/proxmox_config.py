@@ -288,6 +288,22 @@ def lxc_runtime_addresses(entries: list[dict], guest_nics: list[GuestNic]) -> li
     return out
 
 
+_HEX_COLOR = re.compile(r"^[0-9a-fA-F]{6}$")
+
+
+def tag_colors(options: dict) -> dict[str, str]:
+    """`/cluster/options` → tag → colour, from `tag-style: color-map=prod:ff0000:ffffff;…`
+    (the background colour; the optional text colour has no NetBox counterpart)."""
+    style = property_string(str(options.get("tag-style") or ""))
+    out = {}
+    for item in (style.get("color-map") or "").split(";"):
+        tag, _, rest = item.partition(":")
+        background = rest.split(":", 1)[0]
+        if tag and _HEX_COLOR.match(background):
+            out[tag] = background.lower()
+    return out
+
+
 def guest_tags(value: str | None) -> tuple[str, ...]:
     """PVE's `tags` list: separated by `;` (also `,` or spaces), each tag once."""
     return tuple(dict.fromkeys(t for t in re.split(r"[;,\s]+", value or "") if t))

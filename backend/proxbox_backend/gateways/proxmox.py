@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -69,6 +70,10 @@ class ProxmoxGateway:
                 inventory.node_networks[node.name] = parse.node_interfaces(entries)
             except (ProxmoxError, TransportError) as exc:
                 inventory.warnings.append(f"node {node.name}: network unreadable: {exc}")
+
+        # No readable tag style (no Sys.Audit on /, older PVE): tags get default colours.
+        with contextlib.suppress(ProxmoxError, TransportError):
+            inventory.tag_colors = parse.tag_colors(await self.client.cluster_options())
 
         # An offline node cannot answer; its interfaces are left as they are.
         await asyncio.gather(*(network(n) for n in nodes if n.online))

@@ -100,10 +100,16 @@ def syncable(guests: list[Guest], templates: str = SKIP_TEMPLATES) -> list[Guest
     return [g for g in guests if templates == SYNC_TEMPLATES or not g.template]
 
 
-def guest_tag_definitions(guests: list[Guest]) -> list[TagDefinition]:
-    """The NetBox tags the guests need (their Proxmox tags, the template mark), each once."""
+def guest_tag_definitions(
+    guests: list[Guest], colors: dict[str, str] | None = None
+) -> list[TagDefinition]:
+    """The NetBox tags the guests need (their Proxmox tags, the template mark), each once;
+    a tag's colour comes from the cluster's tag style when it sets one (on creation)."""
     names = dict.fromkeys(name for guest in guests for name in guest.tags)
-    definitions = {tag.slug: tag for tag in map(tags.guest_tag, names)}
+    colors = colors or {}
+    definitions = {
+        tag.slug: tag for tag in (tags.guest_tag(name, colors.get(name)) for name in names)
+    }
     if any(g.template for g in guests):
         definitions[tags.TEMPLATE.slug] = tags.TEMPLATE
     return list(definitions.values())
