@@ -45,7 +45,7 @@ NODE_NETWORK = [
 
 def fake_proxmox(cluster: str, guests: int, network: str):
     """A Proxmox answering /version, /cluster/status, /cluster/resources, node networks
-    and per-guest config and agent reads (get-osinfo answers 501, as old agents do), for `guests` QEMU VMs spread over three nodes."""
+    and per-guest config and agent reads (interfaces and OS), for `guests` QEMU VMs spread over three nodes."""
     net = ipaddress.ip_network(network)
     inventory = {}
     for index in range(guests):
@@ -116,6 +116,8 @@ def fake_proxmox(cluster: str, guests: int, network: str):
             data = inventory[int(parts[3])]["config"]
         elif len(parts) == 3 and parts[2] == "network":
             data = NODE_NETWORK
+        elif parts[-1] == "get-osinfo":
+            data = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
         elif parts[-1] == "network-get-interfaces":
             data = {"result": inventory[int(parts[3])]["agent"]}
         else:
