@@ -1,7 +1,8 @@
 """Sync backend benchmark: prints figures, asserts nothing.
 
 Initial sync and no-op resync of 100 and 1,000 guests (3 nodes; per guest 2
-interfaces, 1 IP address, 2 disks) into a real NetBox: gunicorn serving NetBox's
+interfaces, one of them VLAN-tagged, 1 IP address, 2 disks, 2 Proxmox tags; per
+node 4 network interfaces: 2 NICs in a bond, bridged) into a real NetBox: gunicorn serving NetBox's
 WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database cloned
 from the migrated template, dropped afterwards.
 
@@ -34,9 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 NODES = ("pve1", "pve2", "pve3")
 
 
+NODE_NETWORK = [
+    {"iface": "eno1", "type": "eth", "active": 1},
+    {"iface": "eno2", "type": "eth", "active": 1},
+    {"iface": "bond0", "type": "bond", "active": 1, "slaves": "eno1 eno2", "mtu": 9000},
+    {"iface": "vmbr0", "type": "bridge", "active": 1, "bridge_ports": "bond0"},
+]
+
+
 def fake_proxmox(cluster: str, guests: int, network: str):
-    """A Proxmox answering /version, /cluster/status, /cluster/resources and per-guest
-    config and agent reads, for `guests` QEMU VMs spread over three nodes."""
+    """A Proxmox answering /version, /cluster/status, /cluster/resources, node networks
+    and per-guest config and agent reads (interfaces and OS), for `guests` QEMU VMs spread over three nodes."""
     net = ipaddress.ip_network(network)
     inventory = {}
     for index in range(guests):
@@ -62,7 +71,8 @@ def fake_proxmox(cluster: str, guests: int, network: str):
                 "memory": "2048",
                 "agent": "1",
                 "net0": f"virtio={mac0},bridge=vmbr0",
-                "net1": f"virtio={mac1},bridge=vmbr1",
+                "net1": f"virtio={mac1},bridge=vmbr1,tag={100 + index % 8}",
+                "tags": f"tier{index % 3};team{index % 5}",
                 "scsi0": f"local-lvm:vm-{vmid}-disk-0,size=32G",
                 "scsi1": f"local-lvm:vm-{vmid}-disk-1,size=8G",
                 "smbios1": f"uuid=00000000-0000-0000-0000-{vmid:012d}",
@@ -104,6 +114,10 @@ def fake_proxmox(cluster: str, guests: int, network: str):
             data = [g["resource"] for g in inventory.values()]
         elif len(parts) == 5 and parts[4] == "config":
             data = inventory[int(parts[3])]["config"]
+        elif len(parts) == 3 and parts[2] == "network":
+            data = NODE_NETWORK
+        elif parts[-1] == "get-osinfo":
+            data = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
         elif parts[-1] == "network-get-interfaces":
             data = {"result": inventory[int(parts[3])]["agent"]}
         else:

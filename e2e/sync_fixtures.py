@@ -453,9 +453,9 @@ def expected_inventory(inventory: dict) -> dict:
             if kind == "qemu":
                 mac = QEMU_NIC.match(value).group(2).upper()
                 interfaces.add((name, key, mac))
+                # Cloud-init's static address is known from config, running or not.
                 ipconfig = props(config.get(f"ipconfig{key[3:]}", ""))
-                agent = config.get("agent", "0").split(",")[0] in ("1", "enabled=1")
-                if running and agent and "/" in ipconfig.get("ip", ""):
+                if "/" in ipconfig.get("ip", ""):
                     ips.add((name, key, ipconfig["ip"]))
             else:
                 p = props(value)

@@ -75,6 +75,28 @@ def test_demo_endpoint_is_linked_to_its_synced_cluster(stack):
     assert {vm["name"] for vm in vms} == {guest["name"] for guest in guests}
 
 
+def test_demo_tags_and_node_interfaces_reach_netbox(stack):
+    """The backend's own (restricted) user may write what the sync's breadth needs."""
+    cluster = _demo_endpoint(stack)["netbox_cluster"]["id"]
+    with _pve(stack) as pve:
+        guests = pve.get("/cluster/resources", params={"type": "vm"}).json()["data"]
+    with stack.client() as client:
+        vms = client.get(
+            "/api/virtualization/virtual-machines/",
+            params={"cluster_id": cluster, "limit": 1000},
+        ).json()["results"]
+        devices = client.get("/api/dcim/devices/", params={"cluster_id": cluster}).json()
+        interfaces = client.get(
+            "/api/dcim/interfaces/", params={"device_id": devices["results"][0]["id"]}
+        ).json()
+    proxmox_tags = {t for g in guests for t in (g.get("tags") or "").split(";") if t}
+    netbox_tags = {t["slug"] for vm in vms for t in vm["tags"]}
+    assert proxmox_tags, "the demo guests carry Proxmox tags"
+    assert {"proxbox"} | {f"pve-{t}" for t in proxmox_tags} <= netbox_tags
+    assert all(vm["platform"] for vm in vms)
+    assert interfaces["count"] > 0
+
+
 def test_backend_user_holds_only_its_grants(stack):
     backend = json.loads((stack.home / "backend-credentials.json").read_text())
     assert (stack.home / "backend-credentials.json").stat().st_mode & 0o777 == 0o600

@@ -33,7 +33,7 @@ VIEW_ONLY_TYPES = [
     "netbox_proxbox.proxboxclustersyncstate", "virtualization.cluster",
     "virtualization.clustertype", "virtualization.virtualmachine", "dcim.device",
     "dcim.devicerole", "dcim.devicetype", "dcim.manufacturer", "dcim.site",
-    "extras.customfield",
+    "extras.customfield", "extras.tag",
 ]  # fmt: skip
 
 

@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 from proxbox_backend.clients.http import RetryPolicy
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.secrets import Secret
-from proxbox_backend.stages.guests import DISAPPEARED_POLICIES, OFFLINE
+from proxbox_backend.stages.guests import (
+    DISAPPEARED_POLICIES,
+    OFFLINE,
+    SKIP_TEMPLATES,
+    TEMPLATE_POLICIES,
+)
 
 ENV = {
     "netbox_url": "PROXBOX_NETBOX_URL",
@@ -21,6 +26,7 @@ ENV = {
     "proxmox_password": "PROXBOX_PROXMOX_PASSWORD",
     "proxmox_ca_bundle": "PROXBOX_PROXMOX_CA_BUNDLE",
     "disappeared": "PROXBOX_DISAPPEARED_GUESTS",
+    "templates": "PROXBOX_TEMPLATES",
 }
 
 # The bearer token callers of the HTTP service present (`proxbox-sync serve`).
@@ -46,6 +52,7 @@ class Settings:
     proxmox_ca_bundle: str | None = None
     proxmox_verify_tls: bool | None = None  # None: the endpoint's verify_tls decides
     disappeared: str = OFFLINE
+    templates: str = SKIP_TEMPLATES
     proxmox_concurrency: int = 8
     netbox_concurrency: int = 4
     timeout: float = 60.0
@@ -59,6 +66,11 @@ class Settings:
         if self.disappeared not in DISAPPEARED_POLICIES:
             raise ConfigurationError(
                 f"disappeared-guest policy must be one of {', '.join(DISAPPEARED_POLICIES)}"
+            )
+        if self.templates not in TEMPLATE_POLICIES:
+            raise ConfigurationError(
+                f"PROXBOX_TEMPLATES must be one of {', '.join(TEMPLATE_POLICIES)}, "
+                f"not {self.templates!r}"
             )
 
     @classmethod

@@ -35,8 +35,10 @@ from proxbox_backend.stages import disks as disks_stage
 from proxbox_backend.stages import guests as guests_stage
 from proxbox_backend.stages import interfaces as interfaces_stage
 from proxbox_backend.stages import ips as ips_stage
+from proxbox_backend.stages import node_interfaces as node_interfaces_stage
 from proxbox_backend.stages import nodes as nodes_stage
 from proxbox_backend.stages import primary_ips as primary_ips_stage
+from proxbox_backend.stages import vlans as vlans_stage
 
 log = logging.getLogger("proxbox_backend.sync")
 
@@ -274,6 +276,11 @@ class _Run:
 
         inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
         self.report.warnings.extend(inventory.warnings)
+        guests = guests_stage.syncable(inventory.guests, self.settings.templates)
+        await netbox.ensure_tags(
+            guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
+        )
+        platforms = await netbox.ensure_platforms(guests_stage.guest_platforms(guests), tally)
 
         self.stage("nodes", "started", total=len(nodes))
         placement = nodes_stage.NodePlacement(
@@ -286,7 +293,16 @@ class _Run:
         device_ids = await nodes_stage.apply(netbox, nodes, placement, tally)
         self.stage("nodes", "finished", done=len(nodes))
 
-        guests = inventory.guests
+        networks = {
+            device_ids[name]: interfaces
+            for name, interfaces in inventory.node_networks.items()
+            if name in device_ids
+        }
+        count = sum(len(interfaces) for interfaces in networks.values())
+        self.stage("node interfaces", "started", total=count)
+        await node_interfaces_stage.apply(netbox, networks, set(networks), tally)
+        self.stage("node interfaces", "finished", done=count)
+
         self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(
             cluster_id,
@@ -294,6 +310,7 @@ class _Run:
             endpoint.tenant_id,
             device_ids,
             self.settings.disappeared,
+            frozenset(platforms),
         )
         vm_ids, vm_outcomes = await guests_stage.apply(
             netbox, guests, guest_placement, tally, inventory.unreadable
@@ -307,10 +324,17 @@ class _Run:
             if (key := guests_stage.source_key(prefix, g)) in vm_ids
         ]
 
+        vids = vlans_stage.wanted_vids([g for _, g in owned])
+        self.stage("vlans", "started", total=len(vids))
+        vlan_ids = await vlans_stage.apply(
+            netbox, cluster_id, endpoint.name, [g for _, g in owned], tally
+        )
+        self.stage("vlans", "finished", done=len(vids))
+
         count = sum(len(g.nics) for _, g in owned)
         self.stage("interfaces", "started", total=count)
         interface_ids = await interfaces_stage.apply(
-            netbox, cluster_id, owned, existing_vm_ids, tally
+            netbox, cluster_id, owned, existing_vm_ids, tally, vlan_ids
         )
         self.stage("interfaces", "finished", done=count)
 

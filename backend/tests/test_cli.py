@@ -40,3 +40,13 @@ def test_bad_policy_is_refused(monkeypatch, capsys):
     monkeypatch.setenv("PROXBOX_DISAPPEARED_GUESTS", "vanish")
     assert cli.main(["run", "--endpoint", "1"]) == cli.EXIT_USAGE
     assert "offline, delete, keep" in capsys.readouterr().err
+
+
+def test_bad_template_policy_is_refused_with_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("PROXBOX_NETBOX_URL", "http://netbox.test")
+    monkeypatch.setenv("PROXBOX_NETBOX_TOKEN", "x" * 40)
+    monkeypatch.setenv("PROXBOX_TEMPLATES", "maybe")
+    assert cli.main(["run", "--endpoint", "1"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "PROXBOX_TEMPLATES must be one of skip, sync, not 'maybe'" in err
+    assert len(err.strip().splitlines()) == 1

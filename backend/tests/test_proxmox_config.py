@@ -1,9 +1,14 @@
 """Reading PVE status entries and guest configs into the domain (pure, table-driven)."""
 
+import httpx
 import pytest
 
+from proxbox_backend.clients.http import RetryPolicy
+from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials
 from proxbox_backend.domain import proxmox_config as parse
 from proxbox_backend.domain.models import CLUSTER, STANDALONE, GuestAddress, GuestDisk
+from proxbox_backend.gateways.proxmox import ProxmoxGateway
+from proxbox_backend.secrets import Secret
 
 
 @pytest.mark.parametrize(
@@ -157,3 +162,309 @@ def test_endpoint_url(host, port, url):
 
     endpoint = Endpoint(1, "e", host, port, True, True, "cluster", None, None, None, None)
     assert endpoint.url == url
+
+
+CLOUD_INIT_CONFIG = {
+    **QEMU_CONFIG,
+    "ipconfig0": "ip=10.1.0.7/24,gw=10.1.0.1,ip6=2001:db8::7/64,gw6=2001:db8::1",
+    "ipconfig1": "ip=dhcp,ip6=auto",
+    "ipconfig5": "ip=10.5.0.7/24",  # no net5: nothing to attach it to
+}
+
+
+def test_cloud_init_static_addresses_belong_to_their_nic():
+    guest = parse.guest(
+        {"type": "qemu", "vmid": 101, "node": "pve1", "status": "stopped", "name": "web-001"},
+        CLOUD_INIT_CONFIG,
+    )
+    assert guest.addresses == (
+        GuestAddress("net0", "10.1.0.7/24"),
+        GuestAddress("net0", "2001:db8::7/64"),
+    )
+    # From config alone the guest did not say which addresses it has now.
+    assert guest.addresses_reported is False
+
+
+def test_reported_addresses_follow_the_configured_ones_once():
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "running"}
+    reported = [GuestAddress("net0", "10.1.0.7/24"), GuestAddress("net1", "192.168.5.9/24")]
+    guest = parse.guest(resource, CLOUD_INIT_CONFIG, reported)
+    assert guest.addresses == (
+        GuestAddress("net0", "10.1.0.7/24"),
+        GuestAddress("net0", "2001:db8::7/64"),
+        GuestAddress("net1", "192.168.5.9/24"),
+    )
+    assert guest.addresses_reported is True
+    # An agent that answered with nothing still answered: its silence is not an outage.
+    assert parse.guest(resource, CLOUD_INIT_CONFIG, []).addresses_reported is True
+
+
+# -- the gateway: when does a guest count as having reported its addresses --------------
+
+AGENT_ANSWER = {
+    "result": [
+        {
+            "name": "ens18",
+            "hardware-address": "bc:24:11:00:0c:a0",
+            "ip-addresses": [{"ip-address-type": "ipv4", "ip-address": "10.1.0.50", "prefix": 24}],
+        }
+    ]
+}
+
+
+def _pve(config: dict, agent: int | dict, lxc: int | list | None = None):
+    """A Proxmox answering one guest's config, its agent (status code or answer) and the
+    container runtime interfaces; remembers the paths asked."""
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api2/json")
+        asked.append(path)
+        if path.endswith("/config"):
+            return httpx.Response(200, json={"data": config})
+        body = agent if path.endswith("/agent/network-get-interfaces") else lxc
+        if isinstance(body, int):
+            reason = b"QEMU guest agent is not running"
+            return httpx.Response(body, extensions={"reason_phrase": reason}, json={"data": None})
+        return httpx.Response(200, json={"data": body})
+
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    return ProxmoxGateway(client), asked
+
+
+@pytest.mark.parametrize(
+    ("status", "agent_setting", "agent", "reported", "addresses", "agent_asked"),
+    [
+        ("running", "1", AGENT_ANSWER, True, ["10.1.0.7/24", "10.1.0.50/24"], True),
+        # the agent is configured but does not answer: not a report
+        ("running", "enabled=1,fstrim_cloned_disks=1", 500, False, ["10.1.0.7/24"], True),
+        # no agent configured: Proxmox is not asked, and nothing was reported
+        ("running", "0", AGENT_ANSWER, False, ["10.1.0.7/24"], False),
+        ("stopped", "1", AGENT_ANSWER, False, ["10.1.0.7/24"], False),
+    ],
+)
+@pytest.mark.asyncio
+async def test_gateway_qemu_addresses_reported_only_by_an_answering_agent(
+    status, agent_setting, agent, reported, addresses, agent_asked
+):
+    config = {**QEMU_CONFIG, "agent": agent_setting, "ipconfig0": "ip=10.1.0.7/24"}
+    gateway, asked = _pve(config, agent)
+    warnings: list[str] = []
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": status, "name": "w"}
+    guest = await gateway._guest(resource, warnings)
+    assert guest.addresses_reported is reported
+    assert [a.address for a in guest.addresses] == addresses
+    assert any(p.endswith("/agent/network-get-interfaces") for p in asked) is agent_asked
+    assert bool(warnings) is (agent == 500)
+
+
+@pytest.mark.parametrize(
+    ("status", "runtime", "reported", "addresses"),
+    [
+        (
+            "running",
+            [{"name": "eth0", "inet": "10.0.0.9/24"}],
+            True,
+            ["10.0.0.5/24", "10.0.0.9/24"],
+        ),
+        ("running", 500, False, ["10.0.0.5/24"]),
+        ("stopped", [{"name": "eth0", "inet": "10.0.0.9/24"}], False, ["10.0.0.5/24"]),
+    ],
+)
+@pytest.mark.asyncio
+async def test_gateway_container_addresses_reported_by_its_runtime(
+    status, runtime, reported, addresses
+):
+    config = {
+        "hostname": "db-002",
+        "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:0C:C0,ip=10.0.0.5/24",
+    }
+    gateway, _ = _pve(config, 500, runtime)
+    resource = {"type": "lxc", "vmid": 102, "node": "pve2", "status": status}
+    guest = await gateway._guest(resource, [])
+    assert guest.addresses_reported is reported
+    assert [a.address for a in guest.addresses] == addresses
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("prod;staging", ("prod", "staging")),
+        ("prod, web  prod", ("prod", "web")),
+        ("", ()),
+        (None, ()),
+    ],
+)
+def test_guest_tags(value, expected):
+    assert parse.guest_tags(value) == expected
+
+
+def test_guest_reads_its_tags_from_config():
+    config = {**QEMU_CONFIG, "tags": "prod;staging"}
+    guest = parse.guest({"type": "qemu", "vmid": 101, "node": "pve1", "status": "stopped"}, config)
+    assert guest.tags == ("prod", "staging")
+
+
+def test_nic_vlans_from_tag_and_trunks():
+    config = {
+        "net0": "virtio=BC:24:11:00:0C:A0,bridge=vmbr0,tag=10",
+        "net1": "virtio=BC:24:11:00:0C:A1,bridge=vmbr0,tag=20,trunks=30;31-33;30",
+        "net2": "virtio=BC:24:11:00:0C:A2,bridge=vmbr1,tag=5000,trunks=x",
+    }
+    assert [(n.vlan, n.trunks) for n in parse.nics("qemu", config)] == [
+        (10, ()),
+        (20, (30, 31, 32, 33)),
+        (None, ()),  # outside 1-4094, or not a number: no VLAN
+    ]
+    lxc = {"net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:0C:C0,tag=42,ip=dhcp"}
+    assert parse.nics("lxc", lxc)[0].vlan == 42
+
+
+@pytest.mark.parametrize(
+    ("osinfo", "expected"),
+    [
+        (
+            {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"},
+            ("debian-12", "Debian GNU/Linux 12"),
+        ),
+        (
+            {"id": "mswindows", "name": "Microsoft Windows", "version-id": "11"},
+            ("mswindows-11", "Microsoft Windows 11"),
+        ),
+        ({"id": "rhel", "version-id": "9.4"}, ("rhel-9-4", "rhel 9.4")),
+        ({"name": "no id"}, None),
+    ],
+)
+def test_agent_platform(osinfo, expected):
+    platform = parse.agent_platform(osinfo)
+    assert (platform and (platform.slug, platform.name)) == expected
+
+
+def test_platform_from_ostype_is_a_hint_not_a_report():
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "stopped"}
+    guest = parse.guest(resource, {**QEMU_CONFIG, "ostype": "win11"})
+    assert (guest.platform.slug, guest.platform_reported) == ("mswindows-11", False)
+    assert parse.guest(resource, {**QEMU_CONFIG, "ostype": "other"}).platform is None
+    lxc = {"type": "lxc", "vmid": 102, "node": "pve1", "status": "stopped"}
+    assert parse.guest(lxc, {"ostype": "alpine"}).platform.slug == "alpine"
+
+
+@pytest.mark.parametrize(
+    ("osinfo_status", "slug", "reported"),
+    [(200, "debian-12", True), (500, "mswindows-11", False)],
+)
+@pytest.mark.asyncio
+async def test_gateway_asks_the_agent_for_the_os(osinfo_status, slug, reported):
+    config = {**QEMU_CONFIG, "agent": "1", "ostype": "win11"}
+    osinfo = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path.endswith("/config"):
+            return httpx.Response(200, json={"data": config})
+        if path.endswith("/agent/get-osinfo"):
+            if osinfo_status != 200:
+                return httpx.Response(osinfo_status, json={"data": None})
+            return httpx.Response(200, json={"data": osinfo})
+        return httpx.Response(200, json={"data": AGENT_ANSWER})
+
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "running", "name": "w"}
+    guest = await ProxmoxGateway(client)._guest(resource, [])
+    assert (guest.platform.slug, guest.platform_reported) == (slug, reported)
+    assert guest.addresses_reported  # the interfaces answer stands on its own
+
+
+NODE_NETWORK = [
+    {"iface": "eno1", "type": "eth", "active": 1, "method": "manual"},
+    {"iface": "eno2", "type": "eth", "active": 0, "mtu": "9000"},
+    {"iface": "bond0", "type": "bond", "active": 1, "slaves": "eno1 eno2", "mtu": 9000},
+    {
+        "iface": "vmbr0",
+        "type": "bridge",
+        "active": 1,
+        "bridge_ports": "bond0",
+        "comments": "mgmt\n",
+    },
+    {"iface": "bond0.100", "type": "vlan", "active": 1},
+    {"iface": "vlan200", "type": "vlan", "active": 1, "vlan-raw-device": "vmbr0"},
+    {"iface": "vmbr0:1", "type": "alias", "active": 1},
+    {"iface": "weird0", "type": "unknown"},
+]
+
+
+def test_node_interfaces_types_and_links():
+    by_name = {i.name: i for i in parse.node_interfaces(NODE_NETWORK)}
+    assert sorted(by_name) == ["bond0", "bond0.100", "eno1", "eno2", "vlan200", "vmbr0"]
+    assert {n: i.type for n, i in by_name.items()} == {
+        "bond0": "lag",
+        "bond0.100": "virtual",
+        "eno1": "other",
+        "eno2": "other",
+        "vlan200": "virtual",
+        "vmbr0": "bridge",
+    }
+    assert by_name["eno1"].lag == by_name["eno2"].lag == "bond0"
+    assert by_name["bond0"].bridge == "vmbr0" and by_name["bond0"].mtu == 9000
+    assert by_name["eno2"].mtu == 9000 and by_name["eno2"].enabled is False
+    assert by_name["bond0.100"].parent == "bond0" and by_name["vlan200"].parent == "vmbr0"
+    assert by_name["vmbr0"].description == "mgmt" and by_name["vmbr0"].bridge is None
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            {"tag-style": "color-map=prod:FF0000:ffffff;staging:00ff00,shape=circle"},
+            {"prod": "ff0000", "staging": "00ff00"},
+        ),
+        ({"tag-style": "shape=none"}, {}),
+        ({"tag-style": "color-map=bad:red;ok:123abc"}, {"ok": "123abc"}),
+        ({}, {}),
+    ],
+)
+def test_tag_colors_from_the_cluster_tag_style(options, expected):
+    assert parse.tag_colors(options) == expected
+
+
+@pytest.mark.parametrize("options_status", [200, 403])
+@pytest.mark.asyncio
+async def test_gateway_inventory_reads_tag_style_and_node_networks(options_status):
+    from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api2/json")
+        if path == "/cluster/resources":
+            return httpx.Response(200, json={"data": []})
+        if path == "/cluster/options":
+            if options_status != 200:
+                return httpx.Response(options_status, json={"data": None})
+            return httpx.Response(200, json={"data": {"tag-style": "color-map=prod:aa0000"}})
+        if path == "/nodes/pve1/network":
+            return httpx.Response(200, json={"data": NODE_NETWORK})
+        return httpx.Response(500, json={"data": None})  # pve2's network
+
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    nodes = [ProxmoxNode("pve1", True), ProxmoxNode("pve2", True), ProxmoxNode("pve3", False)]
+    identity = ClusterIdentity("c", "cluster", ("pve1", "pve2", "pve3"), True)
+    inventory = await ProxmoxGateway(client).inventory(identity, nodes)
+    assert inventory.tag_colors == ({"prod": "aa0000"} if options_status == 200 else {})
+    # pve2 did not answer and pve3 is offline: neither is in (so neither loses interfaces)
+    assert list(inventory.node_networks) == ["pve1"]
+    assert len(inventory.node_networks["pve1"]) == 6
+    assert any("pve2: network unreadable" in w for w in inventory.warnings)

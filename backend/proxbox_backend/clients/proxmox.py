@@ -152,6 +152,12 @@ class ProxmoxClient:
     async def nodes(self) -> list[dict]:
         return await self.get("/nodes")
 
+    async def cluster_options(self) -> dict:
+        return await self.get("/cluster/options") or {}
+
+    async def node_network(self, node: str) -> list[dict]:
+        return await self.get(f"/nodes/{quote(node)}/network") or []
+
     async def guests(self) -> list[dict]:
         """Every QEMU VM and LXC container of the cluster in one request."""
         return await self.get("/cluster/resources", type="vm")
@@ -162,6 +168,10 @@ class ProxmoxClient:
     async def qemu_agent_interfaces(self, node: str, vmid: int) -> list[dict]:
         data = await self.get(f"/nodes/{quote(node)}/qemu/{int(vmid)}/agent/network-get-interfaces")
         return (data or {}).get("result") or []
+
+    async def qemu_agent_osinfo(self, node: str, vmid: int) -> dict:
+        data = await self.get(f"/nodes/{quote(node)}/qemu/{int(vmid)}/agent/get-osinfo")
+        return (data or {}).get("result") or {}
 
     async def lxc_interfaces(self, node: str, vmid: int) -> list[dict]:
         return await self.get(f"/nodes/{quote(node)}/lxc/{int(vmid)}/interfaces") or []

@@ -27,12 +27,28 @@ class ProxmoxNode:
 
 
 @dataclass(frozen=True)
+class NodeInterface:
+    """One entry of a node's /nodes/{node}/network, in NetBox's terms."""
+
+    name: str
+    type: str  # NetBox interface type: bridge, lag, virtual, other
+    enabled: bool
+    mtu: int | None = None
+    description: str = ""
+    parent: str | None = None  # a VLAN interface's raw device
+    lag: str | None = None  # the bond this interface is a member of
+    bridge: str | None = None  # the bridge this interface is a port of
+
+
+@dataclass(frozen=True)
 class GuestNic:
     key: str  # net0
     name: str  # NetBox interface name: the container's own name (eth0) or the config key
     mac: str | None  # upper case, colon separated
     enabled: bool
     description: str = ""
+    vlan: int | None = None  # `tag=`: the access VLAN the bridge port puts the NIC in
+    trunks: tuple[int, ...] = ()  # `trunks=`: further VLANs passed through, tagged
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,14 @@ class GuestDisk:
 class GuestAddress:
     nic: str  # GuestNic.name the address belongs to
     address: str  # CIDR, normalized ("10.0.0.5/24")
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A NetBox platform the sync refers to by slug and creates when missing."""
+
+    slug: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -63,6 +87,15 @@ class Guest:
     disks: tuple[GuestDisk, ...] = ()
     addresses: tuple[GuestAddress, ...] = ()
     template: bool = False
+    # True when the running guest itself (QEMU agent, container runtime) reported its
+    # addresses this run, so an address missing from `addresses` is really gone.  False
+    # for a stopped guest or a silent agent: its earlier addresses are kept, not deleted.
+    addresses_reported: bool = False
+    tags: tuple[str, ...] = ()  # Proxmox's tags of the guest, as written there
+    platform: Platform | None = None
+    # True when the platform comes from the running guest's agent (get-osinfo); False
+    # when it is only the config's `ostype` hint, which never replaces a platform set.
+    platform_reported: bool = False
 
     @property
     def label(self) -> str:
@@ -82,3 +115,7 @@ class ProxmoxInventory:
     warnings: list[str] = field(default_factory=list)
     # (kind, vmid) of guests Proxmox listed but whose config could not be read.
     unreadable: set[tuple[str, int]] = field(default_factory=set)
+    # node name → its network interfaces; a node missing here could not be read.
+    node_networks: dict[str, list[NodeInterface]] = field(default_factory=dict)
+    # Proxmox tag → background colour (six hex digits) from the cluster's tag style.
+    tag_colors: dict[str, str] = field(default_factory=dict)

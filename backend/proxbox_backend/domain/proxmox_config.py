@@ -19,6 +19,8 @@ from proxbox_backend.domain.models import (
     GuestAddress,
     GuestDisk,
     GuestNic,
+    NodeInterface,
+    Platform,
     ProxmoxNode,
 )
 
@@ -104,6 +106,56 @@ def nodes_from_status(status: list[dict]) -> list[ProxmoxNode]:
     )
 
 
+# -- node networking ----------------------------------------------------------------------
+
+NODE_INTERFACE_TYPES = {
+    "eth": "other",  # PVE does not say the speed or media of a physical NIC
+    "bond": "lag",
+    "OVSBond": "lag",
+    "bridge": "bridge",
+    "OVSBridge": "bridge",
+    "vlan": "virtual",
+    "OVSIntPort": "virtual",
+}
+
+
+def _names(value) -> list[str]:
+    return [n for n in re.split(r"[\s,;]+", str(value or "")) if n]
+
+
+def node_interfaces(entries: list[dict]) -> list[NodeInterface]:
+    """/nodes/{node}/network → interfaces (aliases, SDN fabrics and unknown types are
+    left out), with bond members, bridge ports and VLAN parents linked by name."""
+    kept = {
+        e["iface"]: e for e in entries if e.get("iface") and e.get("type") in NODE_INTERFACE_TYPES
+    }
+    lag_of, bridge_of = {}, {}
+    for name, entry in kept.items():
+        for member in _names(entry.get("slaves") or entry.get("ovs_bonds")):
+            lag_of[member] = name
+        for port in _names(entry.get("bridge_ports") or entry.get("ovs_ports")):
+            bridge_of[port] = name
+    out = []
+    for name, entry in sorted(kept.items()):
+        parent = entry.get("vlan-raw-device")
+        if entry.get("type") == "vlan" and not parent and "." in name:
+            parent = name.rsplit(".", 1)[0]
+        mtu = str(entry.get("mtu") or "")
+        out.append(
+            NodeInterface(
+                name=name,
+                type=NODE_INTERFACE_TYPES[entry["type"]],
+                enabled=bool(int(entry.get("active") or 0)),
+                mtu=int(mtu) if mtu.isdigit() else None,
+                description=str(entry.get("comments") or "").strip()[:200],
+                parent=parent if parent in kept else None,
+                lag=lag_of.get(name) if lag_of.get(name) in kept else None,
+                bridge=bridge_of.get(name) if bridge_of.get(name) in kept else None,
+            )
+        )
+    return out
+
+
 # -- guests -------------------------------------------------------------------------------
 
 
@@ -138,9 +190,34 @@ def nics(kind: str, config: dict) -> list[GuestNic]:
             name = props.get("name") or key
             description = f"on {props['bridge']}" if props.get("bridge") else ""
         out.append(
-            GuestNic(key, name, normalize_mac(mac), props.get("link_down") != "1", description)
+            GuestNic(
+                key,
+                name,
+                normalize_mac(mac),
+                props.get("link_down") != "1",
+                description,
+                vlan=vlan_id(props.get("tag")),
+                trunks=vlan_ids(props.get("trunks")),
+            )
         )
     return out
+
+
+def vlan_id(value: str | None) -> int | None:
+    """A VLAN id (1-4094), or None for anything else."""
+    text = (value or "").strip()
+    return int(text) if text.isdigit() and 1 <= int(text) <= 4094 else None
+
+
+def vlan_ids(value: str | None) -> tuple[int, ...]:
+    """`trunks=10;20;30-32` → (10, 20, 30, 31, 32): sorted, each once, ranges expanded."""
+    out: set[int] = set()
+    for item in re.split(r"[;\s]+", value or ""):
+        low, sep, high = item.partition("-")
+        first, last = vlan_id(low), vlan_id(high) if sep else vlan_id(low)
+        if first is not None and last is not None and first <= last:
+            out.update(range(first, last + 1))
+    return tuple(sorted(out))
 
 
 def disks(kind: str, config: dict) -> list[GuestDisk]:
@@ -157,16 +234,28 @@ def disks(kind: str, config: dict) -> list[GuestDisk]:
     return out
 
 
-def lxc_config_addresses(config: dict, guest_nics: list[GuestNic]) -> list[GuestAddress]:
-    """Static `ip=`/`ip6=` of a container's NICs (known even while it is stopped)."""
-    by_key = {n.key: n for n in guest_nics}
+def _static_addresses(props: dict[str, str]) -> list[str]:
+    """The CIDRs of `ip=`/`ip6=` (`dhcp`, `auto` and `manual` name no address)."""
     out = []
-    for key, nic in by_key.items():
-        props = property_string(config.get(key, ""))
-        for field in ("ip", "ip6"):
-            cidr = normalize_cidr(props.get(field, "")) if "/" in props.get(field, "") else None
-            if cidr and is_reportable_address(cidr):
-                out.append(GuestAddress(nic.name, cidr))
+    for field in ("ip", "ip6"):
+        value = props.get(field, "")
+        cidr = normalize_cidr(value) if "/" in value else None
+        if cidr and is_reportable_address(cidr):
+            out.append(cidr)
+    return out
+
+
+def config_addresses(kind: str, config: dict, guest_nics: list[GuestNic]) -> list[GuestAddress]:
+    """Static addresses the config declares, known even while the guest is stopped.
+
+    Containers carry `ip=`/`ip6=` on the `netN` line itself; QEMU guests carry them in
+    the cloud-init `ipconfigN` line that belongs to `netN`.
+    """
+    out = []
+    for nic in guest_nics:
+        source = nic.key if kind == LXC else f"ipconfig{nic.key.removeprefix('net')}"
+        for cidr in _static_addresses(property_string(config.get(source, ""))):
+            out.append(GuestAddress(nic.name, cidr))
     return out
 
 
@@ -199,12 +288,77 @@ def lxc_runtime_addresses(entries: list[dict], guest_nics: list[GuestNic]) -> li
     return out
 
 
-def guest(resource: dict, config: dict, addresses: list[GuestAddress] | None = None) -> Guest:
-    """One guest from its /cluster/resources entry and its config."""
+_HEX_COLOR = re.compile(r"^[0-9a-fA-F]{6}$")
+
+
+def tag_colors(options: dict) -> dict[str, str]:
+    """`/cluster/options` → tag → colour, from `tag-style: color-map=prod:ff0000:ffffff;…`
+    (the background colour; the optional text colour has no NetBox counterpart)."""
+    style = property_string(str(options.get("tag-style") or ""))
+    out = {}
+    for item in (style.get("color-map") or "").split(";"):
+        tag, _, rest = item.partition(":")
+        background = rest.split(":", 1)[0]
+        if tag and _HEX_COLOR.match(background):
+            out[tag] = background.lower()
+    return out
+
+
+def guest_tags(value: str | None) -> tuple[str, ...]:
+    """PVE's `tags` list: separated by `;` (also `,` or spaces), each tag once."""
+    return tuple(dict.fromkeys(t for t in re.split(r"[;,\s]+", value or "") if t))
+
+
+# PVE's `ostype` values (QEMU, then LXC) as platforms; `other`/`unmanaged` say nothing.
+OSTYPE_PLATFORMS = {
+    "l26": Platform("linux", "Linux"),
+    "l24": Platform("linux-2-4", "Linux 2.4"),
+    "win11": Platform("mswindows-11", "Microsoft Windows 11"),
+    "win10": Platform("mswindows-10", "Microsoft Windows 10"),
+    "win8": Platform("mswindows-8", "Microsoft Windows 8"),
+    "win7": Platform("mswindows-7", "Microsoft Windows 7"),
+    "wvista": Platform("mswindows-vista", "Microsoft Windows Vista"),
+    "wxp": Platform("mswindows-xp", "Microsoft Windows XP"),
+    "w2k8": Platform("mswindows-2008", "Microsoft Windows Server 2008"),
+    "w2k3": Platform("mswindows-2003", "Microsoft Windows Server 2003"),
+    "w2k": Platform("mswindows-2000", "Microsoft Windows 2000"),
+    "solaris": Platform("solaris", "Solaris"),
+    "debian": Platform("debian", "Debian GNU/Linux"),
+    "ubuntu": Platform("ubuntu", "Ubuntu"),
+    "centos": Platform("centos", "CentOS"),
+    "fedora": Platform("fedora", "Fedora"),
+    "opensuse": Platform("opensuse", "openSUSE"),
+    "archlinux": Platform("arch", "Arch Linux"),
+    "alpine": Platform("alpine", "Alpine Linux"),
+    "gentoo": Platform("gentoo", "Gentoo"),
+    "nixos": Platform("nixos", "NixOS"),
+}
+_PLATFORM_SLUG_UNSAFE = re.compile(r"[^a-z0-9]+")
+
+
+def agent_platform(osinfo: dict) -> Platform | None:
+    """`get-osinfo`'s OS id and version (`debian`, `12`) → platform `debian-12`."""
+    os_id = str(osinfo.get("id") or "").strip()
+    if not os_id:
+        return None
+    version = str(osinfo.get("version-id") or "").strip()
+    slug = _PLATFORM_SLUG_UNSAFE.sub("-", f"{os_id} {version}".lower()).strip("-")
+    name = " ".join(p for p in (str(osinfo.get("name") or os_id).strip(), version) if p)
+    return Platform(slug[:100], name[:100])
+
+
+def guest(
+    resource: dict,
+    config: dict,
+    reported: list[GuestAddress] | None = None,
+    reported_platform: Platform | None = None,
+) -> Guest:
+    """One guest from its /cluster/resources entry, its config and, when the running
+    guest answered, the addresses it `reported` (None: it did not, or was not asked)
+    and the platform its agent named."""
     kind = resource["type"]
     guest_nics = nics(kind, config)
-    if addresses is None:
-        addresses = lxc_config_addresses(config, guest_nics) if kind == LXC else []
+    addresses = config_addresses(kind, config, guest_nics) + list(reported or ())
     memory = config.get("memory", resource.get("maxmem", 0) // 1024**2 or None)
     cores = config.get("cores") or resource.get("maxcpu")
     sockets = config.get("sockets", 1) if kind == QEMU else 1
@@ -225,4 +379,8 @@ def guest(resource: dict, config: dict, addresses: list[GuestAddress] | None = N
         disks=tuple(disks(kind, config)),
         addresses=tuple(dict.fromkeys(addresses)),
         template=bool(resource.get("template")),
+        addresses_reported=reported is not None,
+        tags=guest_tags(config.get("tags", resource.get("tags"))),
+        platform=reported_platform or OSTYPE_PLATFORMS.get(str(config.get("ostype", ""))),
+        platform_reported=reported_platform is not None,
     )

@@ -10,6 +10,9 @@ from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError, describe_e
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
+from proxbox_backend.domain.models import Platform
+from proxbox_backend.domain.tags import PROXBOX as PROXBOX_TAG
+from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.secrets import Secret
 
 PLUGIN = "/plugins/proxbox"
@@ -21,6 +24,7 @@ CLUSTERS = "/virtualization/clusters/"
 CLUSTER_TYPES = "/virtualization/cluster-types/"
 VIRTUAL_MACHINES = "/virtualization/virtual-machines/"
 VM_INTERFACES = "/virtualization/interfaces/"
+DEVICE_INTERFACES = "/dcim/interfaces/"
 VIRTUAL_DISKS = "/virtualization/virtual-disks/"
 IP_ADDRESSES = "/ipam/ip-addresses/"
 DEVICES = "/dcim/devices/"
@@ -28,15 +32,23 @@ DEVICE_ROLES = "/dcim/device-roles/"
 DEVICE_TYPES = "/dcim/device-types/"
 MANUFACTURERS = "/dcim/manufacturers/"
 CUSTOM_FIELDS = "/extras/custom-fields/"
+TAGS = "/extras/tags/"
+PLATFORMS = "/dcim/platforms/"
+VLANS = "/ipam/vlans/"
+VLAN_GROUPS = "/ipam/vlan-groups/"
 
 SOURCE_FIELD = "proxbox_source"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
-VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6"
-DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type"
-INTERFACE_FIELDS = "id,name,enabled,description,virtual_machine,primary_mac_address"
-DISK_FIELDS = "id,name,size,description,virtual_machine"
-IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id"
+VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags"
+DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags"
+INTERFACE_FIELDS = (
+    "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
+    "tagged_vlans,tags"
+)
+DEVICE_INTERFACE_FIELDS = "id,name,type,enabled,mtu,description,device,parent,lag,bridge,tags"
+DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
+IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id,tags"
 
 
 class EndpointNotFound(LookupError):
@@ -180,6 +192,7 @@ class NetBoxGateway:
 
     async def prerequisites(self, tally: Tally) -> Prerequisites:
         await self.ensure_source_field(tally)
+        await self.ensure_tag(PROXBOX_TAG, tally)
         cluster_type = await self._get_or_create(
             CLUSTER_TYPES,
             {"slug": "proxmox-ve"},
@@ -239,6 +252,45 @@ class NetBoxGateway:
             "extras.customfield",
         )
 
+    async def ensure_tag(self, tag: TagDefinition, tally: Tally) -> int:
+        """The tag's id, creating it the first time the sync needs it."""
+        return await self._get_or_create(
+            TAGS, {"slug": tag.slug}, tag.payload(), tally, "extras.tag"
+        )
+
+    async def ensure_tags(self, wanted: list[TagDefinition], tally: Tally) -> set[str]:
+        """The slugs of `wanted` that exist now, creating the missing tags."""
+        payloads = {tag.slug: tag.payload() for tag in wanted}
+        return await self._ensure_by_slug(TAGS, "extras.tag", payloads, tally)
+
+    async def ensure_platforms(self, wanted: list[Platform], tally: Tally) -> set[str]:
+        """The slugs of `wanted` that exist now, creating the missing platforms."""
+        payloads = {p.slug: {"name": p.name, "slug": p.slug} for p in wanted}
+        return await self._ensure_by_slug(PLATFORMS, "dcim.platform", payloads, tally)
+
+    async def _ensure_by_slug(
+        self, path: str, object_type: str, payloads: dict[str, dict], tally: Tally
+    ) -> set[str]:
+        """One read for all of them, one bulk create for the missing ones; a create that
+        failed because another backend made it first still counts as existing."""
+        if not payloads:
+            return set()
+        params = {"fields": "id,slug"}
+        present = _slugs(await self.client.list_by_ids(path, "slug", list(payloads), params))
+        missing = sorted(set(payloads) - present)
+        if not missing:
+            return present
+        result = await self.client.bulk_create(path, [payloads[slug] for slug in missing])
+        tally.add(object_type, "created", len(result.succeeded))
+        present |= {missing[position] for position in result.succeeded}
+        if result.failed:
+            failed = [missing[position] for position in result.failed]
+            present |= _slugs(await self.client.list_by_ids(path, "slug", failed, params))
+            for position, reason in result.failed.items():
+                if missing[position] not in present:
+                    tally.fail(object_type, payloads[missing[position]]["name"], reason)
+        return present
+
     # -- current state ------------------------------------------------------------------
 
     async def update_cluster(self, cluster_id: int, changes: dict) -> dict:
@@ -262,6 +314,20 @@ class NetBoxGateway:
             VIRTUAL_DISKS, "virtual_machine_id", vm_ids, {"fields": DISK_FIELDS}
         )
 
+    async def device_interfaces(self, device_ids: list[int]) -> list[dict]:
+        return await self.client.list_by_ids(
+            DEVICE_INTERFACES, "device_id", device_ids, {"fields": DEVICE_INTERFACE_FIELDS}
+        )
+
+    async def vlan_group(self, slug: str, payload: dict, tally: Tally) -> int:
+        """The id of the VLAN group with `slug`, creating it the first time it is needed."""
+        return await self._get_or_create(
+            VLAN_GROUPS, {"slug": slug}, payload, tally, "ipam.vlangroup"
+        )
+
+    async def vlans(self, group_id: int) -> list[dict]:
+        return await self.client.list(VLANS, {"group_id": group_id, "fields": "id,vid,tags"})
+
     async def ip_addresses(self, vm_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(
             IP_ADDRESSES, "virtual_machine_id", vm_ids, {"fields": IP_FIELDS}
@@ -273,6 +339,10 @@ def _body(response) -> Any:
         return response.json()
     except ValueError:
         return response.text[:200]
+
+
+def _slugs(objects: list[dict]) -> set[str]:
+    return {obj["slug"] for obj in objects}
 
 
 def nested_id(value: Any) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -63,6 +64,19 @@ class ProxmoxGateway:
                 if progress:
                     progress(done, total)
 
+        async def network(node: ProxmoxNode) -> None:
+            try:
+                entries = await self.client.node_network(node.name)
+                inventory.node_networks[node.name] = parse.node_interfaces(entries)
+            except (ProxmoxError, TransportError) as exc:
+                inventory.warnings.append(f"node {node.name}: network unreadable: {exc}")
+
+        # No readable tag style (no Sys.Audit on /, older PVE): tags get default colours.
+        with contextlib.suppress(ProxmoxError, TransportError):
+            inventory.tag_colors = parse.tag_colors(await self.client.cluster_options())
+
+        # An offline node cannot answer; its interfaces are left as they are.
+        await asyncio.gather(*(network(n) for n in nodes if n.online))
         guests = await asyncio.gather(*(read(r) for r in resources))
         # A guest whose config could not be read is left out of this run entirely, and
         # remembered so the disappeared-guest policy does not delete it by mistake.
@@ -78,17 +92,30 @@ class ProxmoxGateway:
         draft = parse.guest(resource, config)
         if resource.get("status") != "running":
             return draft
-        addresses = list(draft.addresses)
         try:
             if kind == QEMU:
                 agent = parse.property_string(config.get("agent", "0"), "enabled")
-                if agent.get("enabled") in ("1", "yes", "on", "true"):
-                    reported = await self.client.qemu_agent_interfaces(node, vmid)
-                    addresses = parse.agent_addresses(reported, list(draft.nics))
+                if agent.get("enabled") not in ("1", "yes", "on", "true"):
+                    return draft
+                reported = parse.agent_addresses(
+                    await self.client.qemu_agent_interfaces(node, vmid), list(draft.nics)
+                )
+                platform = await self._agent_platform(node, vmid)
             else:
-                reported = await self.client.lxc_interfaces(node, vmid)
-                addresses += parse.lxc_runtime_addresses(reported, list(draft.nics))
+                reported = parse.lxc_runtime_addresses(
+                    await self.client.lxc_interfaces(node, vmid), list(draft.nics)
+                )
+                platform = None
         except ProxmoxError as exc:
-            # An agent that is not running is normal; the guest syncs without addresses.
+            # An agent that is not running is normal: the guest syncs with its configured
+            # addresses, and the ones it reported earlier are kept until it answers again.
             warnings.append(f"{draft.label}: no runtime addresses: {exc.reason}")
-        return parse.guest(resource, config, addresses)
+            return draft
+        return parse.guest(resource, config, reported, platform)
+
+    async def _agent_platform(self, node: str, vmid: int):
+        """The OS the agent names; None when it cannot say (older agents lack the call)."""
+        try:
+            return parse.agent_platform(await self.client.qemu_agent_osinfo(node, vmid))
+        except ProxmoxError:
+            return None

@@ -1,7 +1,17 @@
-"""The sync pipeline: cluster → nodes → guests → interfaces → ips → disks.
+"""The sync pipeline: cluster → nodes → node interfaces → guests → vlans → interfaces →
+ips → disks.
 
 Each stage module has a pure `plan(...)` (desired state from Proxmox + current state
 from NetBox → a Plan) and an `apply(...)` that executes the plan with bulk writes.
 """
 
-STAGES = ("cluster", "nodes", "guests", "interfaces", "ips", "disks")
+STAGES = (
+    "cluster",
+    "nodes",
+    "node interfaces",
+    "guests",
+    "vlans",
+    "interfaces",
+    "ips",
+    "disks",
+)

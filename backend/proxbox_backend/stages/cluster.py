@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import ClusterIdentity
@@ -38,7 +39,8 @@ def plan_metadata(identity: ClusterIdentity, cluster: dict) -> dict:
     current = cluster.get("status")
     current = current.get("value") if isinstance(current, dict) else current
     wanted = desired_status(identity)
-    return {} if current == wanted else {"status": wanted}
+    changes = {} if current == wanted else {"status": wanted}
+    return tags.with_sync_tags(changes, cluster, {tags.PROXBOX.slug})
 
 
 def plan_tracking(identity: ClusterIdentity, tracking: dict) -> dict:

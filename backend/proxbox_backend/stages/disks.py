@@ -5,6 +5,7 @@ NetBox keeps the VM's `disk` total equal to the sum of its virtual disks itself.
 
 from __future__ import annotations
 
+from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
@@ -12,6 +13,7 @@ from proxbox_backend.gateways.netbox import VIRTUAL_DISKS, NetBoxGateway, nested
 from proxbox_backend.stages.apply import apply_plan
 
 OBJECT_TYPE = "virtualization.virtualdisk"
+MANAGED = {tags.PROXBOX.slug}
 
 
 def plan(owned: list[tuple[int, Guest]], current: list[dict]) -> Plan:
@@ -32,9 +34,16 @@ def plan(owned: list[tuple[int, Guest]], current: list[dict]) -> Plan:
             found = existing.get(slot)
             if found is None:
                 payload = {"virtual_machine": vm_id, "name": disk.key, **fields}
-                result.creates.append(Create(slot, label, payload))
-            elif changes := diff(
-                fields, {"size": found.get("size"), "description": found.get("description") or ""}
+                result.creates.append(
+                    Create(slot, label, tags.with_sync_tags(payload, None, MANAGED))
+                )
+            elif changes := tags.with_sync_tags(
+                diff(
+                    fields,
+                    {"size": found.get("size"), "description": found.get("description") or ""},
+                ),
+                found,
+                MANAGED,
             ):
                 result.updates.append(Update(slot, label, found["id"], changes))
             else:

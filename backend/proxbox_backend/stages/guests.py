@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
-from proxbox_backend.domain.models import Guest
+from proxbox_backend.domain.models import Guest, Platform
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
+from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.gateways.netbox import SOURCE_FIELD, VIRTUAL_MACHINES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
 from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
@@ -22,6 +24,10 @@ OBJECT_TYPE = "virtualization.virtualmachine"
 
 OFFLINE, DELETE, KEEP = "offline", "delete", "keep"
 DISAPPEARED_POLICIES = (OFFLINE, DELETE, KEEP)
+# Templates (`template: 1`) are blueprints, not machines: skipped unless asked for, and
+# then synced tagged `proxbox-template`.
+SKIP_TEMPLATES, SYNC_TEMPLATES = "skip", "sync"
+TEMPLATE_POLICIES = (SKIP_TEMPLATES, SYNC_TEMPLATES)
 
 STATUS = {"running": "active", "paused": "paused", "stopped": "offline"}
 
@@ -51,6 +57,7 @@ class GuestPlacement:
     tenant_id: int | None
     device_ids: dict[str, int]  # node name → device id
     disappeared: str = OFFLINE
+    platforms: frozenset[str] = frozenset()  # slugs of the platforms NetBox has
 
 
 def _vcpus(value) -> float | None:
@@ -87,6 +94,52 @@ def desired(guest: Guest, placement: GuestPlacement) -> dict:
     return fields
 
 
+def syncable(guests: list[Guest], templates: str = SKIP_TEMPLATES) -> list[Guest]:
+    """The guests synced as VMs: templates only when the policy asks for them.  A skipped
+    template that was synced before counts as gone (the disappeared-guest policy)."""
+    return [g for g in guests if templates == SYNC_TEMPLATES or not g.template]
+
+
+def guest_tag_definitions(
+    guests: list[Guest], colors: dict[str, str] | None = None
+) -> list[TagDefinition]:
+    """The NetBox tags the guests need (their Proxmox tags, the template mark), each once;
+    a tag's colour comes from the cluster's tag style when it sets one (on creation)."""
+    names = dict.fromkeys(name for guest in guests for name in guest.tags)
+    colors = colors or {}
+    definitions = {
+        tag.slug: tag for tag in (tags.guest_tag(name, colors.get(name)) for name in names)
+    }
+    if any(g.template for g in guests):
+        definitions[tags.TEMPLATE.slug] = tags.TEMPLATE
+    return list(definitions.values())
+
+
+def platform_change(guest: Guest, vm: dict | None, placement: GuestPlacement) -> dict:
+    """The VM's `platform` when it should change: the agent's answer always wins; the
+    config's `ostype` hint only fills an empty platform (so a stopped guest, or an
+    operator's more precise choice, keeps what it has)."""
+    platform = guest.platform
+    if platform is None or platform.slug not in placement.platforms:
+        return {}
+    current = (vm or {}).get("platform")
+    current = current.get("slug") if isinstance(current, dict) else None
+    if current == platform.slug or (current is not None and not guest.platform_reported):
+        return {}
+    return {"platform": {"slug": platform.slug}}
+
+
+def guest_platforms(guests: list[Guest]) -> list[Platform]:
+    """The platforms the guests name, each once."""
+    return list({g.platform.slug: g.platform for g in guests if g.platform}.values())
+
+
+def sync_tags(guest: Guest) -> set[str]:
+    """The sync's tags on a guest's VM: `proxbox` and the guest's own Proxmox tags."""
+    wanted = {tags.PROXBOX.slug, *(tags.guest_tag(name).slug for name in guest.tags)}
+    return wanted | {tags.TEMPLATE.slug} if guest.template else wanted
+
+
 def plan(
     guests: list[Guest],
     current: list[dict],
@@ -106,11 +159,15 @@ def plan(
         wanted.add(key)
         fields = desired(guest, placement)
         existing = ours.get(key)
+        wanted_tags = sync_tags(guest)
         if existing is None:
             payload = {**fields, "disk": guest.disk_mb, "custom_fields": {SOURCE_FIELD: key}}
+            payload = tags.with_sync_tags(payload, None, wanted_tags)
+            payload.update(platform_change(guest, None, placement))
             result.creates.append(Create(key, guest.label, payload))
             continue
-        changes = diff(fields, _current(existing))
+        changes = tags.with_sync_tags(diff(fields, _current(existing)), existing, wanted_tags)
+        changes.update(platform_change(guest, existing, placement))
         if changes:
             result.updates.append(Update(key, guest.label, existing["id"], changes))
         else:

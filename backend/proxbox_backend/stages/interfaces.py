@@ -7,26 +7,55 @@ Every interface of a virtual machine the sync owns is the sync's to keep in shap
 
 from __future__ import annotations
 
+from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
-from proxbox_backend.domain.models import Guest
+from proxbox_backend.domain.models import Guest, GuestNic
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import VM_INTERFACES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
 
 OBJECT_TYPE = "virtualization.vminterface"
+MANAGED = {tags.PROXBOX.slug}
 
 
 def _current(interface: dict) -> dict:
     mac = interface.get("primary_mac_address")
     mac = mac.get("mac_address") if isinstance(mac, dict) else mac
+    mode = interface.get("mode")
     return {
         "enabled": interface.get("enabled"),
         "description": interface.get("description") or "",
         "mac_address": mac.upper() if mac else None,
+        "mode": mode.get("value") if isinstance(mode, dict) else mode,
+        "untagged_vlan": nested_id(interface.get("untagged_vlan")),
+        "tagged_vlans": sorted(nested_id(v) for v in interface.get("tagged_vlans") or ()),
     }
 
 
-def plan(owned: list[tuple[int, Guest]], current: list[dict]) -> Plan:
+NO_VLANS = {"mode": None, "untagged_vlan": None, "tagged_vlans": []}
+
+
+def vlan_fields(nic: GuestNic, vlan_ids: dict[int, int]) -> dict:
+    """802.1Q mode and VLANs of the NIC's interface: `tag=` is the access (untagged) VLAN,
+    `trunks=` makes it a tagged port carrying those VLANs too.
+
+    Empty when a VLAN it needs is missing (its create failed): the fields stay as they are.
+    """
+    if nic.vlan is None and not nic.trunks:
+        return NO_VLANS
+    needed = ((nic.vlan,) if nic.vlan else ()) + nic.trunks
+    if any(vid not in vlan_ids for vid in needed):
+        return {}
+    return {
+        "mode": "tagged" if nic.trunks else "access",
+        "untagged_vlan": vlan_ids[nic.vlan] if nic.vlan else None,
+        "tagged_vlans": sorted(vlan_ids[vid] for vid in nic.trunks),
+    }
+
+
+def plan(
+    owned: list[tuple[int, Guest]], current: list[dict], vlan_ids: dict[int, int] | None = None
+) -> Plan:
     """`owned`: (VM id, guest) of every guest whose virtual machine exists."""
     result = Plan(OBJECT_TYPE)
     ours = {vm_id for vm_id, _ in owned}
@@ -40,17 +69,23 @@ def plan(owned: list[tuple[int, Guest]], current: list[dict]) -> Plan:
         for nic in guest.nics:
             slot = (vm_id, nic.name)
             wanted.add(slot)
+            vlans = vlan_fields(nic, vlan_ids or {})
             fields = {
                 "enabled": nic.enabled,
                 "description": nic.description,
                 "mac_address": nic.mac,
+                **vlans,
             }
             label = f"{guest.name} {nic.name}"
             found = existing.get(slot)
             if found is None:
                 payload = {"virtual_machine": vm_id, "name": nic.name, **fields}
-                result.creates.append(Create(slot, label, payload))
-            elif changes := diff(fields, _current(found)):
+                if vlans is NO_VLANS:
+                    payload = {k: v for k, v in payload.items() if k not in NO_VLANS}
+                result.creates.append(
+                    Create(slot, label, tags.with_sync_tags(payload, None, MANAGED))
+                )
+            elif changes := tags.with_sync_tags(diff(fields, _current(found)), found, MANAGED):
                 result.updates.append(Update(slot, label, found["id"], changes))
             else:
                 result.unchanged[slot] = found["id"]
@@ -68,9 +103,10 @@ async def apply(
     owned: list[tuple[int, Guest]],
     existing_vm_ids: set[int],
     tally: Tally,
+    vlan_ids: dict[int, int] | None = None,
 ) -> dict[tuple[int, str], int]:
     """(VM id, interface name) → interface id."""
     # A cluster whose VMs are all new this run has no interfaces to read.
     fetch = any(vm_id in existing_vm_ids for vm_id, _ in owned)
     current = await netbox.interfaces(cluster_id) if fetch else []
-    return await apply_plan(netbox.client, VM_INTERFACES, plan(owned, current), tally)
+    return await apply_plan(netbox.client, VM_INTERFACES, plan(owned, current, vlan_ids), tally)

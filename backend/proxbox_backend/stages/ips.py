@@ -1,21 +1,33 @@
-"""Stage `ips`: guest addresses (agent, container config) → IPAddress on the VMInterface.
+"""Stage `ips`: guest addresses (config, agent, container runtime) → IPAddress on the
+VMInterface.
 
-Addresses assigned to an interface the sync owns belong to the sync: one that no
-longer shows up in Proxmox is deleted; everything else in IPAM is left alone.
+Addresses assigned to an interface the sync owns belong to the sync; everything else
+in IPAM is left alone.  A synced address that Proxmox did not report this run is:
+
+* deleted when the running guest reported its addresses without it (it is gone);
+* kept, with the `proxbox-unconfirmed` tag, when the guest could not say (stopped, or
+  its agent silent): IPAM users keep the address, its id and the VM's primary IP.
+  The tag goes again when the guest reports the address once more.
+
+An address whose interface goes away goes with it (NetBox deletes an interface's
+addresses with the interface).
 """
 
 from __future__ import annotations
 
 import ipaddress
 
+from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
-from proxbox_backend.domain.plan import Create, Delete, Plan
+from proxbox_backend.domain.plan import Create, Delete, Plan, Update
 from proxbox_backend.gateways.netbox import IP_ADDRESSES, NetBoxGateway
 from proxbox_backend.stages.apply import apply_plan
 
 OBJECT_TYPE = "ipam.ipaddress"
 ASSIGNED_TYPE = "virtualization.vminterface"
+UNCONFIRMED = tags.UNCONFIRMED.slug
+MANAGED = {tags.PROXBOX.slug}
 
 
 def _normalized(address: str) -> str:
@@ -26,11 +38,16 @@ def plan(
     owned: list[tuple[int, Guest]], interface_ids: dict[tuple[int, str], int], current: list[dict]
 ) -> Plan:
     result = Plan(OBJECT_TYPE)
-    ours = set(interface_ids.values())
+    guest_of_interface = {}
+    for vm_id, guest in owned:
+        for nic in guest.nics:
+            if (interface_id := interface_ids.get((vm_id, nic.name))) is not None:
+                guest_of_interface[interface_id] = guest
     existing = {
         (ip["assigned_object_id"], _normalized(ip["address"])): ip
         for ip in current
-        if ip.get("assigned_object_type") == ASSIGNED_TYPE and ip.get("assigned_object_id") in ours
+        if ip.get("assigned_object_type") == ASSIGNED_TYPE
+        and ip.get("assigned_object_id") in guest_of_interface
     }
     wanted = set()
     for vm_id, guest in owned:
@@ -42,9 +59,9 @@ def plan(
             if slot in wanted:
                 continue
             wanted.add(slot)
-            if slot in existing:
-                result.unchanged[slot] = existing[slot]["id"]
-            else:
+            label = f"{address.address} on {guest.name} {address.nic}"
+            found = existing.get(slot)
+            if found is None:
                 payload = {
                     "address": address.address,
                     "status": "active",
@@ -52,12 +69,32 @@ def plan(
                     "assigned_object_id": interface_id,
                 }
                 result.creates.append(
-                    Create(slot, f"{address.address} on {guest.name} {address.nic}", payload)
+                    Create(slot, label, tags.with_sync_tags(payload, None, MANAGED))
                 )
+            elif changes := tags.with_sync_tags({}, found, MANAGED):
+                result.updates.append(Update(slot, label, found["id"], changes))
+            else:
+                result.unchanged[slot] = found["id"]
     for slot, ip in existing.items():
-        if slot not in wanted:
+        if slot in wanted:
+            continue
+        guest = guest_of_interface[slot[0]]
+        if guest.addresses_reported:
             result.deletes.append(Delete(slot, f"{ip['address']} (gone from Proxmox)", ip["id"]))
+        elif changes := tags.with_sync_tags({}, ip, {*MANAGED, UNCONFIRMED}):
+            label = f"{ip['address']} on {guest.name} (kept: {guest.label} did not report it)"
+            result.updates.append(Update(slot, label, ip["id"], changes))
+        else:
+            result.unchanged[slot] = ip["id"]
     return result
+
+
+def marks_unconfirmed(the_plan: Plan) -> bool:
+    """Whether the plan tags an address unconfirmed (so the tag must exist first)."""
+    return any(
+        UNCONFIRMED in (t["slug"] for t in update.changes.get("tags", ()))
+        for update in the_plan.updates
+    )
 
 
 async def apply(
@@ -72,5 +109,7 @@ async def apply(
     lookup = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
     current = await netbox.ip_addresses(lookup) if lookup else []
     the_plan = plan(owned, interface_ids, current)
+    if marks_unconfirmed(the_plan):
+        await netbox.ensure_tag(tags.UNCONFIRMED, tally)
     ids = await apply_plan(netbox.client, IP_ADDRESSES, the_plan, tally)
     return ids, {delete.id for delete in the_plan.deletes}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import ProxmoxNode
 from proxbox_backend.domain.plan import Create, Plan, PlanningFailure, Update, diff
@@ -15,6 +16,7 @@ from proxbox_backend.gateways.netbox import DEVICES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
 
 OBJECT_TYPE = "dcim.device"
+MANAGED = {tags.PROXBOX.slug}
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ def plan(nodes: list[ProxmoxNode], current: list[dict], placement: NodePlacement
         }
         existing = by_name.get(node.name)
         if existing is not None:
-            changes = diff(desired, _current(existing))
+            changes = tags.with_sync_tags(diff(desired, _current(existing)), existing, MANAGED)
             if changes:
                 result.updates.append(Update(node.name, node.name, existing["id"], changes))
             else:
@@ -64,6 +66,7 @@ def plan(nodes: list[ProxmoxNode], current: list[dict], placement: NodePlacement
                 "device_type": placement.device_type_id,
                 **desired,
             }
+            payload = tags.with_sync_tags(payload, None, MANAGED)
             result.creates.append(Create(node.name, node.name, payload))
     return result
 

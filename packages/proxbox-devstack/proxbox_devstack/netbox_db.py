@@ -27,15 +27,21 @@ BACKEND_USERNAME = "proxbox-backend"
 BACKEND_PERMISSION = "proxbox-backend: sync writes"
 BACKEND_ENDPOINT_PERMISSION = "proxbox-backend: endpoint credentials"
 # What a sync reads and writes: its inventory objects, the prerequisites it creates
-# (types, roles, custom fields) and the plugin's tracking records.
+# (types, roles, custom fields, tags, platforms, VLAN groups) and the plugin's
+# tracking records.
 BACKEND_WRITES = (
     "dcim.device",
     "dcim.devicerole",
     "dcim.devicetype",
+    "dcim.interface",
     "dcim.manufacturer",
     "dcim.macaddress",
+    "dcim.platform",
     "extras.customfield",
+    "extras.tag",
     "ipam.ipaddress",
+    "ipam.vlan",
+    "ipam.vlangroup",
     "virtualization.cluster",
     "virtualization.clustertype",
     "virtualization.virtualmachine",

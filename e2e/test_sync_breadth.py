@@ -1,0 +1,313 @@
+"""Sync breadth: tags, VLANs, platforms, templates.
+
+Every managed object carries `proxbox`; Proxmox guest tags become `pve-*` tags on the
+VM, merged with the operator's; removing a tag in Proxmox removes only that one. NIC
+`tag=`/`trunks=` become VLANs in the endpoint's VLAN group and the interface's 802.1Q
+mode. The guest agent's OS (else `ostype`) becomes the VM's platform. Templates stay
+out unless the backend is asked to sync them.
+
+The tests run in file order and build on each other (one NetBox, one simulator).
+"""
+
+import pytest
+import sync_fixtures as fixtures
+from sync_fixtures import (
+    Simulator,
+    change_marker,
+    create_endpoint,
+    create_site,
+    list_all,
+    object_changes_since,
+    run_sync,
+)
+
+sync_workdir = fixtures.sync_workdir
+netbox_server = fixtures.netbox_server
+
+
+@pytest.fixture(scope="module")
+def simulator(sync_workdir):
+    sim = Simulator("tags", "single", 6, sync_workdir)
+    try:
+        sim.start().renumber("10.80.0")
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture(scope="module")
+def endpoint(netbox_server, simulator):
+    site = create_site(netbox_server, "pbsync-tags")
+    return create_endpoint(netbox_server, "pve-tags", simulator, site=site)
+
+
+def sync(netbox_server, simulator, endpoint, **overrides):
+    report = run_sync(netbox_server, simulator, endpoint["id"], **overrides)
+    summary = report.as_dict()
+    assert report.ok, (summary["error"], summary["failures"], summary["warnings"])
+    return report
+
+
+def proxmox_tags(config: dict) -> set[str]:
+    return {t for t in config.get("tags", "").replace(",", ";").split(";") if t}
+
+
+def slugs(obj: dict) -> set[str]:
+    return {t["slug"] for t in obj["tags"]}
+
+
+def tag_slugs_in_netbox(netbox_server) -> set[str]:
+    return {t["slug"] for t in list_all(netbox_server, "/extras/tags/")}
+
+
+@pytest.fixture(scope="module")
+def tags_before(netbox_server, endpoint):
+    """Tags other suites of the session may have created already."""
+    return tag_slugs_in_netbox(netbox_server)
+
+
+@pytest.fixture(scope="module")
+def first_run(netbox_server, simulator, endpoint, tags_before):
+    return sync(netbox_server, simulator, endpoint)
+
+
+def test_first_sync_tags_every_managed_object(netbox_server, simulator, first_run, tags_before):
+    cluster_id = first_run.cluster["id"]
+    guests = simulator.inventory()["guests"]
+    assert any(proxmox_tags(g["config"]) for g in guests.values()), "the seed has guest tags"
+    vms = list_all(netbox_server, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    by_name = {vm["name"]: vm for vm in vms}
+    for guest in guests.values():
+        vm = by_name[guest["resource"]["name"]]
+        expected = {"proxbox"} | {f"pve-{t}" for t in proxmox_tags(guest["config"])}
+        assert slugs(vm) == expected, vm["name"]
+    vm_ids = [vm["id"] for vm in vms]
+    components = (
+        list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
+        + list_all(netbox_server, "/virtualization/interfaces/", cluster_id=cluster_id)
+        + list_all(netbox_server, "/virtualization/virtual-disks/", virtual_machine_id=vm_ids)
+        + list_all(netbox_server, "/ipam/ip-addresses/", virtual_machine_id=vm_ids)
+    )
+    assert components and all("proxbox" in slugs(obj) for obj in components)
+    seen = sorted({t for g in guests.values() for t in proxmox_tags(g["config"])})
+    with netbox_server.api() as api:
+        cluster = api.get(f"/virtualization/clusters/{cluster_id}/").json()
+        tag = api.get("/extras/tags/", params={"slug": f"pve-{seen[0]}"}).json()["results"]
+    assert slugs(cluster) == {"proxbox"}
+    assert [t["name"] for t in tag] == [f"pve:{seen[0]}"]
+    needed = {"proxbox"} | {f"pve-{t}" for t in seen}
+    assert needed <= tag_slugs_in_netbox(netbox_server)
+    assert first_run.tally.of("extras.tag").created == len(needed - tags_before)
+
+
+def test_resync_writes_nothing(netbox_server, simulator, endpoint, first_run):
+    since = change_marker(netbox_server)
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.writes == 0, report.as_dict()["counters"]
+    changed = {
+        (c["changed_object_type"], c["action"]["value"])
+        for c in object_changes_since(netbox_server, since)
+    }
+    assert changed <= {("netbox_proxbox.proxboxclustersyncstate", "update")}, changed
+
+
+def test_proxmox_tag_changes_leave_the_operators_tags(
+    netbox_server, simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    guests = simulator.inventory()["guests"]
+    resource, config = next(
+        (g["resource"], g["config"]) for g in guests.values() if proxmox_tags(g["config"])
+    )
+    before = tag_slugs_in_netbox(netbox_server)
+    removed = sorted(proxmox_tags(config))[0]
+    remaining = proxmox_tags(config) - {removed}
+    (vm,) = list_all(
+        netbox_server,
+        "/virtualization/virtual-machines/",
+        cluster_id=cluster_id,
+        name=resource["name"],
+    )
+    with netbox_server.api() as api:
+        made = api.post("/extras/tags/", json={"name": "owner-team-a", "slug": "owner-team-a"})
+        assert made.status_code == 201, made.text
+        tags = [{"slug": s} for s in slugs(vm) | {"owner-team-a"}]
+        answer = api.patch(f"/virtualization/virtual-machines/{vm['id']}/", json={"tags": tags})
+        assert answer.status_code == 200, answer.text
+    with simulator.api() as pve:
+        answer = pve.put(
+            f"/nodes/{resource['node']}/{resource['type']}/{resource['vmid']}/config",
+            data={"tags": ";".join(sorted(remaining | {"blue-team"}))},
+        )
+        assert answer.status_code == 200, answer.text
+
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.of("virtualization.virtualmachine").updated == 1
+    # pve-blue-team, on demand (unless another suite's guests made it already)
+    assert report.tally.of("extras.tag").created == int("pve-blue-team" not in before)
+    with netbox_server.api() as api:
+        after = api.get(f"/virtualization/virtual-machines/{vm['id']}/").json()
+        still = api.get("/extras/tags/", params={"slug": f"pve-{removed}"}).json()["count"]
+    assert slugs(after) == {"proxbox", "owner-team-a", "pve-blue-team"} | {
+        f"pve-{t}" for t in remaining
+    }
+    assert still == 1  # the tag object stays: other VMs may carry it
+
+
+# -- VLANs ----------------------------------------------------------------------------------
+
+
+def set_nic(simulator: Simulator, resource: dict, config: dict, extra: str) -> None:
+    """Rewrite net0 with its MAC and bridge kept, plus `extra` (e.g. tag=10)."""
+    kept = [p for p in config["net0"].split(",") if not p.startswith(("tag=", "trunks="))]
+    path = f"/nodes/{resource['node']}/{resource['type']}/{resource['vmid']}/config"
+    with simulator.api() as pve:
+        answer = pve.put(path, data={"net0": ",".join([*kept, *([extra] if extra else [])])})
+        assert answer.status_code == 200, answer.text
+
+
+def interface_of(netbox_server, cluster_id: int, vm_name: str, name: str) -> dict:
+    found = list_all(netbox_server, "/virtualization/interfaces/", cluster_id=cluster_id)
+    return next(i for i in found if i["virtual_machine"]["name"] == vm_name and i["name"] == name)
+
+
+def test_nic_vlans_become_vlans_of_the_endpoints_group(
+    netbox_server, simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    guests = simulator.inventory()["guests"]
+    qemu = next(g for (kind, _), g in sorted(guests.items()) if kind == "qemu")
+    lxc = next((g for (kind, _), g in sorted(guests.items()) if kind == "lxc"), None)
+    set_nic(simulator, qemu["resource"], qemu["config"], "tag=10,trunks=20;30")
+    if lxc is not None:
+        set_nic(simulator, lxc["resource"], lxc["config"], "tag=10")
+
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.of("ipam.vlan").created == 3
+    assert report.tally.of("ipam.vlangroup").created == 1
+    (group,) = list_all(netbox_server, "/ipam/vlan-groups/", slug=f"proxbox-cluster-{cluster_id}")
+    assert (group["scope_type"], group["scope_id"]) == ("virtualization.cluster", cluster_id)
+    vlans = {v["vid"]: v for v in list_all(netbox_server, "/ipam/vlans/", group_id=group["id"])}
+    assert set(vlans) == {10, 20, 30}
+    assert all("proxbox" in slugs(v) for v in vlans.values())
+
+    trunk = interface_of(netbox_server, cluster_id, qemu["resource"]["name"], "net0")
+    assert trunk["mode"]["value"] == "tagged"
+    assert trunk["untagged_vlan"]["id"] == vlans[10]["id"]
+    assert {v["id"] for v in trunk["tagged_vlans"]} == {vlans[20]["id"], vlans[30]["id"]}
+    if lxc is not None:
+        name = next(p[5:] for p in lxc["config"]["net0"].split(",") if p.startswith("name="))
+        access = interface_of(netbox_server, cluster_id, lxc["resource"]["name"], name)
+        assert access["mode"]["value"] == "access"
+        assert access["untagged_vlan"]["id"] == vlans[10]["id"]
+
+    # Nothing changed in Proxmox: nothing written.
+    assert sync(netbox_server, simulator, endpoint).tally.writes == 0
+
+    # The trunk goes: the port becomes an access port, its tagged VLANs are cleared, and
+    # the VLAN objects stay for whoever documents them.
+    set_nic(simulator, qemu["resource"], qemu["config"], "tag=10")
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.of("virtualization.vminterface").updated == 1
+    trunk = interface_of(netbox_server, cluster_id, qemu["resource"]["name"], "net0")
+    assert (trunk["mode"]["value"], trunk["tagged_vlans"]) == ("access", [])
+    assert len(list_all(netbox_server, "/ipam/vlans/", group_id=group["id"])) == 3
+
+
+# -- platforms and templates ------------------------------------------------------------------
+
+# What the simulator's agent answers per ostype (Debian 12 for Linux), and PVE's ostype
+# hints: derived here independently of the backend's tables.
+AGENT_OS = {"l26": "debian-12", "win11": "mswindows-11", "win10": "mswindows-10"}
+OSTYPE = {"l26": "linux", "win11": "mswindows-11", "win10": "mswindows-10", "debian": "debian"}
+
+
+def test_vm_platforms_from_the_agent_else_the_ostype(netbox_server, simulator, first_run):
+    cluster_id = first_run.cluster["id"]
+    vms = list_all(netbox_server, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    platform_of = {vm["name"]: (vm["platform"] or {}).get("slug") for vm in vms}
+    checked = set()
+    for (kind, _), guest in simulator.inventory()["guests"].items():
+        resource, config = guest["resource"], guest["config"]
+        ostype = config.get("ostype", "l26")
+        agent = config.get("agent", "0").startswith("1")
+        if kind == "qemu" and agent and resource["status"] == "running":
+            expected = AGENT_OS.get(ostype, "debian-12")
+        else:
+            expected = OSTYPE.get(ostype)
+        assert platform_of[resource["name"]] == expected, resource["name"]
+        checked.add(expected)
+    assert len(checked) >= 2, checked
+    with netbox_server.api() as api:
+        debian = api.get("/dcim/platforms/", params={"slug": "debian-12"}).json()["results"]
+    assert [p["name"] for p in debian] == ["Debian GNU/Linux 12"]
+
+
+def test_templates_stay_out_unless_asked_for(netbox_server, simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    node = next(iter(simulator.inventory()["guests"].values()))["resource"]["node"]
+    with simulator.api() as pve:
+        made = pve.post(
+            f"/nodes/{node}/qemu",
+            data={"vmid": 950, "name": "tpl-base", "memory": 1024, "net0": "virtio,bridge=vmbr0"},
+        )
+        assert made.status_code == 200, made.text
+        simulator.wait_task(made.json()["data"])
+        templated = pve.post(f"/nodes/{node}/qemu/950/template")
+        assert templated.status_code == 200, templated.text
+        if isinstance(templated.json()["data"], str):
+            simulator.wait_task(templated.json()["data"])
+
+    def template_vms():
+        return list_all(
+            netbox_server,
+            "/virtualization/virtual-machines/",
+            cluster_id=cluster_id,
+            name="tpl-base",
+        )
+
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.of("virtualization.virtualmachine").created == 0
+    assert template_vms() == []
+
+    report = sync(netbox_server, simulator, endpoint, templates="sync")
+    assert report.tally.of("virtualization.virtualmachine").created == 1
+    (template,) = template_vms()
+    assert {"proxbox", "proxbox-template"} <= slugs(template)
+    assert template["status"]["value"] == "offline"
+    assert sync(netbox_server, simulator, endpoint, templates="sync").tally.writes == 0
+
+
+# -- node networking -------------------------------------------------------------------------
+
+
+def test_node_interfaces_from_the_node_network(netbox_server, simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    (device,) = list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
+    with simulator.api() as pve:
+        network = pve.get(f"/nodes/{device['name']}/network").json()["data"]
+    kinds = {"eth": "other", "bridge": "bridge", "bond": "lag", "vlan": "virtual"}
+    expected = {n["iface"]: kinds[n["type"]] for n in network if n["type"] in kinds}
+    interfaces = {
+        i["name"]: i for i in list_all(netbox_server, "/dcim/interfaces/", device_id=device["id"])
+    }
+    assert {name: i["type"]["value"] for name, i in interfaces.items()} == expected
+    assert all("proxbox" in slugs(i) for i in interfaces.values())
+    for entry in network:
+        for port in (entry.get("bridge_ports") or "").split():
+            assert interfaces[port]["bridge"]["id"] == interfaces[entry["iface"]]["id"]
+    assert any(i["bridge"] for i in interfaces.values()), "the seed bridges a NIC"
+
+    # An operator's interface on the node stays; the sync's unchanged ones write nothing.
+    with netbox_server.api() as api:
+        made = api.post(
+            "/dcim/interfaces/", json={"device": device["id"], "name": "bmc", "type": "1000base-t"}
+        )
+        assert made.status_code == 201, made.text
+    report = sync(netbox_server, simulator, endpoint, templates="sync")
+    assert report.tally.writes == 0, report.as_dict()["counters"]
+    assert report.tally.of("dcim.interface").unchanged == len(expected)
+    names = {
+        i["name"] for i in list_all(netbox_server, "/dcim/interfaces/", device_id=device["id"])
+    }
+    assert names == set(expected) | {"bmc"}
