@@ -5,7 +5,7 @@ import unicodedata
 import psycopg
 from django.db import connection
 from django.urls import reverse
-from utilities.testing import APITestCase
+from utilities.testing import APITestCase, TestCase
 
 from netbox_script_projects.models import ScriptFile, ScriptProject
 from netbox_script_projects.snapshot import build_script_file_snapshot
@@ -101,3 +101,27 @@ class ScriptFileRulesTest(StorageTestMixin, APITestCase):
         response = self.client.patch(detail, {"enabled": False}, format="json", **self.header)
         self.assertEqual(response.status_code, 200, response.data)
         self.assertFalse(ScriptFile.objects.get(pk=declared.pk).enabled)
+
+
+class ScriptFileEditBusyTest(StorageTestMixin, TestCase):
+    limits = {"lock_timeout": 0.5}
+
+    def test_edit_form_reports_a_busy_project_instead_of_failing(self):
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject",
+            "netbox_script_projects.view_scriptfile",
+            "netbox_script_projects.change_scriptfile",
+        )
+        project = ScriptProject.objects.create(name="Busy", key="busy")
+        # bulk_create skips save(): this transaction must not hold the write lock.
+        (declared,) = ScriptFile.objects.bulk_create([ScriptFile(project=project, path="a.py")])
+        url = reverse("plugins:netbox_script_projects:scriptfile_edit", args=[declared.pk])
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = '10s'")
+        with psycopg.connect(**_probe_params()) as holder:
+            holder.execute("SET lock_timeout = '10s'")
+            holder.execute("SELECT pg_advisory_lock(%s, %s)", lock_key(project.storage_key))
+            response = self.client.post(url, {"path": "a.py", "description": "edited"})
+        self.assertHttpStatus(response, 200)
+        self.assertContains(response, "The project is busy")
+        self.assertEqual(ScriptFile.objects.get(pk=declared.pk).description, "")
