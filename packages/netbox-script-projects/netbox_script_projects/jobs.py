@@ -16,11 +16,11 @@ import uuid
 from core.choices import JobStatusChoices
 from core.exceptions import JobFailed
 from core.models import Job
-from django.db import DEFAULT_DB_ALIAS, router
+from django.db import DEFAULT_DB_ALIAS
 from netbox.jobs import JobRunner
 
 from .constants import CLEANUP_JOB_NAME
-from .storage.locks import project_lock, require_default_database
+from .storage.locks import project_lock, require_default_database, routed_revision_database
 from .storage.paths import normalize_member_name, path_rule_errors
 from .storage.store import file_key, get_storage
 
@@ -36,12 +36,7 @@ def routing_is_safe() -> bool:
     A router that sends them elsewhere (e.g. an active branch schema) would
     make the reference check look at the wrong rows.
     """
-    from .models import ScriptProjectRevision
-
-    return router.db_for_read(ScriptProjectRevision) in (
-        None,
-        DEFAULT_DB_ALIAS,
-    ) and router.db_for_write(ScriptProjectRevision) in (None, DEFAULT_DB_ALIAS)
+    return routed_revision_database() == DEFAULT_DB_ALIAS
 
 
 def payload_problems(payload) -> list[str]:
@@ -76,14 +71,16 @@ class StorageCleanupJob(JobRunner):
     ) -> Job | None:
         """Record a cleanup Job in the current transaction (queued on commit).
 
-        A pending Job for the same content already covers it: the keys of a
-        digest are the same whichever revision captured them.
+        A Job for the same content that has not started yet covers it: the
+        keys of a digest are the same whichever revision captured them. A
+        running Job may have made its reference check already, and one whose
+        worker died stays "running" for ever, so neither covers a new deletion.
         """
         require_default_database(using)
         payload = {"storage_key": str(storage_key), "digest": digest, "paths": list(paths)}
         pending = Job.objects.filter(
             name=cls.name,
-            status__in=JobStatusChoices.ENQUEUED_STATE_CHOICES,
+            status__in=(JobStatusChoices.STATUS_PENDING, JobStatusChoices.STATUS_SCHEDULED),
             data__storage_key=payload["storage_key"],
             data__digest=digest,
         )
@@ -147,10 +144,8 @@ class StorageCleanupJob(JobRunner):
                     self.logger.error(f"Could not remove {key}: {exc}")
         if left_behind:
             self.logger.error(
-                "Cleanup of %s left %d key(s) behind: %s",
-                digest,
-                len(left_behind),
-                ", ".join(left_behind),
+                f"Cleanup of {digest} left {len(left_behind)} key(s) behind: "
+                + ", ".join(left_behind)
             )
             raise JobFailed()
         self.logger.info(f"Removed {removed} stored file(s) of {digest}.")

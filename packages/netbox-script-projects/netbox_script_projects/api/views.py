@@ -1,13 +1,14 @@
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
+from django.core.exceptions import ValidationError as ModelValidationError
 from django.db.models import Case, IntegerField, Value, When
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from netbox.api.authentication import TokenWritePermission
 from netbox.api.viewsets import NetBoxModelViewSet, NetBoxReadOnlyModelViewSet
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, PermissionDenied
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
+from rest_framework.generics import get_object_or_404
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.routers import APIRootView
@@ -61,7 +62,9 @@ def storage_error_response(exc, request) -> Response:
             "problems": exc.problems,
         }
         return Response(body, status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, errors.RevisionVanished | errors.RevisionNotReusable):
+    if isinstance(
+        exc, errors.RevisionVanished | errors.RevisionNotReusable | errors.UnsafeDatabaseAlias
+    ):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, errors.ProjectBusy):
         return Response(
@@ -85,6 +88,8 @@ class ScriptProjectViewSet(NetBoxModelViewSet):
         return super().get_permissions()
 
     def _source_project(self, request, pk):
+        # DRF's get_object_or_404: a malformed id ("abc") is a 404, as on
+        # NetBox's own detail routes, not a ValueError.
         project = get_object_or_404(ScriptProject.objects.restrict(request.user, "change"), pk=pk)
         if not request.user.has_perm("netbox_script_projects.add_scriptprojectrevision"):
             raise PermissionDenied("Adding script project revisions is not permitted.")
@@ -176,6 +181,26 @@ class ScriptFileViewSet(NetBoxModelViewSet):
     filterset_class = filtersets.ScriptFileFilterSet
     # Script File rows are removed only by Project deletion (disable instead).
     http_method_names = ["get", "post", "put", "patch", "head", "options"]
+
+    def perform_create(self, serializer):
+        with _script_file_write_errors():
+            super().perform_create(serializer)
+
+    def perform_update(self, serializer):
+        with _script_file_write_errors():
+            super().perform_update(serializer)
+
+
+@contextmanager
+def _script_file_write_errors():
+    """What ScriptFile.save() raises under the Project write lock, as REST errors."""
+    try:
+        yield
+    except errors.ProjectBusy as exc:
+        raise ProjectBusyError(str(exc)) from exc
+    except ModelValidationError as exc:
+        # The declaration check repeated under the lock (a concurrent edit won).
+        raise ValidationError(exc.message_dict) from exc
 
 
 class ScriptProjectRevisionViewSet(NetBoxReadOnlyModelViewSet):

@@ -1,10 +1,12 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 from netbox.forms import NetBoxModelForm, PrimaryModelForm
+from utilities.exceptions import AbortRequest
 from utilities.forms.fields import DynamicModelChoiceField, SlugField
 from utilities.forms.rendering import FieldSet
 
 from ..models import ScriptFile, ScriptProject
+from ..storage.errors import ProjectBusy
 
 __all__ = ("ScriptFileForm", "ScriptProjectForm", "ScriptProjectUploadForm")
 
@@ -54,6 +56,13 @@ class ScriptFileForm(NetBoxModelForm):
         if self.instance.pk:
             # A declaration never moves between projects.
             self.fields["project"].disabled = True
+
+    def save(self, *args, **kwargs):
+        # NetBox's edit view shows an AbortRequest as a form error (not a 500).
+        try:
+            return super().save(*args, **kwargs)
+        except ProjectBusy as exc:
+            raise AbortRequest(str(exc)) from exc
 
 
 class ScriptProjectUploadForm(forms.Form):

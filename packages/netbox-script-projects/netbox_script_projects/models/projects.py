@@ -9,7 +9,7 @@ from netbox.models import NetBoxModel, PrimaryModel
 from netbox.models.features import JobsMixin
 
 from ..choices import ActivationPolicyChoices, ScriptFileDiscoveryChoices
-from ..storage.paths import module_name, script_file_path_errors
+from ..storage.paths import script_file_path_errors, tree_conflicts
 
 __all__ = ("ScriptFile", "ScriptProject")
 
@@ -174,24 +174,34 @@ class ScriptFile(NetBoxModel):
                 raise ValidationError(
                     {"project": _("A script file cannot move to another project.")}
                 )
-        siblings = ScriptFile.objects.filter(project_id=self.project_id).exclude(pk=self.pk)
-        for other in siblings.only("path"):
-            if other.path.casefold() == self.path.casefold() and other.path != self.path:
-                raise ValidationError(
-                    {
-                        "path": _("{path} differs only in case from {other}.").format(
-                            path=self.path, other=other.path
-                        )
-                    }
-                )
-            if other.path != self.path and module_name(other.path) == module_name(self.path):
-                raise ValidationError(
-                    {
-                        "path": _("{path} and {other} import as the same module {module}.").format(
-                            path=self.path, other=other.path, module=module_name(self.path)
-                        )
-                    }
-                )
+        self._check_declaration_conflicts()
+
+    def _check_declaration_conflicts(self):
+        """Refuse a path the Script File snapshot rules would refuse later.
+
+        The snapshot check (case and Unicode-normalization aliases, a module
+        beside a package directory, two paths importing as one module) runs
+        on every staging; a declaration it rejects would make every upload
+        of the project fail as corrupt. Disabled siblings count too: enabling
+        one must not create the conflict.
+        """
+        if not self.project_id or not self.path:
+            return
+        siblings = list(
+            ScriptFile.objects.filter(project_id=self.project_id)
+            .exclude(pk=self.pk)
+            .values_list("path", flat=True)
+        )
+        known = set(tree_conflicts(siblings))
+        added = [e for e in tree_conflicts([*siblings, self.path]) if e not in known]
+        if added:
+            raise ValidationError(
+                {
+                    "path": [
+                        _("{path}: {message}").format(path=e.path, message=e.message) for e in added
+                    ]
+                }
+            )
 
     def save(self, *args, **kwargs):
         # Declaration edits serialize with staging and refresh through the
@@ -200,4 +210,7 @@ class ScriptFile(NetBoxModel):
 
         with transaction.atomic():
             project_write_lock(self.project.storage_key)
+            # Repeated under the lock: a concurrent declaration may have
+            # passed clean() at the same time.
+            self._check_declaration_conflicts()
             super().save(*args, **kwargs)

@@ -13,7 +13,14 @@ from __future__ import annotations
 import uuid
 from contextlib import contextmanager
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    OperationalError,
+    connections,
+    router,
+    transaction,
+)
 
 from ..constants import ADVISORY_LOCK_NAMESPACE, get_limits
 from .errors import ProjectBusy, UnsafeDatabaseAlias
@@ -38,6 +45,47 @@ def require_default_database(using: str | None) -> str:
     return using
 
 
+def routed_revision_database() -> str:
+    """The alias revision rows are routed to now (reads or writes), default first.
+
+    A router may send them elsewhere (e.g. an active branch schema) even when
+    no caller names an alias; returns the first non-default alias it picks.
+    """
+    from ..models import ScriptProjectRevision
+
+    for alias in (
+        router.db_for_write(ScriptProjectRevision),
+        router.db_for_read(ScriptProjectRevision),
+    ):
+        if alias not in (None, DEFAULT_DB_ALIAS):
+            return alias
+    return DEFAULT_DB_ALIAS
+
+
+def require_default_routing(using: str | None = None) -> str:
+    """require_default_database() for the named alias and where revisions are routed."""
+    require_default_database(using)
+    return require_default_database(routed_revision_database())
+
+
+@contextmanager
+def _lock_timeout(cursor, timeout: float):
+    """lock_timeout for the statements of the block only.
+
+    Set locally inside the caller's (sub)transaction and restored before it
+    ends, so it never outlives the lock request.
+    """
+    cursor.execute("SELECT current_setting('lock_timeout')")
+    previous = cursor.fetchone()[0]
+    cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(timeout * 1000)}ms"])
+    yield
+    cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
+
+
+def _busy(timeout: float) -> ProjectBusy:
+    return ProjectBusy(f"The project is busy (lock not granted within {timeout:g} s)")
+
+
 @contextmanager
 def project_lock(storage_key, using: str | None = None, timeout: float | None = None):
     """Hold the session-level Project lock for the duration of the block."""
@@ -46,18 +94,14 @@ def project_lock(storage_key, using: str | None = None, timeout: float | None = 
     classid, objid = lock_key(storage_key)
     timeout = get_limits().lock_timeout if timeout is None else timeout
     try:
-        # The timeout applies to this statement only: set locally inside a
-        # (sub)transaction and restored before it ends.
-        with transaction.atomic(using=using), connection.cursor() as cursor:
-            cursor.execute("SELECT current_setting('lock_timeout')")
-            previous = cursor.fetchone()[0]
-            cursor.execute(
-                "SELECT set_config('lock_timeout', %s, true)", [f"{int(timeout * 1000)}ms"]
-            )
+        with (
+            transaction.atomic(using=using),
+            connection.cursor() as cursor,
+            _lock_timeout(cursor, timeout),
+        ):
             cursor.execute("SELECT pg_advisory_lock(%s, %s)", [classid, objid])
-            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
     except OperationalError as exc:
-        raise ProjectBusy(f"The project is busy (lock not granted within {timeout:g} s)") from exc
+        raise _busy(timeout) from exc
     try:
         yield
     finally:
@@ -69,11 +113,24 @@ def project_lock(storage_key, using: str | None = None, timeout: float | None = 
             connection.close()
 
 
-def project_write_lock(storage_key, using: str | None = None) -> None:
-    """Take the transaction-level form of the Project lock (released at commit)."""
+def project_write_lock(storage_key, using: str | None = None, timeout: float | None = None) -> None:
+    """Take the transaction-level form of the Project lock (released at commit).
+
+    Waits at most the configured lock timeout, then raises ProjectBusy; the
+    failed request is rolled back to its own savepoint, so the caller's
+    transaction stays usable.
+    """
     using = require_default_database(using)
     connection = connections[using]
     if not connection.in_atomic_block:
         raise RuntimeError("project_write_lock() must run inside a transaction")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(lock_key(storage_key)))
+    timeout = get_limits().lock_timeout if timeout is None else timeout
+    try:
+        with (
+            transaction.atomic(using=using),
+            connection.cursor() as cursor,
+            _lock_timeout(cursor, timeout),
+        ):
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(lock_key(storage_key)))
+    except OperationalError as exc:
+        raise _busy(timeout) from exc

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from ..choices import RevisionStatusChoices as Status
 from ..choices import StorageErrorCodes
@@ -28,7 +28,7 @@ from .errors import (
     SubmissionRejected,
     VerificationFailed,
 )
-from .locks import project_lock, require_default_database
+from .locks import project_lock, require_default_routing
 from .manifest import (
     ManifestEntry,
     build_manifest,
@@ -66,17 +66,11 @@ def stage_upload(project, upload, name: str, *, using: str | None = None) -> Sta
     StorageWriteFailed (retry by staging again), VerificationFailed,
     RevisionCorrupt, RevisionVanished or ProjectBusy.
     """
-    require_default_database(using)
+    require_default_routing(using)
     with tempfile.TemporaryDirectory(prefix="nbsp-upload-") as workdir:
         contents = read_upload(upload, name, Path(workdir), get_limits())
         if contents.errors:
-            revision = _revisions().create(
-                project=project,
-                status=Status.STORAGE_FAILED,
-                validation_errors=[error.as_dict() for error in contents.errors],
-                file_count=len(contents.files),
-                total_size=sum(f.size for f in contents.files),
-            )
+            revision = _record_rejection(project, contents)
             raise SubmissionRejected(revision, revision.validation_errors)
 
         entries = [ManifestEntry(f.path, f.size, f.sha256) for f in contents.files]
@@ -87,10 +81,36 @@ def stage_upload(project, upload, name: str, *, using: str | None = None) -> Sta
         with project_lock(project.storage_key):
             # Built under the lock: Script File writes take the same key.
             snapshot, snapshot_digest = build_script_file_snapshot(project)
+            if (
+                _revisions()
+                .filter(project=project, digest=digest, status__in=Status.STORED)
+                .exists()
+            ):
+                # The tree is complete (possibly under another selection):
+                # verify it, never write over it; a mismatch is evidence.
+                return _adopt_stored_tree(project, digest, manifest, snapshot, snapshot_digest)
             revision, created = _get_or_create(project, digest, manifest, snapshot, snapshot_digest)
             if revision.status in Status.STORED:
                 return _reuse(revision)
             return _write(revision, created, spools.__getitem__)
+
+
+def _record_rejection(project, contents):
+    """The rejected submission's row (null digests), or RevisionNotReusable."""
+    try:
+        with transaction.atomic():
+            revision = _revisions().create(
+                project=project,
+                status=Status.STORAGE_FAILED,
+                validation_errors=[error.as_dict() for error in contents.errors],
+                file_count=len(contents.files),
+                total_size=sum(f.size for f in contents.files),
+            )
+            # The foreign key is deferred: check it now, not at some outer commit.
+            connection.check_constraints(table_names=[revision._meta.db_table])
+    except IntegrityError:
+        raise RevisionNotReusable(f"Project {project.pk} no longer exists") from None
+    return revision
 
 
 def _get_or_create(project, digest, manifest, snapshot, snapshot_digest, status=Status.STAGING):
@@ -137,7 +157,43 @@ def _reuse(revision) -> StagingResult:
     findings = verify_revision_storage(revision)
     if findings:
         raise VerificationFailed(revision, findings)
-    return StagingResult(revision, "reused")
+    # Deletion does not take the Project lock: report a row that vanished.
+    return StagingResult(_reload(revision), "reused")
+
+
+def _adopt_stored_tree(
+    project, digest, manifest, snapshot, snapshot_digest, evidence=None
+) -> StagingResult:
+    """The revision of a complete stored tree under `snapshot`, without writing.
+
+    The tree is verified first; mismatches are reported (on `evidence`, else
+    a revision of the tree), never repaired. The new selection starts
+    materialized; an interrupted one is completed.
+    """
+    identity = (
+        _revisions()
+        .filter(project=project, digest=digest, script_file_digest=snapshot_digest)
+        .first()
+    )
+    if identity is not None and identity.status in Status.STORED:
+        return _reuse(identity)
+    findings = verify_tree(get_storage(), project.storage_key, digest, manifest_entries(manifest))
+    if findings:
+        evidence = (
+            evidence
+            or identity
+            or _revisions().filter(project=project, digest=digest, status__in=Status.STORED).first()
+        )
+        raise VerificationFailed(evidence, findings)
+    revision, created = _get_or_create(
+        project, digest, manifest, snapshot, snapshot_digest, status=Status.MATERIALIZED
+    )
+    if created:
+        return StagingResult(_reload(revision), "created")
+    if revision.status in Status.STORED:
+        return StagingResult(_reload(revision), "reused")
+    _transition(revision, Status.WRITABLE, status=Status.MATERIALIZED, validation_errors=[])
+    return StagingResult(_reload(revision), "resumed")
 
 
 def _transition(revision, from_statuses, **values) -> None:
@@ -185,7 +241,7 @@ def refresh_revision(source, *, using: str | None = None) -> StagingResult:
 
     Creates it (sharing the stored tree, no upload) or returns the existing one.
     """
-    require_default_database(using)
+    require_default_routing(using)
     project = source.project
     with project_lock(project.storage_key):
         source = _reload(source)
@@ -194,26 +250,11 @@ def refresh_revision(source, *, using: str | None = None) -> StagingResult:
                 f"Revision {source.pk} has no complete stored source to refresh from"
             )
         check_revision_snapshot(source)
-        entries = _checked_entries(source)
+        _checked_entries(source)
         snapshot, snapshot_digest = build_script_file_snapshot(project)
-        findings = verify_tree(get_storage(), project.storage_key, source.digest, entries)
-        if findings:
-            raise VerificationFailed(source, findings)
-        # The shared tree is stored and verified: the new selection starts materialized.
-        revision, created = _get_or_create(
-            project,
-            source.digest,
-            source.manifest,
-            snapshot,
-            snapshot_digest,
-            status=Status.MATERIALIZED,
+        return _adopt_stored_tree(
+            project, source.digest, source.manifest, snapshot, snapshot_digest, evidence=source
         )
-        if created:
-            return StagingResult(revision, "created")
-        if revision.status in Status.STORED:
-            return StagingResult(revision, "reused")
-        _transition(revision, Status.WRITABLE, status=Status.MATERIALIZED, validation_errors=[])
-        return StagingResult(_reload(revision), "resumed")
 
 
 def verify_revision_storage(revision) -> list[dict]:

@@ -65,10 +65,22 @@ def check_stored_file(storage, key: str, entry: ManifestEntry) -> dict | None:
                 entry.path, VerificationCodes.CHECKSUM_MISMATCH, "Stored content differs (sha256)."
             )
     except OSError as exc:
+        logger.warning("Reading %s failed: %s", key, exc)
         return _finding(
-            entry.path, VerificationCodes.UNREADABLE, f"Stored file cannot be read: {exc}"
+            entry.path,
+            VerificationCodes.UNREADABLE,
+            f"Stored file cannot be read ({failure_kind(exc)}).",
         )
     return None
+
+
+def failure_kind(exc: BaseException) -> str:
+    """What a recorded error may say about a backend failure: its kind only.
+
+    Backend messages name locations and keys (the storage_key, digest
+    paths); they go to the server log, never into revisions or responses.
+    """
+    return type(exc).__name__
 
 
 def _finding(path, code, message):
@@ -121,7 +133,7 @@ def write_tree(
                 PathError(
                     entry.path,
                     StorageErrorCodes.STORAGE_WRITE_FAILED,
-                    f"Storage write failed: {exc}",
+                    f"Storage write failed ({failure_kind(exc)}).",
                 )
             )
     return errors

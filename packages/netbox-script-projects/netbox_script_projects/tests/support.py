@@ -27,11 +27,16 @@ class SimulatedCrash(BaseException):
 
 
 class FaultyStorage(FileSystemStorage):
-    """A real filesystem storage with injectable failures (class-level knobs)."""
+    """A real filesystem storage with injectable failures (class-level knobs).
+
+    Injected errors name the full location, as real backends' errors do
+    (path, storage_key, digest), so tests can check none of it leaks.
+    """
 
     saves_before_failure: int | None = None
     crash_on_save = False
     fail_deletes = False
+    fail_reads = False
     saves = 0
 
     @classmethod
@@ -39,7 +44,13 @@ class FaultyStorage(FileSystemStorage):
         cls.saves_before_failure = None
         cls.crash_on_save = False
         cls.fail_deletes = False
+        cls.fail_reads = False
         cls.saves = 0
+
+    def _open(self, name, mode="rb"):
+        if FaultyStorage.fail_reads:
+            raise OSError(f"injected read failure: {self.path(name)}")
+        return super()._open(name, mode)
 
     def _save(self, name, content):
         if FaultyStorage.saves_before_failure is not None:
@@ -50,14 +61,14 @@ class FaultyStorage(FileSystemStorage):
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(content.read(3))
                     raise SimulatedCrash(name)
-                raise OSError("injected write failure")
+                raise OSError(f"injected write failure: {self.path(name)}")
             FaultyStorage.saves_before_failure -= 1
         FaultyStorage.saves += 1
         return super()._save(name, content)
 
     def delete(self, name):
         if FaultyStorage.fail_deletes:
-            raise OSError("injected delete failure")
+            raise OSError(f"injected delete failure: {self.path(name)}")
         return super().delete(name)
 
 

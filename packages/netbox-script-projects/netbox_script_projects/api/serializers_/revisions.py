@@ -48,5 +48,7 @@ class UploadSerializer(serializers.Serializer):
 class RefreshSerializer(serializers.Serializer):
     revision = serializers.IntegerField(
         required=False,
+        min_value=1,
+        max_value=2**63 - 1,  # a bigint id; larger values cannot name a revision
         help_text="Source revision (default: the active revision, else the newest stored one)",
     )
