@@ -21,6 +21,9 @@ class ScriptProjectsConfig(PluginConfig):
     def ready(self):
         super().ready()
         from . import signals  # noqa: F401  (connects the deletion receivers)
+        from .runtime import published
+
+        published.install()
 
 
 config = ScriptProjectsConfig

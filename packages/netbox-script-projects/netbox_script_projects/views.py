@@ -15,6 +15,7 @@ from .models import ScriptFile, ScriptProject, ScriptProjectRevision
 from .storage import errors
 from .storage.service import stage_upload
 from .ui import panels
+from .validation import accept_source
 
 #
 # Script projects
@@ -161,6 +162,10 @@ class ScriptProjectUploadView(generic.ObjectView):
                 revision=result.revision, outcome=result.outcome
             ),
         )
+        try:
+            accept_source(result.revision)
+        except errors.ScriptProjectStorageError as exc:
+            messages.warning(request, _("Automatic activation failed: {error}").format(error=exc))
         return redirect(result.revision.get_absolute_url())
 
 

@@ -223,7 +223,13 @@ def verify_revision_storage(revision) -> list[dict]:
 
 
 def ensure_revision_ready_for_activation(revision) -> None:
-    """Activation's gate: intact documents and stored content, or an exception."""
+    """Activation's gate: an activatable status, intact documents and stored content."""
+    if revision.status not in Status.ACTIVATABLE:
+        # Stored content alone is not enough: only a verdict of valid (or a
+        # retired revision) may be activated.
+        raise RevisionNotReusable(
+            f"Revision {revision.pk} is {revision.status}; only valid or retired revisions activate"
+        )
     if revision.digest is None:
         raise RevisionNotReusable(f"Revision {revision.pk} has no stored source")
     check_revision_snapshot(revision)
