@@ -28,6 +28,10 @@ MODULE_PATH_PREFIX = "_script_projects"
 MAX_MODULE_PATH_LENGTH = 100  # ManagedFile.file_path (a FilePathField)
 
 
+# The object-permission action on ScriptProject that governs both operations.
+ACTIVATE_ACTION = "activate"
+
+
 class ActivationRefused(ScriptProjectStorageError):
     """The revision cannot be activated or deactivated in its current state."""
 

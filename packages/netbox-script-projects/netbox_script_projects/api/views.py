@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.routers import APIRootView
 
 from .. import filtersets
-from ..activation import ActivationRefused, activate_revision, deactivate_revision
+from ..activation import ACTIVATE_ACTION, ActivationRefused, activate_revision, deactivate_revision
 from ..choices import RevisionStatusChoices
 from ..models import ScriptFile, ScriptProject, ScriptProjectRevision
 from ..storage import errors
@@ -204,7 +204,7 @@ class ScriptProjectRevisionViewSet(NetBoxReadOnlyModelViewSet):
             ScriptProjectRevision.objects.restrict(request.user, "view").select_related("project"),
             pk=pk,
         )
-        allowed = ScriptProject.objects.restrict(request.user, "activate").filter(
+        allowed = ScriptProject.objects.restrict(request.user, ACTIVATE_ACTION).filter(
             pk=revision.project_id
         )
         if not allowed.exists():
