@@ -61,6 +61,22 @@ class ScriptProject(JobsMixin, PrimaryModel):
         editable=False,
         verbose_name=_("accepted revision"),
     )
+    # Optional mirror: each completed sync of this Data Source reconciles the
+    # directory below into a new (or reused) revision.
+    data_source = models.ForeignKey(
+        to="core.DataSource",
+        on_delete=models.SET_NULL,
+        related_name="+",
+        blank=True,
+        null=True,
+        verbose_name=_("data source"),
+    )
+    data_source_path = models.CharField(
+        verbose_name=_("data source directory"),
+        max_length=512,
+        blank=True,
+        help_text=_("Directory of the Data Source holding the project tree (blank: its root)"),
+    )
     enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
 
     clone_fields = ("activation_policy", "enabled", "description")

@@ -98,10 +98,11 @@ class ScriptProjectRevision(ChangeLoggedModel, EventRulesMixin):
                 ),
                 name="netbox_script_projects_revision_digests",
             ),
-            # Only storage failures (rejected submissions) lack an identity.
+            # Only rejected submissions lack an identity; they are refused
+            # for good (invalid, with their storage-time errors).
             models.CheckConstraint(
                 condition=models.Q(digest__isnull=False)
-                | models.Q(status=RevisionStatusChoices.STORAGE_FAILED),
+                | models.Q(status=RevisionStatusChoices.INVALID),
                 name="netbox_script_projects_revision_rejected_status",
             ),
             models.CheckConstraint(

@@ -72,7 +72,7 @@ def stage_upload(project, upload, name: str, *, using: str | None = None) -> Sta
         if contents.errors:
             revision = _revisions().create(
                 project=project,
-                status=Status.STORAGE_FAILED,
+                status=Status.INVALID,
                 validation_errors=[error.as_dict() for error in contents.errors],
                 file_count=len(contents.files),
                 total_size=sum(f.size for f in contents.files),
@@ -172,9 +172,8 @@ def _write(revision, created: bool, source) -> StagingResult:
             for finding in verify_tree(storage, storage_key, revision.digest, entries)
         ]
     if errors:
-        _transition(
-            revision, (Status.STAGING,), status=Status.STORAGE_FAILED, validation_errors=errors
-        )
+        # Still staging: the write failed and a re-stage resumes it.
+        _transition(revision, (Status.STAGING,), status=Status.STAGING, validation_errors=errors)
         raise StorageWriteFailed(_reload(revision), errors)
     _transition(revision, (Status.STAGING,), status=Status.MATERIALIZED, validation_errors=[])
     return StagingResult(_reload(revision), "created" if created else "resumed")

@@ -18,6 +18,7 @@ from netbox_script_projects.choices import ActivationPolicyChoices
 from netbox_script_projects.choices import RevisionStatusChoices as Status
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
 from netbox_script_projects.storage.service import stage_upload
+from netbox_script_projects.storage.store import file_key
 from netbox_script_projects.validation import ValidationJob
 
 from .support import StorageTestMixin, archive_upload, zip_bytes
@@ -119,6 +120,21 @@ class ActivationAPITest(StorageTestMixin, APITestCase):
         self.assertIsNone(self.project.active_revision)
         self.assertFalse(Script.objects.filter(is_executable=True).exists())
         self.assertEqual(Script.objects.count(), 3)
+
+    def test_published_scripts_load_only_verified_content(self):
+        self.grant(["view"], ScriptProjectRevision)
+        self.grant(["view", "activate"], ScriptProject)
+        revision = validate_in_process(self.staged())
+        self.assertEqual(self.post(revision, "activate").status_code, status.HTTP_200_OK)
+        script = Script.objects.get(name="scripts.tags.MakeTag")
+        self.assertEqual(script.python_class.name, "Make a tag")
+        # The classes come from the plugin's namespace, not NetBox's scripts root.
+        self.assertTrue(script.python_class.__module__.startswith("_nbsp_r"))
+        stored = self.storage_root / file_key(
+            self.project.storage_key, revision.digest, "lib/naming.py"
+        )
+        stored.write_bytes(stored.read_bytes().replace(b"project-", b"tamper-"))
+        self.assertIsNone(Script.objects.get(pk=script.pk).python_class)
 
     def test_revisions_stay_read_only(self):
         self.grant(["view", "change", "delete", "activate"], ScriptProjectRevision)

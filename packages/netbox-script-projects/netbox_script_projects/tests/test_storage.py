@@ -80,7 +80,7 @@ class StagingTest(StorageTestMixin, TestCase):
         with self.assertRaises(StorageWriteFailed) as failure:
             self.stage()
         revision = failure.exception.revision
-        self.assertEqual(revision.status, Status.STORAGE_FAILED)
+        self.assertEqual(revision.status, Status.STAGING)
         self.assertIsNotNone(revision.digest)
         self.assertEqual({e["code"] for e in revision.validation_errors}, {"storage_write_failed"})
         # Recorded errors carry no storage identity (key, location).
