@@ -22,7 +22,7 @@ from netbox.jobs import JobRunner
 from .choices import RevisionStatusChoices as Status
 from .choices import ScriptFileDiscoveryChoices
 from .constants import VALIDATION_JOB_NAME, get_validation_timing
-from .runtime.discovery import Scrubber, discover
+from .runtime.discovery import DiscoveryCodes, Scrubber, discover
 from .runtime.loader import StorageUnavailable, load_revision, read_verified_source
 from .storage.errors import RevisionCorrupt, VerificationFailed
 from .storage.locks import require_default_database
@@ -108,12 +108,12 @@ def record_verdict(revision_id: int, job: Job, revision, discovery) -> bool:
         if not updated:
             return False
         for script_file_id, (entries, errors) in discovery.by_script_file.items():
-            if errors:
-                outcome = ScriptFileDiscoveryChoices.FAILED
-            elif entries:
+            if entries and not errors:
                 outcome = ScriptFileDiscoveryChoices.DISCOVERED
-            else:
+            elif all(e["code"] == DiscoveryCodes.NO_SCRIPTS for e in errors):
                 outcome = ScriptFileDiscoveryChoices.EMPTY
+            else:
+                outcome = ScriptFileDiscoveryChoices.FAILED
             ScriptFile.objects.filter(pk=script_file_id, project_id=revision.project_id).update(
                 discovery_status=outcome,
                 discovered_scripts=entries,

@@ -94,6 +94,16 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             "manual", SOURCE, ["scripts/tags.py"], ActivationPolicyChoices.MANUAL
         )
 
+        # Automatic activation needs the accepted source under the current selection.
+        superseded, first = self.make_project(
+            "superseded", {"scripts/a.py": VALID}, ["scripts/a.py"]
+        )
+        latest = self.upload(superseded, {"scripts/a.py": VALID + b"# newer\n"})
+        reselected, before = self.make_project(
+            "reselected", {"scripts/a.py": VALID}, ["scripts/a.py"]
+        )
+        ScriptFile.objects.create(project=reselected, path="scripts/b.py")
+
         # A lease whose worker vanished: expired, its Job row still "running".
         stale, stale_revision = self.make_project(
             "stale", {"scripts/a.py": VALID}, ["scripts/a.py"], accept=False
@@ -126,7 +136,10 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
         )
         self.assertEqual(
             sorted(job.data["revision"] for job in queued),
-            sorted([r.pk for _p, r in invalid.values()] + [manual_revision.pk, stale_revision.pk]),
+            sorted(
+                [r.pk for _p, r in invalid.values()]
+                + [manual_revision.pk, stale_revision.pk, first.pk, latest.pk, before.pk]
+            ),
         )
 
         self.drain_queue()
@@ -175,6 +188,14 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
         self.assertEqual(manual_revision.status, Status.VALID)
         self.assertIsNone(manual.active_revision)
         self.assertEqual(len(manual_revision.discovered_scripts), 2)
+
+        for revision, expected in (
+            (first, Status.VALID),
+            (latest, Status.ACTIVE),
+            (before, Status.VALID),
+        ):
+            revision.refresh_from_db()
+            self.assertEqual(revision.status, expected)
 
         stale_revision.refresh_from_db()
         self.assertEqual(stale_revision.status, Status.ACTIVE)
