@@ -164,6 +164,27 @@ class UploadValidateActivateRunTest(RuntimeTestMixin, TransactionTestCase):
         self.assertEqual(Tag.objects.get(slug="real").name, "project-real")
         self.assertEqual(committed.data["output"], "done real")
 
+        # NetBox's own run form in the UI, dry-run (commit unchecked) and commit.
+        self.client.force_login(self.user)
+        form_url = reverse("extras:script", kwargs={"pk": script.pk})
+        self.assertContains(self.client.get(form_url), 'name="slug"')
+        for slug, commit in (("ui-dry", False), ("ui-real", True)):
+            data = {"slug": slug, **({"_commit": "on"} if commit else {})}
+            response = self.client.post(form_url, data)
+            self.assertEqual(response.status_code, 302, response.content[:2000])
+            job = Job.objects.filter(object_id=script.pk).order_by("-pk").first()
+            self.assertIn(f"/{job.pk}/", response["Location"])
+            finished = wait_for(
+                lambda job=job: Job.objects.filter(
+                    pk=job.pk, status__in=JobStatusChoices.TERMINAL_STATE_CHOICES
+                ).first(),
+                "the UI-run Job did not finish",
+            )
+            self.assertEqual(finished.status, JobStatusChoices.STATUS_COMPLETED, finished.data)
+            self.assertIn(f"made {slug}", str(finished.data["log"]))
+            self.assertEqual(Tag.objects.filter(slug=slug).exists(), commit)
+        self.client.logout()
+
         # Deactivate: Scripts withdrawn, history kept.
         response = self.revision_action(revision, "deactivate")
         self.assertEqual(response.status_code, 200, response.content)
@@ -173,7 +194,7 @@ class UploadValidateActivateRunTest(RuntimeTestMixin, TransactionTestCase):
         self.assertIsNone(self.project.active_revision)
         script.refresh_from_db()
         self.assertFalse(script.is_executable)
-        self.assertEqual(script.jobs.count(), 2)
+        self.assertEqual(script.jobs.count(), 4)
         refused = self.client.post(
             reverse("extras-api:script-detail", args=[script.pk]),
             {"data": {"slug": "late"}, "commit": True},
@@ -194,5 +215,5 @@ class UploadValidateActivateRunTest(RuntimeTestMixin, TransactionTestCase):
         republished = Script.objects.get(name="scripts.tags.MakeTag")
         self.assertEqual(republished.pk, script.pk)
         self.assertTrue(republished.is_executable)
-        self.assertEqual(republished.jobs.count(), 2)
+        self.assertEqual(republished.jobs.count(), 4)
         self.assertFalse(Script.objects.get(name="scripts.tags.Hello").is_executable)
