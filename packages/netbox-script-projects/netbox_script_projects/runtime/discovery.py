@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ValidationError
 from extras.scripts import Script
 from extras.utils import is_script
+from rq.timeouts import JobTimeoutException
 
 from .loader import LoadedRevision, module_name_for
 
@@ -115,6 +116,9 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
             continue
         try:
             module = loaded.import_module(module_name_for(path))
+        except JobTimeoutException:
+            # The worker ran out of time: an environment failure, not a verdict.
+            raise
         except SyntaxError as exc:
             errors.append(
                 _error(

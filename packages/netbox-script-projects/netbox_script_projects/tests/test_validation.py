@@ -263,6 +263,24 @@ class OutageFileSystemStorage(FileSystemStorage):
         return super().open(name, mode)
 
 
+class WorkerTimeoutTest(ProjectsMixin, TransactionTestCase):
+    plugin_config = {"validation_job_timeout": 3, "validation_lease": 600}
+
+    def test_a_validation_that_outlives_its_job_timeout_is_not_a_verdict(self):
+        endless = b"import time\n\nwhile True:\n    time.sleep(0.05)\n"
+        _project, revision = self.make_project(
+            "endless", {"scripts/a.py": endless}, ["scripts/a.py"]
+        )
+        self.drain_queue()
+        revision.refresh_from_db()
+        self.assertEqual(revision.status, Status.MATERIALIZED)
+        self.assertEqual(revision.validation_errors, [])
+        self.assertIsNone(revision.validation_job_id)
+        self.assertEqual(revision.last_validation_failure["code"], "worker_failed")
+        job = Job.objects.get(pk=revision.last_validation_failure["job"])
+        self.assertEqual(job.status, JobStatusChoices.STATUS_ERRORED)
+
+
 class LeaseConcurrencyTest(ProjectsMixin, TransactionTestCase):
     """Claims and final transitions from separate database sessions."""
 
