@@ -20,7 +20,10 @@ class ScriptProjectsConfig(PluginConfig):
 
     def ready(self):
         super().ready()
-        from . import signals  # noqa: F401  (connects the deletion receivers)
+        from . import reconciliation, signals  # noqa: F401  (connect their receivers)
+        from .runtime import published
+
+        published.install()
 
 
 config = ScriptProjectsConfig

@@ -15,7 +15,6 @@ class ActivationPolicyChoices(ChoiceSet):
 class RevisionStatusChoices(ChoiceSet):
     STAGING = "staging"
     MATERIALIZED = "materialized"
-    STORAGE_FAILED = "storage_failed"
     VALIDATING = "validating"
     VALID = "valid"
     INVALID = "invalid"
@@ -25,7 +24,6 @@ class RevisionStatusChoices(ChoiceSet):
     CHOICES = (
         (STAGING, _("Staging"), "cyan"),
         (MATERIALIZED, _("Materialized"), "blue"),
-        (STORAGE_FAILED, _("Storage failed"), "red"),
         (VALIDATING, _("Validating"), "yellow"),
         (VALID, _("Valid"), "teal"),
         (INVALID, _("Invalid"), "orange"),
@@ -33,8 +31,9 @@ class RevisionStatusChoices(ChoiceSet):
         (RETIRED, _("Retired"), "gray"),
     )
 
-    # Storage writes (and their retries) may proceed only from these.
-    WRITABLE = (STAGING, STORAGE_FAILED)
+    # Storage writes and their retries: a failed write stays staging (with
+    # its storage errors) until a re-stage resumes it under the Project lock.
+    WRITABLE = (STAGING,)
     # Stored and verified: the content is complete and may be reused as-is.
     STORED = (MATERIALIZED, VALIDATING, VALID, INVALID, ACTIVE, RETIRED)
     # A verdict was reached; re-staging never reopens it.

@@ -74,3 +74,40 @@ def get_limits() -> Limits:
         max_file_count=int(values["max_file_count"]),
         lock_timeout=float(values["lock_timeout"]),
     )
+
+
+# Name of the NetBox Job that validates a revision (imports and discovers its Scripts).
+VALIDATION_JOB_NAME = "Script project validation"
+
+DEFAULT_VALIDATION_TIMING = {
+    # RQ timeout of a validation Job, in seconds.
+    "validation_job_timeout": 300,
+    # How long a validation claim stays exclusive; must exceed the Job timeout,
+    # so a lease only expires once its Job can no longer be running.
+    "validation_lease": 900,
+}
+
+
+@dataclass(frozen=True)
+class ValidationTiming:
+    job_timeout: int
+    lease: int
+
+
+def get_validation_timing() -> ValidationTiming:
+    configured = getattr(settings, "PLUGINS_CONFIG", {}).get(PLUGIN_NAME, {}) or {}
+    values = {
+        name: configured.get(name, default) for name, default in DEFAULT_VALIDATION_TIMING.items()
+    }
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(
+                f"PLUGINS_CONFIG[{PLUGIN_NAME!r}][{name!r}] must be a positive number of seconds"
+            )
+    if values["validation_lease"] <= values["validation_job_timeout"]:
+        raise ValueError(
+            f"PLUGINS_CONFIG[{PLUGIN_NAME!r}]['validation_lease'] must exceed 'validation_job_timeout'"
+        )
+    return ValidationTiming(
+        job_timeout=values["validation_job_timeout"], lease=values["validation_lease"]
+    )

@@ -1,5 +1,7 @@
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from extras.ui.panels import CustomFieldsPanel, TagsPanel
 from netbox.object_actions import BulkEdit, BulkExport, BulkImport, EditObject
@@ -11,10 +13,12 @@ from utilities.permissions import get_permission_for_model
 from utilities.views import ViewTab, register_model_view
 
 from . import filtersets, forms, tables
+from .activation import ACTIVATE_ACTION, activate_revision, deactivate_revision
 from .models import ScriptFile, ScriptProject, ScriptProjectRevision
 from .storage import errors
 from .storage.service import stage_upload
 from .ui import panels
+from .validation import accept_source
 
 #
 # Script projects
@@ -108,6 +112,21 @@ class ScriptProjectRevisionsView(generic.ObjectChildrenView):
     def get_children(self, request, parent):
         return ScriptProjectRevision.objects.restrict(request.user, "view").filter(project=parent)
 
+    def get(self, request, *args, **kwargs):
+        # The tab is reached through the project, but shows revisions.
+        if not request.user.has_perm(get_permission_for_model(ScriptProjectRevision, "view")):
+            raise PermissionDenied(_("Viewing script project revisions is not permitted."))
+        return super().get(request, *args, **kwargs)
+
+    def get_table(self, data, request, bulk_actions=True):
+        table = super().get_table(data, request, bulk_actions=False)
+        table.can_activate = can_activate(request.user, self._parent)
+        return table
+
+    def prep_table_data(self, request, queryset, parent):
+        self._parent = parent
+        return super().prep_table_data(request, queryset, parent)
+
 
 @register_model_view(ScriptProject, "upload")
 class ScriptProjectUploadView(generic.ObjectView):
@@ -161,7 +180,90 @@ class ScriptProjectUploadView(generic.ObjectView):
                 revision=result.revision, outcome=result.outcome
             ),
         )
+        try:
+            accept_source(result.revision)
+        except errors.ScriptProjectStorageError as exc:
+            messages.warning(request, _("Automatic activation failed: {error}").format(error=exc))
         return redirect(result.revision.get_absolute_url())
+
+
+def can_activate(user, project) -> bool:
+    """The owning Project's activate permission (object permissions included)."""
+    return ScriptProject.objects.restrict(user, ACTIVATE_ACTION).filter(pk=project.pk).exists()
+
+
+class RevisionLifecycleView(generic.ObjectView):
+    """Confirmation page of a revision's Activate or Deactivate (its own form)."""
+
+    queryset = ScriptProjectRevision.objects.select_related("project")
+    template_name = "netbox_script_projects/revision_lifecycle_confirm.html"
+    operation = None
+    title = ""
+    message = ""
+    done = ""
+
+    def get_required_permission(self):
+        return get_permission_for_model(ScriptProjectRevision, "view")
+
+    def _revision(self, request, pk):
+        revision = get_object_or_404(
+            ScriptProjectRevision.objects.restrict(request.user, "view").select_related("project"),
+            pk=pk,
+        )
+        if not can_activate(request.user, revision.project):
+            raise PermissionDenied(_("Activating revisions of this project is not permitted."))
+        return revision
+
+    def _return_url(self, revision):
+        return reverse(
+            "plugins:netbox_script_projects:scriptproject_revisions", args=[revision.project_id]
+        )
+
+    def get(self, request, pk):
+        revision = self._revision(request, pk)
+        return render(
+            request,
+            self.template_name,
+            {
+                "object": revision,
+                "title": self.title,
+                "message": self.message,
+                "return_url": self._return_url(revision),
+                "button_class": "primary",
+            },
+        )
+
+    def post(self, request, pk):
+        revision = self._revision(request, pk)
+        try:
+            type(self).operation(revision)
+        except errors.ScriptProjectStorageError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, self.done.format(revision=revision))
+        return redirect(self._return_url(revision))
+
+
+@register_model_view(ScriptProjectRevision, "activate")
+class ScriptProjectRevisionActivateView(RevisionLifecycleView):
+    operation = activate_revision
+    title = _("Activate revision")
+    message = _(
+        "This revision becomes the project's active source and publishes its scripts; "
+        "the currently active revision is retired."
+    )
+    done = _("Revision {revision} activated.")
+
+
+@register_model_view(ScriptProjectRevision, "deactivate")
+class ScriptProjectRevisionDeactivateView(RevisionLifecycleView):
+    operation = deactivate_revision
+    title = _("Deactivate revision")
+    message = _(
+        "This revision and its scripts are retired; the project has no active source "
+        "until a revision is activated again."
+    )
+    done = _("Revision {revision} deactivated.")
 
 
 #

@@ -14,11 +14,13 @@ from rest_framework.response import Response
 from rest_framework.routers import APIRootView
 
 from .. import filtersets
+from ..activation import ACTIVATE_ACTION, ActivationRefused, activate_revision, deactivate_revision
 from ..choices import RevisionStatusChoices
 from ..models import ScriptFile, ScriptProject, ScriptProjectRevision
 from ..storage import errors
 from ..storage.locks import lock_key, project_lock
 from ..storage.service import refresh_revision, stage_upload
+from ..validation import accept_source
 from . import serializers
 
 
@@ -63,7 +65,11 @@ def storage_error_response(exc, request) -> Response:
         }
         return Response(body, status=status.HTTP_409_CONFLICT)
     if isinstance(
-        exc, errors.RevisionVanished | errors.RevisionNotReusable | errors.UnsafeDatabaseAlias
+        exc,
+        errors.RevisionVanished
+        | errors.RevisionNotReusable
+        | errors.UnsafeDatabaseAlias
+        | ActivationRefused,
     ):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, errors.ProjectBusy):
@@ -96,6 +102,11 @@ class ScriptProjectViewSet(NetBoxModelViewSet):
         return project
 
     def _staged(self, request, result) -> Response:
+        try:
+            accept_source(result.revision)
+        except errors.ScriptProjectStorageError as exc:
+            return storage_error_response(exc, request)
+        result.revision.refresh_from_db()
         data = serializers.ScriptProjectRevisionSerializer(
             result.revision, context={"request": request}
         ).data
@@ -209,3 +220,43 @@ class ScriptProjectRevisionViewSet(NetBoxReadOnlyModelViewSet):
     queryset = ScriptProjectRevision.objects.select_related("project")
     serializer_class = serializers.ScriptProjectRevisionSerializer
     filterset_class = filtersets.ScriptProjectRevisionFilterSet
+
+    def get_permissions(self):
+        # Governed by the owning Project's activate permission (checked in
+        # _activation_target), not by a change permission on revisions.
+        if self.action in ("activate", "deactivate"):
+            return [TokenWritePermission()]
+        return super().get_permissions()
+
+    def _activation_target(self, request, pk):
+        revision = get_object_or_404(
+            ScriptProjectRevision.objects.restrict(request.user, "view").select_related("project"),
+            pk=pk,
+        )
+        allowed = ScriptProject.objects.restrict(request.user, ACTIVATE_ACTION).filter(
+            pk=revision.project_id
+        )
+        if not allowed.exists():
+            raise PermissionDenied("Activating revisions of this project is not permitted.")
+        return revision
+
+    def _lifecycle(self, request, pk, operation) -> Response:
+        revision = self._activation_target(request, pk)
+        try:
+            revision = operation(revision)
+        except errors.ScriptProjectStorageError as exc:
+            return storage_error_response(exc, request)
+        data = serializers.ScriptProjectRevisionSerializer(revision, context={"request": request})
+        return Response(data.data)
+
+    @extend_schema(request=None, responses=serializers.ScriptProjectRevisionSerializer)
+    @action(detail=True, methods=["post"])
+    def activate(self, request, pk):
+        """Serve this valid or retired revision and publish its Scripts."""
+        return self._lifecycle(request, pk, activate_revision)
+
+    @extend_schema(request=None, responses=serializers.ScriptProjectRevisionSerializer)
+    @action(detail=True, methods=["post"])
+    def deactivate(self, request, pk):
+        """Retire this active revision and its Scripts; the Project serves nothing."""
+        return self._lifecycle(request, pk, deactivate_revision)

@@ -24,6 +24,7 @@ class ScriptProjectForm(PrimaryModelForm):
             "tags",
             name=_("Script Project"),
         ),
+        FieldSet("data_source", "data_source_path", name=_("Data Source mirror")),
     )
 
     class Meta:
@@ -33,6 +34,8 @@ class ScriptProjectForm(PrimaryModelForm):
             "key",
             "activation_policy",
             "enabled",
+            "data_source",
+            "data_source_path",
             "description",
             "owner",
             "comments",

@@ -50,15 +50,43 @@ class ScriptProject(JobsMixin, PrimaryModel):
         editable=False,
         verbose_name=_("active revision"),
     )
+    # The revision the latest upload, refresh or reconciliation resolved to.
+    # Automatic activation by a validation Job only activates this one.
+    accepted_revision = models.ForeignKey(
+        to="netbox_script_projects.ScriptProjectRevision",
+        on_delete=models.SET_NULL,
+        related_name="accepted_revision_for",
+        blank=True,
+        null=True,
+        editable=False,
+        verbose_name=_("accepted revision"),
+    )
+    # Optional mirror: each completed sync of this Data Source reconciles the
+    # directory below into a new (or reused) revision.
+    data_source = models.ForeignKey(
+        to="core.DataSource",
+        on_delete=models.SET_NULL,
+        related_name="+",
+        blank=True,
+        null=True,
+        verbose_name=_("data source"),
+    )
+    data_source_path = models.CharField(
+        verbose_name=_("data source directory"),
+        max_length=512,
+        blank=True,
+        help_text=_("Directory of the Data Source holding the project tree (blank: its root)"),
+    )
     enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
 
     clone_fields = ("activation_policy", "enabled", "description")
 
     class Meta:
         ordering = ("name",)
-        # Activation and deactivation of revisions (the activation issue)
-        # are governed by this action on the owning project.
-        permissions = [("activate", "Activate and deactivate revisions")]
+        # Activation and deactivation of revisions are governed by this
+        # action on the owning project (NetBox's "<action>_<model>" naming,
+        # so object permissions with the "activate" action grant it).
+        permissions = [("activate_scriptproject", "Activate and deactivate revisions")]
         verbose_name = _("script project")
         verbose_name_plural = _("script projects")
 

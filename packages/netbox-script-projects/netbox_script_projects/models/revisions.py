@@ -2,6 +2,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from netbox.models import ChangeLoggedModel
+from netbox.models.features import EventRulesMixin
 
 from ..choices import RevisionStatusChoices
 from ..constants import STORAGE_ROOT
@@ -11,7 +12,7 @@ __all__ = ("ScriptProjectRevision",)
 DIGEST_REGEX = r"^[0-9a-f]{64}$"
 
 
-class ScriptProjectRevision(ChangeLoggedModel):
+class ScriptProjectRevision(ChangeLoggedModel, EventRulesMixin):
     """An immutable snapshot of a Project's source tree and its Script File selection.
 
     Identity is (project, digest, script_file_digest). Storage and validation
@@ -97,10 +98,11 @@ class ScriptProjectRevision(ChangeLoggedModel):
                 ),
                 name="netbox_script_projects_revision_digests",
             ),
-            # Only storage failures (rejected submissions) lack an identity.
+            # Only rejected submissions lack an identity; they are refused
+            # for good (invalid, with their storage-time errors).
             models.CheckConstraint(
                 condition=models.Q(digest__isnull=False)
-                | models.Q(status=RevisionStatusChoices.STORAGE_FAILED),
+                | models.Q(status=RevisionStatusChoices.INVALID),
                 name="netbox_script_projects_revision_rejected_status",
             ),
             models.CheckConstraint(

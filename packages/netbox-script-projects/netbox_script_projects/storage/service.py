@@ -101,7 +101,7 @@ def _record_rejection(project, contents):
         with transaction.atomic():
             revision = _revisions().create(
                 project=project,
-                status=Status.STORAGE_FAILED,
+                status=Status.INVALID,
                 validation_errors=[error.as_dict() for error in contents.errors],
                 file_count=len(contents.files),
                 total_size=sum(f.size for f in contents.files),
@@ -228,9 +228,8 @@ def _write(revision, created: bool, source) -> StagingResult:
             for finding in verify_tree(storage, storage_key, revision.digest, entries)
         ]
     if errors:
-        _transition(
-            revision, (Status.STAGING,), status=Status.STORAGE_FAILED, validation_errors=errors
-        )
+        # Still staging: the write failed and a re-stage resumes it.
+        _transition(revision, (Status.STAGING,), status=Status.STAGING, validation_errors=errors)
         raise StorageWriteFailed(_reload(revision), errors)
     _transition(revision, (Status.STAGING,), status=Status.MATERIALIZED, validation_errors=[])
     return StagingResult(_reload(revision), "created" if created else "resumed")
@@ -264,7 +263,13 @@ def verify_revision_storage(revision) -> list[dict]:
 
 
 def ensure_revision_ready_for_activation(revision) -> None:
-    """Activation's gate: intact documents and stored content, or an exception."""
+    """Activation's gate: an activatable status, intact documents and stored content."""
+    if revision.status not in Status.ACTIVATABLE:
+        # Stored content alone is not enough: only a verdict of valid (or a
+        # retired revision) may be activated.
+        raise RevisionNotReusable(
+            f"Revision {revision.pk} is {revision.status}; only valid or retired revisions activate"
+        )
     if revision.digest is None:
         raise RevisionNotReusable(f"Revision {revision.pk} has no stored source")
     check_revision_snapshot(revision)

@@ -52,13 +52,24 @@ class ScriptProjectRevisionTable(NetBoxTable):
     digest = tables.Column(verbose_name=_("Source digest"), linkify=True)
     script_file_digest = tables.Column(verbose_name=_("Script File digest"))
     status = columns.ChoiceFieldColumn(verbose_name=_("Status"))
+    # Links to confirmation pages (each with its own form), never part of a
+    # bulk form: the table has no selection column and no bulk actions.
+    lifecycle = tables.TemplateColumn(
+        template_name="netbox_script_projects/inc/revision_lifecycle_buttons.html",
+        verbose_name="",
+        orderable=False,
+        attrs={"td": {"class": "text-end text-nowrap noprint"}},
+    )
+    # No edit/delete links: revisions are not edited directly.
     actions = columns.ActionsColumn(actions=())
+    # Set by the view: may the user activate revisions of this project?
+    can_activate = False
 
     class Meta(NetBoxTable.Meta):
         model = ScriptProjectRevision
         fields = (
-            "pk", "id", "project", "digest", "script_file_digest", "status", "file_count", "total_size",
-            "activated", "created",
+            "id", "project", "digest", "script_file_digest", "status", "file_count", "total_size",
+            "activated", "created", "lifecycle",
         )  # fmt: skip
         default_columns = (
             "id",
@@ -67,5 +78,8 @@ class ScriptProjectRevisionTable(NetBoxTable):
             "status",
             "file_count",
             "total_size",
+            "activated",
             "created",
+            "lifecycle",
         )
+        exempt_columns = ("lifecycle",)

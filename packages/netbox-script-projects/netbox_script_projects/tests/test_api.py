@@ -332,7 +332,7 @@ class SourceActionsAPITest(StorageTestMixin, APITestCase):
         failed = self.action("upload", {"file": py_upload("report.py")})
         self.assertEqual(failed.status_code, 503)
         self.assertEqual([e["code"] for e in failed.data["errors"]], ["storage_write_failed"])
-        self.assertEqual(failed.data["revision"]["status"]["value"], "storage_failed")
+        self.assertEqual(failed.data["revision"]["status"]["value"], "staging")
 
         FaultyStorage.reset()
         resumed = self.action("upload", {"file": py_upload("report.py")})

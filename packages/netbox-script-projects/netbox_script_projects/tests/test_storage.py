@@ -80,7 +80,7 @@ class StagingTest(StorageTestMixin, TestCase):
         with self.assertRaises(StorageWriteFailed) as failure:
             self.stage()
         revision = failure.exception.revision
-        self.assertEqual(revision.status, Status.STORAGE_FAILED)
+        self.assertEqual(revision.status, Status.STAGING)
         self.assertIsNotNone(revision.digest)
         self.assertEqual({e["code"] for e in revision.validation_errors}, {"storage_write_failed"})
         # Recorded errors carry no storage identity (key, location).
@@ -109,6 +109,11 @@ class StagingTest(StorageTestMixin, TestCase):
         self.assertFalse(self.stored(revision, "pkg/mod3.py").exists())
         revision.refresh_from_db()
         self.assertEqual(revision.status, Status.MATERIALIZED)
+        # Stored content alone never makes a materialized revision activatable.
+        with self.assertRaises(RevisionNotReusable):
+            ensure_revision_ready_for_activation(revision)
+        ScriptProjectRevision.objects.filter(pk=revision.pk).update(status=Status.VALID)
+        revision.refresh_from_db()
         with self.assertRaises(VerificationFailed):
             ensure_revision_ready_for_activation(revision)
 

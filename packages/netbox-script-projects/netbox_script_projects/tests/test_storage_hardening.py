@@ -57,7 +57,7 @@ class StorageErrorTextTest(SourceAPIMixin, APITestCase):
         response = self.upload()
         self.assertEqual(response.status_code, 503, response.data)
         revision = ScriptProjectRevision.objects.get(project=self.project)
-        self.assertEqual(revision.status, Status.STORAGE_FAILED)
+        self.assertEqual(revision.status, Status.STAGING)
         self.assertEqual(
             [e["code"] for e in revision.validation_errors], ["storage_write_failed"] * 2
         )

@@ -269,7 +269,7 @@ class HostileUploadCorpusTest(StorageTestMixin, APITestCase):
                 if code in ("too_many_files", "project_too_large"):
                     self.assertIsNone(next(e for e in errors if e["code"] == code)["path"])
                 revision = ScriptProjectRevision.objects.get(pk=response.data["revision"]["id"])
-                self.assertEqual(revision.status, RevisionStatusChoices.STORAGE_FAILED)
+                self.assertEqual(revision.status, RevisionStatusChoices.INVALID)
                 self.assertIsNone(revision.digest)
                 self.assertIsNone(revision.script_file_digest)
                 self.assertEqual(revision.validation_errors, errors)

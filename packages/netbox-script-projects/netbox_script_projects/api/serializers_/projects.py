@@ -1,3 +1,4 @@
+from core.api.serializers import DataSourceSerializer
 from netbox.api.fields import ChoiceField
 from netbox.api.serializers import (
     BaseModelSerializer,
@@ -26,12 +27,13 @@ class ScriptProjectSerializer(PrimaryModelSerializer):
     activation_policy = ChoiceField(choices=ActivationPolicyChoices, required=False)
     storage_key = serializers.UUIDField(read_only=True)
     active_revision = _ActiveRevisionSerializer(read_only=True, allow_null=True)
+    data_source = DataSourceSerializer(nested=True, required=False, allow_null=True)
 
     class Meta:
         model = ScriptProject
         fields = (
             "id", "url", "display_url", "display", "name", "key", "storage_key", "activation_policy",
-            "active_revision", "enabled", "description", "owner", "comments", "tags", "custom_fields",
+            "active_revision", "data_source", "data_source_path", "enabled", "description", "owner", "comments", "tags", "custom_fields",
             "created", "last_updated",
         )  # fmt: skip
         brief_fields = ("description", "display", "id", "key", "name", "url")

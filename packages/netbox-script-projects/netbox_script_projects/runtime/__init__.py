@@ -1,0 +1,1 @@
+"""Loading revision source: verified stored content in a private, per-revision namespace."""

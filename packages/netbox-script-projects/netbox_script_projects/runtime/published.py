@@ -1,0 +1,70 @@
+"""How NetBox's Script machinery loads the modules this plugin published.
+
+A published ScriptModule has no file in NetBox's scripts root. NetBox calls
+`ScriptModule.get_module()` whenever it needs the classes (the Scripts list,
+the run form, the REST run action, the ScriptJob in the worker); for modules
+this plugin owns, that call loads the pinned revision's verified stored
+content and returns a module holding exactly the live, enabled published
+classes. Every other module takes NetBox's own path.
+"""
+
+from __future__ import annotations
+
+import types
+
+from .loader import load_revision, module_name_for
+
+_netbox_get_module = None
+
+
+class PublicationRetired(ModuleNotFoundError):
+    """The module's Scripts are retired: no revision serves them now."""
+
+
+def published_module(script_module):
+    """The module NetBox should see for a plugin-published ScriptModule, else None."""
+    from ..models import PublishedScript
+
+    publications = list(
+        PublishedScript.objects.filter(script__module_id=script_module.pk).select_related(
+            "revision__project"
+        )
+    )
+    if not publications:
+        return None
+    serving = [p for p in publications if p.revision_id is not None and p.enabled]
+    if not serving:
+        raise PublicationRetired(
+            f"{script_module.file_path}: no active revision serves these scripts"
+        )
+    revision = serving[0].revision
+    loaded = load_revision(revision)
+    module = types.ModuleType(f"{loaded.namespace}.{module_name_for(serving[0].script_file_path)}")
+    order = []
+    for publication in serving:
+        if publication.revision_id != revision.pk:
+            continue
+        defining = loaded.import_module(publication.module_name)
+        cls = getattr(defining, publication.class_name)
+        setattr(module, publication.class_name, cls)
+        order.append(cls)
+    module.script_order = order
+    return module
+
+
+def install():
+    """Route ScriptModule.get_module() through published_module() (idempotent)."""
+    global _netbox_get_module
+    from extras.models import ScriptModule
+
+    if _netbox_get_module is not None:
+        return
+    _netbox_get_module = ScriptModule.get_module
+
+    def get_module(self):
+        module = published_module(self)
+        if module is not None:
+            return module
+        return _netbox_get_module(self)
+
+    ScriptModule.get_module = get_module

@@ -1,0 +1,156 @@
+"""The Revisions tab and its confirmation pages in headless Chromium.
+
+Debian's chromium (/usr/bin/chromium) driven by Playwright; no browser
+download. The test is skipped where that browser is not installed, except under
+CI (`CI` set), where a missing browser is a failure: .ci/run installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from core.models import ObjectType
+from django.contrib.auth import get_user_model
+from django.contrib.staticfiles.testing import StaticLiveServerTestCase
+from django.test import Client
+from users.models import ObjectPermission
+
+from netbox_script_projects.choices import ActivationPolicyChoices
+from netbox_script_projects.choices import RevisionStatusChoices as Status
+from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
+from netbox_script_projects.storage.service import stage_upload
+
+from .support import archive_upload, zip_bytes
+from .test_activation import validate_in_process
+from .test_runtime import SOURCE
+from .workers import RealWorkerMixin
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+if os.environ.get("CI") and not shutil.which(CHROMIUM):
+    raise RuntimeError(f"CI needs Debian's chromium at {CHROMIUM} (.ci/run installs it)")
+pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium")
+
+
+def grant(user, actions, model):
+    permission = ObjectPermission.objects.create(name=f"{user}-{model.__name__}", actions=actions)
+    permission.object_types.add(ObjectType.objects.get_for_model(model))
+    permission.users.add(user)
+
+
+class RevisionsTabBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
+    host = "127.0.0.1"
+
+    @classmethod
+    def setUpClass(cls):
+        # Playwright's sync API runs an event loop in this thread; the ORM
+        # calls the test makes between page actions are still synchronous.
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+        super().setUpClass()
+        from playwright.sync_api import sync_playwright
+
+        cls.playwright = sync_playwright().start()
+        cls.browser = cls.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.browser.close()
+        cls.playwright.stop()
+        super().tearDownClass()
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+    def setUp(self):
+        super().setUp()
+        self.project = ScriptProject.objects.create(
+            name="Tags", key="tags", activation_policy=ActivationPolicyChoices.MANUAL
+        )
+        ScriptFile.objects.create(project=self.project, path="scripts/tags.py")
+        result = stage_upload(self.project, archive_upload(zip_bytes(SOURCE)), "p.zip")
+        # The verdict is this test's precondition, not its subject: validate in-process.
+        self.revision = validate_in_process(result.revision)
+        self.assertEqual(self.revision.status, Status.VALID)
+
+    def page_for(self, user):
+        client = Client()
+        client.force_login(user)
+        context = self.browser.new_context(base_url=self.live_server_url)
+        context.add_cookies(
+            [
+                {
+                    "name": "sessionid",
+                    "value": client.cookies["sessionid"].value,
+                    "url": self.live_server_url,
+                }
+            ]
+        )
+        self.addCleanup(context.close)
+        return context.new_page()
+
+    def tab_url(self):
+        return f"/plugins/script-projects/projects/{self.project.pk}/revisions/"
+
+    def test_activate_and_deactivate_through_confirmation_pages(self):
+        admin = get_user_model().objects.create_superuser("admin", "a@example.com", "pw")
+        page = self.page_for(admin)
+        page.goto(self.tab_url())
+        # A table without bulk actions: no selection checkboxes.
+        assert page.locator("input[name=pk]").count() == 0
+        page.locator("a[data-action=activate]").click()
+        page.wait_for_url(f"**/revisions/{self.revision.pk}/activate/")
+        form = page.locator("form:has(button[name=_confirm])")
+        assert form.count() == 1
+        # The confirmation form is its own form, not the table's bulk form.
+        assert form.locator("table").count() == 0
+        form.locator("button[name=_confirm]").click()
+        page.wait_for_url(f"**{self.tab_url()}")
+        self.revision.refresh_from_db()
+        assert self.revision.status == Status.ACTIVE
+        assert page.locator("a[data-action=activate]").count() == 0
+
+        page.locator("a[data-action=deactivate]").click()
+        page.wait_for_url(f"**/revisions/{self.revision.pk}/deactivate/")
+        page.locator("button[name=_confirm]").click()
+        page.wait_for_url(f"**{self.tab_url()}")
+        self.revision.refresh_from_db()
+        self.project.refresh_from_db()
+        assert self.revision.status == Status.RETIRED
+        assert self.project.active_revision is None
+        assert page.locator("a[data-action=activate]").count() == 1
+
+    def test_buttons_hidden_and_pages_refused_without_activate_permission(self):
+        viewer = get_user_model().objects.create_user("viewer", password="pw")
+        grant(viewer, ["view"], ScriptProject)
+        grant(viewer, ["view"], ScriptProjectRevision)
+        page = self.page_for(viewer)
+        page.goto(self.tab_url())
+        assert page.get_by_text(self.revision.digest[:12]).count() >= 1
+        assert page.locator("a[data-action=activate]").count() == 0
+        response = page.goto(f"/plugins/script-projects/revisions/{self.revision.pk}/activate/")
+        assert response.status == 403
+
+        activator = get_user_model().objects.create_user("activator", password="pw")
+        grant(activator, ["view", "activate"], ScriptProject)
+        grant(activator, ["view"], ScriptProjectRevision)
+        page = self.page_for(activator)
+        page.goto(self.tab_url())
+        assert page.locator("a[data-action=activate]").count() == 1
+
+    def test_revisions_tab_needs_revision_view_permission(self):
+        outsider = get_user_model().objects.create_user("outsider", password="pw")
+        grant(outsider, ["view", "activate"], ScriptProject)
+        page = self.page_for(outsider)
+        page.goto(f"/plugins/script-projects/projects/{self.project.pk}/")
+        assert page.locator(f"a[href$='{self.tab_url()}']").count() == 0
+        response = page.goto(self.tab_url())
+        assert response.status == 403
