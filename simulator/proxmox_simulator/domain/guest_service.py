@@ -13,6 +13,7 @@ from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError, StaleWrite
 from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.service import enqueue
 
@@ -432,6 +433,11 @@ async def destroy(rt, principal: Principal, kind: str, node: str, vmid: int, par
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
         rules.require_stopped_for_destroy(kind, vmid, row["status"])
+        sid = f"{'vm' if kind == rules.QEMU else 'ct'}:{vmid}"
+        if await ha_repo.resource(conn, sid) is not None and not params.get("purge"):
+            raise PveError(
+                f"unable to remove {rules.noun(kind)} {vmid} - used in HA resources and purge parameter not set."
+            )
         return await enqueue(
             conn,
             rt.clock,

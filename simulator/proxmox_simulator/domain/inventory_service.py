@@ -452,6 +452,12 @@ async def storage_content(rt, node_name: str, storage_name: str, params: dict) -
             entry["vmid"] = row["vmid"]
         if row["content"] in ("images", "rootdir"):
             entry["used"] = row["size"] // 4
+        if row["content"] == "backup":
+            entry["subtype"] = "qemu" if row["format"].startswith("vma") else "lxc"
+            if row["notes"]:
+                entry["notes"] = row["notes"]
+            if row["protected"]:
+                entry["protected"] = 1
         out.append(entry)
     return out
 
@@ -465,12 +471,17 @@ async def volume_attributes(rt, node_name: str, storage_name: str, volume: str) 
     if row is None or row["storage"] != storage_name:
         raise PveError(f"volume '{volid}' does not exist")
     base = storage["path"] or f"/dev/{storage_name}"
-    return {
+    attributes = {
         "path": f"{base}/{volid.split(':', 1)[1]}",
         "size": row["size"],
         "used": row["size"] // 4,
         "format": row["format"],
     }
+    if row["notes"]:
+        attributes["notes"] = row["notes"]
+    if row["protected"]:
+        attributes["protected"] = 1
+    return attributes
 
 
 # -- pools ------------------------------------------------------------------
@@ -491,7 +502,9 @@ async def get_pool(rt, state: AccessState, principal: Principal, poolid: str) ->
     async with rt.pool.acquire() as conn:
         pool = await require_pool(conn, poolid)
         guests = await guest_repo.list_pool(conn, poolid)
-        storages = await inventory.pool_storages(conn, poolid)
+        names = set(await inventory.pool_storages(conn, poolid))
+        storages = [s for s in await inventory.storages(conn) if s["storage"] in names]
+        nodes = await inventory.nodes(conn)
     members = []
     for guest in guests:
         running = guest["status"] != rules.STOPPED
@@ -509,8 +522,23 @@ async def get_pool(rt, state: AccessState, principal: Principal, poolid: str) ->
                 "uptime": uptime(guest, now),
             }
         )
+    # PVE lists a pool's storage once per node that has it, like /cluster/resources.
     for storage in storages:
-        members.append({"id": f"storage/{storage}", "type": "storage", "storage": storage})
+        for node in nodes:
+            if storage["nodes"] and node["node"] not in storage["nodes"]:
+                continue
+            members.append(
+                {
+                    "id": f"storage/{node['node']}/{storage['storage']}",
+                    "type": "storage",
+                    "storage": storage["storage"],
+                    "node": node["node"],
+                    "plugintype": storage["type"],
+                    "content": storage["content"],
+                    "shared": 1 if storage["shared"] else 0,
+                    "status": "available",
+                }
+            )
     return {"comment": pool["comment"], "members": members}
 
 

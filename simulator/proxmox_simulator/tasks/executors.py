@@ -12,9 +12,12 @@ from proxmox_simulator.domain.guest_disks import apply_resize
 from proxmox_simulator.domain.guest_placement import copy_disks
 from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
+from proxmox_simulator.repositories import firewall as firewall_repo
 from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.repositories import tasks as task_repo
+from proxmox_simulator.tasks import backup_executors
 from proxmox_simulator.tasks.worker import Executor, TaskContext
 
 
@@ -97,6 +100,9 @@ async def destroy(ctx: TaskContext) -> None:
         await inventory.delete_guest_volumes(conn, vmid)
         if ctx.payload.get("purge"):
             await access_repo.delete_path_acl(conn, f"/vms/{vmid}")
+            await ha_repo.delete_resource(conn, f"{'vm' if kind == rules.QEMU else 'ct'}:{vmid}")
+        # PVE removes the guest's firewall file with the guest.
+        await firewall_repo.delete(conn, f"vm/{vmid}")
         await guest_repo.delete(conn, vmid)
 
     await ctx.complete(effect)
@@ -317,6 +323,9 @@ def executors() -> dict[str, Executor]:
         "vzclone": clone,
         "qmtemplate": make_template,
         "resize": resize_disk,
+        "vzdump": backup_executors.vzdump,
+        "prunebackups": backup_executors.prune_backups,
+        "imgdel": backup_executors.delete_volume,
     }
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power

@@ -1,6 +1,15 @@
 """Importing this package registers every semantic handler."""
 
-from proxmox_simulator.api.handlers import access, cluster, guests, nodes  # noqa: F401
+from proxmox_simulator.api.handlers import (  # noqa: F401
+    access,
+    backup,
+    cluster,
+    firewall,
+    guests,
+    ha,
+    nodes,
+    pools,
+)
 from proxmox_simulator.api.handlers.registry import REGISTRY
 
 __all__ = ["REGISTRY"]

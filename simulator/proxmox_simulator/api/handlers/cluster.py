@@ -77,7 +77,7 @@ async def get_pool(ctx: RequestContext):
 
 @route("/pools/{poolid}", "PUT")
 async def update_pool(ctx: RequestContext):
-    _require_vm_allocate(ctx)
+    require_vm_allocate(ctx)
     await svc.update_pool(ctx.rt, ctx.params["poolid"], ctx.params)
 
 
@@ -86,7 +86,7 @@ async def delete_pool(ctx: RequestContext):
     await svc.delete_pool(ctx.rt, ctx.params["poolid"])
 
 
-def _require_vm_allocate(ctx: RequestContext) -> None:
+def require_vm_allocate(ctx: RequestContext) -> None:
     """Moving a guest into a pool also needs VM.Allocate on that guest (PVE rule)."""
     for vmid in str(ctx.params.get("vms") or "").replace(";", ",").split(","):
         if vmid.strip() and not ctx.state.has(

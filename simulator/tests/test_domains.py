@@ -1,0 +1,398 @@
+"""Backup, HA, firewall and 8.x-style pool endpoints through HTTP.
+
+Every response body checked here must also validate against the method's
+``returns`` schema in each major (6.4, 7.4, 8.4, 9.2) that declares it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+from simtest_support import Session, assert_conforms
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with httpx.Client(base_url=server.base_url + "/api2/json", verify=False, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def root(client):
+    return Session(client)
+
+
+def _data(response, path: str | None = None, method: str = "GET"):
+    assert response.status_code == 200, (response.status_code, response.text)
+    data = response.json()["data"]
+    if path is not None:
+        assert_conforms(path, method, data)
+    return data
+
+
+def _fails(response, status: int, fragment: str) -> None:
+    assert response.status_code == status, (response.status_code, response.text)
+    assert fragment in (response.reason_phrase + response.text), response.text
+
+
+def _vm(root, node: str, vmid: int, **extra) -> int:
+    upid = _data(
+        root.post(
+            f"/nodes/{node}/qemu",
+            data={"vmid": vmid, "name": f"vm{vmid}", "scsi0": "local-lvm:2", **extra},
+        )
+    )
+    assert root.wait(upid)["exitstatus"] == "OK"
+    return vmid
+
+
+# -- pools (8.x style) ---------------------------------------------------------------------
+
+
+def test_pool_membership_through_put_and_delete_on_the_collection(root, unique_vmid):
+    poolid = f"p{uuid.uuid4().hex[:8]}"
+    vmid = _vm(root, "pve1", unique_vmid)
+    _data(root.post("/pools", data={"poolid": poolid, "comment": "team"}))
+    _data(root.put("/pools", data={"poolid": poolid, "vms": str(vmid), "storage": "local"}))
+    [pool] = _data(root.get("/pools", params={"poolid": poolid}), "/pools")
+    members = {(m["type"], m.get("vmid") or m.get("storage")) for m in pool["members"]}
+    assert members == {("qemu", vmid), ("storage", "local")}
+    _fails(root.delete("/pools", params={"poolid": poolid}), 500, "pool is not empty")
+    _data(root.put("/pools", data={"poolid": poolid, "vms": str(vmid), "delete": 1}))
+    _data(root.put("/pools", data={"poolid": poolid, "storage": "local", "delete": 1}))
+    assert _data(root.get(f"/pools/{poolid}"), "/pools/{poolid}")["members"] == []
+    _data(root.delete("/pools", params={"poolid": poolid}))
+    _fails(root.get(f"/pools/{poolid}"), 500, "does not exist")
+
+
+# -- vzdump, archives, prune, jobs ---------------------------------------------------------
+
+
+def _archives(root, node: str, vmid: int) -> list[dict]:
+    path = "/nodes/{node}/storage/{storage}/content"
+    content = root.get(
+        f"/nodes/{node}/storage/local/content", params={"content": "backup", "vmid": vmid}
+    )
+    return _data(content, path)
+
+
+def test_vzdump_writes_archives_that_content_lists_show(root, unique_vmid):
+    vmid = _vm(root, "pve2", unique_vmid, name="web01")
+    upid = _data(
+        root.post(
+            "/nodes/pve2/vzdump",
+            data={
+                "vmid": vmid,
+                "storage": "local",
+                "compress": "zstd",
+                "mode": "snapshot",
+                "notes-template": "{{guestname}} on {{node}}",
+                "protected": 1,
+            },
+        ),
+        "/nodes/{node}/vzdump",
+        "POST",
+    )
+    assert upid.split(":")[5:7] == ["vzdump", str(vmid)]
+    assert root.wait(upid)["exitstatus"] == "OK"
+    log = [line["t"] for line in _data(root.get(f"/nodes/pve2/tasks/{upid}/log"))]
+    assert any("creating vzdump archive" in line for line in log)
+    [archive] = _archives(root, "pve2", vmid)
+    assert archive["volid"].startswith(f"local:backup/vzdump-qemu-{vmid}-")
+    assert archive["volid"].endswith(".vma.zst") and archive["format"] == "vma.zst"
+    assert archive["notes"] == "web01 on pve2" and archive["protected"] == 1
+    assert archive["size"] > 0
+    # Archives on local storage belong to the node that wrote them.
+    assert _archives(root, "pve1", vmid) == []
+
+    volume = f"/nodes/pve2/storage/local/content/{archive['volid']}"
+    _fails(root.delete(volume), 500, "is protected")
+    _data(root.put(volume, data={"protected": 0, "notes": "keep me"}))
+    attributes = _data(root.get(volume), "/nodes/{node}/storage/{storage}/content/{volume}")
+    assert attributes["notes"] == "keep me" and "protected" not in attributes
+    upid = _data(root.delete(volume))
+    assert root.wait(upid)["exitstatus"] == "OK"
+    assert _archives(root, "pve2", vmid) == []
+
+
+def test_vzdump_refuses_storage_without_backup_content_and_answers_ok_for_nothing(
+    root, unique_vmid
+):
+    vmid = _vm(root, "pve1", unique_vmid)
+    _fails(
+        root.post("/nodes/pve1/vzdump", data={"vmid": vmid, "storage": "local-lvm"}),
+        500,
+        "does not support backups",
+    )
+    # A guest on another node is not this node's to back up: PVE answers "OK".
+    assert _data(root.post("/nodes/pve3/vzdump", data={"vmid": vmid})) == "OK"
+    _fails(root.post("/nodes/pve1/vzdump", data={"storage": "local"}), 400, "vmid")
+
+
+def test_retention_keeps_the_newest_and_prune_removes_the_rest(root, unique_vmid):
+    vmid = _vm(root, "pve1", unique_vmid)
+    for index in range(3):
+        if index:
+            time.sleep(1.05)  # vzdump names archives to the second (the clock is real time)
+        upid = _data(root.post("/nodes/pve1/vzdump", data={"vmid": vmid}))
+        assert root.wait(upid)["exitstatus"] == "OK"
+    archives = _archives(root, "pve1", vmid)
+    assert len(archives) == 3
+    newest = max(archives, key=lambda a: (a["ctime"], a["volid"]))
+    preview = _data(
+        root.get(
+            "/nodes/pve1/storage/local/prunebackups",
+            params={"prune-backups": "keep-last=1", "vmid": vmid},
+        ),
+        "/nodes/{node}/storage/{storage}/prunebackups",
+    )
+    marks = {p["volid"]: p["mark"] for p in preview}
+    assert marks[newest["volid"]] == "keep"
+    assert sorted(marks.values()) == ["keep", "remove", "remove"]
+    upid = _data(
+        root.delete(
+            "/nodes/pve1/storage/local/prunebackups",
+            params={"prune-backups": "keep-last=1", "vmid": vmid},
+        )
+    )
+    assert root.wait(upid)["exitstatus"] == "OK"
+    assert [a["volid"] for a in _archives(root, "pve1", vmid)] == [newest["volid"]]
+    _fails(
+        root.get(
+            "/nodes/pve1/storage/local/prunebackups", params={"prune-backups": "keep-often=2"}
+        ),
+        400,
+        "prune-backups",
+    )
+
+
+def test_backup_jobs_crud_with_digest_and_coverage(root, unique_vmid):
+    vmid = _vm(root, "pve3", unique_vmid)
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    _data(
+        root.post(
+            "/cluster/backup",
+            data={"id": job_id, "vmid": str(vmid), "storage": "local", "schedule": "02:30"},
+        )
+    )
+    _fails(
+        root.post("/cluster/backup", data={"id": job_id, "vmid": str(vmid)}),
+        500,
+        "already exists",
+    )
+    jobs = _data(root.get("/cluster/backup"), "/cluster/backup")
+    job = _data(root.get(f"/cluster/backup/{job_id}"), "/cluster/backup/{id}")
+    assert job in jobs and job["schedule"] == "02:30" and job["type"] == "vzdump"
+    uncovered = _data(
+        root.get("/cluster/backup-info/not-backed-up"), "/cluster/backup-info/not-backed-up"
+    )
+    assert vmid not in {g["vmid"] for g in uncovered}
+    tree = _data(
+        root.get(f"/cluster/backup/{job_id}/included_volumes"),
+        "/cluster/backup/{id}/included_volumes",
+    )
+    [guest] = tree["children"]
+    assert guest["id"] == vmid and [v["id"] for v in guest["children"]] == ["scsi0"]
+
+    _data(root.put(f"/cluster/backup/{job_id}", data={"enabled": 0, "comment": "paused"}))
+    job = _data(root.get(f"/cluster/backup/{job_id}"))
+    assert (job["enabled"], job["comment"], job["schedule"]) == (0, "paused", "02:30")
+    uncovered = _data(root.get("/cluster/backup-info/not-backed-up"))
+    assert vmid in {g["vmid"] for g in uncovered}
+    _fails(
+        root.put(f"/cluster/backup/{job_id}", data={"delete": "vmid"}), 400, "VMID, 'all' or a pool"
+    )
+    _data(root.delete(f"/cluster/backup/{job_id}"))
+    _fails(root.get(f"/cluster/backup/{job_id}"), 404, "does not exist")
+
+
+# -- HA ---------------------------------------------------------------------------------
+
+
+def test_ha_groups_resources_and_status(root, unique_vmid):
+    vmid = _vm(root, "pve1", unique_vmid)
+    group = f"g{uuid.uuid4().hex[:8]}"
+    _data(root.post("/cluster/ha/groups", data={"group": group, "nodes": "pve1:2,pve2"}))
+    _fails(
+        root.post("/cluster/ha/groups", data={"group": f"{group}x", "nodes": "nowhere"}),
+        500,
+        "no such node",
+    )
+    groups = _data(root.get("/cluster/ha/groups"), "/cluster/ha/groups")
+    assert {"group": group, "nodes": "pve1:2,pve2"}.items() <= next(
+        g for g in groups if g["group"] == group
+    ).items()
+
+    _data(
+        root.post(
+            "/cluster/ha/resources",
+            data={"sid": str(vmid), "group": group, "max_restart": 2, "comment": "db"},
+        )
+    )
+    _fails(root.post("/cluster/ha/resources", data={"sid": f"vm:{vmid}"}), 500, "already defined")
+    _fails(root.post("/cluster/ha/resources", data={"sid": f"ct:{vmid}"}), 500, "not a ct")
+    sid = f"vm:{vmid}"
+    resources = _data(root.get("/cluster/ha/resources"), "/cluster/ha/resources")
+    resource = _data(root.get(f"/cluster/ha/resources/{sid}"), "/cluster/ha/resources/{sid}")
+    assert resource in resources
+    assert (resource["state"], resource["group"], resource["max_restart"]) == ("started", group, 2)
+
+    status = _data(root.get("/cluster/ha/status/current"), "/cluster/ha/status/current")
+    service = next(s for s in status if s["id"] == f"service:{sid}")
+    assert service["node"] == "pve1" and service["request_state"] == "started"
+    manager = _data(
+        root.get("/cluster/ha/status/manager_status"), "/cluster/ha/status/manager_status"
+    )
+    assert sid in manager["manager_status"]["service_status"]
+
+    _fails(root.delete(f"/cluster/ha/groups/{group}"), 500, "is used by")
+    _fails(root.delete(f"/nodes/pve1/qemu/{vmid}"), 500, "used in HA resources")
+    _data(root.put(f"/cluster/ha/resources/{sid}", data={"state": "disabled", "delete": "group"}))
+    resource = _data(root.get(f"/cluster/ha/resources/{sid}"))
+    assert resource["state"] == "disabled" and "group" not in resource
+    _data(root.delete(f"/cluster/ha/groups/{group}"))
+    # purge removes the guest from HA along with the guest.
+    upid = _data(root.delete(f"/nodes/pve1/qemu/{vmid}", params={"purge": 1}))
+    assert root.wait(upid)["exitstatus"] == "OK"
+    assert sid not in {r["sid"] for r in _data(root.get("/cluster/ha/resources"))}
+
+
+# -- firewall ---------------------------------------------------------------------------
+
+
+def test_guest_firewall_rules_keep_pve_order_and_digests(root, unique_vmid):
+    vmid = _vm(root, "pve2", unique_vmid)
+    rules = f"/nodes/pve2/qemu/{vmid}/firewall/rules"
+    template = "/nodes/{node}/qemu/{vmid}/firewall/rules"
+    assert _data(root.get(rules), template) == []
+    for port in ("22", "80", "443"):
+        _data(
+            root.post(
+                rules,
+                data={"type": "in", "action": "ACCEPT", "proto": "tcp", "dport": port, "pos": 5},
+            )
+        )
+    listed = _data(root.get(rules), template)
+    # New rules go to the top regardless of pos, disabled unless asked (as PVE does).
+    assert [(r["pos"], r["dport"], r["enable"]) for r in listed] == [
+        (0, "443", 0),
+        (1, "80", 0),
+        (2, "22", 0),
+    ]
+    _data(root.put(f"{rules}/0", data={"moveto": 3}))
+    assert [r["dport"] for r in _data(root.get(rules))] == ["80", "22", "443"]
+    rule = _data(root.get(f"{rules}/1"), template + "/{pos}")
+    assert rule["dport"] == "22"
+    _data(root.put(f"{rules}/1", data={"enable": 1, "digest": rule["digest"]}))
+    _fails(
+        root.put(f"{rules}/1", data={"comment": "late", "digest": rule["digest"]}),
+        500,
+        "changed by other user",
+    )
+    _fails(root.get(f"{rules}/7"), 400, "no rule at position 7")
+    _fails(
+        root.post(rules, data={"type": "group", "action": "nosuchgroup"}),
+        400,
+        "security group 'nosuchgroup' does not exist",
+    )
+    _fails(root.post(rules, data={"type": "in", "action": "ALLOW"}), 400, "action")
+    _data(root.delete(f"{rules}/0"))
+    assert [r["dport"] for r in _data(root.get(rules))] == ["22", "443"]
+    # The firewall file goes with the guest.
+    upid = _data(root.delete(f"/nodes/pve2/qemu/{vmid}"))
+    assert root.wait(upid)["exitstatus"] == "OK"
+    _vm(root, "pve2", vmid)
+    assert _data(root.get(rules)) == []
+
+
+def test_security_groups_aliases_ipsets_refs_and_options(root, unique_vmid):
+    vmid = _vm(root, "pve3", unique_vmid)
+    group = f"sg{uuid.uuid4().hex[:6]}"
+    alias = f"net{uuid.uuid4().hex[:6]}"
+    ipset = f"set{uuid.uuid4().hex[:6]}"
+    _data(root.post("/cluster/firewall/groups", data={"group": group, "comment": "web"}))
+    _data(root.post(f"/cluster/firewall/groups/{group}", data={"type": "in", "action": "ACCEPT"}))
+    groups = _data(root.get("/cluster/firewall/groups"), "/cluster/firewall/groups")
+    assert {"group": group, "comment": "web"}.items() <= next(
+        g for g in groups if g["group"] == group
+    ).items()
+    assert len(_data(root.get(f"/cluster/firewall/groups/{group}"))) == 1
+
+    _data(root.post("/cluster/firewall/aliases", data={"name": alias, "cidr": "10.1.0.0/16"}))
+    _fails(
+        root.post("/cluster/firewall/aliases", data={"name": alias.upper(), "cidr": "10.2.0.1"}),
+        500,
+        "already exists",
+    )
+    _fails(
+        root.post("/cluster/firewall/aliases", data={"name": "bad", "cidr": "10.300.0.0/16"}),
+        400,
+        "cidr",
+    )
+    aliases = _data(root.get("/cluster/firewall/aliases"), "/cluster/firewall/aliases")
+    assert any(a["name"] == alias and a["cidr"] == "10.1.0.0/16" for a in aliases)
+    base = f"/nodes/pve3/qemu/{vmid}/firewall"
+    _data(root.post(f"{base}/ipset", data={"name": ipset, "comment": "clients"}))
+    _data(root.post(f"{base}/ipset/{ipset}", data={"cidr": "192.0.2.0/24", "nomatch": 1}))
+    entries = _data(
+        root.get(f"{base}/ipset/{ipset}"), "/nodes/{node}/qemu/{vmid}/firewall/ipset/{name}"
+    )
+    assert [(e["cidr"], e.get("nomatch")) for e in entries] == [("192.0.2.0/24", 1)]
+    _fails(root.delete(f"{base}/ipset/{ipset}"), 500, "is not empty")
+
+    refs = _data(root.get(f"{base}/refs"), "/nodes/{node}/qemu/{vmid}/firewall/refs")
+    names = {(r["type"], r["name"]) for r in refs}
+    assert {("alias", alias), ("ipset", ipset)} <= names
+    # Rules may name aliases, IP sets and security groups that exist, nothing else.
+    _data(root.post(f"{base}/rules", data={"type": "group", "action": group, "enable": 1}))
+    _data(
+        root.post(
+            f"{base}/rules",
+            data={"type": "in", "action": "DROP", "source": f"+{ipset}", "dest": alias},
+        )
+    )
+    _fails(
+        root.post(f"{base}/rules", data={"type": "in", "action": "DROP", "source": "nosuchalias"}),
+        400,
+        "no such alias",
+    )
+    _fails(root.delete(f"/cluster/firewall/groups/{group}"), 500, "not empty")
+
+    options = _data(root.get(f"{base}/options"), "/nodes/{node}/qemu/{vmid}/firewall/options")
+    _data(
+        root.put(
+            f"{base}/options", data={"enable": 1, "policy_in": "DROP", "digest": options["digest"]}
+        )
+    )
+    options = _data(root.get(f"{base}/options"))
+    assert (options["enable"], options["policy_in"]) == (1, "DROP")
+    _data(root.put(f"{base}/options", data={"delete": "policy_in"}))
+    assert "policy_in" not in _data(root.get(f"{base}/options"))
+    assert _data(root.get(f"{base}/log"), "/nodes/{node}/qemu/{vmid}/firewall/log") == []
+    cluster = _data(root.get("/cluster/firewall/options"), "/cluster/firewall/options")
+    assert "digest" in cluster
+
+
+def test_concurrent_rule_writers_are_serialized_not_lost(client, root, unique_vmid):
+    vmid = _vm(root, "pve1", unique_vmid)
+    rules = f"/nodes/pve1/qemu/{vmid}/firewall/rules"
+    errors: list[str] = []
+
+    def add(port: int) -> None:
+        with httpx.Client(base_url=str(client.base_url), verify=False, timeout=30) as own:
+            session = Session(own)
+            response = session.post(rules, data={"type": "in", "action": "ACCEPT", "dport": port})
+            if response.status_code != 200:
+                errors.append(response.text)
+
+    threads = [threading.Thread(target=add, args=(2000 + i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(r["dport"] for r in _data(root.get(rules))) == [str(2000 + i) for i in range(8)]
