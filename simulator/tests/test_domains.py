@@ -396,3 +396,141 @@ def test_concurrent_rule_writers_are_serialized_not_lost(client, root, unique_vm
         thread.join()
     assert errors == []
     assert sorted(r["dport"] for r in _data(root.get(rules))) == [str(2000 + i) for i in range(8)]
+
+
+# -- storage ------------------------------------------------------------------------
+
+
+def test_storage_config_crud_with_content_rules_and_digest(root):
+    storage = f"nfs{uuid.uuid4().hex[:6]}"
+    created = _data(
+        root.post(
+            "/storage",
+            data={
+                "storage": storage,
+                "type": "nfs",
+                "server": "192.0.2.10",
+                "export": "/srv/pve",
+                "content": "iso,backup",
+                "nodes": "pve1,pve2",
+            },
+        ),
+        "/storage",
+        "POST",
+    )
+    assert created == {"storage": storage, "type": "nfs"}
+    _fails(
+        root.post(
+            "/storage", data={"storage": storage, "type": "nfs", "server": "x", "export": "/y"}
+        ),
+        500,
+        "already defined",
+    )
+    _fails(
+        root.post(
+            "/storage",
+            data={"storage": f"{storage}b", "type": "lvm", "vgname": "v", "content": "iso"},
+        ),
+        400,
+        "does not support content type 'iso'",
+    )
+    _fails(root.post("/storage", data={"storage": f"{storage}c", "type": "dir"}), 400, "path")
+    config = _data(root.get(f"/storage/{storage}"), "/storage/{storage}")
+    assert (config["server"], config["export"], config["shared"], config["nodes"]) == (
+        "192.0.2.10",
+        "/srv/pve",
+        1,
+        "pve1,pve2",
+    )
+    assert config in _data(root.get("/storage"), "/storage")
+    listed = _data(root.get("/nodes/pve1/storage"), "/nodes/{node}/storage")
+    assert storage in {s["storage"] for s in listed}
+    assert storage not in {s["storage"] for s in _data(root.get("/nodes/pve3/storage"))}
+
+    _data(
+        root.put(
+            f"/storage/{storage}",
+            data={"content": "iso,backup,vztmpl", "delete": "nodes", "digest": config["digest"]},
+        ),
+        "/storage/{storage}",
+        "PUT",
+    )
+    _fails(
+        root.put(f"/storage/{storage}", data={"content": "iso", "digest": config["digest"]}),
+        500,
+        "changed by other user",
+    )
+    config = _data(root.get(f"/storage/{storage}"))
+    assert config["content"] == "iso,backup,vztmpl" and "nodes" not in config
+    status = _data(
+        root.get(f"/nodes/pve3/storage/{storage}/status"), "/nodes/{node}/storage/{storage}/status"
+    )
+    assert status["total"] > 0 and status["used"] == 0 and status["avail"] == status["total"]
+    _data(root.delete(f"/storage/{storage}"))
+    _fails(root.get(f"/storage/{storage}"), 500, "does not exist")
+    _fails(root.delete("/storage/local-lvm"), 500, "still holds guest volumes")
+
+
+def test_volume_allocation_and_download_account_for_space(root, unique_vmid):
+    vmid = unique_vmid
+    before = _data(root.get("/nodes/pve2/storage/local-lvm/status"))
+    volid = _data(
+        root.post(
+            "/nodes/pve2/storage/local-lvm/content",
+            data={"vmid": vmid, "filename": f"vm-{vmid}-disk-9", "size": "3G"},
+        ),
+        "/nodes/{node}/storage/{storage}/content",
+        "POST",
+    )
+    assert volid == f"local-lvm:vm-{vmid}-disk-9"
+    after = _data(root.get("/nodes/pve2/storage/local-lvm/status"))
+    assert after["used"] - before["used"] == 3 * 1024**3
+    _fails(
+        root.post(
+            "/nodes/pve2/storage/local-lvm/content",
+            data={"vmid": vmid, "filename": f"vm-{vmid + 1}-disk-0", "size": "1G"},
+        ),
+        400,
+        "does not match",
+    )
+    _fails(
+        root.post(
+            "/nodes/pve2/storage/local-lvm/content",
+            data={"vmid": vmid, "filename": f"vm-{vmid}-disk-8", "size": "900000G"},
+        ),
+        500,
+        "not enough space",
+    )
+    contents = _data(root.get("/nodes/pve2/storage/local-lvm/content", params={"vmid": vmid}))
+    assert [c["volid"] for c in contents] == [volid]
+    upid = _data(root.delete(f"/nodes/pve2/storage/local-lvm/content/{volid}"))
+    assert root.wait(upid)["exitstatus"] == "OK"
+
+    name = f"tools-{vmid}.iso"
+    upid = _data(
+        root.post(
+            "/nodes/pve2/storage/local/download-url",
+            data={"url": f"https://example.invalid/{name}", "filename": name, "content": "iso"},
+        ),
+        "/nodes/{node}/storage/{storage}/download-url",
+        "POST",
+    )
+    assert root.wait(upid)["exitstatus"] == "OK"
+    isos = _data(root.get("/nodes/pve2/storage/local/content", params={"content": "iso"}))
+    assert f"local:iso/{name}" in {i["volid"] for i in isos}
+    _fails(
+        root.post(
+            "/nodes/pve2/storage/local/download-url",
+            data={"url": f"https://example.invalid/{name}", "filename": name, "content": "iso"},
+        ),
+        500,
+        "refusing to override",
+    )
+    _fails(
+        root.post(
+            "/nodes/pve2/storage/local-lvm/download-url",
+            data={"url": "https://example.invalid/x.iso", "filename": "x.iso", "content": "iso"},
+        ),
+        500,
+        "not configured for content-type 'iso'",
+    )

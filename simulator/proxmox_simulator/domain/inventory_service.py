@@ -9,6 +9,7 @@ from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import GIB, require_node, require_pool, uptime
+from proxmox_simulator.domain.storage_service import render_config
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.service import enqueue
@@ -371,19 +372,7 @@ async def storage_config(rt, state: AccessState, principal: Principal) -> list[d
             any_of=True,
         ):
             continue
-        entry = {
-            "storage": storage["storage"],
-            "type": storage["type"],
-            "content": storage["content"],
-            "digest": hashlib.sha1(storage["storage"].encode()).hexdigest(),
-        }
-        if storage["shared"]:
-            entry["shared"] = 1
-        if storage["path"]:
-            entry["path"] = storage["path"]
-        if storage["nodes"]:
-            entry["nodes"] = ",".join(storage["nodes"])
-        out.append(entry)
+        out.append(render_config(storage))
     return out
 
 

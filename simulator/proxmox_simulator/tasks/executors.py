@@ -326,6 +326,7 @@ def executors() -> dict[str, Executor]:
         "vzdump": backup_executors.vzdump,
         "prunebackups": backup_executors.prune_backups,
         "imgdel": backup_executors.delete_volume,
+        "download": backup_executors.download,
     }
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power

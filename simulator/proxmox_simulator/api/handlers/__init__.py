@@ -9,6 +9,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     ha,
     nodes,
     pools,
+    storage,
 )
 from proxmox_simulator.api.handlers.registry import REGISTRY
 
