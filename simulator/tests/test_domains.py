@@ -534,3 +534,48 @@ def test_volume_allocation_and_download_account_for_space(root, unique_vmid):
         500,
         "not configured for content-type 'iso'",
     )
+
+
+def test_restore_from_a_vzdump_archive_allocates_fresh_disks(root, unique_vmid):
+    vmid = _vm(root, "pve2", unique_vmid, name="restoreme", memory=1536, cores=2)
+    upid = _data(root.post("/nodes/pve2/vzdump", data={"vmid": vmid, "compress": "zstd"}))
+    assert root.wait(upid)["exitstatus"] == "OK"
+    [archive] = _archives(root, "pve2", vmid)
+    text = _data(
+        root.get("/nodes/pve2/vzdump/extractconfig", params={"volume": archive["volid"]}),
+        "/nodes/{node}/vzdump/extractconfig",
+    )
+    assert "name: restoreme" in text and "memory: 1536" in text
+
+    target = vmid + 1
+    upid = _data(
+        root.post(
+            "/nodes/pve2/qemu",
+            data={"vmid": target, "archive": archive["volid"], "storage": "local-lvm"},
+        )
+    )
+    assert upid.split(":")[5] == "qmrestore"
+    assert root.wait(upid)["exitstatus"] == "OK"
+    config = _data(root.get(f"/nodes/pve2/qemu/{target}/config"))
+    assert (config["name"], str(config["memory"]), str(config["cores"])) == (
+        "restoreme",
+        "1536",
+        "2",
+    )
+    assert config["scsi0"].startswith(f"local-lvm:vm-{target}-disk-0")
+    # The original keeps its own disk; the restored guest got a new one.
+    original = _data(root.get(f"/nodes/pve2/qemu/{vmid}/config"))
+    assert original["scsi0"].startswith(f"local-lvm:vm-{vmid}-disk-0")
+    _fails(
+        root.post("/nodes/pve2/qemu", data={"vmid": target, "archive": archive["volid"]}),
+        500,
+        "already exists",
+    )
+    _fails(
+        root.post(
+            "/nodes/pve2/lxc",
+            data={"vmid": target + 1, "ostemplate": archive["volid"], "restore": 1},
+        ),
+        500,
+        "from a qemu archive",
+    )

@@ -10,6 +10,7 @@ from proxmox_simulator.domain import config_sections as sections
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.domain.guest_placement import size_gib
 from proxmox_simulator.domain.guest_service import lock_name, require_node
 from proxmox_simulator.repositories import backups as backup_repo
 from proxmox_simulator.repositories import guests as guest_repo
@@ -244,6 +245,7 @@ async def write_archive(conn, *, node: str, guest, payload: dict, epoch: float) 
         ctime=int(epoch),
         notes=render_notes(payload["notes"], guest, node, cluster["name"] if cluster else None),
         protected=payload["protected"],
+        config={k: v for k, v in guest["config"].items() if k not in ("lock", "parent")},
     )
     removed: list[str] = []
     if payload["retention"] and payload["remove"]:
@@ -511,3 +513,70 @@ async def delete_volume(rt, state, principal, node, storage_name, volume) -> str
             principal=principal,
             payload={"volid": volid},
         )
+
+
+# -- restore ------------------------------------------------------------------------
+
+
+async def archive_for_restore(conn, node: str, volid: str, kind: str):
+    """The archive a ``POST /nodes/{node}/{qemu,lxc}`` with ``archive`` restores from."""
+    row = await inventory.volume(conn, volid)
+    if row is None or row["content"] != "backup" or (row["node"] and row["node"] != node):
+        raise PveError(f"volume '{volid}' does not exist")
+    archive_kind = rules.QEMU if row["format"].startswith("vma") else rules.LXC
+    if archive_kind != kind:
+        noun = "VM" if kind == rules.QEMU else "container"
+        raise PveError(f"unable to restore {noun} from a {archive_kind} archive '{volid}'")
+    if row["guest_config"] is None:
+        raise PveError(f"archive '{volid}' contains no guest configuration")
+    return row
+
+
+def restored_config(kind: str, archived: dict, storage: str | None) -> dict:
+    """The archive's config with every disk turned into a new-volume request.
+
+    The create task then allocates fresh volumes (on ``storage`` if given, else
+    where the disk was) of the archived sizes, as qmrestore/pct restore do.
+    """
+    config = {}
+    for key, value in archived.items():
+        if not rules.is_disk_key(kind, key):
+            config[key] = value
+            continue
+        first = "file" if kind == rules.QEMU else "volume"
+        props = rules.parse_property_string(str(value), first)
+        volume = props.pop(first, "")
+        if props.get("media") == "cdrom" or ":" not in volume:
+            config[key] = value
+            continue
+        size = props.pop("size", "")
+        target = storage or volume.split(":", 1)[0]
+        config[key] = rules.format_property_string(
+            {first: f"{target}:{size_gib(size) or 1:g}", **props}, first
+        )
+    return config
+
+
+async def extract_config(rt, node: str, volid: str) -> str:
+    """``GET /nodes/{node}/vzdump/extractconfig``: the archived config file's text."""
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+        row = await inventory.volume(conn, volid)
+    if row is None or row["content"] != "backup" or row["guest_config"] is None:
+        raise PveError(f"volume '{volid}' does not exist")
+    lines = [f"{key}: {value}" for key, value in sorted(row["guest_config"].items())]
+    return "\n".join(lines) + "\n"
+
+
+async def restored_guest_config(rt, kind: str, node: str, vmid: int, volid: str, storage) -> dict:
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+        existing = await guest_repo.get(conn, vmid)
+        if existing is not None:
+            # PVE overwrites only with force=1 on a stopped guest; the simulator
+            # does not emulate overwriting, so it refuses every restore onto one.
+            raise PveError(
+                f"unable to restore {rules.noun(kind)} {vmid} - {rules.noun(kind)} {vmid} already exists"
+            )
+        archive = await archive_for_restore(conn, node, volid, kind)
+    return restored_config(kind, archive["guest_config"], storage)

@@ -135,13 +135,13 @@ async def copy_disks(
         props = rules.parse_property_string(value, "file" if kind == rules.QEMU else "volume")
         volid = props.pop("file", None) or props.pop("volume", None) or ""
         size_text = props.pop("size", "0G")
-        size_gib = _size_gib(size_text)
-        request = rules.DiskRequest(key, storage or volid.split(":", 1)[0], size_gib, props)
+        gib = size_gib(size_text)
+        request = rules.DiskRequest(key, storage or volid.split(":", 1)[0], gib, props)
         entries[key] = await allocate_disk(conn, clock, kind, node, newid, request)
     return entries
 
 
-def _size_gib(text: str) -> float:
+def size_gib(text: str) -> float:
     if text.endswith("T"):
         return float(text[:-1]) * 1024
     if text.endswith("G"):

@@ -230,12 +230,21 @@ def check_create_permissions(
 
 
 async def create(
-    rt, state: AccessState, principal: Principal, kind: str, node: str, params: dict, defaults: dict
+    rt,
+    state: AccessState,
+    principal: Principal,
+    kind: str,
+    node: str,
+    params: dict,
+    defaults: dict,
+    *,
+    restored: dict | None = None,
 ) -> str:
+    """Create a guest; with ``restored`` (an archive's config) it is a restore task."""
     vmid = int(params["vmid"])
-    config = {k: v for k, v in params.items() if k not in _NOT_CONFIG}
+    config = {**(restored or {}), **{k: v for k, v in params.items() if k not in _NOT_CONFIG}}
     check_create_permissions(state, principal, kind, params, config)
-    if kind == rules.LXC:
+    if kind == rules.LXC and restored is None:
         if not params.get("ostemplate"):
             raise ParameterError({"ostemplate": "property is missing and it is not optional"})
         config.setdefault("ostype", "debian")
@@ -273,7 +282,8 @@ async def create(
             conn,
             rt.clock,
             node=node,
-            task_type="qmcreate" if kind == rules.QEMU else "vzcreate",
+            task_type=("qm" if kind == rules.QEMU else "vz")
+            + ("restore" if restored is not None else "create"),
             task_id=str(vmid),
             principal=principal,
             payload={"vmid": vmid, "kind": kind, "start": bool(params.get("start"))},

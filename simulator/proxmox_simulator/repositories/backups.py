@@ -16,8 +16,9 @@ WHERE id = $1 AND version = $2 RETURNING version
 """
 _DELETE_JOB = "DELETE FROM backup_jobs WHERE id = $1 RETURNING id"
 _INSERT_ARCHIVE = """
-INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime, notes, protected)
-VALUES ($1, $2, $3, $4, 'backup', $5, $6, $7, $8, $9)
+INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime, notes, protected,
+                     guest_config)
+VALUES ($1, $2, $3, $4, 'backup', $5, $6, $7, $8, $9, $10)
 """
 _SET_ANNOTATIONS = """
 UPDATE volumes SET notes = coalesce($2, notes), protected = coalesce($3, protected)
@@ -53,10 +54,20 @@ async def delete_job(conn: asyncpg.Connection, job_id: str) -> bool:
 
 
 async def insert_archive(
-    conn, *, volid, storage_name, node_name, vmid, fmt, size, ctime, notes, protected
+    conn, *, volid, storage_name, node_name, vmid, fmt, size, ctime, notes, protected, config
 ) -> None:
     await conn.execute(
-        _INSERT_ARCHIVE, volid, storage_name, node_name, vmid, fmt, size, ctime, notes, protected
+        _INSERT_ARCHIVE,
+        volid,
+        storage_name,
+        node_name,
+        vmid,
+        fmt,
+        size,
+        ctime,
+        notes,
+        protected,
+        config,
     )
 
 

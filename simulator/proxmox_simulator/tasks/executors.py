@@ -313,6 +313,9 @@ def executors() -> dict[str, Executor]:
     table: dict[str, Executor] = {
         "qmcreate": create_guest,
         "vzcreate": create_guest,
+        # A restore allocates the archive's disks like a create (see backup_service).
+        "qmrestore": create_guest,
+        "vzrestore": create_guest,
         "qmdestroy": destroy,
         "vzdestroy": destroy,
         "qmconfig": config_update,

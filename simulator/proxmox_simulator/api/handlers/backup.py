@@ -74,3 +74,8 @@ async def delete_volume(ctx: RequestContext):
     return await svc.delete_volume(
         ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params["storage"], ctx.params["volume"]
     )
+
+
+@route("/nodes/{node}/vzdump/extractconfig", "GET")
+async def extract_config(ctx: RequestContext):
+    return await svc.extract_config(ctx.rt, ctx.node, ctx.params["volume"])

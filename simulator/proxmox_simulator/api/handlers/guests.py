@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import RawJSON
 from proxmox_simulator.api.validation import defaults
+from proxmox_simulator.domain import backup_service as backup
 from proxmox_simulator.domain import guest_agent as agent
 from proxmox_simulator.domain import guest_disks as disks
 from proxmox_simulator.domain import guest_placement as placement
@@ -22,8 +23,24 @@ def _register(kind: str) -> None:
 
     @route(base, "POST")
     async def create_guest(ctx: RequestContext):
+        # qemu: "archive"; lxc: "restore=1" with the archive as "ostemplate".
+        archive = ctx.params.get("archive") or (
+            ctx.params.get("ostemplate") if ctx.params.get("restore") else None
+        )
+        restored = None
+        if archive:
+            restored = await backup.restored_guest_config(
+                ctx.rt, kind, ctx.node, int(ctx.params["vmid"]), archive, ctx.params.get("storage")
+            )
         return await svc.create(
-            ctx.rt, ctx.state, ctx.principal, kind, ctx.node, ctx.params, defaults(ctx.endpoint)
+            ctx.rt,
+            ctx.state,
+            ctx.principal,
+            kind,
+            ctx.node,
+            ctx.params,
+            defaults(ctx.endpoint),
+            restored=restored,
         )
 
     @route(f"{guest}/config", "GET")
