@@ -579,3 +579,91 @@ def test_restore_from_a_vzdump_archive_allocates_fresh_disks(root, unique_vmid):
         500,
         "from a qemu archive",
     )
+
+
+# -- node network, DNS, hosts, time -----------------------------------------------------
+
+
+def test_node_network_changes_stay_pending_until_reload(root):
+    node = "pve3"
+    bridge = f"vmbr{uuid.uuid4().int % 9000 + 100}"
+    path = f"/nodes/{node}/network"
+    _data(
+        root.post(
+            path,
+            data={
+                "iface": bridge,
+                "type": "bridge",
+                "cidr": "10.77.0.1/24",
+                "bridge_ports": "",
+                "autostart": 1,
+                "comments": "lab",
+            },
+        )
+    )
+    listing = root.get(path)
+    entries = _data(listing, "/nodes/{node}/network")
+    # Pending like PVE: the new bridge is listed (not active) and the diff is reported.
+    new = next(e for e in entries if e["iface"] == bridge)
+    assert (new["address"], new["netmask"], new.get("active")) == ("10.77.0.1", "24", None)
+    assert f"+iface {bridge} inet static" in listing.json()["changes"]
+    _fails(root.post(path, data={"iface": bridge, "type": "bridge"}), 500, "already exists")
+    _fails(
+        root.post(path, data={"iface": f"{bridge}x", "type": "bridge", "bridge_ports": "eno9"}),
+        400,
+        "does not exist",
+    )
+    _fails(root.post(path, data={"iface": "eno7", "type": "eth"}), 400, "cannot create")
+    _data(root.put(f"{path}/{bridge}", data={"type": "bridge", "mtu": 9000, "delete": "comments"}))
+    iface = _data(root.get(f"{path}/{bridge}"), "/nodes/{node}/network/{iface}")
+    assert iface["mtu"] == 9000 and "comments" not in iface
+
+    upid = _data(root.put(path), "/nodes/{node}/network", "PUT")
+    assert upid.split(":")[5:7] == ["srvreload", "networking"]
+    assert root.wait(upid)["exitstatus"] == "OK"
+    after = root.get(path)
+    assert "changes" not in after.json()
+    assert next(e for e in after.json()["data"] if e["iface"] == bridge)["active"] == 1
+    _fails(root.put(path), 500, "no changes")
+
+    _data(root.delete(f"{path}/{bridge}"))
+    assert bridge not in {e["iface"] for e in _data(root.get(path))}
+    _data(root.delete(path))  # revert: the deletion was only pending
+    assert bridge in {e["iface"] for e in _data(root.get(path))}
+    _fails(root.delete(f"{path}/eno1"), 500, "is used by 'vmbr0'")
+
+
+def test_node_dns_hosts_time_and_index(root):
+    dns = _data(root.get("/nodes/pve2/dns"), "/nodes/{node}/dns")
+    assert dns["search"]
+    _data(root.put("/nodes/pve2/dns", data={"search": "lab.example", "dns1": "192.0.2.53"}))
+    assert _data(root.get("/nodes/pve2/dns")) == {"search": "lab.example", "dns1": "192.0.2.53"}
+    _fails(root.put("/nodes/pve2/dns", data={"search": "x", "dns1": "not-an-ip"}), 400, "dns1")
+
+    hosts = _data(root.get("/nodes/pve2/hosts"), "/nodes/{node}/hosts")
+    assert "pve2" in hosts["data"]
+    _data(
+        root.post(
+            "/nodes/pve2/hosts",
+            data={"data": hosts["data"] + "192.0.2.9 nas\n", "digest": hosts["digest"]},
+        )
+    )
+    _fails(
+        root.post("/nodes/pve2/hosts", data={"data": "x", "digest": hosts["digest"]}),
+        500,
+        "changed by other user",
+    )
+    assert "192.0.2.9 nas" in _data(root.get("/nodes/pve2/hosts"))["data"]
+
+    _data(root.put("/nodes/pve2/time", data={"timezone": "Europe/Berlin"}))
+    clock = _data(root.get("/nodes/pve2/time"), "/nodes/{node}/time")
+    assert clock["timezone"] == "Europe/Berlin" and clock["localtime"] - clock["time"] in (
+        3600,
+        7200,
+    )
+    _fails(root.put("/nodes/pve2/time", data={"timezone": "Mars/Olympus"}), 400, "timezone")
+    _data(root.put("/nodes/pve2/time", data={"timezone": "UTC"}))
+
+    index = _data(root.get("/nodes/pve2"), "/nodes/{node}")
+    assert {"qemu", "lxc", "storage", "network", "vzdump"} <= {e["name"] for e in index}
+    _fails(root.get("/nodes/nosuchnode"), 500, "hostname lookup")

@@ -334,29 +334,6 @@ def node_network(node) -> list[dict]:
     ]
 
 
-_BRIDGES = {"bridge", "OVSBridge"}
-
-
-async def list_node_network(rt, node_name: str, kind: str | None) -> list[dict]:
-    async with rt.pool.acquire() as conn:
-        node = await require_node(conn, node_name)
-    interfaces = node_network(node)
-    if kind in ("any_bridge", "any_local_bridge"):
-        return [i for i in interfaces if i["type"] in _BRIDGES]
-    if kind and kind != "include_sdn":
-        return [i for i in interfaces if i["type"] == kind]
-    return interfaces
-
-
-async def get_node_interface(rt, node_name: str, iface: str) -> dict:
-    async with rt.pool.acquire() as conn:
-        node = await require_node(conn, node_name)
-    for interface in node_network(node):
-        if interface["iface"] == iface:
-            return {k: v for k, v in interface.items() if k != "iface"}
-    raise PveError("interface does not exist")
-
-
 # -- storage ----------------------------------------------------------------
 
 

@@ -7,7 +7,6 @@ from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import backups as backup_repo
 from proxmox_simulator.repositories import guests as guest_repo
-from proxmox_simulator.repositories import inventory
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.tasks.worker import TaskContext
 
@@ -71,32 +70,3 @@ async def delete_volume(ctx: TaskContext) -> None:
         await backup_repo.delete_volume(conn, volid)
 
     await ctx.complete(effect, lines=[f"Removed volume '{volid}'"])
-
-
-async def download(ctx: TaskContext) -> None:
-    """The file appears when the task ends; no network is used (see storage_service)."""
-    payload = ctx.payload
-    await ctx.log(f"downloading {payload['url']} to {payload['volid']}")
-    await ctx.sleep(2.0)
-
-    async def effect(conn) -> None:
-        if await inventory.volume(conn, payload["volid"]) is not None:
-            raise PveError(f"refusing to override existing file '{payload['volid']}'")
-        await inventory.insert_volume(
-            conn,
-            volid=payload["volid"],
-            storage_name=payload["storage"],
-            node_name=payload["node"],
-            vmid=None,
-            content=payload["content"],
-            fmt="iso" if payload["content"] == "iso" else "tzst",
-            size=payload["size"],
-            ctime=int(ctx.clock.now()),
-        )
-
-    lines = [f"download of simulated file finished: {payload['size']} bytes"]
-    if payload.get("checksum"):
-        lines.append(
-            f"checksum ({payload['algorithm']}) recorded, not verified: no bytes were fetched"
-        )
-    await ctx.complete(effect, lines=lines)

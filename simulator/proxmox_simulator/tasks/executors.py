@@ -17,7 +17,7 @@ from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.repositories import tasks as task_repo
-from proxmox_simulator.tasks import backup_executors
+from proxmox_simulator.tasks import backup_executors, node_executors
 from proxmox_simulator.tasks.worker import Executor, TaskContext
 
 
@@ -329,7 +329,8 @@ def executors() -> dict[str, Executor]:
         "vzdump": backup_executors.vzdump,
         "prunebackups": backup_executors.prune_backups,
         "imgdel": backup_executors.delete_volume,
-        "download": backup_executors.download,
+        "download": node_executors.download,
+        "srvreload": node_executors.reload_network,
     }
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power

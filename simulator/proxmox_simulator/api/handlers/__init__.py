@@ -7,6 +7,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     firewall,
     guests,
     ha,
+    node_system,
     nodes,
     pools,
     storage,

@@ -1,0 +1,95 @@
+"""A node's own configuration: index, network (pending + reload), DNS, hosts, time."""
+
+from __future__ import annotations
+
+from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.api.render import WithExtra
+from proxmox_simulator.domain import node_system_service as svc
+from proxmox_simulator.domain.guest_service import require_node
+
+
+def _declared(ctx: RequestContext) -> set[str]:
+    return {p.name for p in ctx.endpoint.parameters}
+
+
+@route("/nodes/{node}", "GET")
+async def node_index(ctx: RequestContext):
+    async with ctx.rt.pool.acquire() as conn:
+        await require_node(conn, ctx.node)
+    prefix = "/nodes/{node}/"
+    names = sorted(
+        {
+            path[len(prefix) :].split("/", 1)[0]
+            for path in ctx.rt.contract.paths
+            if path.startswith(prefix)
+        }
+    )
+    return [{"name": name} for name in names if not name.startswith("{")]
+
+
+@route("/nodes/{node}/network", "GET")
+async def list_network(ctx: RequestContext):
+    # The schema says "user: all"; PVE's code requires Sys.Audit on the node.
+    ctx.state.require(ctx.principal, f"/nodes/{ctx.node}", ["Sys.Audit"])
+    entries, changes = await svc.list_network(ctx.rt, ctx.node, ctx.params.get("type"))
+    return WithExtra(entries, {"changes": changes}) if changes else entries
+
+
+@route("/nodes/{node}/network", "POST")
+async def create_interface(ctx: RequestContext):
+    await svc.create_interface(ctx.rt, ctx.node, ctx.params, _declared(ctx))
+
+
+@route("/nodes/{node}/network", "PUT")
+async def reload_network(ctx: RequestContext):
+    return await svc.reload(ctx.rt, ctx.principal, ctx.node)
+
+
+@route("/nodes/{node}/network", "DELETE")
+async def revert_network(ctx: RequestContext):
+    await svc.revert(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/network/{iface}", "GET")
+async def get_interface(ctx: RequestContext):
+    return await svc.get_interface(ctx.rt, ctx.node, ctx.params["iface"])
+
+
+@route("/nodes/{node}/network/{iface}", "PUT")
+async def update_interface(ctx: RequestContext):
+    await svc.update_interface(ctx.rt, ctx.node, ctx.params["iface"], ctx.params, _declared(ctx))
+
+
+@route("/nodes/{node}/network/{iface}", "DELETE")
+async def delete_interface(ctx: RequestContext):
+    await svc.delete_interface(ctx.rt, ctx.node, ctx.params["iface"])
+
+
+@route("/nodes/{node}/dns", "GET")
+async def get_dns(ctx: RequestContext):
+    return await svc.get_dns(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/dns", "PUT")
+async def set_dns(ctx: RequestContext):
+    await svc.set_dns(ctx.rt, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/hosts", "GET")
+async def get_hosts(ctx: RequestContext):
+    return await svc.get_hosts(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/hosts", "POST")
+async def set_hosts(ctx: RequestContext):
+    await svc.set_hosts(ctx.rt, ctx.node, ctx.params["data"], ctx.params.get("digest"))
+
+
+@route("/nodes/{node}/time", "GET")
+async def get_time(ctx: RequestContext):
+    return await svc.get_time(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/time", "PUT")
+async def set_time(ctx: RequestContext):
+    await svc.set_time(ctx.rt, ctx.node, ctx.params["timezone"])

@@ -1,0 +1,48 @@
+"""Task executors for node-level storage and system work: downloads, network reload."""
+
+from __future__ import annotations
+
+from proxmox_simulator.domain import node_system_service
+from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.repositories import inventory
+from proxmox_simulator.tasks.worker import TaskContext
+
+
+async def download(ctx: TaskContext) -> None:
+    """The file appears when the task ends; no network is used (see storage_service)."""
+    payload = ctx.payload
+    await ctx.log(f"downloading {payload['url']} to {payload['volid']}")
+    await ctx.sleep(2.0)
+
+    async def effect(conn) -> None:
+        if await inventory.volume(conn, payload["volid"]) is not None:
+            raise PveError(f"refusing to override existing file '{payload['volid']}'")
+        await inventory.insert_volume(
+            conn,
+            volid=payload["volid"],
+            storage_name=payload["storage"],
+            node_name=payload["node"],
+            vmid=None,
+            content=payload["content"],
+            fmt="iso" if payload["content"] == "iso" else "tzst",
+            size=payload["size"],
+            ctime=int(ctx.clock.now()),
+        )
+
+    lines = [f"download of simulated file finished: {payload['size']} bytes"]
+    if payload.get("checksum"):
+        lines.append(
+            f"checksum ({payload['algorithm']}) recorded, not verified: no bytes were fetched"
+        )
+    await ctx.complete(effect, lines=lines)
+
+
+async def reload_network(ctx: TaskContext) -> None:
+    """ifreload -a: interfaces.new becomes the running configuration."""
+    await ctx.sleep(1.0)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await node_system_service.apply_pending(conn, ctx.payload["node"]))
+
+    await ctx.complete(effect, lines=lines)
