@@ -488,6 +488,12 @@ async def current_status(rt, kind: str, node: str, vmid: int) -> dict:
         "diskwrite": 0,
         "ha": {"managed": 0},
     }
+    async with rt.pool.acquire() as conn:
+        ha = await ha_repo.resource(conn, f"{'vm' if kind == rules.QEMU else 'ct'}:{vmid}")
+    if ha is not None:
+        status["ha"] = {"managed": 1, "state": ha["options"].get("state", "started")}
+        if ha["options"].get("group"):
+            status["ha"]["group"] = ha["options"]["group"]
     if kind == rules.QEMU:
         status["qmpstatus"] = row["status"]
         agent = rules.parse_property_string(config.get("agent", "0"), "enabled")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.domain.guest_disks import apply_resize
-from proxmox_simulator.domain.guest_placement import copy_disks
+from proxmox_simulator.domain.guest_placement import copy_disks, link_disks
 from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import firewall as firewall_repo
@@ -74,7 +74,7 @@ async def power(ctx: TaskContext) -> None:
         target = rules.TRANSITIONS[action].target
         if changes or action == "reboot":
             started = row["started_at"]
-            if target == rules.RUNNING and row["status"] != rules.PAUSED:
+            if target == rules.RUNNING and (row["status"] != rules.PAUSED or action == "reset"):
                 started = int(ctx.clock.now())
             if target == rules.STOPPED:
                 started = None
@@ -226,13 +226,21 @@ async def migrate(ctx: TaskContext) -> None:
 async def clone(ctx: TaskContext) -> None:
     newid, kind = ctx.payload["vmid"], ctx.payload["kind"]
     await ctx.sleep(rules.DURATIONS["clone"])
-    lines = [f"create full clone of drive(s) from {rules.noun(kind)} {ctx.payload['source']}"]
+    linked = ctx.payload.get("linked", False)
+    lines = [
+        f"create {'linked' if linked else 'full'} clone of drive(s) from "
+        f"{rules.noun(kind)} {ctx.payload['source']}"
+    ]
 
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
         config = dict(row["config"])
-        config.update(
-            await copy_disks(
+        if linked:
+            disks = await link_disks(
+                conn, ctx.clock, kind, row["node"], newid, ctx.payload["disks"]
+            )
+        else:
+            disks = await copy_disks(
                 conn,
                 ctx.clock,
                 kind,
@@ -241,7 +249,7 @@ async def clone(ctx: TaskContext) -> None:
                 ctx.payload["disks"],
                 ctx.payload["storage"],
             )
-        )
+        config.update(disks)
         config.pop("lock", None)
         await guest_repo.update_config(
             conn,

@@ -5,6 +5,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     backup,
     cluster,
     firewall,
+    guest_operations,
     guests,
     ha,
     node_system,

@@ -138,6 +138,8 @@ def _register(kind: str) -> None:
 
     for action in ("start", "stop", "shutdown", "reboot", "suspend", "resume"):
         _register_power(guest, kind, action)
+    if kind == QEMU:
+        _register_power(guest, kind, "reset")
 
     @route(f"{guest}/snapshot", "GET")
     async def list_snapshots(ctx: RequestContext):
