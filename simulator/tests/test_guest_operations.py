@@ -217,3 +217,54 @@ def test_rrd_sendkey_and_monitor(root, unique_vmid):
     _fails(root.put(f"{base}/sendkey", data={"key": "ret"}), 500, "not running")
     stopped = _data(root.get(f"{base}/rrddata", params={"timeframe": "hour"}))
     assert "cpu" not in stopped[-1]
+
+
+def test_move_disk_and_unlink(root, unique_vmid):
+    vmid = unique_vmid
+    _ok(
+        root,
+        root.post(
+            "/nodes/pve1/qemu",
+            data={"vmid": vmid, "scsi0": "local-lvm:2", "scsi1": "local-lvm:1"},
+        ),
+    )
+    base = f"/nodes/pve1/qemu/{vmid}"
+    _fails(
+        root.post(f"{base}/move_disk", data={"disk": "scsi0", "storage": "local-lvm"}),
+        500,
+        "it is on",
+    )
+    _fails(
+        root.post(f"{base}/move_disk", data={"disk": "scsi9", "storage": "shared-nfs"}),
+        500,
+        "does not exist",
+    )
+    upid = _data(
+        root.post(f"{base}/move_disk", data={"disk": "scsi0", "storage": "shared-nfs"}),
+        Q + "/move_disk",
+        "POST",
+    )
+    assert upid.split(":")[5] == "qmmove" and root.wait(upid)["exitstatus"] == "OK"
+    config = _data(root.get(f"{base}/config"))
+    assert (
+        config["scsi0"].startswith(f"shared-nfs:vm-{vmid}-disk-") and "size=2G" in config["scsi0"]
+    )
+    assert config["unused0"] == f"local-lvm:vm-{vmid}-disk-0"
+    _ok(
+        root,
+        root.post(
+            f"{base}/move_disk", data={"disk": "scsi1", "storage": "shared-nfs", "delete": 1}
+        ),
+    )
+    config = _data(root.get(f"{base}/config"))
+    assert "unused1" not in config
+    lvm = _data(root.get("/nodes/pve1/storage/local-lvm/content", params={"vmid": vmid}))
+    assert [v["volid"] for v in lvm] == [f"local-lvm:vm-{vmid}-disk-0"]  # only the unused one
+
+    _data(root.put(f"{base}/unlink", data={"idlist": "scsi1"}))
+    config = _data(root.get(f"{base}/config"))
+    assert "scsi1" not in config and config["unused1"].startswith("shared-nfs:")
+    _data(root.put(f"{base}/unlink", data={"idlist": "unused0,unused1"}))
+    config = _data(root.get(f"{base}/config"))
+    assert not [k for k in config if k.startswith("unused")]
+    assert _data(root.get("/nodes/pve1/storage/local-lvm/content", params={"vmid": vmid})) == []

@@ -68,6 +68,7 @@ DURATIONS = {
     "clone": 3.0,
     "template": 1.0,
     "resize": 1.0,
+    "move": 3.0,
 }
 
 

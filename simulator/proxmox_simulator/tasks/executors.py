@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import PveError
-from proxmox_simulator.domain.guest_disks import apply_resize
+from proxmox_simulator.domain.guest_disks import apply_move, apply_resize
 from proxmox_simulator.domain.guest_placement import copy_disks, link_disks
 from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
@@ -291,6 +291,30 @@ async def resize_disk(ctx: TaskContext) -> None:
     await ctx.complete(effect, lines=[f"resizing {disk} ({ctx.payload['size']})"])
 
 
+async def move_disk(ctx: TaskContext) -> None:
+    await ctx.sleep(rules.DURATIONS["move"])
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        config, moved = await apply_move(conn, ctx.clock, row, ctx.payload)
+        lines.extend(moved)
+        await guest_repo.update_config(
+            conn,
+            vmid=row["vmid"],
+            expected_version=row["version"],
+            config=config,
+            name=row["name"],
+            maxmem=row["maxmem"],
+            maxdisk=await inventory.guest_disk_bytes(conn, row["vmid"]),
+            cpus=row["cpus"],
+            interfaces=row["interfaces"],
+            pool=row["pool"],
+        )
+
+    await ctx.complete(effect, lines=lines)
+
+
 async def make_template(ctx: TaskContext) -> None:
     await ctx.sleep(rules.DURATIONS["template"])
 
@@ -334,6 +358,8 @@ def executors() -> dict[str, Executor]:
         "vzclone": clone,
         "qmtemplate": make_template,
         "resize": resize_disk,
+        "qmmove": move_disk,
+        "move_volume": move_disk,
         "vzdump": backup_executors.vzdump,
         "prunebackups": backup_executors.prune_backups,
         "imgdel": backup_executors.delete_volume,

@@ -117,6 +117,23 @@ def _register(kind: str) -> None:
     async def resize(ctx: RequestContext):
         return await disks.resize(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params)
 
+    @route(f"{guest}/move_disk" if kind == QEMU else f"{guest}/move_volume", "POST")
+    async def move(ctx: RequestContext):
+        return await disks.move(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params)
+
+    if kind == QEMU:
+
+        @route(f"{guest}/unlink", "PUT")
+        async def unlink(ctx: RequestContext):
+            await disks.unlink(
+                ctx.rt,
+                kind,
+                ctx.node,
+                ctx.vmid,
+                ctx.params["idlist"],
+                bool(ctx.params.get("force")),
+            )
+
     @route(f"{guest}/pending", "GET")
     async def pending(ctx: RequestContext):
         # Changes apply immediately in the simulator, so nothing is ever pending:
