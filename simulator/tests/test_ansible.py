@@ -132,6 +132,15 @@ CONVERGE = """\
         dport: "23"
         pos: 1
         enable: true
+- name: bridge
+  community.proxmox.proxmox_node_network:
+    node: pve2
+    state: present
+    iface: "{{ bridge }}"
+    iface_type: bridge
+    cidr: 10.88.0.1/24
+    autostart: true
+    comments: ansible bridge
 - name: group
   community.proxmox.proxmox_group:
     name: "{{ group }}"
@@ -211,6 +220,10 @@ ACTIONS = """\
 - name: tasks
   community.proxmox.proxmox_tasks_info:
     node: pve1
+- name: apply network
+  community.proxmox.proxmox_node_network:
+    node: pve2
+    state: apply
 """
 
 TEARDOWN = """\
@@ -258,6 +271,11 @@ TEARDOWN = """\
     node: pve1
     vmid: "{{ ctid }}"
     state: absent
+- name: bridge gone
+  community.proxmox.proxmox_node_network:
+    node: pve2
+    state: absent
+    iface: "{{ bridge }}"
 - name: user gone
   community.proxmox.proxmox_user:
     name: "{{ user }}@pve"
@@ -290,6 +308,7 @@ def test_community_proxmox_modules_converge_act_and_tear_down(server, api, tmp_p
         "group": f"ansg{tag}",
         "user": f"ansu{tag}",
         "role": f"AnsRole{tag}",
+        "bridge": f"vmbr{uuid.uuid4().int % 9000 + 1000}",
     }
 
     first = _playbook(server, tmp_path, "converge", CONVERGE, names)
@@ -303,6 +322,10 @@ def test_community_proxmox_modules_converge_act_and_tear_down(server, api, tmp_p
     assert {m.get("vmid") or m.get("storage") for m in pool["members"]} == {"local"}
     ha = api.get(f"/cluster/ha/resources/vm:{vmid}").json()["data"]
     assert (ha["state"], ha["comment"]) == ("started", "ansible")
+    network = api.get("/nodes/pve2/network").json()
+    bridge = next(i for i in network["data"] if i["iface"] == names["bridge"])
+    assert (bridge["cidr"], "active" in bridge) == ("10.88.0.1/24", False)
+    assert names["bridge"] in network["changes"]  # pending until applied
     rules = api.get(f"/nodes/pve1/qemu/{vmid}/firewall/rules").json()["data"]
     assert [(r["pos"], r["dport"], r["action"]) for r in rules] == [
         (0, "22", "ACCEPT"),
@@ -322,6 +345,9 @@ def test_community_proxmox_modules_converge_act_and_tear_down(server, api, tmp_p
     assert "before-upgrade" in {s["name"] for s in snapshots}
     clone = api.get(f"/nodes/pve1/qemu/{names['cloneid']}/config").json()["data"]
     assert clone["name"] == f"clone-{names['cloneid']}"
+    network = api.get("/nodes/pve2/network").json()
+    assert "changes" not in network
+    assert next(i for i in network["data"] if i["iface"] == names["bridge"])["active"] == 1
     types = {t["type"] for t in acted["tasks"]["proxmox_tasks"]}
     assert {"qmstart", "qmsnapshot", "vzdump", "qmclone"} <= types
     assert types & {"qmstop", "qmshutdown"}
