@@ -667,3 +667,84 @@ def test_node_dns_hosts_time_and_index(root):
     index = _data(root.get("/nodes/pve2"), "/nodes/{node}")
     assert {"qemu", "lxc", "storage", "network", "vzdump"} <= {e["name"] for e in index}
     _fails(root.get("/nodes/nosuchnode"), 500, "hostname lookup")
+
+
+# -- replication, datacenter options, cluster log ---------------------------------------
+
+
+def test_replication_jobs_run_only_with_replicable_volumes(root, unique_vmid):
+    vmid = _vm(root, "pve1", unique_vmid)
+    job = f"{vmid}-0"
+    _data(root.post("/cluster/replication", data={"id": job, "target": "pve2", "type": "local"}))
+    _fails(
+        root.post(
+            "/cluster/replication", data={"id": f"{vmid}-1", "target": "pve2", "type": "local"}
+        ),
+        500,
+        "already exists",
+    )
+    _fails(
+        root.post(
+            "/cluster/replication", data={"id": f"{vmid}-2", "target": "pve1", "type": "local"}
+        ),
+        500,
+        "already on target",
+    )
+    jobs = _data(root.get("/cluster/replication"), "/cluster/replication")
+    entry = _data(root.get(f"/cluster/replication/{job}"), "/cluster/replication/{id}")
+    assert entry in jobs and (entry["guest"], entry["target"]) == (vmid, "pve2")
+
+    upid = _data(
+        root.post(f"/nodes/pve1/replication/{job}/schedule_now"),
+        "/nodes/{node}/replication/{id}/schedule_now",
+        "POST",
+    )
+    assert "missing replicate feature" in root.wait(upid)["exitstatus"]
+    status = _data(
+        root.get(f"/nodes/pve1/replication/{job}/status"), "/nodes/{node}/replication/{id}/status"
+    )
+    assert status["fail_count"] == 1 and "missing replicate feature" in status["error"]
+    assert _data(root.get("/nodes/pve1/replication"), "/nodes/{node}/replication")
+    _fails(root.get(f"/nodes/pve2/replication/{job}/status"), 500, "not local")
+
+    zfs = f"zfs{uuid.uuid4().hex[:6]}"
+    _data(root.post("/storage", data={"storage": zfs, "type": "zfspool", "pool": "rpool/data"}))
+    moved = _data(
+        root.post(
+            f"/nodes/pve1/qemu/{vmid}/move_disk",
+            data={"disk": "scsi0", "storage": zfs, "delete": 1},
+        )
+    )
+    assert root.wait(moved)["exitstatus"] == "OK"
+    assert (
+        root.wait(_data(root.post(f"/nodes/pve1/replication/{job}/schedule_now")))["exitstatus"]
+        == "OK"
+    )
+    status = _data(root.get(f"/nodes/pve1/replication/{job}/status"))
+    assert status["fail_count"] == 0 and status["last_sync"] > 0 and "error" not in status
+    log = _data(
+        root.get(f"/nodes/pve1/replication/{job}/log"), "/nodes/{node}/replication/{id}/log"
+    )
+    assert any("replicating volume" in line["t"] for line in log)
+    _data(
+        root.put(f"/cluster/replication/{job}", data={"schedule": "*/5", "digest": entry["digest"]})
+    )
+    _fails(
+        root.put(f"/cluster/replication/{job}", data={"rate": 10, "digest": entry["digest"]}),
+        500,
+        "changed by other user",
+    )
+    _data(root.delete(f"/cluster/replication/{job}"))
+    _fails(root.get(f"/cluster/replication/{job}"), 500, "does not exist")
+
+
+def test_cluster_options_and_log(root):
+    options = _data(root.get("/cluster/options"), "/cluster/options")
+    _data(root.put("/cluster/options", data={"keyboard": "de", "registered-tags": "prod;lab"}))
+    options = _data(root.get("/cluster/options"), "/cluster/options")
+    assert options["keyboard"] == "de" and options["allowed-tags"] == ["prod", "lab"]
+    _data(root.put("/cluster/options", data={"delete": "keyboard,registered-tags"}))
+    assert "keyboard" not in _data(root.get("/cluster/options"))
+    entries = _data(root.get("/cluster/log", params={"max": 5}), "/cluster/log")
+    assert 0 < len(entries) <= 5 and entries[0]["msg"].split()[0] in ("starting", "end")
+    assert [e["time"] for e in entries] == sorted((e["time"] for e in entries), reverse=True)

@@ -365,6 +365,7 @@ def executors() -> dict[str, Executor]:
         "imgdel": backup_executors.delete_volume,
         "download": node_executors.download,
         "srvreload": node_executors.reload_network,
+        "replicate": node_executors.replicate,
     }
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxmox_simulator.domain import node_system_service
+from proxmox_simulator.domain import node_system_service, replication_service
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.worker import TaskContext
@@ -46,3 +46,20 @@ async def reload_network(ctx: TaskContext) -> None:
         lines.extend(await node_system_service.apply_pending(conn, ctx.payload["node"]))
 
     await ctx.complete(effect, lines=lines)
+
+
+async def replicate(ctx: TaskContext) -> None:
+    """A replication run; a volume without the replicate feature fails the task.
+
+    The job's run record (last try, fail count, error, log) commits on its own,
+    as PVE's replication state file is written whatever the outcome.
+    """
+    await ctx.sleep(1.0)
+    async with ctx.worker.pool.acquire() as conn, conn.transaction():
+        log, error = await replication_service.run_job(
+            conn, ctx.payload["id"], int(ctx.clock.now())
+        )
+    await ctx.log(*log)
+    if error:
+        raise PveError(error)
+    await ctx.complete()

@@ -11,6 +11,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     node_system,
     nodes,
     pools,
+    replication,
     storage,
 )
 from proxmox_simulator.api.handlers.registry import REGISTRY
