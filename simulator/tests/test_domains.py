@@ -748,3 +748,103 @@ def test_cluster_options_and_log(root):
     entries = _data(root.get("/cluster/log", params={"max": 5}), "/cluster/log")
     assert 0 < len(entries) <= 5 and entries[0]["msg"].split()[0] in ("starting", "end")
     assert [e["time"] for e in entries] == sorted((e["time"] for e in entries), reverse=True)
+
+
+# -- metrics servers and resource mappings ---------------------------------------------
+
+
+def test_metrics_servers_keep_secrets_out_of_reads(root):
+    server = f"m{uuid.uuid4().hex[:6]}"
+    path = f"/cluster/metrics/server/{server}"
+    _data(
+        root.post(
+            path,
+            data={
+                "type": "influxdb",
+                "server": "192.0.2.20",
+                "port": 8086,
+                "token": "s3cret",
+                "bucket": "pve",
+            },
+        )
+    )
+    _fails(
+        root.post(path, data={"type": "graphite", "server": "x", "port": 1}), 500, "already exists"
+    )
+    listed = _data(root.get("/cluster/metrics/server"), "/cluster/metrics/server")
+    assert {
+        "id": server,
+        "type": "influxdb",
+        "server": "192.0.2.20",
+        "port": 8086,
+        "disable": 0,
+    } in listed
+    config = _data(root.get(path), "/cluster/metrics/server/{id}")
+    assert config["bucket"] == "pve" and "token" not in config
+    _data(root.put(path, data={"server": "192.0.2.21", "port": 8087, "digest": config["digest"]}))
+    _fails(
+        root.put(path, data={"server": "x", "port": 1, "digest": config["digest"]}),
+        500,
+        "changed by other user",
+    )
+    _data(root.delete(path))
+    _fails(root.get(path), 500, "does not exist")
+
+
+def test_resource_mappings_name_one_device_per_node(root):
+    mapping = f"gpu{uuid.uuid4().hex[:6]}"
+    _data(
+        root.post(
+            "/cluster/mapping/pci",
+            json={
+                "id": mapping,
+                "map": ["node=pve1,path=0000:01:00.0,id=10de:1eb8"],
+                "description": "T4",
+            },
+        )
+    )
+    _fails(
+        root.post(
+            "/cluster/mapping/pci",
+            json={"id": f"{mapping}x", "map": ["node=nowhere,path=0000:01:00.0"]},
+        ),
+        400,
+        "no such node",
+    )
+    _fails(
+        root.post(
+            "/cluster/mapping/pci",
+            json={
+                "id": f"{mapping}y",
+                "map": ["node=pve1,path=0000:01:00.0", "node=pve1,path=0000:02:00.0"],
+            },
+        ),
+        400,
+        "more than once",
+    )
+    listed = _data(
+        root.get("/cluster/mapping/pci", params={"check-node": "pve2"}), "/cluster/mapping/pci"
+    )
+    entry = next(m for m in listed if m["id"] == mapping)
+    assert entry["checks"][0]["message"] == "no mapping for node 'pve2'"
+    config = _data(root.get(f"/cluster/mapping/pci/{mapping}"), "/cluster/mapping/pci/{id}")
+    _data(
+        root.put(
+            f"/cluster/mapping/pci/{mapping}",
+            json={
+                "map": ["node=pve1,path=0000:01:00.0", "node=pve2,path=0000:03:00.0"],
+                "digest": config["digest"],
+            },
+        )
+    )
+    assert len(_data(root.get(f"/cluster/mapping/pci/{mapping}"))["map"]) == 2
+    _data(root.delete(f"/cluster/mapping/pci/{mapping}"))
+    _data(
+        root.post(
+            "/cluster/mapping/dir", json={"id": mapping, "map": ["node=pve3,path=/srv/share"]}
+        )
+    )
+    assert mapping in {
+        m["id"] for m in _data(root.get("/cluster/mapping/dir"), "/cluster/mapping/dir")
+    }
+    _data(root.delete(f"/cluster/mapping/dir/{mapping}"))

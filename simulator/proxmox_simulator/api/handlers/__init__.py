@@ -4,6 +4,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     access,
     backup,
     cluster,
+    cluster_config,
     firewall,
     guest_operations,
     guests,
