@@ -848,3 +848,84 @@ def test_resource_mappings_name_one_device_per_node(root):
         m["id"] for m in _data(root.get("/cluster/mapping/dir"), "/cluster/mapping/dir")
     }
     _data(root.delete(f"/cluster/mapping/dir/{mapping}"))
+
+
+# -- SDN --------------------------------------------------------------------------------
+
+
+def test_sdn_zones_vnets_subnets_stay_pending_until_applied(root):
+    tag = uuid.uuid4().hex[:5]
+    zone, vnet = f"z{tag}", f"v{tag}"
+    _data(root.post("/cluster/sdn/zones", data={"zone": zone, "type": "vlan", "bridge": "vmbr1"}))
+    _fails(root.post("/cluster/sdn/zones", data={"zone": f"y{tag}", "type": "vlan"}), 400, "bridge")
+    _fails(
+        root.post("/cluster/sdn/zones", data={"zone": "Bad_Zone", "type": "simple"}), 400, "zone"
+    )
+    _data(root.post("/cluster/sdn/vnets", data={"vnet": vnet, "zone": zone, "tag": 120}))
+    _fails(
+        root.post("/cluster/sdn/vnets", data={"vnet": f"w{tag}", "zone": zone, "tag": 120}),
+        400,
+        "already used",
+    )
+    _fails(
+        root.post("/cluster/sdn/vnets", data={"vnet": f"u{tag}", "zone": zone}), 400, "needs a tag"
+    )
+    _data(
+        root.post(
+            f"/cluster/sdn/vnets/{vnet}/subnets",
+            data={"subnet": "10.120.0.0/24", "type": "subnet", "gateway": "10.120.0.1", "snat": 1},
+        )
+    )
+    _fails(
+        root.post(
+            f"/cluster/sdn/vnets/{vnet}/subnets",
+            data={"subnet": "10.121.0.0/24", "type": "subnet", "gateway": "10.9.9.9"},
+        ),
+        400,
+        "not in subnet",
+    )
+    subnet_id = f"{zone}-10.120.0.0-24"
+    subnets = _data(
+        root.get(f"/cluster/sdn/vnets/{vnet}/subnets"), "/cluster/sdn/vnets/{vnet}/subnets"
+    )
+    assert [s["subnet"] for s in subnets] == [subnet_id]
+
+    # 8.4's schema declares the list's ``pending`` a boolean; PVE (and 9.2's
+    # schema) answer the pending values as an object, so only 9.2 is checked here.
+    pending = _data(root.get("/cluster/sdn/zones", params={"pending": 1}))
+    assert_conforms("/cluster/sdn/zones", "GET", pending, majors=(9,))
+    mine = next(z for z in pending if z["zone"] == zone)
+    assert mine["state"] == "new" and mine["pending"]["bridge"] == "vmbr1"
+    assert zone not in {
+        z["zone"] for z in _data(root.get("/cluster/sdn/zones", params={"running": 1}))
+    }
+    upid = _data(root.put("/cluster/sdn"), "/cluster/sdn", "PUT")
+    assert upid.split(":")[5] == "reloadnetworkall" and root.wait(upid)["exitstatus"] == "OK"
+    running = _data(root.get("/cluster/sdn/vnets", params={"running": 1}), "/cluster/sdn/vnets")
+    assert {"vnet": vnet, "type": "vnet", "zone": zone, "tag": 120}.items() <= next(
+        v for v in running if v["vnet"] == vnet
+    ).items()
+    assert "state" not in _data(root.get(f"/cluster/sdn/zones/{zone}", params={"pending": 1}))
+
+    current = _data(root.get(f"/cluster/sdn/vnets/{vnet}"), "/cluster/sdn/vnets/{vnet}")
+    _data(
+        root.put(f"/cluster/sdn/vnets/{vnet}", data={"alias": "lab", "digest": current["digest"]})
+    )
+    _fails(
+        root.put(f"/cluster/sdn/vnets/{vnet}", data={"alias": "x", "digest": current["digest"]}),
+        500,
+        "changed by other user",
+    )
+    changed = _data(root.get(f"/cluster/sdn/vnets/{vnet}", params={"pending": 1}))
+    assert changed["state"] == "changed" and changed["pending"] == {"alias": "lab"}
+    _fails(root.delete(f"/cluster/sdn/zones/{zone}"), 500, "used by vnet")
+    _fails(root.delete(f"/cluster/sdn/vnets/{vnet}"), 500, "has subnet")
+    _data(root.delete(f"/cluster/sdn/vnets/{vnet}/subnets/{subnet_id}"))
+    _data(root.delete(f"/cluster/sdn/vnets/{vnet}"))
+    _data(root.delete(f"/cluster/sdn/zones/{zone}"))
+    gone = _data(root.get("/cluster/sdn/zones", params={"pending": 1}))
+    assert next(z for z in gone if z["zone"] == zone)["state"] == "deleted"
+    assert root.wait(_data(root.put("/cluster/sdn")))["exitstatus"] == "OK"
+    assert zone not in {
+        z["zone"] for z in _data(root.get("/cluster/sdn/zones", params={"pending": 1}))
+    }

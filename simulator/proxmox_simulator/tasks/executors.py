@@ -366,6 +366,7 @@ def executors() -> dict[str, Executor]:
         "download": node_executors.download,
         "srvreload": node_executors.reload_network,
         "replicate": node_executors.replicate,
+        "reloadnetworkall": node_executors.apply_sdn,
     }
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxmox_simulator.domain import node_system_service, replication_service
+from proxmox_simulator.domain import node_system_service, replication_service, sdn_service
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.worker import TaskContext
@@ -63,3 +63,13 @@ async def replicate(ctx: TaskContext) -> None:
     if error:
         raise PveError(error)
     await ctx.complete()
+
+
+async def apply_sdn(ctx: TaskContext) -> None:
+    await ctx.sleep(1.0)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await sdn_service.make_running(conn))
+
+    await ctx.complete(effect, lines=lines)

@@ -13,6 +13,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     nodes,
     pools,
     replication,
+    sdn,
     storage,
 )
 from proxmox_simulator.api.handlers.registry import REGISTRY
