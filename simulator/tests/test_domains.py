@@ -929,3 +929,21 @@ def test_sdn_zones_vnets_subnets_stay_pending_until_applied(root):
     assert zone not in {
         z["zone"] for z in _data(root.get("/cluster/sdn/zones", params={"pending": 1}))
     }
+
+
+def test_vnet_firewall_rules_need_the_vnet(root):
+    tag = uuid.uuid4().hex[:5]
+    zone, vnet = f"f{tag}", f"n{tag}"
+    _data(root.post("/cluster/sdn/zones", data={"zone": zone, "type": "simple"}))
+    _data(root.post("/cluster/sdn/vnets", data={"vnet": vnet, "zone": zone}))
+    rules = f"/cluster/sdn/vnets/{vnet}/firewall/rules"
+    _data(
+        root.post(
+            rules, data={"type": "forward", "action": "ACCEPT", "proto": "tcp", "dport": "443"}
+        )
+    )
+    listed = _data(root.get(rules), "/cluster/sdn/vnets/{vnet}/firewall/rules")
+    assert [(r["type"], r["dport"]) for r in listed] == [("forward", "443")]
+    _fails(root.get("/cluster/sdn/vnets/nosuch/firewall/rules"), 500, "does not exist")
+    _data(root.put(f"/cluster/sdn/vnets/{vnet}/firewall/options", data={"enable": 1}))
+    assert _data(root.get(f"/cluster/sdn/vnets/{vnet}/firewall/options"))["enable"] == 1

@@ -1,8 +1,8 @@
 """PVE firewall configuration: options, ordered rules, security groups, aliases, IP sets.
 
 A scope is one firewall file: ``cluster`` (cluster.fw), ``node/<node>``
-(host.fw), ``vm/<vmid>`` (<vmid>.fw) and ``group/<name>`` (a security group's
-rules inside cluster.fw).  Every write locks the scope's row, checks the
+(host.fw), ``vm/<vmid>`` (<vmid>.fw), ``vnet/<vnet>`` (sdn/firewall/<vnet>.fw)
+and ``group/<name>`` (a security group's rules inside cluster.fw).  Every write locks the scope's row, checks the
 client's digest and bumps the version, like PVE's locked file rewrite.
 """
 
@@ -15,6 +15,7 @@ from proxmox_simulator.domain import config_sections as sections
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import load_guest, require_node
 from proxmox_simulator.repositories import firewall as fw_repo
+from proxmox_simulator.repositories import section_configs as section_repo
 
 CLUSTER = "cluster"
 _RULE_ACTIONS = {"ACCEPT", "DROP", "REJECT"}
@@ -45,6 +46,14 @@ async def guest_scope(rt, kind: str, node: str, vmid: int) -> Scope:
     async with rt.pool.acquire() as conn:
         await load_guest(conn, kind, node, vmid)
     return Scope(f"vm/{vmid}")
+
+
+async def vnet_scope(rt, vnet: str) -> Scope:
+    async with rt.pool.acquire() as conn:
+        row = await section_repo.section(conn, "sdn/vnets.cfg", vnet)
+    if row is None:
+        raise PveError(f"sdn vnet '{vnet}' does not exist")
+    return Scope(f"vnet/{vnet}")
 
 
 async def group_scope(rt, group: str) -> Scope:

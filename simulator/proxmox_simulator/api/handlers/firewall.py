@@ -1,5 +1,5 @@
-"""Firewall: cluster, node and guest files (options, rules with ``pos``, aliases,
-IP sets, refs, log) and the cluster's security groups."""
+"""Firewall: cluster, node, guest and SDN vnet files (options, rules with ``pos``,
+aliases, IP sets, refs, log) and the cluster's security groups."""
 
 from __future__ import annotations
 
@@ -197,3 +197,15 @@ def _register_guest(kind: str) -> None:
 
 _register_guest(QEMU)
 _register_guest(LXC)
+
+
+async def _vnet(ctx: RequestContext) -> svc.Scope:
+    return await svc.vnet_scope(ctx.rt, ctx.params["vnet"])
+
+
+_register_rules(
+    "/cluster/sdn/vnets/{vnet}/firewall/rules",
+    "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}",
+    _vnet,
+)
+_register_options("/cluster/sdn/vnets/{vnet}/firewall", _vnet)
