@@ -947,3 +947,64 @@ def test_vnet_firewall_rules_need_the_vnet(root):
     _fails(root.get("/cluster/sdn/vnets/nosuch/firewall/rules"), 500, "does not exist")
     _data(root.put(f"/cluster/sdn/vnets/{vnet}/firewall/options", data={"enable": 1}))
     assert _data(root.get(f"/cluster/sdn/vnets/{vnet}/firewall/options"))["enable"] == 1
+
+
+# -- notifications --------------------------------------------------------------------
+
+
+def test_notification_endpoints_matchers_and_targets(root):
+    name = f"hook{uuid.uuid4().hex[:6]}"
+    base = "/cluster/notifications"
+    builtin = _data(
+        root.get(f"{base}/endpoints/sendmail/mail-to-root"),
+        "/cluster/notifications/endpoints/sendmail/{name}",
+    )
+    assert builtin["origin"] == "builtin"
+    _fails(root.delete(f"{base}/endpoints/sendmail/mail-to-root"), 500, "built-in")
+    _data(
+        root.post(
+            f"{base}/endpoints/gotify",
+            data={"name": name, "server": "https://gotify.example.invalid", "token": "t0ken"},
+        )
+    )
+    _fails(
+        root.post(f"{base}/endpoints/sendmail", data={"name": name, "mailto": "a@example.invalid"}),
+        500,
+        "already exists",
+    )
+    gotify = _data(
+        root.get(f"{base}/endpoints/gotify/{name}"),
+        "/cluster/notifications/endpoints/gotify/{name}",
+    )
+    assert gotify["origin"] == "user-created" and "token" not in gotify
+    targets = _data(root.get(f"{base}/targets"), "/cluster/notifications/targets")
+    assert {"name": name, "type": "gotify", "origin": "user-created"} in targets
+    _fails(root.post(f"{base}/targets/{name}/test"), 500, "sends nothing over the network")
+    _data(root.post(f"{base}/targets/mail-to-root/test"))
+
+    matcher = f"m{name}"
+    _data(
+        root.post(
+            f"{base}/matchers",
+            json={"name": matcher, "target": [name], "match-severity": ["error"]},
+        )
+    )
+    _fails(
+        root.post(f"{base}/matchers", json={"name": f"x{matcher}", "target": ["nosuch"]}),
+        400,
+        "does not exist",
+    )
+    matchers = _data(root.get(f"{base}/matchers"), "/cluster/notifications/matchers")
+    assert {"default-matcher", matcher} <= {m["name"] for m in matchers}
+    _fails(root.delete(f"{base}/endpoints/gotify/{name}"), 500, "used by matcher")
+    _data(root.put(f"{base}/matchers/default-matcher", data={"comment": "edited"}))
+    assert _data(root.get(f"{base}/matchers/default-matcher"))["origin"] == "modified-builtin"
+    _data(root.delete(f"{base}/matchers/default-matcher"))  # restores the built-in
+    assert _data(root.get(f"{base}/matchers/default-matcher"))["origin"] == "builtin"
+    _data(root.delete(f"{base}/matchers/{matcher}"))
+    _data(root.delete(f"{base}/endpoints/gotify/{name}"))
+    fields = _data(
+        root.get(f"{base}/matcher-field-values"), "/cluster/notifications/matcher-field-values"
+    )
+    assert {"field": "hostname", "value": "pve1"} in fields
+    assert _data(root.get(f"{base}/matcher-fields"), "/cluster/notifications/matcher-fields")

@@ -11,6 +11,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     ha,
     node_system,
     nodes,
+    notifications,
     pools,
     replication,
     sdn,
