@@ -5,11 +5,15 @@ from __future__ import annotations
 import time
 
 from proxmox_simulator.domain import config_sections as sections
+from proxmox_simulator.domain import guest_placement as placement
 from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.domain.guest_service import require_node
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import section_configs as section_repo
 
 RESOURCE_OPTIONS = frozenset(
     {"comment", "group", "max_relocate", "max_restart", "state", "failback", "auto-rebalance"}
@@ -189,6 +193,7 @@ async def current_status(rt) -> list[dict]:
     async with rt.pool.acquire() as conn:
         nodes = await inventory.nodes(conn)
         resources = await ha_repo.resources(conn)
+        armed, _mode = await armed_state(conn)
     online = [n["node"] for n in nodes if n["online"]]
     master = online[0] if online else nodes[0]["node"]
     entries: list[dict] = [
@@ -205,6 +210,7 @@ async def current_status(rt) -> list[dict]:
             "node": master,
             "status": f"{master} (active, {_ctime(now)})",
             "timestamp": now,
+            "armed-state": armed,
         },
     ]
     active_nodes = {r["node"] for r in resources if r["node"]}
@@ -279,3 +285,62 @@ async def manager_status(rt) -> dict:
 
 def _ctime(epoch: int) -> str:
     return time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(epoch))
+
+
+# -- CRM requests: migrate / relocate -------------------------------------------------
+
+HA_MANAGER = Principal("root@pam")
+
+
+async def request_move(rt, raw: str, target: str, *, relocate: bool) -> dict:
+    """The CRM moves the service: online migration (VMs) or restart mode (CTs).
+
+    PVE queues the request for the HA manager, which then runs the migration
+    as ``root@pam``; here the manager's task is created right away.
+    """
+    async with rt.pool.acquire() as conn:
+        row = await _require_resource(conn, raw)
+        await require_node(conn, target)
+    if row["node"] == target:
+        raise PveError(f"service '{row['sid']}' already on node '{target}'")
+    kind = rules.QEMU if row["type"] == "vm" else rules.LXC
+    running = row["status"] not in (None, rules.STOPPED)
+    params = {"target": target}
+    if running and kind == rules.QEMU and not relocate:
+        params["online"] = 1
+    if running and (kind == rules.LXC or relocate):
+        params["restart"] = 1
+        if kind == rules.QEMU:
+            # relocate = stop, move, start: PVE's offline move of a running VM.
+            raise PveError("relocating a running VM is not supported by the simulator; use migrate")
+    await placement.migrate(rt, HA_MANAGER, kind, row["node"], row["vmid"], params)
+    return {"sid": row["sid"], "requested-node": target}
+
+
+# -- arming (9.x) -------------------------------------------------------------------
+
+_MANAGER_FILE, _MANAGER_ID = "ha/manager_status", "state"
+
+
+async def armed_state(conn) -> tuple[str, str | None]:
+    row = await section_repo.section(conn, _MANAGER_FILE, _MANAGER_ID)
+    if row is None:
+        return "armed", None
+    return row["options"]["armed-state"], row["options"].get("resource-mode")
+
+
+async def set_armed(rt, armed: bool, resource_mode: str | None) -> None:
+    options = {"armed-state": "armed" if armed else "disarmed"}
+    if resource_mode:
+        options["resource-mode"] = resource_mode
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await section_repo.section(conn, _MANAGER_FILE, _MANAGER_ID, for_update=True)
+        current = row["options"]["armed-state"] if row else "armed"
+        if current == options["armed-state"]:
+            raise PveError(f"HA is already {current}")
+        if row is None:
+            await section_repo.insert(conn, _MANAGER_FILE, _MANAGER_ID, "state", options)
+        else:
+            sections.require_saved(
+                await section_repo.update(conn, _MANAGER_FILE, _MANAGER_ID, row["version"], options)
+            )

@@ -64,3 +64,26 @@ async def current_status(ctx: RequestContext):
 @route("/cluster/ha/status/manager_status", "GET")
 async def manager_status(ctx: RequestContext):
     return await svc.manager_status(ctx.rt)
+
+
+@route("/cluster/ha/resources/{sid}/migrate", "POST")
+async def migrate(ctx: RequestContext):
+    result = await svc.request_move(ctx.rt, ctx.params["sid"], ctx.params["node"], relocate=False)
+    # 8.x declares no answer; 9.x describes the request.
+    return result if ctx.endpoint.returns.get("type") == "object" else None
+
+
+@route("/cluster/ha/resources/{sid}/relocate", "POST")
+async def relocate(ctx: RequestContext):
+    result = await svc.request_move(ctx.rt, ctx.params["sid"], ctx.params["node"], relocate=True)
+    return result if ctx.endpoint.returns.get("type") == "object" else None
+
+
+@route("/cluster/ha/status/arm-ha", "POST")
+async def arm(ctx: RequestContext):
+    await svc.set_armed(ctx.rt, True, None)
+
+
+@route("/cluster/ha/status/disarm-ha", "POST")
+async def disarm(ctx: RequestContext):
+    await svc.set_armed(ctx.rt, False, ctx.params["resource-mode"])
