@@ -1042,3 +1042,91 @@ def test_ha_migrate_moves_the_service_and_arming(root, unique_vmid):
     assert master["armed-state"] == "disarmed"
     _data(root.post("/cluster/ha/status/arm-ha"))
     _data(root.delete(f"/cluster/ha/resources/{sid}"))
+
+
+def test_sdn_controllers_ipams_and_dns_plugins(root):
+    tag = uuid.uuid4().hex[:5]
+    ctl, ipam, dns, zone = f"c{tag}", f"i{tag}", f"d{tag}", f"e{tag}"
+    _fails(
+        root.post("/cluster/sdn/controllers", data={"controller": ctl, "type": "evpn"}), 400, "asn"
+    )
+    _data(
+        root.post(
+            "/cluster/sdn/controllers",
+            data={"controller": ctl, "type": "evpn", "asn": 65000, "peers": "10.0.0.1,10.0.0.2"},
+        )
+    )
+    _data(
+        root.post(
+            "/cluster/sdn/ipams",
+            data={
+                "ipam": ipam,
+                "type": "netbox",
+                "url": "https://netbox.example.invalid/api",
+                "token": "tok",
+            },
+        )
+    )
+    _data(
+        root.post(
+            "/cluster/sdn/dns",
+            data={
+                "dns": dns,
+                "type": "powerdns",
+                "url": "https://pdns.example.invalid",
+                "key": "k",
+            },
+        )
+    )
+    ipams = _data(root.get("/cluster/sdn/ipams"), "/cluster/sdn/ipams")
+    assert {"pve", ipam} <= {i["ipam"] for i in ipams}
+    assert "token" not in _data(root.get(f"/cluster/sdn/ipams/{ipam}"), "/cluster/sdn/ipams/{ipam}")
+    assert "key" not in _data(root.get(f"/cluster/sdn/dns/{dns}"), "/cluster/sdn/dns/{dns}")
+    controllers = _data(root.get("/cluster/sdn/controllers"), "/cluster/sdn/controllers")
+    assert any(c["controller"] == ctl and c["asn"] == 65000 for c in controllers)
+    _fails(
+        root.post(
+            "/cluster/sdn/zones",
+            data={"zone": zone, "type": "evpn", "controller": "nosuch", "vrf-vxlan": 10000},
+        ),
+        400,
+        "does not exist",
+    )
+    _data(
+        root.post(
+            "/cluster/sdn/zones",
+            data={
+                "zone": zone,
+                "type": "evpn",
+                "controller": ctl,
+                "ipam": ipam,
+                "vrf-vxlan": 10000,
+            },
+        )
+    )
+    _data(root.post("/cluster/sdn/vnets", data={"vnet": f"q{tag}", "zone": zone, "tag": 11000}))
+    _data(
+        root.post(
+            f"/cluster/sdn/vnets/q{tag}/subnets",
+            data={"subnet": "10.131.0.0/24", "type": "subnet", "gateway": "10.131.0.1"},
+        )
+    )
+    status = _data(
+        root.get(f"/cluster/sdn/ipams/{ipam}/status"), "/cluster/sdn/ipams/{ipam}/status"
+    )
+    assert status == [
+        {
+            "subnet": "10.131.0.0/24",
+            "vnet": f"q{tag}",
+            "zone": zone,
+            "ip": "10.131.0.1",
+            "gateway": 1,
+        }
+    ]
+    _fails(root.delete(f"/cluster/sdn/controllers/{ctl}"), 500, "used by zone")
+    _fails(root.delete("/cluster/sdn/ipams/pve"), 500, "built-in")
+    _data(root.delete(f"/cluster/sdn/vnets/q{tag}/subnets/{zone}-10.131.0.0-24"))
+    _data(root.delete(f"/cluster/sdn/vnets/q{tag}"))
+    _data(root.delete(f"/cluster/sdn/zones/{zone}"))
+    for what, name in (("controllers", ctl), ("ipams", ipam), ("dns", dns)):
+        _data(root.delete(f"/cluster/sdn/{what}/{name}"))

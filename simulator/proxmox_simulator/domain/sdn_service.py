@@ -17,15 +17,40 @@ from proxmox_simulator.repositories import inventory
 from proxmox_simulator.repositories import section_configs as repo
 from proxmox_simulator.tasks.service import enqueue
 
-FILES = {"zones": "sdn/zones.cfg", "vnets": "sdn/vnets.cfg", "subnets": "sdn/subnets.cfg"}
+FILES = {
+    "zones": "sdn/zones.cfg",
+    "vnets": "sdn/vnets.cfg",
+    "subnets": "sdn/subnets.cfg",
+    "controllers": "sdn/controllers.cfg",
+    "ipams": "sdn/ipams.cfg",
+    "dns": "sdn/dns.cfg",
+}
+KEYS = {
+    "zones": "zone",
+    "vnets": "vnet",
+    "subnets": "subnet",
+    "controllers": "controller",
+    "ipams": "ipam",
+    "dns": "dns",
+}
+# The built-in IPAM every cluster has.
+BUILTIN_IPAM = {"pve": {"type": "pve"}}
+_SECRETS = frozenset({"key", "token"})
+# What each plugin type must be given.
+_REQUIRED = {
+    ("controllers", "evpn"): ("asn", "peers"),
+    ("controllers", "bgp"): ("asn", "peers", "node"),
+    ("controllers", "isis"): ("isis-domain", "isis-ifaces", "node"),
+    ("ipams", "netbox"): ("url", "token"),
+    ("ipams", "phpipam"): ("url", "token", "section"),
+    ("dns", "powerdns"): ("url", "key"),
+}
 RUNNING_FILE, RUNNING_ID = "sdn/.running-config", "running"
 _ID = re.compile(r"^[a-z][a-z0-9]{0,6}[a-z0-9]$")
 _ZONE_TYPES = {"simple", "vlan", "qinq", "vxlan", "evpn"}
 _TAGGED = {"vlan", "qinq", "vxlan", "evpn"}
 _TAG_MAX = {"vlan": 4094, "qinq": 4094, "vxlan": 16777215, "evpn": 16777215}
-_NOT_OPTIONS = frozenset(
-    {"zone", "vnet", "subnet", "type", "delete", "digest", "lock-token", "pending", "running"}
-)
+_NOT_OPTIONS = frozenset({"type", "delete", "digest", "lock-token", "pending", "running"})
 
 
 def _check_id(kind: str, value: str) -> None:
@@ -38,9 +63,9 @@ def _check_id(kind: str, value: str) -> None:
 
 
 async def _current(conn, what: str) -> dict[str, dict]:
-    return {
-        r["id"]: {"type": r["type"], **r["options"]} for r in await repo.sections(conn, FILES[what])
-    }
+    rows = await repo.sections(conn, FILES[what])
+    found = {r["id"]: {"type": r["type"], **r["options"]} for r in rows}
+    return {**BUILTIN_IPAM, **found} if what == "ipams" else found
 
 
 async def _running(conn) -> dict:
@@ -51,7 +76,11 @@ async def _running(conn) -> dict:
 def _render(
     what: str, section_id: str, current: dict | None, running: dict | None, digest: str, mode: str
 ) -> dict:
-    key = {"zones": "zone", "vnets": "vnet", "subnets": "subnet"}[what]
+    key = KEYS[what]
+    if current:
+        current = {k: v for k, v in current.items() if k not in _SECRETS}
+    if running:
+        running = {k: v for k, v in running.items() if k not in _SECRETS}
     if mode == "running":
         return {key: section_id, **(running or {})}
     if mode != "pending":
@@ -100,7 +129,7 @@ async def list_sections(rt, what: str, params: dict, *, vnet: str | None = None)
         owner = (cur or run or {}).get("vnet")
         if vnet is not None and owner != vnet:
             continue
-        if what == "zones" and params.get("type") and (cur or run)["type"] != params["type"]:
+        if what != "subnets" and params.get("type") and (cur or run)["type"] != params["type"]:
             continue
         out.append(_render(what, section_id, cur, run, digest, mode))
     return out
@@ -117,7 +146,7 @@ async def get_section(
     rt, what: str, section_id: str, params: dict, *, vnet: str | None = None
 ) -> dict:
     for entry in await list_sections(rt, what, params, vnet=vnet):
-        if entry.get({"zones": "zone", "vnets": "vnet", "subnets": "subnet"}[what]) == section_id:
+        if entry.get(KEYS[what]) == section_id:
             return entry
     raise PveError(f"sdn {what[:-1]} '{section_id}' does not exist")
 
@@ -154,8 +183,14 @@ async def _write(
             await repo.delete(conn, FILES[what], section_id)
 
 
-def _options(params: dict, declared: set[str]) -> dict:
-    return {k: v for k, v in params.items() if k in frozenset(declared) - _NOT_OPTIONS}
+def _options(params: dict, declared: set[str], what: str) -> dict:
+    return {k: v for k, v in params.items() if k in _settable(declared, what)}
+
+
+def _settable(declared: set[str], what: str) -> frozenset[str]:
+    """Declared parameters that are options of a ``what`` section (not its IDs)."""
+    ids = {KEYS[what]} | ({"vnet"} if what == "subnets" else set())
+    return frozenset(declared) - _NOT_OPTIONS - ids
 
 
 # -- zones ------------------------------------------------------------------------
@@ -168,8 +203,16 @@ def _check_zone(kind: str, options: dict) -> None:
         raise ParameterError({"bridge": f"a {kind} zone needs a bridge"})
     if kind == "vxlan" and not options.get("peers"):
         raise ParameterError({"peers": "a vxlan zone needs peers"})
-    if kind == "evpn":
-        raise PveError(f"controller '{options.get('controller', '')}' does not exist")
+    if kind == "evpn" and not options.get("controller"):
+        raise ParameterError({"controller": "an evpn zone needs a controller"})
+
+
+async def _check_zone_refs(conn, options: dict) -> None:
+    """Controllers, IPAMs and DNS plugins a zone names must exist."""
+    for what in ("controllers", "ipams", "dns"):
+        key = KEYS[what]
+        if options.get(key) and options[key] not in await _current(conn, what):
+            raise ParameterError({key: f"{key} '{options[key]}' does not exist"})
 
 
 async def _check_nodes(conn, options: dict) -> None:
@@ -182,11 +225,12 @@ async def _check_nodes(conn, options: dict) -> None:
 async def create_zone(rt, params: dict, declared: set[str]) -> None:
     zone = params["zone"]
     _check_id("zone", zone)
-    options = _options(params, declared)
+    options = _options(params, declared, "zones")
     _check_zone(params["type"], options)
 
     async def check(conn, existing) -> None:
         await _check_nodes(conn, options)
+        await _check_zone_refs(conn, options)
 
     await _write(rt, "zones", zone, params["type"], options, None, check)
 
@@ -196,11 +240,12 @@ async def update_zone(rt, zone: str, params: dict, declared: set[str]) -> None:
         row = await repo.section(conn, FILES["zones"], zone)
     if row is None:
         raise PveError(f"sdn zone '{zone}' does not exist")
-    options = sections.updated_options(row["options"], params, frozenset(declared) - _NOT_OPTIONS)
+    options = sections.updated_options(row["options"], params, _settable(declared, "zones"))
     _check_zone(row["type"], options)
 
     async def check(conn, existing) -> None:
         await _check_nodes(conn, options)
+        await _check_zone_refs(conn, options)
 
     await _write(rt, "zones", zone, None, options, params.get("digest"), check)
 
@@ -244,7 +289,7 @@ async def _check_vnet(conn, options: dict) -> None:
 async def create_vnet(rt, params: dict, declared: set[str]) -> None:
     vnet = params["vnet"]
     _check_id("vnet", vnet)
-    options = {**_options(params, declared), "zone": params["zone"]}
+    options = {**_options(params, declared, "vnets"), "zone": params["zone"]}
 
     async def check(conn, existing) -> None:
         await _check_vnet(conn, options)
@@ -257,7 +302,7 @@ async def update_vnet(rt, vnet: str, params: dict, declared: set[str]) -> None:
         row = await repo.section(conn, FILES["vnets"], vnet)
     if row is None:
         raise PveError(f"sdn vnet '{vnet}' does not exist")
-    settable = (frozenset(declared) - _NOT_OPTIONS) | {"zone"}
+    settable = _settable(declared, "vnets")
     options = sections.updated_options(row["options"], params, settable)
 
     async def check(conn, existing) -> None:
@@ -317,7 +362,7 @@ async def create_subnet(rt, vnet: str, params: dict, declared: set[str]) -> None
         zone = await _vnet_zone(conn, vnet)
     subnet_id = f"{zone}-{network.network_address}-{network.prefixlen}"
     options = {
-        **_subnet_options(_options(params, declared), network),
+        **_subnet_options(_options(params, declared, "subnets"), network),
         "vnet": vnet,
         "cidr": str(network),
     }
@@ -339,7 +384,7 @@ async def update_subnet(rt, vnet: str, subnet_id: str, params: dict, declared: s
         row = await repo.section(conn, FILES["subnets"], subnet_id)
     if row is None or row["options"].get("vnet") != vnet:
         raise PveError(f"sdn subnet '{subnet_id}' does not exist")
-    options = sections.updated_options(row["options"], params, frozenset(declared) - _NOT_OPTIONS)
+    options = sections.updated_options(row["options"], params, _settable(declared, "subnets"))
     _subnet_options(options, ipaddress.ip_network(row["options"]["cidr"]))
 
     async def check(conn, existing) -> None:
@@ -388,3 +433,81 @@ async def make_running(conn) -> list[str]:
     return [
         f"apply sdn configuration: {len(snapshot['zones'])} zones, {len(snapshot['vnets'])} vnets, {len(snapshot['subnets'])} subnets"
     ]
+
+
+# -- controllers, IPAMs, DNS plugins ---------------------------------------------------
+
+
+def _check_plugin(what: str, kind: str, options: dict) -> None:
+    for key in _REQUIRED.get((what, kind), ()):
+        if options.get(key) in (None, ""):
+            raise ParameterError({key: f"a {kind} {KEYS[what]} needs '{key}'"})
+
+
+async def create_plugin(rt, what: str, params: dict, declared: set[str]) -> None:
+    section_id = params[KEYS[what]]
+    _check_id(KEYS[what], section_id)
+    options = _options(params, declared, what)
+    _check_plugin(what, params["type"], options)
+
+    async def check(conn, existing) -> None:
+        if section_id in await _current(conn, what):
+            raise PveError(f"sdn {KEYS[what]} '{section_id}' already exists")
+        if "node" in options:
+            await _check_nodes(conn, {"nodes": options["node"]})
+
+    await _write(rt, what, section_id, params["type"], options, None, check)
+
+
+async def update_plugin(rt, what: str, section_id: str, params: dict, declared: set[str]) -> None:
+    async with rt.pool.acquire() as conn:
+        row = await repo.section(conn, FILES[what], section_id)
+    if row is None:
+        raise PveError(f"sdn {KEYS[what]} '{section_id}' does not exist")
+    options = sections.updated_options(row["options"], params, _settable(declared, what))
+    _check_plugin(what, row["type"], options)
+
+    async def check(conn, existing) -> None:
+        return None
+
+    await _write(rt, what, section_id, None, options, params.get("digest"), check)
+
+
+async def delete_plugin(rt, what: str, section_id: str) -> None:
+    async def check(conn, existing) -> None:
+        for zone, options in (await _current(conn, "zones")).items():
+            if options.get(KEYS[what]) == section_id:
+                raise PveError(
+                    f"cannot delete {KEYS[what]} '{section_id}', it is used by zone '{zone}'"
+                )
+
+    if what == "ipams" and section_id in BUILTIN_IPAM:
+        raise PveError("cannot delete the built-in ipam 'pve'")
+    await _write(rt, what, section_id, None, None, None, check)
+
+
+async def ipam_status(rt, ipam: str) -> list[dict]:
+    """Addresses the IPAM holds: each subnet's gateway in the zones using it."""
+    async with rt.pool.acquire() as conn:
+        ipams = await _current(conn, "ipams")
+        if ipam not in ipams:
+            raise PveError(f"sdn ipam '{ipam}' does not exist")
+        zones = await _current(conn, "zones")
+        vnets = await _current(conn, "vnets")
+        subnets = await _current(conn, "subnets")
+    out = []
+    for _subnet_id, subnet in sorted(subnets.items()):
+        vnet = subnet.get("vnet")
+        zone = vnets.get(vnet, {}).get("zone")
+        if zones.get(zone, {}).get("ipam", "pve") != ipam or not subnet.get("gateway"):
+            continue
+        out.append(
+            {
+                "subnet": subnet["cidr"],
+                "vnet": vnet,
+                "zone": zone,
+                "ip": subnet["gateway"],
+                "gateway": 1,
+            }
+        )
+    return out

@@ -1,4 +1,5 @@
-"""/cluster/sdn: zones, vnets, subnets, and apply (``PUT /cluster/sdn``)."""
+"""/cluster/sdn: zones, vnets, subnets, controllers, IPAMs, DNS plugins, and apply
+(``PUT /cluster/sdn``)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,37 @@ async def update_subnet(ctx: RequestContext):
 @route("/cluster/sdn/vnets/{vnet}/subnets/{subnet}", "DELETE")
 async def delete_subnet(ctx: RequestContext):
     await svc.delete_subnet(ctx.rt, ctx.params["vnet"], ctx.params["subnet"])
+
+
+def _register_plugin(what: str) -> None:
+    key = svc.KEYS[what]
+    base = f"/cluster/sdn/{what}"
+
+    @route(base, "GET")
+    async def list_plugins(ctx: RequestContext):
+        return await svc.list_sections(ctx.rt, what, ctx.params)
+
+    @route(base, "POST")
+    async def create_plugin(ctx: RequestContext):
+        await svc.create_plugin(ctx.rt, what, ctx.params, _declared(ctx))
+
+    @route(f"{base}/{{{key}}}", "GET")
+    async def get_plugin(ctx: RequestContext):
+        return await svc.get_section(ctx.rt, what, ctx.params[key], ctx.params)
+
+    @route(f"{base}/{{{key}}}", "PUT")
+    async def update_plugin(ctx: RequestContext):
+        await svc.update_plugin(ctx.rt, what, ctx.params[key], ctx.params, _declared(ctx))
+
+    @route(f"{base}/{{{key}}}", "DELETE")
+    async def delete_plugin(ctx: RequestContext):
+        await svc.delete_plugin(ctx.rt, what, ctx.params[key])
+
+
+for _what in ("controllers", "ipams", "dns"):
+    _register_plugin(_what)
+
+
+@route("/cluster/sdn/ipams/{ipam}/status", "GET")
+async def ipam_status(ctx: RequestContext):
+    return await svc.ipam_status(ctx.rt, ctx.params["ipam"])
