@@ -1130,3 +1130,75 @@ def test_sdn_controllers_ipams_and_dns_plugins(root):
     _data(root.delete(f"/cluster/sdn/zones/{zone}"))
     for what, name in (("controllers", ctl), ("ipams", ipam), ("dns", dns)):
         _data(root.delete(f"/cluster/sdn/{what}/{name}"))
+
+
+# -- node disks ------------------------------------------------------------------------
+
+
+def test_node_disks_build_zfs_and_lvm_thin_storages(root):
+    node = "pve3"
+    disks = _data(root.get(f"/nodes/{node}/disks/list"), "/nodes/{node}/disks/list")
+    unused = [d["devpath"] for d in disks if "used" not in d]
+    assert unused == ["/dev/sdb", "/dev/sdc", "/dev/sdd"] or len(unused) >= 2
+    smart = _data(
+        root.get(f"/nodes/{node}/disks/smart", params={"disk": "/dev/sda"}),
+        "/nodes/{node}/disks/smart",
+    )
+    assert smart["health"] == "PASSED"
+    name = f"tank{uuid.uuid4().hex[:4]}"
+    _fails(
+        root.post(
+            f"/nodes/{node}/disks/zfs",
+            data={"name": name, "raidlevel": "mirror", "devices": unused[0]},
+        ),
+        400,
+        "at least 2",
+    )
+    _fails(
+        root.post(
+            f"/nodes/{node}/disks/zfs",
+            data={"name": name, "raidlevel": "single", "devices": "/dev/sda"},
+        ),
+        500,
+        "already in use",
+    )
+    upid = _data(
+        root.post(
+            f"/nodes/{node}/disks/zfs",
+            data={
+                "name": name,
+                "raidlevel": "mirror",
+                "devices": ",".join(unused[:2]),
+                "add_storage": 1,
+            },
+        ),
+        "/nodes/{node}/disks/zfs",
+        "POST",
+    )
+    assert upid.split(":")[5] == "zfscreate" and root.wait(upid)["exitstatus"] == "OK"
+    pools = _data(root.get(f"/nodes/{node}/disks/zfs"), "/nodes/{node}/disks/zfs")
+    assert any(p["name"] == name and p["size"] == 1024**4 for p in pools)
+    detail = _data(root.get(f"/nodes/{node}/disks/zfs/{name}"), "/nodes/{node}/disks/zfs/{name}")
+    assert len(detail["children"][0]["children"]) == 2
+    storage = _data(root.get(f"/storage/{name}"))
+    assert (storage["type"], storage["nodes"], storage["pool"]) == ("zfspool", node, name)
+    used = {d["devpath"]: d.get("used") for d in _data(root.get(f"/nodes/{node}/disks/list"))}
+    assert used[unused[0]] == "ZFS" and used[unused[1]] == "ZFS"
+    upid = _data(
+        root.delete(
+            f"/nodes/{node}/disks/zfs/{name}", params={"cleanup-disks": 1, "cleanup-config": 1}
+        )
+    )
+    assert root.wait(upid)["exitstatus"] == "OK"
+    _fails(root.get(f"/storage/{name}"), 500, "does not exist")
+    _fails(root.delete(f"/nodes/{node}/disks/lvm/pve"), 500, "system")
+    assert (
+        _data(root.get(f"/nodes/{node}/disks/lvm"), "/nodes/{node}/disks/lvm")["children"][0][
+            "name"
+        ]
+        == "pve"
+    )
+    assert (
+        _data(root.get(f"/nodes/{node}/disks/lvmthin"), "/nodes/{node}/disks/lvmthin")[0]["lv"]
+        == "data"
+    )

@@ -368,6 +368,19 @@ def executors() -> dict[str, Executor]:
         "replicate": node_executors.replicate,
         "reloadnetworkall": node_executors.apply_sdn,
     }
+    for disk_task in (
+        "diskinit",
+        "wipedisk",
+        "zfscreate",
+        "lvmcreate",
+        "lvmthincreate",
+        "dircreate",
+        "zfsremove",
+        "lvmremove",
+        "lvmthinremove",
+        "dirremove",
+    ):
+        table[disk_task] = node_executors.disk_operation
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power
         table[transition.task_type_lxc] = power

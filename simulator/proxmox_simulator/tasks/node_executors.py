@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from proxmox_simulator.domain import node_system_service, replication_service, sdn_service
+from proxmox_simulator.domain import (
+    disk_service,
+    node_system_service,
+    replication_service,
+    sdn_service,
+)
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.worker import TaskContext
@@ -71,5 +76,24 @@ async def apply_sdn(ctx: TaskContext) -> None:
 
     async def effect(conn) -> None:
         lines.extend(await sdn_service.make_running(conn))
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def disk_operation(ctx: TaskContext) -> None:
+    """Apply the disk plan the request checked; it is re-planned against the current state."""
+    await ctx.sleep(2.0)
+    payload = ctx.payload
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        if payload.get("removal"):
+            kind, name = payload["removal"]
+            plan = await disk_service.plan_removal(
+                conn, payload["node"], kind, name, payload["params"]
+            )
+        else:
+            plan = await disk_service.plan(conn, payload["node"], payload["op"], payload["params"])
+        lines.extend(await disk_service.apply(conn, payload["node"], plan))
 
     await ctx.complete(effect, lines=lines)

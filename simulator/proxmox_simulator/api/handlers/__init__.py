@@ -5,6 +5,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     backup,
     cluster,
     cluster_config,
+    disks,
     firewall,
     guest_operations,
     guests,
