@@ -1202,3 +1202,32 @@ def test_node_disks_build_zfs_and_lvm_thin_storages(root):
         _data(root.get(f"/nodes/{node}/disks/lvmthin"), "/nodes/{node}/disks/lvmthin")[0]["lv"]
         == "data"
     )
+
+
+def test_node_services_and_subscription(root):
+    services = _data(root.get("/nodes/pve1/services"), "/nodes/{node}/services")
+    assert {"service": "pveproxy", "active-state": "active"}.items() <= next(
+        s for s in services if s["service"] == "pveproxy"
+    ).items()
+    upid = _data(
+        root.post("/nodes/pve1/services/postfix/stop"),
+        "/nodes/{node}/services/{service}/stop",
+        "POST",
+    )
+    assert upid.split(":")[5:7] == ["srvstop", "postfix"] and root.wait(upid)["exitstatus"] == "OK"
+    state = _data(
+        root.get("/nodes/pve1/services/postfix/state"), "/nodes/{node}/services/{service}/state"
+    )
+    assert (state["state"], state["active-state"]) == ("dead", "inactive")
+    assert root.wait(_data(root.post("/nodes/pve1/services/postfix/start")))["exitstatus"] == "OK"
+    assert _data(root.get("/nodes/pve1/services/postfix/state"))["state"] == "running"
+
+    sub = _data(root.get("/nodes/pve2/subscription"), "/nodes/{node}/subscription")
+    assert sub["status"] == "notfound"
+    _fails(root.put("/nodes/pve2/subscription", data={"key": "not-a-key"}), 400, "key")
+    _data(root.put("/nodes/pve2/subscription", data={"key": "pve2c-0123456789"}))
+    sub = _data(root.get("/nodes/pve2/subscription"), "/nodes/{node}/subscription")
+    assert (sub["status"], sub["level"], sub["sockets"]) == ("active", "c", 2)
+    _data(root.post("/nodes/pve2/subscription"))
+    _data(root.delete("/nodes/pve2/subscription"))
+    assert _data(root.get("/nodes/pve2/subscription"))["status"] == "notfound"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import hashlib
 import ipaddress
+import re
 import zoneinfo
 
 from proxmox_simulator.domain import config_sections as sections
@@ -218,7 +220,7 @@ async def reload(rt, principal, node: str) -> str:
             task_type="srvreload",
             task_id="networking",
             principal=principal,
-            payload={"node": node},
+            payload={"node": node, "service": "networking", "action": "reload"},
             lock=f"network-{node}",
         )
 
@@ -310,4 +312,149 @@ async def set_time(rt, node: str, timezone: str) -> None:
         row = await repo.lock_setting(conn, node, "timezone", "UTC")
         sections.require_saved(
             await repo.save_setting(conn, node, "timezone", row["version"], timezone)
+        )
+
+
+# -- services -----------------------------------------------------------------------
+
+SERVICE_DESCRIPTIONS = {
+    "chrony": "chrony, an NTP client/server",
+    "corosync": "Corosync Cluster Engine",
+    "cron": "Regular background program processing daemon",
+    "ksmtuned": "Kernel Samepage Merging (KSM) Tuning Daemon",
+    "lxcfs": "FUSE filesystem for LXC",
+    "postfix": "Postfix Mail Transport Agent (instance -)",
+    "proxmox-firewall": "Proxmox nftables firewall",
+    "pve-cluster": "The Proxmox VE cluster filesystem",
+    "pve-firewall": "Proxmox VE firewall",
+    "pve-ha-crm": "PVE Cluster HA Resource Manager Daemon",
+    "pve-ha-lrm": "PVE Local HA Resource Manager Daemon",
+    "pve-lxc-syscalld": "Proxmox VE LXC Syscall Daemon",
+    "pvedaemon": "PVE API Daemon",
+    "pvefw-logger": "Proxmox VE firewall logger",
+    "pveproxy": "PVE API Proxy Server",
+    "pvescheduler": "Proxmox VE scheduler",
+    "pvestatd": "PVE Status Daemon",
+    "qmeventd": "PVE Qemu Event Daemon",
+    "spiceproxy": "PVE SPICE Proxy Server",
+    "sshd": "OpenBSD Secure Shell server",
+    "syslog": "System Logging Service",
+    "systemd-journald": "Journal Service",
+    "systemd-timesyncd": "Network Time Synchronization",
+}
+# Services a fresh node does not run: the firewall daemons until enabled,
+# timesyncd (chrony replaces it).
+_INACTIVE = {"proxmox-firewall", "systemd-timesyncd"}
+
+
+def _service_entry(name: str, active: bool) -> dict:
+    return {
+        "service": name,
+        "name": name,
+        "desc": SERVICE_DESCRIPTIONS[name],
+        "state": "running" if active else "dead",
+        "active-state": "active" if active else "inactive",
+        "unit-state": "enabled" if active else "disabled",
+    }
+
+
+async def _service_states(conn, node: str) -> dict[str, bool]:
+    row = await repo.setting(conn, node, "services", {})
+    return {name: row["value"].get(name, name not in _INACTIVE) for name in SERVICE_DESCRIPTIONS}
+
+
+async def list_services(rt, node: str) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+        states = await _service_states(conn, node)
+    return [_service_entry(name, active) for name, active in sorted(states.items())]
+
+
+async def service_state(rt, node: str, service: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+        states = await _service_states(conn, node)
+    return _service_entry(service, states[service])
+
+
+async def service_action(rt, principal, node: str, service: str, action: str) -> str:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await require_node(conn, node)
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type=f"srv{action}",
+            task_id=service,
+            principal=principal,
+            payload={"node": node, "service": service, "action": action},
+            lock=f"service-{node}-{service}",
+        )
+
+
+async def apply_service_action(conn, node: str, service: str, action: str) -> list[str]:
+    if action == "reload" and service == "networking":
+        return await apply_pending(conn, node)
+    row = await repo.lock_setting(conn, node, "services", {})
+    states = dict(row["value"])
+    if action in ("start", "restart"):
+        states[service] = True
+    elif action == "stop":
+        states[service] = False
+    sections.require_saved(await repo.save_setting(conn, node, "services", row["version"], states))
+    return [f"{action} service {service}"]
+
+
+# -- subscription ---------------------------------------------------------------------
+
+_KEY = re.compile(r"^pve([1248])([cbsp])-[0-9a-f]{10}$")
+_LEVELS = {"c": "Community", "b": "Basic", "s": "Standard", "p": "Premium"}
+
+
+def _server_id(node: str) -> str:
+    return hashlib.md5(f"pvesim-{node}".encode()).hexdigest().upper()
+
+
+async def subscription(rt, node: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+        row = await repo.setting(conn, node, "subscription", {})
+    value = row["value"]
+    if not value.get("key"):
+        return {
+            "status": "notfound",
+            "message": "There is no subscription key",
+            "serverid": _server_id(node),
+            "url": "https://www.proxmox.com/en/proxmox-virtual-environment/pricing",
+        }
+    return {**value, "serverid": _server_id(node)}
+
+
+async def set_subscription(rt, node: str, key: str | None, *, refresh: bool = False) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await require_node(conn, node)
+        row = await repo.lock_setting(conn, node, "subscription", {})
+        now = int(rt.clock.now())
+        if refresh:
+            if not row["value"].get("key"):
+                raise PveError("no subscription key configured")
+            value = {**row["value"], "checktime": now}
+        elif key is None:
+            value = {}
+        else:
+            match = _KEY.match(key.strip())
+            if not match:
+                raise ParameterError({"key": "invalid subscription key format"})
+            value = {
+                "key": key.strip(),
+                "status": "active",
+                "level": match.group(2),
+                "productname": f"Proxmox VE {_LEVELS[match.group(2)]} Subscription {match.group(1)} CPUs/year",
+                "sockets": int(match.group(1)),
+                "checktime": now,
+                # The simulator never contacts the shop server.
+                "message": "simulated subscription (not checked online)",
+            }
+        sections.require_saved(
+            await repo.save_setting(conn, node, "subscription", row["version"], value)
         )

@@ -364,7 +364,10 @@ def executors() -> dict[str, Executor]:
         "prunebackups": backup_executors.prune_backups,
         "imgdel": backup_executors.delete_volume,
         "download": node_executors.download,
-        "srvreload": node_executors.reload_network,
+        "srvreload": node_executors.service_action,
+        "srvstart": node_executors.service_action,
+        "srvstop": node_executors.service_action,
+        "srvrestart": node_executors.service_action,
         "replicate": node_executors.replicate,
         "reloadnetworkall": node_executors.apply_sdn,
     }

@@ -42,13 +42,21 @@ async def download(ctx: TaskContext) -> None:
     await ctx.complete(effect, lines=lines)
 
 
-async def reload_network(ctx: TaskContext) -> None:
-    """ifreload -a: interfaces.new becomes the running configuration."""
+async def service_action(ctx: TaskContext) -> None:
+    """srvstart/srvstop/srvrestart/srvreload; reloading ``networking`` applies interfaces.new."""
     await ctx.sleep(1.0)
+    payload = ctx.payload
     lines: list[str] = []
 
     async def effect(conn) -> None:
-        lines.extend(await node_system_service.apply_pending(conn, ctx.payload["node"]))
+        lines.extend(
+            await node_system_service.apply_service_action(
+                conn,
+                payload["node"],
+                payload.get("service", "networking"),
+                payload.get("action", "reload"),
+            )
+        )
 
     await ctx.complete(effect, lines=lines)
 

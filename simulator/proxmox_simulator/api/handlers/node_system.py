@@ -1,4 +1,5 @@
-"""A node's own configuration: index, network (pending + reload), DNS, hosts, time."""
+"""A node's own configuration: index, network (pending + reload), DNS, hosts, time,
+services and subscription."""
 
 from __future__ import annotations
 
@@ -93,3 +94,51 @@ async def get_time(ctx: RequestContext):
 @route("/nodes/{node}/time", "PUT")
 async def set_time(ctx: RequestContext):
     await svc.set_time(ctx.rt, ctx.node, ctx.params["timezone"])
+
+
+@route("/nodes/{node}/services", "GET")
+async def list_services(ctx: RequestContext):
+    return await svc.list_services(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/services/{service}", "GET")
+async def service_index(ctx: RequestContext):
+    await svc.service_state(ctx.rt, ctx.node, ctx.params["service"])
+    return [{"subdir": name} for name in ("reload", "restart", "start", "state", "stop")]
+
+
+@route("/nodes/{node}/services/{service}/state", "GET")
+async def service_state(ctx: RequestContext):
+    return await svc.service_state(ctx.rt, ctx.node, ctx.params["service"])
+
+
+def _register_service_action(action: str) -> None:
+    @route(f"/nodes/{{node}}/services/{{service}}/{action}", "POST")
+    async def act(ctx: RequestContext):
+        return await svc.service_action(
+            ctx.rt, ctx.principal, ctx.node, ctx.params["service"], action
+        )
+
+
+for _action in ("start", "stop", "restart", "reload"):
+    _register_service_action(_action)
+
+
+@route("/nodes/{node}/subscription", "GET")
+async def get_subscription(ctx: RequestContext):
+    return await svc.subscription(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/subscription", "PUT")
+async def set_subscription(ctx: RequestContext):
+    await svc.set_subscription(ctx.rt, ctx.node, ctx.params["key"])
+
+
+@route("/nodes/{node}/subscription", "POST")
+async def refresh_subscription(ctx: RequestContext):
+    await svc.set_subscription(ctx.rt, ctx.node, None, refresh=True)
+
+
+@route("/nodes/{node}/subscription", "DELETE")
+async def delete_subscription(ctx: RequestContext):
+    await svc.set_subscription(ctx.rt, ctx.node, None)
