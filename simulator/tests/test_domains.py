@@ -1231,3 +1231,30 @@ def test_node_services_and_subscription(root):
     _data(root.post("/nodes/pve2/subscription"))
     _data(root.delete("/nodes/pve2/subscription"))
     assert _data(root.get("/nodes/pve2/subscription"))["status"] == "notfound"
+
+
+def test_acme_plugins_directories_and_schema(root):
+    plugin = f"dns{uuid.uuid4().hex[:6]}"
+    directories = _data(root.get("/cluster/acme/directories"), "/cluster/acme/directories")
+    assert directories[0]["url"].startswith("https://acme-v02.")
+    schema = _data(root.get("/cluster/acme/challenge-schema"), "/cluster/acme/challenge-schema")
+    assert {"standalone", "cf"} <= {s["id"] for s in schema}
+    _fails(root.post("/cluster/acme/plugins", data={"id": plugin, "type": "dns"}), 400, "api")
+    _data(
+        root.post(
+            "/cluster/acme/plugins",
+            data={"id": plugin, "type": "dns", "api": "cf", "data": "CF_Token=x"},
+        )
+    )
+    plugins = _data(root.get("/cluster/acme/plugins"), "/cluster/acme/plugins")
+    assert {"standalone", plugin} <= {p["plugin"] for p in plugins}
+    current = _data(root.get(f"/cluster/acme/plugins/{plugin}"), "/cluster/acme/plugins/{id}")
+    _data(
+        root.put(
+            f"/cluster/acme/plugins/{plugin}",
+            data={"validation-delay": 60, "digest": current["digest"]},
+        )
+    )
+    assert _data(root.get(f"/cluster/acme/plugins/{plugin}"))["validation-delay"] == 60
+    _fails(root.delete("/cluster/acme/plugins/standalone"), 500, "built-in")
+    _data(root.delete(f"/cluster/acme/plugins/{plugin}"))

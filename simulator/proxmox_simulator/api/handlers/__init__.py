@@ -2,6 +2,7 @@
 
 from proxmox_simulator.api.handlers import (  # noqa: F401
     access,
+    acme,
     backup,
     cluster,
     cluster_config,
