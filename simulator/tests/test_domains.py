@@ -1258,3 +1258,19 @@ def test_acme_plugins_directories_and_schema(root):
     assert _data(root.get(f"/cluster/acme/plugins/{plugin}"))["validation-delay"] == 60
     _fails(root.delete("/cluster/acme/plugins/standalone"), 500, "built-in")
     _data(root.delete(f"/cluster/acme/plugins/{plugin}"))
+
+
+def test_apt_versions_update_and_changelog(root):
+    versions = _data(root.get("/nodes/pve1/apt/versions"), "/nodes/{node}/apt/versions")
+    assert versions[0]["Package"] == "proxmox-ve" and versions[0]["RunningKernel"]
+    assert _data(root.get("/nodes/pve1/apt/update"), "/nodes/{node}/apt/update") == []
+    upid = _data(root.post("/nodes/pve1/apt/update"), "/nodes/{node}/apt/update", "POST")
+    assert upid.split(":")[5] == "aptupdate" and root.wait(upid)["exitstatus"] == "OK"
+    text = _data(
+        root.get("/nodes/pve1/apt/changelog", params={"name": "qemu-server"}),
+        "/nodes/{node}/apt/changelog",
+    )
+    assert text.startswith("qemu-server (")
+    _fails(
+        root.get("/nodes/pve1/apt/changelog", params={"name": "nosuchpkg"}), 500, "not available"
+    )

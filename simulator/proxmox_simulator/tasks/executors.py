@@ -365,6 +365,7 @@ def executors() -> dict[str, Executor]:
         "imgdel": backup_executors.delete_volume,
         "download": node_executors.download,
         "srvreload": node_executors.service_action,
+        "aptupdate": node_executors.apt_update,
         "srvstart": node_executors.service_action,
         "srvstop": node_executors.service_action,
         "srvrestart": node_executors.service_action,

@@ -105,3 +105,15 @@ async def disk_operation(ctx: TaskContext) -> None:
         lines.extend(await disk_service.apply(conn, payload["node"], plan))
 
     await ctx.complete(effect, lines=lines)
+
+
+async def apt_update(ctx: TaskContext) -> None:
+    await ctx.sleep(3.0)
+    await ctx.complete(
+        lines=[
+            "starting apt-get update",
+            "simulated node: no repository is contacted",
+            "Reading package lists...",
+            "All packages are up to date.",
+        ]
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import WithExtra
+from proxmox_simulator.domain import apt_service
 from proxmox_simulator.domain import node_system_service as svc
 from proxmox_simulator.domain.guest_service import require_node
 
@@ -142,3 +143,25 @@ async def refresh_subscription(ctx: RequestContext):
 @route("/nodes/{node}/subscription", "DELETE")
 async def delete_subscription(ctx: RequestContext):
     await svc.set_subscription(ctx.rt, ctx.node, None)
+
+
+@route("/nodes/{node}/apt/versions", "GET")
+async def apt_versions(ctx: RequestContext):
+    return await apt_service.versions(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/apt/update", "GET")
+async def apt_upgradable(ctx: RequestContext):
+    return await apt_service.upgradable(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/apt/update", "POST")
+async def apt_refresh(ctx: RequestContext):
+    return await apt_service.refresh(ctx.rt, ctx.principal, ctx.node)
+
+
+@route("/nodes/{node}/apt/changelog", "GET")
+async def apt_changelog(ctx: RequestContext):
+    return await apt_service.changelog(
+        ctx.rt, ctx.node, ctx.params["name"], ctx.params.get("version")
+    )
