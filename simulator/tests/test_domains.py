@@ -1274,3 +1274,32 @@ def test_apt_versions_update_and_changelog(root):
     _fails(
         root.get("/nodes/pve1/apt/changelog", params={"name": "nosuchpkg"}), 500, "not available"
     )
+
+
+def test_local_storage_scans_follow_the_disks(root):
+    assert {"vg": "pve"}.items() <= _data(
+        root.get("/nodes/pve2/scan/lvm"), "/nodes/{node}/scan/lvm"
+    )[0].items()
+    assert _data(
+        root.get("/nodes/pve2/scan/lvmthin", params={"vg": "pve"}), "/nodes/{node}/scan/lvmthin"
+    ) == [{"lv": "data"}]
+    before = _data(root.get("/nodes/pve2/scan/zfs"), "/nodes/{node}/scan/zfs")
+    name = f"scan{uuid.uuid4().hex[:4]}"
+    free = [
+        d["devpath"] for d in _data(root.get("/nodes/pve2/disks/list", params={"type": "unused"}))
+    ]
+    upid = _data(
+        root.post(
+            "/nodes/pve2/disks/zfs", data={"name": name, "raidlevel": "single", "devices": free[0]}
+        )
+    )
+    assert root.wait(upid)["exitstatus"] == "OK"
+    assert _data(root.get("/nodes/pve2/scan/zfs")) == sorted(
+        [*before, {"pool": name}], key=lambda p: p["pool"]
+    )
+    assert (
+        root.wait(_data(root.delete(f"/nodes/pve2/disks/zfs/{name}", params={"cleanup-disks": 1})))[
+            "exitstatus"
+        ]
+        == "OK"
+    )

@@ -386,3 +386,24 @@ async def zfs_detail(rt, node: str, name: str) -> dict:
             }
         ],
     }
+
+
+# -- local storage scans --------------------------------------------------------------
+
+
+async def scan(rt, node: str, kind: str, vg: str | None = None) -> list[dict]:
+    """``GET /nodes/{node}/scan/{lvm,lvmthin,zfs}``: what exists on the node's disks."""
+    async with rt.pool.acquire() as conn:
+        node_row = await require_node(conn, node)
+        if kind == "lvm":
+            vgs = await _objects(conn, node, "lvm")
+            out = []
+            for name, options in sorted(vgs.items()):
+                size = options.get("size") or node_row["maxdisk"]
+                out.append({"vg": name, "size": size, "free": size // 8 if name == "pve" else size})
+            return out
+        if kind == "lvmthin":
+            pools = await _objects(conn, node, "lvmthin")
+            return [{"lv": name} for name, o in sorted(pools.items()) if o.get("vg", name) == vg]
+        pools = await _objects(conn, node, "zfs")
+        return [{"pool": name} for name in sorted(pools)]

@@ -1,4 +1,5 @@
-"""/nodes/{node}/disks: list, SMART, GPT, wipe, ZFS, LVM, LVM-thin, directories."""
+"""/nodes/{node}/disks: list, SMART, GPT, wipe, ZFS, LVM, LVM-thin, directories; and the
+local storage scans (/nodes/{node}/scan/{lvm,lvmthin,zfs})."""
 
 from __future__ import annotations
 
@@ -51,3 +52,18 @@ for _kind in svc.KINDS:
 @route(f"{_BASE}/zfs/{{name}}", "GET")
 async def zfs_detail(ctx: RequestContext):
     return await svc.zfs_detail(ctx.rt, ctx.node, ctx.params["name"])
+
+
+@route("/nodes/{node}/scan/lvm", "GET")
+async def scan_lvm(ctx: RequestContext):
+    return await svc.scan(ctx.rt, ctx.node, "lvm")
+
+
+@route("/nodes/{node}/scan/lvmthin", "GET")
+async def scan_lvmthin(ctx: RequestContext):
+    return await svc.scan(ctx.rt, ctx.node, "lvmthin", ctx.params["vg"])
+
+
+@route("/nodes/{node}/scan/zfs", "GET")
+async def scan_zfs(ctx: RequestContext):
+    return await svc.scan(ctx.rt, ctx.node, "zfs")
