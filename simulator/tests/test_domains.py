@@ -1303,3 +1303,28 @@ def test_local_storage_scans_follow_the_disks(root):
         ]
         == "OK"
     )
+
+
+def test_node_config_description_and_acme_domains(root):
+    config = _data(root.get("/nodes/pve3/config"), "/nodes/{node}/config")
+    _data(
+        root.put(
+            "/nodes/pve3/config",
+            data={
+                "description": "rack 4",
+                "acmedomain0": "pve3.example.invalid",
+                "digest": config["digest"],
+            },
+        )
+    )
+    _fails(
+        root.put("/nodes/pve3/config", data={"description": "x", "digest": config["digest"]}),
+        500,
+        "changed by other user",
+    )
+    assert _data(root.get("/nodes/pve3/config", params={"property": "description"})) == {
+        "description": "rack 4"
+    }
+    assert _data(root.get("/nodes/pve3/config"))["acmedomain0"] == "pve3.example.invalid"
+    _data(root.put("/nodes/pve3/config", data={"delete": "description,acmedomain0"}))
+    assert "description" not in _data(root.get("/nodes/pve3/config"))

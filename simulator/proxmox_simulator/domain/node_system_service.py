@@ -458,3 +458,31 @@ async def set_subscription(rt, node: str, key: str | None, *, refresh: bool = Fa
         sections.require_saved(
             await repo.save_setting(conn, node, "subscription", row["version"], value)
         )
+
+
+# -- node config (/etc/pve/nodes/<node>/config) ----------------------------------------
+
+
+async def node_config(rt, node: str, prop: str | None) -> dict:
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+        row = await repo.setting(conn, node, "config", {})
+    config = {**row["value"], "digest": sections.digest("node-config", node, row["version"])}
+    if prop:
+        return {prop: config[prop]} if prop in config else {}
+    return config
+
+
+async def set_node_config(rt, node: str, params: dict, declared: set[str]) -> None:
+    settable = frozenset(n for n in declared if n not in ("node", "delete", "digest"))
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await require_node(conn, node)
+        row = await repo.lock_setting(conn, node, "config", {})
+        sections.check_digest(
+            params.get("digest"), sections.digest("node-config", node, row["version"])
+        )
+        # acmedomain[n] is declared once for acmedomain0, acmedomain1, ...
+        named = set(params) | set(sections.split_list(params.get("delete")))
+        indexed = {k for k in named if re.fullmatch(r"acmedomain\d+", k)}
+        value = sections.updated_options(row["value"], params, settable | indexed)
+        sections.require_saved(await repo.save_setting(conn, node, "config", row["version"], value))

@@ -165,3 +165,13 @@ async def apt_changelog(ctx: RequestContext):
     return await apt_service.changelog(
         ctx.rt, ctx.node, ctx.params["name"], ctx.params.get("version")
     )
+
+
+@route("/nodes/{node}/config", "GET")
+async def get_node_config(ctx: RequestContext):
+    return await svc.node_config(ctx.rt, ctx.node, ctx.params.get("property"))
+
+
+@route("/nodes/{node}/config", "PUT")
+async def set_node_config(ctx: RequestContext):
+    await svc.set_node_config(ctx.rt, ctx.node, ctx.params, _declared(ctx))
