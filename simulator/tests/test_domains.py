@@ -1328,3 +1328,17 @@ def test_node_config_description_and_acme_domains(root):
     assert _data(root.get("/nodes/pve3/config"))["acmedomain0"] == "pve3.example.invalid"
     _data(root.put("/nodes/pve3/config", data={"delete": "description,acmedomain0"}))
     assert "description" not in _data(root.get("/nodes/pve3/config"))
+
+
+def test_corosync_views_of_the_seeded_cluster(root):
+    assert _data(root.get("/cluster/config/apiversion"), "/cluster/config/apiversion") == 1
+    nodes = _data(root.get("/cluster/config/nodes"), "/cluster/config/nodes")
+    assert [n["node"] for n in nodes] == ["pve1", "pve2", "pve3"]
+    join = _data(root.get("/cluster/config/join", params={"node": "pve2"}), "/cluster/config/join")
+    assert join["preferred_node"] == "pve2" and len(join["nodelist"]) == 3
+    assert (
+        join["totem"]["cluster_name"]
+        == _data(root.get("/cluster/config/totem"), "/cluster/config/totem")["cluster_name"]
+    )
+    _fails(root.get("/cluster/config/join", params={"node": "pve9"}), 500, "no node")
+    assert _data(root.get("/cluster/config/qdevice"), "/cluster/config/qdevice") == {}
