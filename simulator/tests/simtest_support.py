@@ -142,3 +142,30 @@ def assert_conforms(path: str, method: str, data, *, majors: tuple[int, ...] | N
     }
     assert not problems, f"{method} {path} does not match its returns schema: {problems}"
     return data
+
+
+def expect_data(response, template: str | None = None, method: str = "GET"):
+    """The ``data`` of a 200 answer, checked against every major's ``returns`` for ``template``."""
+    assert response.status_code == 200, (response.status_code, response.text)
+    data = response.json()["data"]
+    if template is not None:
+        assert_conforms(template, method, data)
+    return data
+
+
+def expect_error(response, status: int, fragment: str) -> None:
+    """A PVE-style error: the status, and ``fragment`` in the reason phrase or body."""
+    assert response.status_code == status, (response.status_code, response.text)
+    assert fragment in response.reason_phrase + response.text, response.text
+
+
+def make_vm(session, node: str, vmid: int, **extra) -> int:
+    """Create a QEMU guest (2 GiB scsi0 on local-lvm) and wait for its task."""
+    upid = expect_data(
+        session.post(
+            f"/nodes/{node}/qemu",
+            data={"vmid": vmid, "name": f"vm{vmid}", "scsi0": "local-lvm:2", **extra},
+        )
+    )
+    assert session.wait(upid)["exitstatus"] == "OK"
+    return vmid
