@@ -8,8 +8,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
-from simtest_support import ROOT_PASSWORD, create_database, drop_database, run
+from simtest_support import ROOT_PASSWORD, Session, create_database, drop_database, run
 
 from proxmox_simulator.config import Settings
 
@@ -59,3 +60,10 @@ def server(settings, seeded):
 def unique_vmid() -> int:
     """VMIDs far above the seeded range so parallel-running tests never collide."""
     return 5000 + uuid.uuid4().int % 900000
+
+
+@pytest.fixture(scope="module")
+def root(server):
+    """root@pam logged in with a ticket, against the session's server."""
+    with httpx.Client(base_url=server.base_url + "/api2/json", verify=False, timeout=30) as c:
+        yield Session(c)

@@ -7,12 +7,17 @@ Kept out of conftest.py because the workspace has its own root conftest and
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import time
 from pathlib import Path
 
 import asyncpg
 
 from proxmox_simulator.config import Settings
+from proxmox_simulator.contracts import sources
+from proxmox_simulator.contracts.model import Contract
+from proxmox_simulator.contracts.returns import returns_errors
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BASE_URL = os.environ.get("PROXBOX_DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -70,3 +75,110 @@ def drop_database(url: str) -> None:
     name = url.rpartition("/")[2]
     assert name.startswith("pvesim_")
     run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def login(client, username="root@pam", password=ROOT_PASSWORD):
+    response = client.post("/access/ticket", data={"username": username, "password": password})
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    return data["ticket"], data["CSRFPreventionToken"]
+
+
+class Session:
+    """A logged-in caller: cookie + CSRF header, like the GUI or proxmoxer."""
+
+    def __init__(self, client, username="root@pam", password=ROOT_PASSWORD):
+        self.client = client
+        self.ticket, self.csrf = login(client, username, password)
+
+    def request(self, method, path, **kwargs):
+        headers = kwargs.pop("headers", {})
+        if method != "GET":
+            headers.setdefault("CSRFPreventionToken", self.csrf)
+        headers.setdefault("Cookie", f"PVEAuthCookie={self.ticket}")
+        return self.client.request(method, path, headers=headers, **kwargs)
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, **kw):
+        return self.request("POST", path, **kw)
+
+    def put(self, path, **kw):
+        return self.request("PUT", path, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def wait(self, upid, timeout=20):
+        node = upid.split(":")[1]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.get(f"/nodes/{node}/tasks/{upid}/status").json()["data"]
+            if status["status"] == "stopped":
+                return status
+            time.sleep(0.02)
+        raise AssertionError(f"task {upid} did not finish")
+
+
+# The official viewer schemas of majors 6-8 plus fakepve's 9.2: every response a
+# test checks must fit each of them that declares the method.
+OFFICIAL_VERSIONS = ("6.4-15", "7.4-16", "8.4.5")
+
+
+@functools.cache
+def all_major_contracts() -> tuple[Contract, ...]:
+    contracts = []
+    for version in OFFICIAL_VERSIONS:
+        path = apidoc_dir() / f"pve-{version}-apidoc.js"
+        if not path.exists():
+            # Missing schemas must fail the suite, not silently shrink what it checks.
+            raise AssertionError(f"official viewer schema missing: {path}")
+        contracts.append(sources.parse_artifact(sources.read_file(path), version).contract)
+    nine = sources.parse_artifact(sources.read_fakepve(), sources.FAKEPVE_SCHEMA_VERSION)
+    contracts.append(nine.contract)
+    return tuple(contracts)
+
+
+def assert_conforms(path: str, method: str, data, *, majors: tuple[int, ...] | None = None):
+    """``data`` validates against ``returns`` of every major declaring (path, method)."""
+    declaring = [
+        c
+        for c in all_major_contracts()
+        if c.endpoint(path, method) is not None and (majors is None or c.major in majors)
+    ]
+    assert declaring, f"no major declares {method} {path}"
+    problems = {
+        c.version: errs
+        for c in declaring
+        if (errs := returns_errors(c.endpoint(path, method).returns, data))
+    }
+    assert not problems, f"{method} {path} does not match its returns schema: {problems}"
+    return data
+
+
+def expect_data(response, template: str | None = None, method: str = "GET"):
+    """The ``data`` of a 200 answer, checked against every major's ``returns`` for ``template``."""
+    assert response.status_code == 200, (response.status_code, response.text)
+    data = response.json()["data"]
+    if template is not None:
+        assert_conforms(template, method, data)
+    return data
+
+
+def expect_error(response, status: int, fragment: str) -> None:
+    """A PVE-style error: the status, and ``fragment`` in the reason phrase or body."""
+    assert response.status_code == status, (response.status_code, response.text)
+    assert fragment in response.reason_phrase + response.text, response.text
+
+
+def make_vm(session, node: str, vmid: int, **extra) -> int:
+    """Create a QEMU guest (2 GiB scsi0 on local-lvm) and wait for its task."""
+    upid = expect_data(
+        session.post(
+            f"/nodes/{node}/qemu",
+            data={"vmid": vmid, "name": f"vm{vmid}", "scsi0": "local-lvm:2", **extra},
+        )
+    )
+    assert session.wait(upid)["exitstatus"] == "OK"
+    return vmid

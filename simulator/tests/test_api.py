@@ -10,7 +10,7 @@ import uuid
 
 import httpx
 import pytest
-from simtest_support import ROOT_PASSWORD, run
+from simtest_support import ROOT_PASSWORD, Session, run
 
 import proxbox_redaction
 from proxmox_simulator.api.logging import JsonFormatter, install_redaction, redact
@@ -23,50 +23,6 @@ from proxmox_simulator.repositories import settings as settings_repo
 def client(server):
     with httpx.Client(base_url=server.base_url + "/api2/json", verify=False, timeout=30) as c:
         yield c
-
-
-def login(client, username="root@pam", password=ROOT_PASSWORD):
-    response = client.post("/access/ticket", data={"username": username, "password": password})
-    assert response.status_code == 200, response.text
-    data = response.json()["data"]
-    return data["ticket"], data["CSRFPreventionToken"]
-
-
-class Session:
-    """A logged-in caller: cookie + CSRF header, like the GUI or proxmoxer."""
-
-    def __init__(self, client, username="root@pam", password=ROOT_PASSWORD):
-        self.client = client
-        self.ticket, self.csrf = login(client, username, password)
-
-    def request(self, method, path, **kwargs):
-        headers = kwargs.pop("headers", {})
-        if method != "GET":
-            headers.setdefault("CSRFPreventionToken", self.csrf)
-        headers.setdefault("Cookie", f"PVEAuthCookie={self.ticket}")
-        return self.client.request(method, path, headers=headers, **kwargs)
-
-    def get(self, path, **kw):
-        return self.request("GET", path, **kw)
-
-    def post(self, path, **kw):
-        return self.request("POST", path, **kw)
-
-    def put(self, path, **kw):
-        return self.request("PUT", path, **kw)
-
-    def delete(self, path, **kw):
-        return self.request("DELETE", path, **kw)
-
-    def wait(self, upid, timeout=20):
-        node = upid.split(":")[1]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status = self.get(f"/nodes/{node}/tasks/{upid}/status").json()["data"]
-            if status["status"] == "stopped":
-                return status
-            time.sleep(0.02)
-        raise AssertionError(f"task {upid} did not finish")
 
 
 @pytest.fixture(scope="module")
@@ -622,7 +578,10 @@ def test_pools(root):
         == 200
     )
     members = root.get("/pools/apitest").json()["data"]["members"]
-    assert {m["id"] for m in members} == {f"qemu/{vmid}", "storage/local"}
+    # Storage members are listed per node that has the storage, as PVE does.
+    assert {m["id"] for m in members} == {f"qemu/{vmid}"} | {
+        f"storage/{node}/local" for node in ("pve1", "pve2", "pve3")
+    }
     assert root.delete("/pools/apitest").status_code == 500  # not empty
     root.put("/pools/apitest", data={"vms": str(vmid), "storage": "local", "delete": 1})
     assert root.delete("/pools/apitest").status_code == 200

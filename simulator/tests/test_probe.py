@@ -47,22 +47,8 @@ NEW_VMID = {"qemu": 990101, "lxc": 990201}
 # that branch is merged; the probe then fails until this set is emptied.
 AWAITING_BESPOKE = frozenset(
     {
-        ("POST", "/storage"),
-        ("GET", "/storage/{storage}"),
-        ("PUT", "/storage/{storage}"),
-        ("DELETE", "/storage/{storage}"),
-        ("POST", "/nodes/{node}/network"),
-        ("PUT", "/nodes/{node}/network"),
-        ("DELETE", "/nodes/{node}/network"),
-        ("PUT", "/pools"),
-        ("DELETE", "/pools"),
-        ("PUT", "/nodes/{node}/network/{iface}"),
-        ("DELETE", "/nodes/{node}/network/{iface}"),
         ("POST", "/nodes/{node}/status"),
-        ("POST", "/nodes/{node}/storage/{storage}/content"),
         ("POST", "/nodes/{node}/storage/{storage}/content/{volume}"),
-        ("PUT", "/nodes/{node}/storage/{storage}/content/{volume}"),
-        ("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}"),
     }
 )
 

@@ -93,3 +93,57 @@ def test_token_login_and_read_only_token_is_refused_writes(server, settings, uni
         ro.nodes("pve1").qemu(guest).status.start.post()
     assert denied_power.value.status_code == 403
     assert "VM.PowerMgmt" in str(denied_power.value)
+
+
+def _wait(prox, upid) -> dict:
+    return Tasks.blocking_status(prox, upid, polling_interval=0.05)
+
+
+def test_backup_ha_firewall_and_pools_through_proxmoxer(server, unique_vmid):
+    prox = _api(server, user="root@pam", password=ROOT_PASSWORD)
+    vmid = unique_vmid
+    node = prox.nodes("pve3")
+    assert (
+        _wait(prox, node.qemu.post(vmid=vmid, name="px-backup", scsi0="local-lvm:2"))["exitstatus"]
+        == "OK"
+    )
+
+    # vzdump → archive in the content list → restore-ready volume attributes.
+    upid = node.vzdump.post(vmid=vmid, storage="local", compress="zstd")
+    assert Tasks.decode_upid(upid)["type"] == "vzdump"
+    assert _wait(prox, upid)["exitstatus"] == "OK"
+    [archive] = node.storage("local").content.get(content="backup", vmid=vmid)
+    assert archive["subtype"] == "qemu" and archive["format"] == "vma.zst"
+    job = f"px-{vmid}"
+    prox.cluster.backup.post(id=job, vmid=str(vmid), storage="local", schedule="sat 03:00")
+    assert prox.cluster.backup(job).get()["schedule"] == "sat 03:00"
+    prox.cluster.backup(job).delete()
+
+    # HA: add, read back through the resource and the manager status, remove.
+    prox.cluster.ha.resources.post(sid=f"vm:{vmid}", state="stopped", max_restart=3)
+    assert prox.cluster.ha.resources(f"vm:{vmid}").get()["max_restart"] == 3
+    services = {s["id"] for s in prox.cluster.ha.status.current.get()}
+    assert f"service:vm:{vmid}" in services
+    prox.cluster.ha.resources(f"vm:{vmid}").delete()
+
+    # Firewall: rules keep PVE's order; a stale digest is refused.
+    fw = node.qemu(vmid).firewall
+    fw.rules.post(type="in", action="ACCEPT", proto="tcp", dport="22", enable=1)
+    fw.rules.post(type="out", action="DROP", dest="198.51.100.0/24")
+    rules = fw.rules.get()
+    assert [(r["pos"], r["type"]) for r in rules] == [(0, "out"), (1, "in")]
+    assert rules[0]["ipversion"] == 4
+    fw.rules(1).put(comment="ssh", digest=rules[1]["digest"])
+    with pytest.raises(ResourceException) as stale:
+        fw.rules(1).put(comment="again", digest=rules[1]["digest"])
+    assert "changed by other user" in str(stale.value)
+
+    # 8.x pools: membership through PUT /pools.
+    poolid = f"px{vmid}"
+    prox.pools.post(poolid=poolid)
+    prox.pools.put(poolid=poolid, vms=str(vmid))
+    [pool] = prox.pools.get(poolid=poolid)
+    assert [m["vmid"] for m in pool["members"]] == [vmid]
+    prox.pools.put(poolid=poolid, vms=str(vmid), delete=1)
+    prox.pools.delete(poolid=poolid)
+    assert _wait(prox, node.qemu(vmid).delete())["exitstatus"] == "OK"

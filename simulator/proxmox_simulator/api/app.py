@@ -169,8 +169,8 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             )
         ctx = RequestContext(rt, endpoint, params, principal, state, request.headers)
         data = await _run_idempotently(rt, request, principal, handler, ctx)
-        if isinstance(data, render.WithTotal):
-            response = render.success(data.data, fmt, extra={"total": data.total})
+        if isinstance(data, render.WithExtra):
+            response = render.success(data.data, fmt, extra=data.extra)
         else:
             response = render.success(data, fmt)
     except PveError as exc:

@@ -26,14 +26,27 @@ class RawJSON:
         self.text = text
 
 
-class WithTotal:
+class WithExtra:
+    """Data plus top-level keys beside ``data`` (e.g. ``changes`` of /nodes/{node}/network)."""
+
+    __slots__ = ("data", "extra")
+
+    def __init__(self, data, extra: dict) -> None:
+        self.data = data
+        self.extra = extra
+
+
+class WithTotal(WithExtra):
     """Data plus PVE's top-level ``total`` (task logs, paged lists)."""
 
-    __slots__ = ("data", "total")
+    __slots__ = ()
 
     def __init__(self, data, total: int) -> None:
-        self.data = data
-        self.total = total
+        super().__init__(data, {"total": total})
+
+    @property
+    def total(self) -> int:
+        return self.extra["total"]
 
 
 def _headers(extra: dict | None = None) -> dict:

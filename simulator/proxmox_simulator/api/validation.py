@@ -28,7 +28,8 @@ _FORMATS = {
     "pve-roleid": re.compile(r"^[A-Za-z0-9.\-_]+$"),
     "pve-realm": re.compile(r"^[A-Za-z][A-Za-z0-9.\-_]+$"),
     "pve-tokenid": re.compile(r"^[A-Za-z][A-Za-z0-9._-]*$"),
-    "pve-configid": re.compile(r"^[a-z][a-z_]*\d*$"),
+    # PVE's $CONFIGID_RE (backup job IDs like "backup-1a2b3c4d-e5f6" pass it).
+    "pve-configid": re.compile(r"^[a-z][a-z0-9_-]+$", re.I),
 }
 
 

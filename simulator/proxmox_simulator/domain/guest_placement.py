@@ -57,6 +57,16 @@ async def clone(rt, principal: Principal, kind: str, node: str, vmid: int, param
         source = await load_guest(conn, kind, node, vmid)
         await require_node(conn, target)
         storage = params.get("storage")
+        # PVE: a template is cloned linked unless full=1; anything else only in full.
+        full = params.get("full")
+        full = not source["template"] if full is None else bool(full)
+        if not full:
+            if not source["template"]:
+                raise PveError("Linked clone feature is only available for templates")
+            if storage:
+                raise ParameterError({"storage": "storage is only allowed for full clones"})
+            if target != node:
+                raise PveError("Linked clone feature for a different target node is not supported")
         if storage and await inventory.storage(conn, storage) is None:
             raise ParameterError({"storage": f"storage '{storage}' does not exist"})
         pool = params.get("pool")
@@ -105,6 +115,7 @@ async def clone(rt, principal: Principal, kind: str, node: str, vmid: int, param
                 "target": target,
                 "disks": disks,
                 "storage": storage,
+                "linked": not full,
             },
             lock=lock_name(kind, newid),
         )
@@ -135,13 +146,40 @@ async def copy_disks(
         props = rules.parse_property_string(value, "file" if kind == rules.QEMU else "volume")
         volid = props.pop("file", None) or props.pop("volume", None) or ""
         size_text = props.pop("size", "0G")
-        size_gib = _size_gib(size_text)
-        request = rules.DiskRequest(key, storage or volid.split(":", 1)[0], size_gib, props)
+        gib = size_gib(size_text)
+        request = rules.DiskRequest(key, storage or volid.split(":", 1)[0], gib, props)
         entries[key] = await allocate_disk(conn, clock, kind, node, newid, request)
     return entries
 
 
-def _size_gib(text: str) -> float:
+async def link_disks(conn, clock, kind: str, node: str, newid: int, disks: dict) -> dict:
+    """A linked clone: each new volume is a thin child of the template's base volume."""
+    entries = {}
+    for index, (key, value) in enumerate(sorted(disks.items())):
+        props = rules.parse_property_string(value, "file" if kind == rules.QEMU else "volume")
+        base = props.pop("file", None) or props.pop("volume", None) or ""
+        storage_name, _, base_name = base.partition(":")
+        source = await inventory.volume(conn, base)
+        if source is None:
+            raise PveError(f"base volume '{base}' does not exist")
+        volid = f"{storage_name}:{base_name}/vm-{newid}-disk-{index}"
+        await inventory.insert_volume(
+            conn,
+            volid=volid,
+            storage_name=storage_name,
+            node_name=source["node"],
+            vmid=newid,
+            content=source["content"],
+            fmt=source["format"],
+            size=source["size"],
+            ctime=int(clock.now()),
+        )
+        first = "file" if kind == rules.QEMU else "volume"
+        entries[key] = rules.format_property_string({first: volid, **props}, first)
+    return entries
+
+
+def size_gib(text: str) -> float:
     if text.endswith("T"):
         return float(text[:-1]) * 1024
     if text.endswith("G"):

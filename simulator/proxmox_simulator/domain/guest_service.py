@@ -13,6 +13,7 @@ from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError, StaleWrite
 from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.service import enqueue
 
@@ -229,12 +230,21 @@ def check_create_permissions(
 
 
 async def create(
-    rt, state: AccessState, principal: Principal, kind: str, node: str, params: dict, defaults: dict
+    rt,
+    state: AccessState,
+    principal: Principal,
+    kind: str,
+    node: str,
+    params: dict,
+    defaults: dict,
+    *,
+    restored: dict | None = None,
 ) -> str:
+    """Create a guest; with ``restored`` (an archive's config) it is a restore task."""
     vmid = int(params["vmid"])
-    config = {k: v for k, v in params.items() if k not in _NOT_CONFIG}
+    config = {**(restored or {}), **{k: v for k, v in params.items() if k not in _NOT_CONFIG}}
     check_create_permissions(state, principal, kind, params, config)
-    if kind == rules.LXC:
+    if kind == rules.LXC and restored is None:
         if not params.get("ostemplate"):
             raise ParameterError({"ostemplate": "property is missing and it is not optional"})
         config.setdefault("ostype", "debian")
@@ -272,7 +282,8 @@ async def create(
             conn,
             rt.clock,
             node=node,
-            task_type="qmcreate" if kind == rules.QEMU else "vzcreate",
+            task_type=("qm" if kind == rules.QEMU else "vz")
+            + ("restore" if restored is not None else "create"),
             task_id=str(vmid),
             principal=principal,
             payload={"vmid": vmid, "kind": kind, "start": bool(params.get("start"))},
@@ -432,6 +443,11 @@ async def destroy(rt, principal: Principal, kind: str, node: str, vmid: int, par
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
         rules.require_stopped_for_destroy(kind, vmid, row["status"])
+        sid = f"{'vm' if kind == rules.QEMU else 'ct'}:{vmid}"
+        if await ha_repo.resource(conn, sid) is not None and not params.get("purge"):
+            raise PveError(
+                f"unable to remove {rules.noun(kind)} {vmid} - used in HA resources and purge parameter not set."
+            )
         return await enqueue(
             conn,
             rt.clock,
@@ -472,6 +488,12 @@ async def current_status(rt, kind: str, node: str, vmid: int) -> dict:
         "diskwrite": 0,
         "ha": {"managed": 0},
     }
+    async with rt.pool.acquire() as conn:
+        ha = await ha_repo.resource(conn, f"{'vm' if kind == rules.QEMU else 'ct'}:{vmid}")
+    if ha is not None:
+        status["ha"] = {"managed": 1, "state": ha["options"].get("state", "started")}
+        if ha["options"].get("group"):
+            status["ha"]["group"] = ha["options"]["group"]
     if kind == rules.QEMU:
         status["qmpstatus"] = row["status"]
         agent = rules.parse_property_string(config.get("agent", "0"), "enabled")

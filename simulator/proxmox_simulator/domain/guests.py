@@ -45,6 +45,8 @@ TRANSITIONS: dict[str, Transition] = {
     "resume": Transition(
         "resume", frozenset({PAUSED}), RUNNING, "qmresume", "vzresume", frozenset({RUNNING})
     ),
+    # A hard reset restarts a running (or paused) QEMU guest; LXC has no reset.
+    "reset": Transition("reset", frozenset({RUNNING, PAUSED}), RUNNING, "qmreset", "vzreset"),
 }
 
 # Simulated durations in seconds; the clock decides how long that really is.
@@ -56,6 +58,7 @@ DURATIONS = {
     "reboot": 4.0,
     "suspend": 0.5,
     "resume": 0.5,
+    "reset": 0.5,
     "destroy": 1.0,
     "snapshot": 1.0,
     "delsnapshot": 0.5,
@@ -65,6 +68,7 @@ DURATIONS = {
     "clone": 3.0,
     "template": 1.0,
     "resize": 1.0,
+    "move": 3.0,
 }
 
 

@@ -9,6 +9,7 @@ from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import GIB, require_node, require_pool, uptime
+from proxmox_simulator.domain.storage_service import render_config
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.service import enqueue
@@ -329,29 +330,6 @@ def node_network(node) -> list[dict]:
     ]
 
 
-_BRIDGES = {"bridge", "OVSBridge"}
-
-
-async def list_node_network(rt, node_name: str, kind: str | None) -> list[dict]:
-    async with rt.pool.acquire() as conn:
-        node = await require_node(conn, node_name)
-    interfaces = node_network(node)
-    if kind in ("any_bridge", "any_local_bridge"):
-        return [i for i in interfaces if i["type"] in _BRIDGES]
-    if kind and kind != "include_sdn":
-        return [i for i in interfaces if i["type"] == kind]
-    return interfaces
-
-
-async def get_node_interface(rt, node_name: str, iface: str) -> dict:
-    async with rt.pool.acquire() as conn:
-        node = await require_node(conn, node_name)
-    for interface in node_network(node):
-        if interface["iface"] == iface:
-            return {k: v for k, v in interface.items() if k != "iface"}
-    raise PveError("interface does not exist")
-
-
 # -- storage ----------------------------------------------------------------
 
 
@@ -367,19 +345,7 @@ async def storage_config(rt, state: AccessState, principal: Principal) -> list[d
             any_of=True,
         ):
             continue
-        entry = {
-            "storage": storage["storage"],
-            "type": storage["type"],
-            "content": storage["content"],
-            "digest": hashlib.sha1(storage["storage"].encode()).hexdigest(),
-        }
-        if storage["shared"]:
-            entry["shared"] = 1
-        if storage["path"]:
-            entry["path"] = storage["path"]
-        if storage["nodes"]:
-            entry["nodes"] = ",".join(storage["nodes"])
-        out.append(entry)
+        out.append(render_config(storage))
     return out
 
 
@@ -448,6 +414,12 @@ async def storage_content(rt, node_name: str, storage_name: str, params: dict) -
             entry["vmid"] = row["vmid"]
         if row["content"] in ("images", "rootdir"):
             entry["used"] = row["size"] // 4
+        if row["content"] == "backup":
+            entry["subtype"] = "qemu" if row["format"].startswith("vma") else "lxc"
+            if row["notes"]:
+                entry["notes"] = row["notes"]
+            if row["protected"]:
+                entry["protected"] = 1
         out.append(entry)
     return out
 
@@ -461,12 +433,17 @@ async def volume_attributes(rt, node_name: str, storage_name: str, volume: str) 
     if row is None or row["storage"] != storage_name:
         raise PveError(f"volume '{volid}' does not exist")
     base = storage["path"] or f"/dev/{storage_name}"
-    return {
+    attributes = {
         "path": f"{base}/{volid.split(':', 1)[1]}",
         "size": row["size"],
         "used": row["size"] // 4,
         "format": row["format"],
     }
+    if row["notes"]:
+        attributes["notes"] = row["notes"]
+    if row["protected"]:
+        attributes["protected"] = 1
+    return attributes
 
 
 # -- pools ------------------------------------------------------------------
@@ -487,7 +464,9 @@ async def get_pool(rt, state: AccessState, principal: Principal, poolid: str) ->
     async with rt.pool.acquire() as conn:
         pool = await require_pool(conn, poolid)
         guests = await guest_repo.list_pool(conn, poolid)
-        storages = await inventory.pool_storages(conn, poolid)
+        names = set(await inventory.pool_storages(conn, poolid))
+        storages = [s for s in await inventory.storages(conn) if s["storage"] in names]
+        nodes = await inventory.nodes(conn)
     members = []
     for guest in guests:
         running = guest["status"] != rules.STOPPED
@@ -505,8 +484,23 @@ async def get_pool(rt, state: AccessState, principal: Principal, poolid: str) ->
                 "uptime": uptime(guest, now),
             }
         )
+    # PVE lists a pool's storage once per node that has it, like /cluster/resources.
     for storage in storages:
-        members.append({"id": f"storage/{storage}", "type": "storage", "storage": storage})
+        for node in nodes:
+            if storage["nodes"] and node["node"] not in storage["nodes"]:
+                continue
+            members.append(
+                {
+                    "id": f"storage/{node['node']}/{storage['storage']}",
+                    "type": "storage",
+                    "storage": storage["storage"],
+                    "node": node["node"],
+                    "plugintype": storage["type"],
+                    "content": storage["content"],
+                    "shared": 1 if storage["shared"] else 0,
+                    "status": "available",
+                }
+            )
     return {"comment": pool["comment"], "members": members}
 
 

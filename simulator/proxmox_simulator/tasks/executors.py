@@ -9,14 +9,17 @@ from __future__ import annotations
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain import resource_store
 from proxmox_simulator.domain.errors import PveError
-from proxmox_simulator.domain.guest_disks import resize_in_place
-from proxmox_simulator.domain.guest_placement import copy_disks
+from proxmox_simulator.domain.guest_disks import apply_move, resize_in_place
+from proxmox_simulator.domain.guest_placement import copy_disks, link_disks
 from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
+from proxmox_simulator.repositories import firewall as firewall_repo
 from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.repositories import resources as resources_repo
 from proxmox_simulator.repositories import tasks as task_repo
+from proxmox_simulator.tasks import backup_executors, node_executors
 from proxmox_simulator.tasks.worker import Executor, TaskContext
 
 
@@ -73,7 +76,7 @@ async def power(ctx: TaskContext) -> None:
         target = rules.TRANSITIONS[action].target
         if changes or action == "reboot":
             started = row["started_at"]
-            if target == rules.RUNNING and row["status"] != rules.PAUSED:
+            if target == rules.RUNNING and (row["status"] != rules.PAUSED or action == "reset"):
                 started = int(ctx.clock.now())
             if target == rules.STOPPED:
                 started = None
@@ -99,7 +102,10 @@ async def destroy(ctx: TaskContext) -> None:
         await inventory.delete_guest_volumes(conn, vmid)
         if ctx.payload.get("purge"):
             await access_repo.delete_path_acl(conn, f"/vms/{vmid}")
-        # The guest's own configuration kept by the store (firewall, ...) goes with it.
+            await ha_repo.delete_resource(conn, f"{'vm' if kind == rules.QEMU else 'ct'}:{vmid}")
+        # PVE removes the guest's firewall file with the guest.
+        await firewall_repo.delete(conn, f"vm/{vmid}")
+        # What the resource store keeps for the guest goes with it too.
         await resources_repo.delete_scope(conn, {"vmid": str(vmid)})
         await guest_repo.delete(conn, vmid)
 
@@ -224,13 +230,21 @@ async def migrate(ctx: TaskContext) -> None:
 async def clone(ctx: TaskContext) -> None:
     newid, kind = ctx.payload["vmid"], ctx.payload["kind"]
     await ctx.sleep(rules.DURATIONS["clone"])
-    lines = [f"create full clone of drive(s) from {rules.noun(kind)} {ctx.payload['source']}"]
+    linked = ctx.payload.get("linked", False)
+    lines = [
+        f"create {'linked' if linked else 'full'} clone of drive(s) from "
+        f"{rules.noun(kind)} {ctx.payload['source']}"
+    ]
 
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
         config = dict(row["config"])
-        config.update(
-            await copy_disks(
+        if linked:
+            disks = await link_disks(
+                conn, ctx.clock, kind, row["node"], newid, ctx.payload["disks"]
+            )
+        else:
+            disks = await copy_disks(
                 conn,
                 ctx.clock,
                 kind,
@@ -239,7 +253,7 @@ async def clone(ctx: TaskContext) -> None:
                 ctx.payload["disks"],
                 ctx.payload["storage"],
             )
-        )
+        config.update(disks)
         config.pop("lock", None)
         await guest_repo.update_config(
             conn,
@@ -266,6 +280,30 @@ async def resize_disk(ctx: TaskContext) -> None:
         await resize_in_place(conn, kind, row, disk, ctx.payload["size"])
 
     await ctx.complete(effect, lines=[f"resizing {disk} ({ctx.payload['size']})"])
+
+
+async def move_disk(ctx: TaskContext) -> None:
+    await ctx.sleep(rules.DURATIONS["move"])
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        row = await _locked_guest(conn, ctx)
+        config, moved = await apply_move(conn, ctx.clock, row, ctx.payload)
+        lines.extend(moved)
+        await guest_repo.update_config(
+            conn,
+            vmid=row["vmid"],
+            expected_version=row["version"],
+            config=config,
+            name=row["name"],
+            maxmem=row["maxmem"],
+            maxdisk=await inventory.guest_disk_bytes(conn, row["vmid"]),
+            cpus=row["cpus"],
+            interfaces=row["interfaces"],
+            pool=row["pool"],
+        )
+
+    await ctx.complete(effect, lines=lines)
 
 
 async def make_template(ctx: TaskContext) -> None:
@@ -308,6 +346,9 @@ def executors() -> dict[str, Executor]:
     table: dict[str, Executor] = {
         "qmcreate": create_guest,
         "vzcreate": create_guest,
+        # A restore allocates the archive's disks like a create (see backup_service).
+        "qmrestore": create_guest,
+        "vzrestore": create_guest,
         "qmdestroy": destroy,
         "vzdestroy": destroy,
         "qmconfig": config_update,
@@ -321,7 +362,33 @@ def executors() -> dict[str, Executor]:
         # Store tasks carry PVE-like types derived from their path; the payload
         # names this executor (see TaskWorker._execute).
         resource_store.STORE_EXECUTOR: store_write,
+        "qmmove": move_disk,
+        "move_volume": move_disk,
+        "vzdump": backup_executors.vzdump,
+        "prunebackups": backup_executors.prune_backups,
+        "imgdel": backup_executors.delete_volume,
+        "download": node_executors.download,
+        "srvreload": node_executors.service_action,
+        "aptupdate": node_executors.apt_update,
+        "srvstart": node_executors.service_action,
+        "srvstop": node_executors.service_action,
+        "srvrestart": node_executors.service_action,
+        "replicate": node_executors.replicate,
+        "reloadnetworkall": node_executors.apply_sdn,
     }
+    for disk_task in (
+        "diskinit",
+        "wipedisk",
+        "zfscreate",
+        "lvmcreate",
+        "lvmthincreate",
+        "dircreate",
+        "zfsremove",
+        "lvmremove",
+        "lvmthinremove",
+        "dirremove",
+    ):
+        table[disk_task] = node_executors.disk_operation
     for transition in rules.TRANSITIONS.values():
         table[transition.task_type_qemu] = power
         table[transition.task_type_lxc] = power

@@ -1,6 +1,24 @@
 """Importing this package registers every semantic handler."""
 
-from proxmox_simulator.api.handlers import access, cluster, guests, nodes  # noqa: F401
+from proxmox_simulator.api.handlers import (  # noqa: F401
+    access,
+    acme,
+    backup,
+    cluster,
+    cluster_config,
+    disks,
+    firewall,
+    guest_operations,
+    guests,
+    ha,
+    node_system,
+    nodes,
+    notifications,
+    pools,
+    replication,
+    sdn,
+    storage,
+)
 from proxmox_simulator.api.handlers.registry import REGISTRY
 
 __all__ = ["REGISTRY"]

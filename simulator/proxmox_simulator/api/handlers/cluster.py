@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import corosync_service as corosync
 from proxmox_simulator.domain import inventory_service as svc
 from proxmox_simulator.domain.errors import PermissionDenied
 from proxmox_simulator.repositories import tasks as task_repo
@@ -77,7 +78,7 @@ async def get_pool(ctx: RequestContext):
 
 @route("/pools/{poolid}", "PUT")
 async def update_pool(ctx: RequestContext):
-    _require_vm_allocate(ctx)
+    require_vm_allocate(ctx)
     await svc.update_pool(ctx.rt, ctx.params["poolid"], ctx.params)
 
 
@@ -86,10 +87,35 @@ async def delete_pool(ctx: RequestContext):
     await svc.delete_pool(ctx.rt, ctx.params["poolid"])
 
 
-def _require_vm_allocate(ctx: RequestContext) -> None:
+def require_vm_allocate(ctx: RequestContext) -> None:
     """Moving a guest into a pool also needs VM.Allocate on that guest (PVE rule)."""
     for vmid in str(ctx.params.get("vms") or "").replace(";", ",").split(","):
         if vmid.strip() and not ctx.state.has(
             ctx.principal, f"/vms/{vmid.strip()}", ["VM.Allocate"]
         ):
             raise PermissionDenied(f"Permission check failed (/vms/{vmid.strip()}, VM.Allocate)")
+
+
+@route("/cluster/config/apiversion", "GET")
+async def join_api_version(ctx: RequestContext):
+    return corosync.JOIN_API_VERSION
+
+
+@route("/cluster/config/nodes", "GET")
+async def corosync_nodes(ctx: RequestContext):
+    return await corosync.config_nodes(ctx.rt)
+
+
+@route("/cluster/config/join", "GET")
+async def join_info(ctx: RequestContext):
+    return await corosync.join_info(ctx.rt, ctx.params.get("node"))
+
+
+@route("/cluster/config/totem", "GET")
+async def totem(ctx: RequestContext):
+    return await corosync.totem(ctx.rt)
+
+
+@route("/cluster/config/qdevice", "GET")
+async def qdevice(ctx: RequestContext):
+    return await corosync.qdevice(ctx.rt)

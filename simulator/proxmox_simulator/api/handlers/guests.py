@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import RawJSON
 from proxmox_simulator.api.validation import defaults
+from proxmox_simulator.domain import backup_service as backup
 from proxmox_simulator.domain import guest_agent as agent
 from proxmox_simulator.domain import guest_disks as disks
 from proxmox_simulator.domain import guest_placement as placement
@@ -23,8 +24,24 @@ def _register(kind: str) -> None:
 
     @route(base, "POST")
     async def create_guest(ctx: RequestContext):
+        # qemu: "archive"; lxc: "restore=1" with the archive as "ostemplate".
+        archive = ctx.params.get("archive") or (
+            ctx.params.get("ostemplate") if ctx.params.get("restore") else None
+        )
+        restored = None
+        if archive:
+            restored = await backup.restored_guest_config(
+                ctx.rt, kind, ctx.node, int(ctx.params["vmid"]), archive, ctx.params.get("storage")
+            )
         return await svc.create(
-            ctx.rt, ctx.state, ctx.principal, kind, ctx.node, ctx.params, defaults(ctx.endpoint)
+            ctx.rt,
+            ctx.state,
+            ctx.principal,
+            kind,
+            ctx.node,
+            ctx.params,
+            defaults(ctx.endpoint),
+            restored=restored,
         )
 
     @route(f"{guest}/config", "GET")
@@ -109,6 +126,23 @@ def _register(kind: str) -> None:
             as_task=returns_task(ctx.endpoint),
         )
 
+    @route(f"{guest}/move_disk" if kind == QEMU else f"{guest}/move_volume", "POST")
+    async def move(ctx: RequestContext):
+        return await disks.move(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params)
+
+    if kind == QEMU:
+
+        @route(f"{guest}/unlink", "PUT")
+        async def unlink(ctx: RequestContext):
+            await disks.unlink(
+                ctx.rt,
+                kind,
+                ctx.node,
+                ctx.vmid,
+                ctx.params["idlist"],
+                bool(ctx.params.get("force")),
+            )
+
     @route(f"{guest}/pending", "GET")
     async def pending(ctx: RequestContext):
         # Changes apply immediately in the simulator, so nothing is ever pending:
@@ -138,6 +172,8 @@ def _register(kind: str) -> None:
 
     for action in ("start", "stop", "shutdown", "reboot", "suspend", "resume"):
         _register_power(guest, kind, action)
+    if kind == QEMU:
+        _register_power(guest, kind, "reset")
 
     @route(f"{guest}/snapshot", "GET")
     async def list_snapshots(ctx: RequestContext):

@@ -29,18 +29,6 @@ async def node_version(ctx: RequestContext):
     return svc.pve_release(ctx.rt.contract.version)
 
 
-@route("/nodes/{node}/network", "GET")
-async def node_network(ctx: RequestContext):
-    # The schema says "user: all"; PVE's code requires Sys.Audit on the node.
-    ctx.state.require(ctx.principal, f"/nodes/{ctx.node}", ["Sys.Audit"])
-    return await svc.list_node_network(ctx.rt, ctx.node, ctx.params.get("type"))
-
-
-@route("/nodes/{node}/network/{iface}", "GET")
-async def node_interface(ctx: RequestContext):
-    return await svc.get_node_interface(ctx.rt, ctx.node, ctx.params["iface"])
-
-
 @route("/storage", "GET")
 async def storage_config(ctx: RequestContext):
     return await svc.storage_config(ctx.rt, ctx.state, ctx.principal)

@@ -1,0 +1,47 @@
+"""/cluster/acme: challenge plugins, directories and the challenge schema."""
+
+from __future__ import annotations
+
+from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import acme_service as svc
+
+
+def _declared(ctx: RequestContext) -> set[str]:
+    return {p.name for p in ctx.endpoint.parameters}
+
+
+@route("/cluster/acme/directories", "GET")
+async def directories(ctx: RequestContext):
+    return svc.DIRECTORIES
+
+
+@route("/cluster/acme/challenge-schema", "GET")
+async def challenge_schema(ctx: RequestContext):
+    create = ctx.rt.contract.endpoint("/cluster/acme/plugins", "POST")
+    api = next((p for p in create.parameters if p.name == "api"), None) if create else None
+    return svc.challenge_schema(tuple(api.enum or ()) if api else ())
+
+
+@route("/cluster/acme/plugins", "GET")
+async def list_plugins(ctx: RequestContext):
+    return await svc.list_plugins(ctx.rt, ctx.params.get("type"))
+
+
+@route("/cluster/acme/plugins", "POST")
+async def create_plugin(ctx: RequestContext):
+    await svc.create_plugin(ctx.rt, ctx.params, _declared(ctx))
+
+
+@route("/cluster/acme/plugins/{id}", "GET")
+async def get_plugin(ctx: RequestContext):
+    return await svc.get_plugin(ctx.rt, ctx.params["id"])
+
+
+@route("/cluster/acme/plugins/{id}", "PUT")
+async def update_plugin(ctx: RequestContext):
+    await svc.update_plugin(ctx.rt, ctx.params["id"], ctx.params, _declared(ctx))
+
+
+@route("/cluster/acme/plugins/{id}", "DELETE")
+async def delete_plugin(ctx: RequestContext):
+    await svc.delete_plugin(ctx.rt, ctx.params["id"])

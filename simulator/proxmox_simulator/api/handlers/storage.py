@@ -1,0 +1,47 @@
+"""storage.cfg (/storage) and per-node storage: status, allocation, downloads."""
+
+from __future__ import annotations
+
+from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import storage_service as svc
+
+
+def _declared(ctx: RequestContext) -> set[str]:
+    return {p.name for p in ctx.endpoint.parameters}
+
+
+@route("/storage", "POST")
+async def create_storage(ctx: RequestContext):
+    return await svc.create_storage(ctx.rt, ctx.params, _declared(ctx))
+
+
+@route("/storage/{storage}", "GET")
+async def get_storage(ctx: RequestContext):
+    return await svc.get_storage(ctx.rt, ctx.state, ctx.principal, ctx.params["storage"])
+
+
+@route("/storage/{storage}", "PUT")
+async def update_storage(ctx: RequestContext):
+    return await svc.update_storage(ctx.rt, ctx.params["storage"], ctx.params, _declared(ctx))
+
+
+@route("/storage/{storage}", "DELETE")
+async def delete_storage(ctx: RequestContext):
+    await svc.delete_storage(ctx.rt, ctx.params["storage"])
+
+
+@route("/nodes/{node}/storage/{storage}/status", "GET")
+async def storage_status(ctx: RequestContext):
+    return await svc.status(ctx.rt, ctx.node, ctx.params["storage"])
+
+
+@route("/nodes/{node}/storage/{storage}/content", "POST")
+async def allocate(ctx: RequestContext):
+    return await svc.allocate(ctx.rt, ctx.node, ctx.params["storage"], ctx.params)
+
+
+@route("/nodes/{node}/storage/{storage}/download-url", "POST")
+async def download_url(ctx: RequestContext):
+    return await svc.download_url(
+        ctx.rt, ctx.principal, ctx.node, ctx.params["storage"], ctx.params
+    )

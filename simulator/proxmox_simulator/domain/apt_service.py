@@ -1,0 +1,86 @@
+"""The node's package view: installed Proxmox packages, updates, changelogs.
+
+The simulated node is up to date: ``apt update`` refreshes (a task) and finds
+nothing to upgrade.  Versions derive from the node's ``pveversion``.
+"""
+
+from __future__ import annotations
+
+from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.domain.guest_service import require_node
+from proxmox_simulator.tasks.service import enqueue
+
+# (package, title, section) of what ``pveversion -v`` lists first.
+_PACKAGES = (
+    ("proxmox-ve", "Proxmox Virtual Environment", "admin"),
+    ("pve-manager", "Proxmox Virtual Environment Management Tools", "admin"),
+    ("qemu-server", "Qemu Server Tools", "admin"),
+    ("pve-container", "Proxmox VE Container management tool", "perl"),
+    ("pve-firewall", "Proxmox VE Firewall", "admin"),
+    ("pve-ha-manager", "Proxmox VE HA Manager", "perl"),
+    ("libpve-storage-perl", "Proxmox VE storage management library", "perl"),
+)
+
+
+def _manager_version(node_row) -> str:
+    # pve_version looks like "pve-manager/9.2.12/simulated"
+    parts = str(node_row["pve_version"]).split("/")
+    return parts[1] if len(parts) > 1 else str(node_row["pve_version"])
+
+
+async def versions(rt, node: str) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        node_row = await require_node(conn, node)
+    version = _manager_version(node_row)
+    kernel = str(node_row["kversion"]).split()[1] if " " in str(node_row["kversion"]) else ""
+    out = []
+    for package, title, section in _PACKAGES:
+        entry = {
+            "Package": package,
+            "Title": title,
+            "Description": title,
+            "Version": version,
+            "Arch": "amd64" if package != "proxmox-ve" else "all",
+            "CurrentState": "Installed",
+            "Origin": "Proxmox",
+            "Priority": "optional",
+            "Section": section,
+        }
+        if package == "proxmox-ve":
+            entry["RunningKernel"] = kernel
+            entry["ManagerVersion"] = version
+        out.append(entry)
+    return out
+
+
+async def upgradable(rt, node: str) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+    return []
+
+
+async def refresh(rt, principal, node: str) -> str:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await require_node(conn, node)
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="aptupdate",
+            task_id="",
+            principal=principal,
+            payload={"node": node},
+            lock=f"apt-{node}",
+        )
+
+
+async def changelog(rt, node: str, package: str, version: str | None) -> str:
+    installed = {e["Package"]: e for e in await versions(rt, node)}
+    if package not in installed:
+        raise PveError(f"changelog for package '{package}' not available")
+    shown = version or installed[package]["Version"]
+    return (
+        f"{package} ({shown}) bookworm; urgency=medium\n\n"
+        f"  * simulated release of {installed[package]['Title']}\n\n"
+        f" -- Proxmox Support Team <support@proxmox.com>\n"
+    )

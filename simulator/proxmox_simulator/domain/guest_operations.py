@@ -1,0 +1,302 @@
+"""Guest operations beyond lifecycle: cloud-init drive, feature checks, RRD
+statistics, key presses and the QEMU monitor."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from urllib.parse import unquote
+
+from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.domain.guest_service import load_guest
+from proxmox_simulator.repositories import guest_agent as agent_repo
+from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import inventory
+
+CLOUDINIT_KEYS = (
+    "cicustom",
+    "cipassword",
+    "citype",
+    "ciupgrade",
+    "ciuser",
+    "nameserver",
+    "searchdomain",
+    "sshkeys",
+)
+
+
+def _cloudinit_values(config: dict) -> dict:
+    return {k: str(v) for k, v in config.items() if k in CLOUDINIT_KEYS or k.startswith("ipconfig")}
+
+
+async def cloudinit_pending(rt, node: str, vmid: int) -> list[dict]:
+    """What the drive holds (``value``) against what the config says (``pending``)."""
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, rules.QEMU, node, vmid)
+        state = await agent_repo.state(conn, vmid)
+    current = _cloudinit_values(row["config"])
+    generated = state["cloudinit"] or {}
+    out = []
+    for key in sorted(set(current) | set(generated)):
+        entry: dict = {"key": key}
+        if key in generated:
+            entry["value"] = generated[key]
+        if key not in current:
+            entry["delete"] = 1
+        elif generated.get(key) != current[key]:
+            entry["pending"] = current[key]
+        out.append(entry)
+    return out
+
+
+async def cloudinit_regenerate(rt, node: str, vmid: int) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await load_guest(conn, rules.QEMU, node, vmid, for_update=True)
+        await agent_repo.set_cloudinit(conn, vmid, _cloudinit_values(row["config"]))
+
+
+def _network_yaml(config: dict) -> str:
+    lines = ["version: 1", "config:"]
+    for key in sorted(config):
+        match = rules.NET_KEY.match(key)
+        if not match:
+            continue
+        index = match.group(1)
+        props = rules.parse_property_string(config[key], "model")
+        mac = next((v for k, v in props.items() if k in rules.NIC_MODELS), props.get("macaddr", ""))
+        lines += [
+            "    - type: physical",
+            f"      name: eth{index}",
+            f"      mac_address: '{mac.lower()}'",
+            "      subnets:",
+        ]
+        ipcfg = rules.parse_property_string(config.get(f"ipconfig{index}", ""))
+        if ipcfg.get("ip") and ipcfg["ip"] != "dhcp":
+            lines += ["      - type: static", f"        address: '{ipcfg['ip']}'"]
+            if ipcfg.get("gw"):
+                lines.append(f"        gateway: '{ipcfg['gw']}'")
+        else:
+            lines.append("      - type: dhcp4")
+    if config.get("nameserver") or config.get("searchdomain"):
+        lines += ["    - type: nameserver", "      address:"]
+        lines += [f"      - '{ns}'" for ns in str(config.get("nameserver", "")).split()]
+        lines += ["      search:"] + [
+            f"      - '{d}'" for d in str(config.get("searchdomain", "")).split()
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _user_yaml(row) -> str:
+    config = row["config"]
+    name = row["name"] or f"vm{row['vmid']}"
+    lines = ["#cloud-config", f"hostname: {name}", "manage_etc_hosts: true", "fqdn: " + name]
+    if config.get("ciuser"):
+        lines.append(f"user: {config['ciuser']}")
+    if config.get("cipassword"):
+        lines += [f"password: {config['cipassword']}", "chpasswd:", "  expire: False"]
+    if config.get("sshkeys"):
+        lines += ["ssh_authorized_keys:"] + [
+            f"  - {k}" for k in unquote(config["sshkeys"]).splitlines() if k
+        ]
+    lines += [
+        "users:",
+        "  - default",
+        f"package_upgrade: {'true' if config.get('ciupgrade', 1) not in (0, '0') else 'false'}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+async def cloudinit_dump(rt, node: str, vmid: int, kind: str) -> str:
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, rules.QEMU, node, vmid)
+    if kind == "user":
+        return _user_yaml(row)
+    if kind == "network":
+        return _network_yaml(row["config"])
+    digest = hashlib.sha1(
+        repr(sorted(_cloudinit_values(row["config"]).items())).encode()
+    ).hexdigest()
+    return f"instance-id: {digest}\n"
+
+
+# -- feature -------------------------------------------------------------------------
+
+# Plugins whose volumes can be snapshotted / linked-cloned (PVE's volume_has_feature).
+_SNAPSHOT_TYPES = {"lvmthin", "zfspool", "rbd", "zfs", "btrfs"}
+_CLONE_TYPES = {"lvmthin", "zfspool", "rbd", "zfs", "btrfs"}
+
+
+async def feature(rt, kind: str, node: str, vmid: int, name: str, snapname: str | None) -> dict:
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, kind, node, vmid)
+        if (
+            snapname
+            and snapname != "current"
+            and await guest_repo.snapshot(conn, vmid, snapname) is None
+        ):
+            raise PveError(f"snapshot '{snapname}' does not exist")
+        storages = {s["storage"]: s for s in await inventory.storages(conn)}
+        nodes = [n["node"] for n in await inventory.nodes(conn)]
+    first = "file" if kind == rules.QEMU else "volume"
+    has = True
+    shared = True
+    for key, value in row["config"].items():
+        if not rules.is_disk_key(kind, key) or "media=cdrom" in str(value):
+            continue
+        volid = rules.parse_property_string(str(value), first).get(first, "")
+        storage = storages.get(volid.split(":", 1)[0])
+        if storage is None:
+            continue
+        shared = shared and storage["shared"]
+        qcow2 = volid.endswith(".qcow2")
+        if name == "snapshot" and not (storage["type"] in _SNAPSHOT_TYPES or qcow2):
+            has = False
+        if name == "clone" and not (row["template"] and (storage["type"] in _CLONE_TYPES or qcow2)):
+            has = False
+    return {"hasFeature": 1 if has else 0, "nodes": nodes if shared else [node]}
+
+
+# -- RRD -----------------------------------------------------------------------------
+
+_STEPS = {
+    "hour": (60, 70),
+    "day": (1800, 70),
+    "week": (10800, 70),
+    "month": (43200, 70),
+    "year": (604800, 70),
+}
+
+
+async def rrddata(
+    rt, kind: str, node: str, vmid: int, timeframe: str, cf: str | None
+) -> list[dict]:
+    """Deterministic statistics consistent with the guest's state: zero while stopped."""
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, kind, node, vmid)
+    step, count = _STEPS[timeframe]
+    now = int(rt.clock.now()) // step * step
+    started = row["started_at"] or now + 1
+    running = row["status"] != rules.STOPPED
+    factor = 1.0 if cf != "MAX" else 1.25
+    points = []
+    for i in range(count):
+        t = now - (count - 1 - i) * step
+        up = running and t >= started
+        wave = (math.sin((t / step + vmid) / 7.0) + 1) / 2
+        point = {
+            "time": t,
+            "maxcpu": row["cpus"],
+            "maxmem": row["maxmem"],
+            "maxdisk": row["maxdisk"],
+        }
+        if up:
+            point.update(
+                {
+                    "cpu": round(min(1.0, 0.01 + 0.05 * wave * factor), 6),
+                    "mem": int(row["maxmem"] * (0.35 + 0.1 * wave)),
+                    "disk": 0,
+                    "netin": round(1200 * wave * factor, 3),
+                    "netout": round(800 * wave * factor, 3),
+                    "diskread": round(4096 * wave * factor, 3),
+                    "diskwrite": round(8192 * wave * factor, 3),
+                }
+            )
+        points.append(point)
+    return points
+
+
+async def rrd(rt, kind: str, node: str, vmid: int, ds: str, timeframe: str) -> dict:
+    """PVE renders a PNG and answers its file name; the simulator names the image it would draw."""
+    known = {
+        "cpu",
+        "mem",
+        "maxmem",
+        "maxcpu",
+        "disk",
+        "maxdisk",
+        "netin",
+        "netout",
+        "diskread",
+        "diskwrite",
+    }
+    wanted = [d for d in ds.split(",") if d]
+    unknown = [d for d in wanted if d not in known]
+    if unknown:
+        raise ParameterError({"ds": f"unknown data source '{unknown[0]}'"})
+    await rrddata(rt, kind, node, vmid, timeframe, None)
+    return {"filename": f"/var/tmp/rrd-{kind}-{vmid}-{'_'.join(wanted)}-{timeframe}.png"}
+
+
+# -- keys and monitor ----------------------------------------------------------------------
+
+_KEY_PART = {
+    *"abcdefghijklmnopqrstuvwxyz0123456789",
+    "ctrl",
+    "alt",
+    "alt_r",
+    "shift",
+    "shift_r",
+    "meta_l",
+    "meta_r",
+    "delete",
+    "esc",
+    "tab",
+    "ret",
+    "spc",
+    "backspace",
+    "up",
+    "down",
+    "left",
+    "right",
+    "home",
+    "end",
+    "pgup",
+    "pgdn",
+    "insert",
+    *(f"f{i}" for i in range(1, 13)),
+    "minus",
+    "equal",
+    "comma",
+    "dot",
+    "slash",
+    "print",
+    "sysrq",
+}
+
+
+async def _running_qemu(rt, node: str, vmid: int):
+    async with rt.pool.acquire() as conn:
+        row = await load_guest(conn, rules.QEMU, node, vmid)
+    if row["status"] == rules.STOPPED:
+        raise PveError(f"VM {vmid} not running")
+    return row
+
+
+async def sendkey(rt, node: str, vmid: int, key: str, skiplock: bool) -> None:
+    for part in key.split("-"):
+        if part not in _KEY_PART:
+            raise ParameterError({"key": f"unknown key '{part}'"})
+    row = await _running_qemu(rt, node, vmid)
+    if row["config"].get("lock") and not skiplock:
+        raise PveError(f"VM is locked ({row['config']['lock']})")
+
+
+async def monitor(rt, node: str, vmid: int, command: str) -> str:
+    row = await _running_qemu(rt, node, vmid)
+    words = command.split()
+    if words[:2] == ["info", "status"]:
+        return f"VM status: {'paused' if row['status'] == rules.PAUSED else 'running'}\n"
+    if words[:2] == ["info", "version"]:
+        return "9.2.0pve-qemu-kvm-9.2.0-2\n"
+    if words[:2] == ["info", "name"]:
+        return f"{row['name']}\n"
+    if words[:2] == ["info", "uuid"]:
+        return f"{row['config'].get('smbios1', 'uuid=00000000-0000-0000-0000-000000000000').split('uuid=')[-1].split(',')[0]}\n"
+    if words[:2] == ["info", "cpus"]:
+        return "".join(
+            f"* CPU #{i}: thread_id={10000 + row['vmid'] + i}\n" for i in range(row["cpus"])
+        )
+    if words[:1] == ["help"]:
+        return "info cpus -- show infos for each CPU\ninfo name -- show the current VM name\ninfo status -- show the current VM status\ninfo uuid -- show the current VM UUID\ninfo version -- show the version of QEMU\n"
+    return f"unknown command: '{words[0] if words else ''}'\n"

@@ -1,0 +1,513 @@
+"""SDN zones, VNets and subnets with PVE's pending/apply model.
+
+Edits change the configuration files at once; nodes keep running the last
+applied configuration until ``PUT /cluster/sdn`` (a ``reloadnetworkall``
+task) makes the current files the running ones.  ``pending=1`` shows what
+an apply would change, ``running=1`` what is applied.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from proxmox_simulator.domain import config_sections as sections
+from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import section_configs as repo
+from proxmox_simulator.tasks.service import enqueue
+
+FILES = {
+    "zones": "sdn/zones.cfg",
+    "vnets": "sdn/vnets.cfg",
+    "subnets": "sdn/subnets.cfg",
+    "controllers": "sdn/controllers.cfg",
+    "ipams": "sdn/ipams.cfg",
+    "dns": "sdn/dns.cfg",
+}
+KEYS = {
+    "zones": "zone",
+    "vnets": "vnet",
+    "subnets": "subnet",
+    "controllers": "controller",
+    "ipams": "ipam",
+    "dns": "dns",
+}
+# The built-in IPAM every cluster has.
+BUILTIN_IPAM = {"pve": {"type": "pve"}}
+_SECRETS = frozenset({"key", "token"})
+# What each plugin type must be given.
+_REQUIRED = {
+    ("controllers", "evpn"): ("asn", "peers"),
+    ("controllers", "bgp"): ("asn", "peers", "node"),
+    ("controllers", "isis"): ("isis-domain", "isis-ifaces", "node"),
+    ("ipams", "netbox"): ("url", "token"),
+    ("ipams", "phpipam"): ("url", "token", "section"),
+    ("dns", "powerdns"): ("url", "key"),
+}
+RUNNING_FILE, RUNNING_ID = "sdn/.running-config", "running"
+_ID = re.compile(r"^[a-z][a-z0-9]{0,6}[a-z0-9]$")
+_ZONE_TYPES = {"simple", "vlan", "qinq", "vxlan", "evpn"}
+_TAGGED = {"vlan", "qinq", "vxlan", "evpn"}
+_TAG_MAX = {"vlan": 4094, "qinq": 4094, "vxlan": 16777215, "evpn": 16777215}
+_NOT_OPTIONS = frozenset({"type", "delete", "digest", "lock-token", "pending", "running"})
+
+
+def _check_id(kind: str, value: str) -> None:
+    if not _ID.match(value):
+        raise ParameterError(
+            {
+                kind: f"invalid {kind} ID '{value}' (2-8 lowercase letters and digits, starting with a letter)"
+            }
+        )
+
+
+async def _current(conn, what: str) -> dict[str, dict]:
+    rows = await repo.sections(conn, FILES[what])
+    found = {r["id"]: {"type": r["type"], **r["options"]} for r in rows}
+    return {**BUILTIN_IPAM, **found} if what == "ipams" else found
+
+
+async def _running(conn) -> dict:
+    row = await repo.section(conn, RUNNING_FILE, RUNNING_ID)
+    return row["options"] if row else {"zones": {}, "vnets": {}, "subnets": {}}
+
+
+def _render(
+    what: str, section_id: str, current: dict | None, running: dict | None, digest: str, mode: str
+) -> dict:
+    key = KEYS[what]
+    if current:
+        current = {k: v for k, v in current.items() if k not in _SECRETS}
+    if running:
+        running = {k: v for k, v in running.items() if k not in _SECRETS}
+    if mode == "running":
+        return {key: section_id, **(running or {})}
+    if mode != "pending":
+        return {key: section_id, **(current or {}), "digest": digest}
+    entry: dict = {key: section_id, **(running or {})}
+    if running is None:
+        entry.update(
+            {
+                "type": current["type"],
+                "state": "new",
+                "pending": {k: v for k, v in current.items() if k != "type"},
+            }
+        )
+    elif current is None:
+        entry["state"] = "deleted"
+    else:
+        changed = {k: v for k, v in current.items() if running.get(k) != v}
+        removed = [k for k in running if k not in current]
+        if changed or removed:
+            entry["state"] = "changed"
+            entry["pending"] = changed
+    entry["digest"] = digest
+    return entry
+
+
+def _mode(params: dict) -> str:
+    if params.get("running"):
+        return "running"
+    return "pending" if params.get("pending") else "current"
+
+
+async def list_sections(rt, what: str, params: dict, *, vnet: str | None = None) -> list[dict]:
+    async with rt.pool.acquire() as conn:
+        current = await _current(conn, what)
+        running = (await _running(conn)).get(what, {})
+        digest = await _file_digest(conn, what)
+    mode = _mode(params)
+    ids = (
+        set(running)
+        if mode == "running"
+        else set(current) | (set(running) if mode == "pending" else set())
+    )
+    out = []
+    for section_id in sorted(ids):
+        cur, run = current.get(section_id), running.get(section_id)
+        owner = (cur or run or {}).get("vnet")
+        if vnet is not None and owner != vnet:
+            continue
+        if what != "subnets" and params.get("type") and (cur or run)["type"] != params["type"]:
+            continue
+        out.append(_render(what, section_id, cur, run, digest, mode))
+    return out
+
+
+async def _file_digest(conn, what: str) -> str:
+    rows = await repo.sections(conn, FILES[what])
+    return sections.digest(
+        FILES[what], ",".join(f"{r['id']}:{r['version']}" for r in rows), len(rows)
+    )
+
+
+async def get_section(
+    rt, what: str, section_id: str, params: dict, *, vnet: str | None = None
+) -> dict:
+    for entry in await list_sections(rt, what, params, vnet=vnet):
+        if entry.get(KEYS[what]) == section_id:
+            return entry
+    raise PveError(f"sdn {what[:-1]} '{section_id}' does not exist")
+
+
+async def _write(
+    rt,
+    what: str,
+    section_id: str,
+    kind: str | None,
+    options: dict | None,
+    digest: str | None,
+    check,
+) -> None:
+    """Create (kind given), update (options given) or delete (neither) one section."""
+    async with rt.pool.acquire() as conn, conn.transaction():
+        # One lock for all SDN files, like PVE's sdn config lock.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('pvesim:sdn'))")
+        sections.check_digest(digest, await _file_digest(conn, what))
+        existing = await repo.section(conn, FILES[what], section_id, for_update=True)
+        await check(conn, existing)
+        if kind is not None:
+            if existing is not None:
+                raise PveError(f"sdn {what[:-1]} '{section_id}' already exists")
+            await repo.insert(conn, FILES[what], section_id, kind, options)
+        elif options is not None:
+            if existing is None:
+                raise PveError(f"sdn {what[:-1]} '{section_id}' does not exist")
+            sections.require_saved(
+                await repo.update(conn, FILES[what], section_id, existing["version"], options)
+            )
+        else:
+            if existing is None:
+                raise PveError(f"sdn {what[:-1]} '{section_id}' does not exist")
+            await repo.delete(conn, FILES[what], section_id)
+
+
+def _options(params: dict, declared: set[str], what: str) -> dict:
+    return {k: v for k, v in params.items() if k in _settable(declared, what)}
+
+
+def _settable(declared: set[str], what: str) -> frozenset[str]:
+    """Declared parameters that are options of a ``what`` section (not its IDs)."""
+    ids = {KEYS[what]} | ({"vnet"} if what == "subnets" else set())
+    return frozenset(declared) - _NOT_OPTIONS - ids
+
+
+# -- zones ------------------------------------------------------------------------
+
+
+def _check_zone(kind: str, options: dict) -> None:
+    if kind not in _ZONE_TYPES:
+        raise ParameterError({"type": f"zone type '{kind}' is not supported by the simulator"})
+    if kind in ("vlan", "qinq") and not options.get("bridge"):
+        raise ParameterError({"bridge": f"a {kind} zone needs a bridge"})
+    if kind == "vxlan" and not options.get("peers"):
+        raise ParameterError({"peers": "a vxlan zone needs peers"})
+    if kind == "evpn" and not options.get("controller"):
+        raise ParameterError({"controller": "an evpn zone needs a controller"})
+
+
+async def _check_zone_refs(conn, options: dict) -> None:
+    """Controllers, IPAMs and DNS plugins a zone names must exist."""
+    for what in ("controllers", "ipams", "dns"):
+        key = KEYS[what]
+        if options.get(key) and options[key] not in await _current(conn, what):
+            raise ParameterError({key: f"{key} '{options[key]}' does not exist"})
+
+
+async def _check_nodes(conn, options: dict) -> None:
+    known = {n["node"] for n in await inventory.nodes(conn)}
+    for node in sections.split_list(options.get("nodes")):
+        if node not in known:
+            raise ParameterError({"nodes": f"no such node '{node}'"})
+
+
+async def create_zone(rt, params: dict, declared: set[str]) -> None:
+    zone = params["zone"]
+    _check_id("zone", zone)
+    options = _options(params, declared, "zones")
+    _check_zone(params["type"], options)
+
+    async def check(conn, existing) -> None:
+        await _check_nodes(conn, options)
+        await _check_zone_refs(conn, options)
+
+    await _write(rt, "zones", zone, params["type"], options, None, check)
+
+
+async def update_zone(rt, zone: str, params: dict, declared: set[str]) -> None:
+    async with rt.pool.acquire() as conn:
+        row = await repo.section(conn, FILES["zones"], zone)
+    if row is None:
+        raise PveError(f"sdn zone '{zone}' does not exist")
+    options = sections.updated_options(row["options"], params, _settable(declared, "zones"))
+    _check_zone(row["type"], options)
+
+    async def check(conn, existing) -> None:
+        await _check_nodes(conn, options)
+        await _check_zone_refs(conn, options)
+
+    await _write(rt, "zones", zone, None, options, params.get("digest"), check)
+
+
+async def delete_zone(rt, zone: str) -> None:
+    async def check(conn, existing) -> None:
+        for vnet, options in (await _current(conn, "vnets")).items():
+            if options.get("zone") == zone:
+                raise PveError(f"cannot delete zone '{zone}', it is used by vnet '{vnet}'")
+
+    await _write(rt, "zones", zone, None, None, None, check)
+
+
+# -- vnets ------------------------------------------------------------------------
+
+
+async def _check_vnet(conn, options: dict) -> None:
+    zones = await _current(conn, "zones")
+    zone = zones.get(options.get("zone"))
+    if zone is None:
+        raise ParameterError({"zone": f"zone '{options.get('zone')}' does not exist"})
+    tag = options.get("tag")
+    if zone["type"] in _TAGGED:
+        if tag is None:
+            raise ParameterError({"tag": f"a vnet in a {zone['type']} zone needs a tag"})
+        if not 1 <= int(tag) <= _TAG_MAX[zone["type"]]:
+            raise ParameterError(
+                {"tag": f"tag must be 1-{_TAG_MAX[zone['type']]} in a {zone['type']} zone"}
+            )
+        for name, other in (await _current(conn, "vnets")).items():
+            if (
+                other.get("zone") == options["zone"]
+                and other.get("tag") == tag
+                and name != options.get("_self")
+            ):
+                raise ParameterError({"tag": f"tag {tag} is already used by vnet '{name}'"})
+    elif tag is not None:
+        raise ParameterError({"tag": "a simple zone does not use tags"})
+
+
+async def create_vnet(rt, params: dict, declared: set[str]) -> None:
+    vnet = params["vnet"]
+    _check_id("vnet", vnet)
+    options = {**_options(params, declared, "vnets"), "zone": params["zone"]}
+
+    async def check(conn, existing) -> None:
+        await _check_vnet(conn, options)
+
+    await _write(rt, "vnets", vnet, "vnet", options, None, check)
+
+
+async def update_vnet(rt, vnet: str, params: dict, declared: set[str]) -> None:
+    async with rt.pool.acquire() as conn:
+        row = await repo.section(conn, FILES["vnets"], vnet)
+    if row is None:
+        raise PveError(f"sdn vnet '{vnet}' does not exist")
+    settable = _settable(declared, "vnets")
+    options = sections.updated_options(row["options"], params, settable)
+
+    async def check(conn, existing) -> None:
+        await _check_vnet(conn, {**options, "_self": vnet})
+
+    await _write(rt, "vnets", vnet, None, options, params.get("digest"), check)
+
+
+async def delete_vnet(rt, vnet: str) -> None:
+    async def check(conn, existing) -> None:
+        for subnet, options in (await _current(conn, "subnets")).items():
+            if options.get("vnet") == vnet:
+                raise PveError(f"cannot delete vnet '{vnet}', it has subnet '{subnet}'")
+
+    await _write(rt, "vnets", vnet, None, None, None, check)
+
+
+# -- subnets ----------------------------------------------------------------------
+
+
+def _subnet_options(options: dict, network) -> dict:
+    gateway = options.get("gateway")
+    if gateway:
+        try:
+            address = ipaddress.ip_address(gateway)
+        except ValueError:
+            raise ParameterError({"gateway": f"invalid gateway '{gateway}'"}) from None
+        if address not in network:
+            raise ParameterError({"gateway": f"gateway {gateway} is not in subnet {network}"})
+    for spec in (
+        sections.split_list(options.get("dhcp-range"))
+        if isinstance(options.get("dhcp-range"), str)
+        else options.get("dhcp-range") or []
+    ):
+        props = dict(part.split("=", 1) for part in str(spec).split(",") if "=" in part)
+        for key in ("start-address", "end-address"):
+            if key in props and ipaddress.ip_address(props[key]) not in network:
+                raise ParameterError({"dhcp-range": f"{props[key]} is not in subnet {network}"})
+    return options
+
+
+async def _vnet_zone(conn, vnet: str) -> str:
+    vnets = await _current(conn, "vnets")
+    if vnet not in vnets:
+        raise PveError(f"sdn vnet '{vnet}' does not exist")
+    return vnets[vnet]["zone"]
+
+
+async def create_subnet(rt, vnet: str, params: dict, declared: set[str]) -> None:
+    try:
+        network = ipaddress.ip_network(params["subnet"], strict=True)
+    except ValueError:
+        raise ParameterError(
+            {"subnet": f"'{params['subnet']}' is not a network address in CIDR form"}
+        ) from None
+    async with rt.pool.acquire() as conn:
+        zone = await _vnet_zone(conn, vnet)
+    subnet_id = f"{zone}-{network.network_address}-{network.prefixlen}"
+    options = {
+        **_subnet_options(_options(params, declared, "subnets"), network),
+        "vnet": vnet,
+        "cidr": str(network),
+    }
+
+    async def check(conn, existing) -> None:
+        for other_id, other in (await _current(conn, "subnets")).items():
+            if (
+                other_id != subnet_id
+                and ipaddress.ip_network(other["cidr"]).overlaps(network)
+                and other.get("vnet") == vnet
+            ):
+                raise ParameterError({"subnet": f"overlaps subnet '{other_id}'"})
+
+    await _write(rt, "subnets", subnet_id, "subnet", options, None, check)
+
+
+async def update_subnet(rt, vnet: str, subnet_id: str, params: dict, declared: set[str]) -> None:
+    async with rt.pool.acquire() as conn:
+        row = await repo.section(conn, FILES["subnets"], subnet_id)
+    if row is None or row["options"].get("vnet") != vnet:
+        raise PveError(f"sdn subnet '{subnet_id}' does not exist")
+    options = sections.updated_options(row["options"], params, _settable(declared, "subnets"))
+    _subnet_options(options, ipaddress.ip_network(row["options"]["cidr"]))
+
+    async def check(conn, existing) -> None:
+        return None
+
+    await _write(rt, "subnets", subnet_id, None, options, params.get("digest"), check)
+
+
+async def delete_subnet(rt, vnet: str, subnet_id: str) -> None:
+    async def check(conn, existing) -> None:
+        if existing is not None and existing["options"].get("vnet") != vnet:
+            raise PveError(f"sdn subnet '{subnet_id}' does not exist")
+
+    await _write(rt, "subnets", subnet_id, None, None, None, check)
+
+
+# -- apply ------------------------------------------------------------------------
+
+
+async def apply(rt, principal) -> str:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        nodes = await inventory.nodes(conn)
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=nodes[0]["node"],
+            task_type="reloadnetworkall",
+            task_id="",
+            principal=principal,
+            payload={},
+            lock="sdn-apply",
+        )
+
+
+async def make_running(conn) -> list[str]:
+    """The apply task's effect: the current SDN files become the running config."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('pvesim:sdn'))")
+    snapshot = {what: await _current(conn, what) for what in FILES}
+    existing = await repo.section(conn, RUNNING_FILE, RUNNING_ID, for_update=True)
+    if existing is None:
+        await repo.insert(conn, RUNNING_FILE, RUNNING_ID, "running", snapshot)
+    else:
+        sections.require_saved(
+            await repo.update(conn, RUNNING_FILE, RUNNING_ID, existing["version"], snapshot)
+        )
+    return [
+        f"apply sdn configuration: {len(snapshot['zones'])} zones, {len(snapshot['vnets'])} vnets, {len(snapshot['subnets'])} subnets"
+    ]
+
+
+# -- controllers, IPAMs, DNS plugins ---------------------------------------------------
+
+
+def _check_plugin(what: str, kind: str, options: dict) -> None:
+    for key in _REQUIRED.get((what, kind), ()):
+        if options.get(key) in (None, ""):
+            raise ParameterError({key: f"a {kind} {KEYS[what]} needs '{key}'"})
+
+
+async def create_plugin(rt, what: str, params: dict, declared: set[str]) -> None:
+    section_id = params[KEYS[what]]
+    _check_id(KEYS[what], section_id)
+    options = _options(params, declared, what)
+    _check_plugin(what, params["type"], options)
+
+    async def check(conn, existing) -> None:
+        if section_id in await _current(conn, what):
+            raise PveError(f"sdn {KEYS[what]} '{section_id}' already exists")
+        if "node" in options:
+            await _check_nodes(conn, {"nodes": options["node"]})
+
+    await _write(rt, what, section_id, params["type"], options, None, check)
+
+
+async def update_plugin(rt, what: str, section_id: str, params: dict, declared: set[str]) -> None:
+    async with rt.pool.acquire() as conn:
+        row = await repo.section(conn, FILES[what], section_id)
+    if row is None:
+        raise PveError(f"sdn {KEYS[what]} '{section_id}' does not exist")
+    options = sections.updated_options(row["options"], params, _settable(declared, what))
+    _check_plugin(what, row["type"], options)
+
+    async def check(conn, existing) -> None:
+        return None
+
+    await _write(rt, what, section_id, None, options, params.get("digest"), check)
+
+
+async def delete_plugin(rt, what: str, section_id: str) -> None:
+    async def check(conn, existing) -> None:
+        for zone, options in (await _current(conn, "zones")).items():
+            if options.get(KEYS[what]) == section_id:
+                raise PveError(
+                    f"cannot delete {KEYS[what]} '{section_id}', it is used by zone '{zone}'"
+                )
+
+    if what == "ipams" and section_id in BUILTIN_IPAM:
+        raise PveError("cannot delete the built-in ipam 'pve'")
+    await _write(rt, what, section_id, None, None, None, check)
+
+
+async def ipam_status(rt, ipam: str) -> list[dict]:
+    """Addresses the IPAM holds: each subnet's gateway in the zones using it."""
+    async with rt.pool.acquire() as conn:
+        ipams = await _current(conn, "ipams")
+        if ipam not in ipams:
+            raise PveError(f"sdn ipam '{ipam}' does not exist")
+        zones = await _current(conn, "zones")
+        vnets = await _current(conn, "vnets")
+        subnets = await _current(conn, "subnets")
+    out = []
+    for _subnet_id, subnet in sorted(subnets.items()):
+        vnet = subnet.get("vnet")
+        zone = vnets.get(vnet, {}).get("zone")
+        if zones.get(zone, {}).get("ipam", "pve") != ipam or not subnet.get("gateway"):
+            continue
+        out.append(
+            {
+                "subnet": subnet["cidr"],
+                "vnet": vnet,
+                "zone": zone,
+                "ip": subnet["gateway"],
+                "gateway": 1,
+            }
+        )
+    return out

@@ -1,0 +1,397 @@
+"""storage.cfg management, per-node storage status, volume allocation and downloads."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from urllib.parse import urlsplit
+
+from proxmox_simulator.domain import config_sections as sections
+from proxmox_simulator.domain.access import AccessState, Principal
+from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.domain.guest_service import GIB, require_node
+from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import storage_config as storage_repo
+from proxmox_simulator.tasks.service import enqueue
+
+TIB = 1024 * GIB
+# Content each plugin can hold, its default content, whether it is shared by
+# nature, what a section must name, and the capacity the simulator gives it.
+PLUGINS: dict[str, dict] = {
+    "dir": {
+        "content": "images,rootdir,vztmpl,iso,backup,snippets,import",
+        "default": "images,rootdir",
+        "required": ("path",),
+        "capacity": 1 * TIB,
+    },
+    "btrfs": {
+        "content": "images,rootdir,vztmpl,iso,backup,snippets,import",
+        "default": "images,rootdir",
+        "required": ("path",),
+        "capacity": 1 * TIB,
+    },
+    "nfs": {
+        "content": "images,rootdir,vztmpl,iso,backup,snippets,import",
+        "default": "images",
+        "required": ("server", "export"),
+        "shared": True,
+        "capacity": 4 * TIB,
+    },
+    "cifs": {
+        "content": "images,rootdir,vztmpl,iso,backup,snippets,import",
+        "default": "images",
+        "required": ("server", "share"),
+        "shared": True,
+        "capacity": 4 * TIB,
+    },
+    "cephfs": {
+        "content": "vztmpl,iso,backup,snippets,import",
+        "default": "backup",
+        "required": (),
+        "shared": True,
+        "capacity": 8 * TIB,
+    },
+    "pbs": {
+        "content": "backup",
+        "default": "backup",
+        "required": ("server", "datastore"),
+        "shared": True,
+        "capacity": 8 * TIB,
+    },
+    "lvm": {
+        "content": "images,rootdir",
+        "default": "images,rootdir",
+        "required": ("vgname",),
+        "capacity": 2 * TIB,
+    },
+    "lvmthin": {
+        "content": "images,rootdir",
+        "default": "images,rootdir",
+        "required": ("vgname", "thinpool"),
+        "capacity": 2 * TIB,
+    },
+    "zfspool": {
+        "content": "images,rootdir",
+        "default": "images,rootdir",
+        "required": ("pool",),
+        "capacity": 2 * TIB,
+    },
+    "rbd": {
+        "content": "images,rootdir",
+        "default": "images",
+        "required": (),
+        "shared": True,
+        "capacity": 8 * TIB,
+    },
+    "iscsi": {
+        "content": "images",
+        "default": "images",
+        "required": ("portal", "target"),
+        "shared": True,
+        "capacity": 2 * TIB,
+    },
+    "iscsidirect": {
+        "content": "images",
+        "default": "images",
+        "required": ("portal", "target"),
+        "shared": True,
+        "capacity": 2 * TIB,
+    },
+    "zfs": {
+        "content": "images",
+        "default": "images",
+        "required": ("portal", "target", "pool"),
+        "shared": True,
+        "capacity": 2 * TIB,
+    },
+    "glusterfs": {
+        "content": "images,vztmpl,iso,backup,snippets",
+        "default": "images",
+        "required": ("server", "volume"),
+        "shared": True,
+        "capacity": 4 * TIB,
+    },
+    "esxi": {
+        "content": "import",
+        "default": "import",
+        "required": ("server", "username", "password"),
+        "capacity": 1 * TIB,
+    },
+}
+# Options kept in their own columns; everything else declared goes to ``options``.
+_COLUMNS = frozenset({"storage", "type", "content", "shared", "path", "nodes", "disable"})
+# Secrets PVE keeps outside storage.cfg and never returns.
+_SECRETS = frozenset({"password", "encryption-key", "keyring", "master-pubkey"})
+_NOT_OPTIONS = frozenset({"digest", "delete"})
+_DISK_NAME = re.compile(r"^(?:vm|base)-(\d+)-[A-Za-z0-9_.+-]+$")
+
+
+def _plugin(kind: str) -> dict:
+    plugin = PLUGINS.get(kind)
+    if plugin is None:
+        raise ParameterError({"type": f"storage type '{kind}' is not supported by the simulator"})
+    return plugin
+
+
+def _content(kind: str, value: str | None) -> str:
+    plugin = _plugin(kind)
+    if value is None:
+        return plugin["default"]
+    wanted = sections.split_list(value)
+    supported = plugin["content"].split(",")
+    for item in wanted:
+        if item not in supported:
+            raise ParameterError(
+                {"content": f"storage type '{kind}' does not support content type '{item}'"}
+            )
+    if "none" in wanted:
+        return ""
+    return ",".join(wanted)
+
+
+async def _check_nodes(conn, spec) -> list[str] | None:
+    names = sections.split_list(spec)
+    if not names:
+        return None
+    known = {n["node"] for n in await inventory.nodes(conn)}
+    for name in names:
+        if name not in known:
+            raise ParameterError({"nodes": f"no such node '{name}'"})
+    return names
+
+
+def _digest(row) -> str:
+    return sections.digest("storage", row["storage"], row["version"])
+
+
+def render_config(row) -> dict:
+    entry = {
+        "storage": row["storage"],
+        "type": row["type"],
+        "content": row["content"],
+        **{k: v for k, v in row["options"].items() if k not in _SECRETS},
+        "digest": _digest(row),
+    }
+    if row["shared"]:
+        entry["shared"] = 1
+    if row["path"]:
+        entry["path"] = row["path"]
+    if row["nodes"]:
+        entry["nodes"] = ",".join(row["nodes"])
+    if not row["enabled"]:
+        entry["disable"] = 1
+    return entry
+
+
+async def get_storage(rt, state: AccessState, principal: Principal, storage_name: str) -> dict:
+    state.require(principal, f"/storage/{storage_name}", ["Datastore.Allocate"])
+    async with rt.pool.acquire() as conn:
+        row = await inventory.storage(conn, storage_name)
+    if row is None:
+        raise PveError(f"storage '{storage_name}' does not exist")
+    return render_config(row)
+
+
+async def create_storage(rt, params: dict, declared: set[str]) -> dict:
+    kind = params["type"]
+    plugin = _plugin(kind)
+    for key in plugin["required"]:
+        if not params.get(key):
+            raise ParameterError({key: "property is missing and it is not optional"})
+    content = _content(kind, params.get("content"))
+    options = {
+        k: v for k, v in params.items() if k in declared and k not in _COLUMNS | _NOT_OPTIONS
+    }
+    shared = bool(params.get("shared", plugin.get("shared", False)))
+    async with rt.pool.acquire() as conn, conn.transaction():
+        nodes = await _check_nodes(conn, params.get("nodes"))
+        created = await storage_repo.insert(
+            conn,
+            storage=params["storage"],
+            type=kind,
+            content=content,
+            shared=shared,
+            path=params.get("path"),
+            nodes=nodes,
+            total=plugin["capacity"],
+            enabled=not params.get("disable"),
+            options=options,
+        )
+        if not created:
+            raise PveError(f"storage ID '{params['storage']}' already defined")
+    return {"storage": params["storage"], "type": kind}
+
+
+async def update_storage(rt, storage_name: str, params: dict, declared: set[str]) -> dict:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await storage_repo.lock(conn, storage_name)
+        if row is None:
+            raise PveError(f"storage '{storage_name}' does not exist")
+        sections.check_digest(params.get("digest"), _digest(row))
+        settable = frozenset(declared) - _NOT_OPTIONS - {"storage"}
+        current = {
+            **row["options"],
+            "content": row["content"],
+            **({"shared": 1} if row["shared"] else {}),
+            **({"path": row["path"]} if row["path"] else {}),
+            **({"nodes": ",".join(row["nodes"])} if row["nodes"] else {}),
+            **({} if row["enabled"] else {"disable": 1}),
+        }
+        merged = sections.updated_options(current, params, settable)
+        content = _content(row["type"], merged.get("content", _plugin(row["type"])["default"]))
+        nodes = await _check_nodes(conn, merged.get("nodes"))
+        sections.require_saved(
+            await storage_repo.update(
+                conn,
+                storage_name,
+                row["version"],
+                content=content,
+                shared=bool(merged.get("shared")),
+                path=merged.get("path") or row["path"],
+                nodes=nodes,
+                enabled=not merged.get("disable"),
+                options={k: v for k, v in merged.items() if k not in _COLUMNS},
+            )
+        )
+    return {"storage": storage_name, "type": row["type"]}
+
+
+async def delete_storage(rt, storage_name: str) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await storage_repo.lock(conn, storage_name)
+        if row is None:
+            raise PveError(f"storage '{storage_name}' does not exist")
+        # PVE only drops the section; here volumes live in the storage's rows,
+        # so removing a storage that still holds guest disks would orphan guests.
+        if await storage_repo.guest_volume_count(conn, storage_name):
+            raise PveError(f"storage '{storage_name}' still holds guest volumes")
+        await storage_repo.delete(conn, storage_name)
+
+
+async def _node_storage(conn, node: str, storage_name: str):
+    await require_node(conn, node)
+    storage = await inventory.storage(conn, storage_name)
+    if storage is None or (storage["nodes"] and node not in storage["nodes"]):
+        raise PveError(f"storage '{storage_name}' does not exist")
+    return storage
+
+
+async def status(rt, node: str, storage_name: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        storage = await _node_storage(conn, node, storage_name)
+        used = (await inventory.storage_used(conn)).get(
+            (storage_name, "" if storage["shared"] else node), 0
+        )
+    enabled = storage["enabled"]
+    return {
+        "type": storage["type"],
+        "content": storage["content"],
+        "shared": 1 if storage["shared"] else 0,
+        "enabled": 1 if enabled else 0,
+        "active": 1 if enabled else 0,
+        "total": storage["total"] if enabled else 0,
+        "used": used if enabled else 0,
+        "avail": storage["total"] - used if enabled else 0,
+    }
+
+
+def _size_bytes(text: str) -> int:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?)", str(text).strip())
+    if not match:
+        raise ParameterError({"size": "unable to parse size (expected <number>[KMGT])"})
+    factor = {"": 1024, "K": 1024, "M": 1024**2, "G": GIB, "T": TIB}[match.group(2)]
+    return int(float(match.group(1)) * factor)
+
+
+async def _reserve(conn, storage, node: str, size: int) -> None:
+    used = (await inventory.storage_used(conn)).get(
+        (storage["storage"], "" if storage["shared"] else node), 0
+    )
+    if used + size > storage["total"]:
+        raise PveError(f"not enough space on storage '{storage['storage']}'")
+
+
+async def allocate(rt, node: str, storage_name: str, params: dict) -> str:
+    """``POST .../content``: allocate a disk image for a guest; answers its volid."""
+    vmid = int(params["vmid"])
+    filename = params["filename"]
+    match = _DISK_NAME.match(filename.rsplit(".", 1)[0] if "." in filename else filename)
+    if not match or int(match.group(1)) != vmid:
+        raise ParameterError({"filename": f"name '{filename}' does not match vm-{vmid}-*"})
+    fmt = params.get("format") or (filename.rsplit(".", 1)[1] if "." in filename else "raw")
+    size = _size_bytes(params["size"])
+    async with rt.pool.acquire() as conn, conn.transaction():
+        storage = await _node_storage(conn, node, storage_name)
+        if "images" not in storage["content"].split(","):
+            raise PveError(f"storage '{storage_name}' does not support disk images")
+        volid = f"{storage_name}:{filename}"
+        if await inventory.volume(conn, volid) is not None:
+            raise PveError(f"volume '{volid}' already exists")
+        await _reserve(conn, storage, node, size)
+        await inventory.insert_volume(
+            conn,
+            volid=volid,
+            storage_name=storage_name,
+            node_name=None if storage["shared"] else node,
+            vmid=vmid,
+            content="images",
+            fmt=fmt,
+            size=size,
+            ctime=int(rt.clock.now()),
+        )
+    return volid
+
+
+# Bytes a download adds when no network is reachable: the simulator never
+# fetches the URL, so the file's size is derived from the URL (deterministic).
+_DOWNLOAD_MIN = 16 * 1024**2
+_DOWNLOAD_SPAN = 1024**3
+
+
+def simulated_download_size(url: str) -> int:
+    digest = int(hashlib.sha256(url.encode()).hexdigest()[:8], 16)
+    return _DOWNLOAD_MIN + digest % _DOWNLOAD_SPAN
+
+
+_FOLDERS = {"iso": "iso", "vztmpl": "vztmpl", "import": "import"}
+
+
+async def download_url(rt, principal: Principal, node: str, storage_name: str, params: dict) -> str:
+    content = params["content"]
+    if content not in _FOLDERS:
+        raise ParameterError({"content": f"content type '{content}' cannot be downloaded"})
+    url = params["url"]
+    if urlsplit(url).scheme not in ("http", "https", "ftp"):
+        raise ParameterError({"url": "only http, https and ftp URLs can be downloaded"})
+    filename = params["filename"]
+    if "/" in filename or filename.startswith("."):
+        raise ParameterError({"filename": "invalid file name"})
+    async with rt.pool.acquire() as conn, conn.transaction():
+        storage = await _node_storage(conn, node, storage_name)
+        if content not in storage["content"].split(","):
+            raise PveError(
+                f"storage '{storage_name}' is not configured for content-type '{content}'"
+            )
+        volid = f"{storage_name}:{_FOLDERS[content]}/{filename}"
+        if await inventory.volume(conn, volid) is not None:
+            raise PveError(f"refusing to override existing file '{filename}'")
+        size = simulated_download_size(url)
+        await _reserve(conn, storage, node, size)
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="download",
+            task_id=storage_name,
+            principal=principal,
+            payload={
+                "volid": volid,
+                "storage": storage_name,
+                "node": None if storage["shared"] else node,
+                "content": content,
+                "size": size,
+                "url": url,
+                "checksum": params.get("checksum"),
+                "algorithm": params.get("checksum-algorithm"),
+            },
+        )

@@ -1,0 +1,72 @@
+"""Task executors for vzdump, prune and volume removal."""
+
+from __future__ import annotations
+
+from proxmox_simulator.domain import backup_service
+from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.repositories import backups as backup_repo
+from proxmox_simulator.repositories import guests as guest_repo
+from proxmox_simulator.repositories import tasks as task_repo
+from proxmox_simulator.tasks.worker import TaskContext
+
+# Simulated seconds per guest archive (snapshot mode; stop mode also stops and starts).
+_BACKUP_SECONDS = 5.0
+
+
+async def vzdump(ctx: TaskContext) -> None:
+    payload = ctx.payload
+    node = ctx.row["node"]
+    guests = payload["guests"]
+    await ctx.log(
+        f"INFO: starting new backup job: vzdump {' '.join(str(g['vmid']) for g in guests)}"
+        f" --storage {payload['storage']} --mode {payload['mode']}"
+        + (f" --compress {payload['compress']}" if payload["compress"] != "0" else "")
+    )
+    await ctx.sleep(_BACKUP_SECONDS * len(guests))
+    upid = ctx.row["upid"]
+
+    async def effect(conn) -> None:
+        # All archives commit with the task: a lost lease leaves no half-written job.
+        for index, wanted in enumerate(guests):
+            guest = await guest_repo.get(conn, wanted["vmid"], for_update=True)
+            if guest is None or guest["node"] != node:
+                raise PveError(f"guest {wanted['vmid']} is no longer on node '{node}'")
+            epoch = ctx.row["starttime"] + index * _BACKUP_SECONDS
+            noun = "VM" if guest["type"] == rules.QEMU else "CT"
+            result = await backup_service.write_archive(
+                conn, node=node, guest=guest, payload=payload, epoch=epoch
+            )
+            lines = [
+                f"INFO: Starting Backup of VM {guest['vmid']} ({guest['type']})",
+                f"INFO: {noun} Name: {guest['name']}",
+                f"INFO: creating vzdump archive '{result.volid}'",
+                f"INFO: archive file size: {result.size}",
+            ]
+            lines += [f"INFO: removing backup '{volid}'" for volid in result.removed]
+            lines.append(f"INFO: Finished Backup of VM {guest['vmid']} (00:00:05)")
+            await task_repo.append_log(conn, upid, lines)
+
+    await ctx.complete(effect, lines=["INFO: Backup job finished successfully"])
+
+
+async def prune_backups(ctx: TaskContext) -> None:
+    await ctx.sleep(0.5)
+    removed: list[str] = []
+
+    async def effect(conn) -> None:
+        for volid in await backup_service.apply_prune(conn, ctx.row["node"], ctx.payload):
+            removed.append(f"removed '{volid}'")
+
+    # The effect fills ``removed`` before complete() writes the final lines.
+    await ctx.complete(effect, lines=removed)
+
+
+async def delete_volume(ctx: TaskContext) -> None:
+    await ctx.sleep(0.5)
+    volid = ctx.payload["volid"]
+
+    async def effect(conn) -> None:
+        await backup_repo.delete_volume(conn, volid)
+
+    await ctx.complete(effect, lines=[f"Removed volume '{volid}'"])

@@ -1,0 +1,119 @@
+"""Task executors for node-level storage and system work: downloads, network reload."""
+
+from __future__ import annotations
+
+from proxmox_simulator.domain import (
+    disk_service,
+    node_system_service,
+    replication_service,
+    sdn_service,
+)
+from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.repositories import inventory
+from proxmox_simulator.tasks.worker import TaskContext
+
+
+async def download(ctx: TaskContext) -> None:
+    """The file appears when the task ends; no network is used (see storage_service)."""
+    payload = ctx.payload
+    await ctx.log(f"downloading {payload['url']} to {payload['volid']}")
+    await ctx.sleep(2.0)
+
+    async def effect(conn) -> None:
+        if await inventory.volume(conn, payload["volid"]) is not None:
+            raise PveError(f"refusing to override existing file '{payload['volid']}'")
+        await inventory.insert_volume(
+            conn,
+            volid=payload["volid"],
+            storage_name=payload["storage"],
+            node_name=payload["node"],
+            vmid=None,
+            content=payload["content"],
+            fmt="iso" if payload["content"] == "iso" else "tzst",
+            size=payload["size"],
+            ctime=int(ctx.clock.now()),
+        )
+
+    lines = [f"download of simulated file finished: {payload['size']} bytes"]
+    if payload.get("checksum"):
+        lines.append(
+            f"checksum ({payload['algorithm']}) recorded, not verified: no bytes were fetched"
+        )
+    await ctx.complete(effect, lines=lines)
+
+
+async def service_action(ctx: TaskContext) -> None:
+    """srvstart/srvstop/srvrestart/srvreload; reloading ``networking`` applies interfaces.new."""
+    await ctx.sleep(1.0)
+    payload = ctx.payload
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(
+            await node_system_service.apply_service_action(
+                conn,
+                payload["node"],
+                payload.get("service", "networking"),
+                payload.get("action", "reload"),
+            )
+        )
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def replicate(ctx: TaskContext) -> None:
+    """A replication run; a volume without the replicate feature fails the task.
+
+    The job's run record (last try, fail count, error, log) commits on its own,
+    as PVE's replication state file is written whatever the outcome.
+    """
+    await ctx.sleep(1.0)
+    async with ctx.worker.pool.acquire() as conn, conn.transaction():
+        log, error = await replication_service.run_job(
+            conn, ctx.payload["id"], int(ctx.clock.now())
+        )
+    await ctx.log(*log)
+    if error:
+        raise PveError(error)
+    await ctx.complete()
+
+
+async def apply_sdn(ctx: TaskContext) -> None:
+    await ctx.sleep(1.0)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await sdn_service.make_running(conn))
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def disk_operation(ctx: TaskContext) -> None:
+    """Apply the disk plan the request checked; it is re-planned against the current state."""
+    await ctx.sleep(2.0)
+    payload = ctx.payload
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        if payload.get("removal"):
+            kind, name = payload["removal"]
+            plan = await disk_service.plan_removal(
+                conn, payload["node"], kind, name, payload["params"]
+            )
+        else:
+            plan = await disk_service.plan(conn, payload["node"], payload["op"], payload["params"])
+        lines.extend(await disk_service.apply(conn, payload["node"], plan))
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def apt_update(ctx: TaskContext) -> None:
+    await ctx.sleep(3.0)
+    await ctx.complete(
+        lines=[
+            "starting apt-get update",
+            "simulated node: no repository is contacted",
+            "Reading package lists...",
+            "All packages are up to date.",
+        ]
+    )
