@@ -266,3 +266,48 @@ def test_retained_column_that_breaks_the_rules_fails_the_ownership_migration(
         scratch.migrate(AFTER)
     assert expected in str(failure.value)
     assert AFTER[1] not in scratch.applied()
+
+
+def test_every_backfill_rule_forward_backward_and_forward_again(scratch):
+    apps = scratch.migrate(BEFORE)
+    scratch.execute(f"ALTER TABLE {ENDPOINTS} DROP COLUMN netbox_cluster_id")
+    h = History(apps)
+    single, duplicated, ambiguous, shared_a, shared_b, bare, later = (
+        h.endpoint(n)
+        for n in ("single", "duplicated", "ambiguous", "shared-a", "shared-b", "bare", "later")
+    )
+    c_single, c_dup, c_amb1, c_amb2, c_shared, c_later, c_moved = (
+        h.cluster(n) for n in ("c-single", "c-dup", "c-amb1", "c-amb2", "c-shared", "c-later", "m")
+    )
+    h.link(single, c_single)
+    for name in ("dup-1", "dup-2", "dup-3"):  # several identical historical rows for one pair
+        h.link(duplicated, c_dup, name=name)
+    h.link(ambiguous, c_amb1)
+    h.link(ambiguous, c_amb2)
+    h.link(shared_a, c_shared)
+    h.link(shared_b, c_shared)
+    h.Tracking.objects.using(ALIAS).create(endpoint=bare, name="unlinked")
+    first = {
+        "single": c_single.pk,
+        "duplicated": c_dup.pk,
+        "ambiguous": None,
+        "shared-a": None,
+        "shared-b": None,
+        "bare": None,
+        "later": None,
+    }
+
+    scratch.migrate(VALIDATOR)
+    assert scratch.owners() == first
+    apps = scratch.migrate(BEFORE)
+    assert scratch.owners() == first  # reversal keeps the column and its values
+    h = History(apps)
+    h.Tracking.objects.using(ALIAS).filter(endpoint_id=single.pk).update(netbox_cluster=c_moved)
+    h.link(later, c_dup)  # a conflicting legacy candidate for a retained owner's cluster
+    h.link(bare, c_later)  # an unrelated pair that became unambiguous meanwhile
+    scratch.migrate(VALIDATOR)
+    assert scratch.owners() == {**first, "bare": c_later.pk}
+    # Reversing and reapplying once more changes nothing further.
+    scratch.migrate(BEFORE)
+    scratch.migrate(VALIDATOR)
+    assert scratch.owners() == {**first, "bare": c_later.pk}
