@@ -164,13 +164,29 @@ def normalize_sql(text: str) -> str:
     return re.sub(r"[\s()\"]", "", text)
 
 
-def derive_model(expected: Expected, model, connection, *, fields: tuple[str, ...] | None = None):
-    """Add the objects `model` declares; with `fields`, only those fields (partial scope)."""
+def derive_model(
+    expected: Expected,
+    model,
+    connection,
+    *,
+    fields: tuple[str, ...] | None = None,
+    scope: tuple[str, ...] | None = None,
+):
+    """Add the objects `model` declares.
+
+    `fields` limits the derivation to those fields (table-level declarations are then
+    skipped). The table is exclusive (every constraint and index on it must be expected)
+    unless `fields` or `scope` is given: then additional objects are rejected only when
+    they touch the columns of `scope` (default: `fields`) or the whole row.
+    """
     meta = model._meta
     table = meta.db_table
     chosen = [meta.get_field(name) for name in fields] if fields else list(meta.local_fields)
-    scope = frozenset(f.column for f in chosen if f.column)
-    expected.add_table(Table(table, exclusive=fields is None, scope=scope))
+    partial = fields is not None or scope is not None
+    scoped = [meta.get_field(name) for name in scope] if scope else chosen
+    expected.add_table(
+        Table(table, exclusive=not partial, scope=frozenset(f.column for f in scoped) if partial else frozenset())
+    )
     for f in chosen:
         _derive_field(expected, table, f, connection)
     if fields is not None:
@@ -711,7 +727,11 @@ def release_expectations(apps, connection) -> tuple[Expected, list[str]]:
     derive_model(expected, apps.get_model(APP, "ProxmoxCluster"), connection)
     derive_model(expected, apps.get_model(APP, "ProxboxClusterSyncState"), connection)
     endpoint = apps.get_model(APP, "ProxmoxEndpoint")
-    derive_model(expected, endpoint, connection, fields=("netbox_cluster",))
+    # Every endpoint column is checked, but operators may keep their own policy constraints on
+    # the endpoint table: only those touching the ownership or credential columns are rejected.
+    derive_model(
+        expected, endpoint, connection, scope=("netbox_cluster", "token_secret_ciphertext")
+    )
     cluster_table = endpoint._meta.get_field("netbox_cluster").target_field.model._meta.db_table
     # The native cluster table is locked too: its primary key type is part of the postcondition.
     return expected, expected.lock_order(cluster_table)

@@ -252,6 +252,24 @@ CORPUS = [
         [f"table {S} is missing"],
     ),
     (
+        "check-on-credential-column",
+        [
+            f"ALTER TABLE {E} ADD CONSTRAINT own_ck_secret "
+            "CHECK (length(token_secret_ciphertext) < 5000)"
+        ],
+        [f"unexpected check constraint own_ck_secret on {E} touches token_secret_ciphertext"],
+    ),
+    (
+        "endpoint-column-wrong-size",
+        [f"ALTER TABLE {E} ALTER COLUMN token_id TYPE varchar(100)"],
+        [f"column {E}.token_id has type character varying(100), expected character varying(255)"],
+    ),
+    (
+        "endpoint-name-unique-dropped",
+        [f"ALTER TABLE {E} DROP CONSTRAINT {E}_name_key"],
+        [f"{E}(name) has no enforcing unique index"],
+    ),
+    (
         "unique-sidecar-link-dropped",
         [f"ALTER TABLE {S} DROP CONSTRAINT {S}_proxmox_cluster_id_key"],
         [f"{S}(proxmox_cluster_id) has no enforcing unique index"],
