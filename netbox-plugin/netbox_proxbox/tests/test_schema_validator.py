@@ -451,6 +451,12 @@ def other_connection(**kwargs):
     return psycopg.connect(**connection_settings(), **kwargs)
 
 
+def show_lock_timeout() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW lock_timeout")
+        return cursor.fetchone()[0]
+
+
 def test_tables_are_locked_in_a_deterministic_order(historical_apps):
     _expected, order = schema.release_expectations(historical_apps, connection)
     assert order == CHECKED_TABLES == sorted(CHECKED_TABLES)
@@ -471,6 +477,7 @@ def test_conflicting_lock_fails_within_five_seconds_naming_the_table(historical_
             run_validator(historical_apps)
         elapsed = time.monotonic() - started
     assert 4.5 <= elapsed < 10, elapsed
+    assert show_lock_timeout() == "0"  # the rollback discarded the temporary timeout
     message = str(failure.value)
     assert f"Could not lock table {T} within 5000 ms" in message
     assert "release the conflicting schema operation and retry" in message
@@ -486,15 +493,14 @@ def test_a_shorter_lock_timeout_is_kept(historical_apps):
         elapsed = time.monotonic() - started
     assert elapsed < 4, elapsed
     assert f"Could not lock table {E} within 1000 ms" in str(failure.value)
+    assert show_lock_timeout() == "1s"
 
 
 @pytest.mark.parametrize("previous", ["7s", "0"])
 def test_the_previous_lock_timeout_is_restored_after_success(historical_apps, previous):
     execute(f"SET LOCAL lock_timeout = '{previous}'")
     run_validator(historical_apps)
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW lock_timeout")
-        assert cursor.fetchone()[0] == previous
+    assert show_lock_timeout() == previous
 
 
 def test_row_writes_proceed_while_index_ddl_waits(historical_apps):
