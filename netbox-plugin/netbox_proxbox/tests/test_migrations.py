@@ -311,3 +311,31 @@ def test_every_backfill_rule_forward_backward_and_forward_again(scratch):
     scratch.migrate(BEFORE)
     scratch.migrate(VALIDATOR)
     assert scratch.owners() == {**first, "bare": c_later.pk}
+
+
+def test_lock_contention_fails_the_validator_migration_explicitly_and_leaves_it_unrecorded(
+    scratch,
+):
+    import time
+
+    import psycopg
+
+    from netbox_proxbox.migrations._release_0_1_0_schema import SchemaLockTimeout
+
+    scratch.migrate(PRE_VALIDATOR)
+    s = scratch.connection.settings_dict
+    with psycopg.connect(
+        dbname=s["NAME"], user=s["USER"] or None, host=s["HOST"] or None, port=s["PORT"] or None
+    ) as holder:
+        # Like a CREATE INDEX in progress on the tracking table.
+        holder.execute("LOCK TABLE netbox_proxbox_proxmoxcluster IN SHARE MODE")
+        started = time.monotonic()
+        with pytest.raises(
+            SchemaLockTimeout, match="Could not lock table netbox_proxbox_proxmoxcluster"
+        ):
+            scratch.migrate(VALIDATOR)
+        elapsed = time.monotonic() - started
+    assert elapsed < 30, elapsed  # the 5 s lock timeout plus loading the migration graph
+    assert VALIDATOR[1] not in scratch.applied()
+    scratch.migrate(VALIDATOR)  # once the schema operation is gone, the retry validates
+    assert VALIDATOR[1] in scratch.applied()
