@@ -354,7 +354,9 @@ def test_cluster_deletion_never_locks_a_new_owner_after_the_cluster(
     assert endpoint.netbox_cluster_id == cluster.pk  # the deletion rolled back entirely
     # Once settled, the retried deletion succeeds and clears the relation.
     retry = httpx.delete(
-        live_netbox + CLUSTER.format(cluster.pk), headers={"Authorization": bearer(token)}
+        live_netbox + CLUSTER.format(cluster.pk),
+        headers={"Authorization": bearer(token)},
+        timeout=60,
     )
     assert retry.status_code == 204, retry.text
     endpoint.refresh_from_db()
@@ -429,6 +431,7 @@ def test_sidecar_save_hit_by_a_concurrent_deletion_is_a_409(live_netbox, committ
         live_netbox + CLAIM.format(endpoint.pk),
         json=inv.body("sidecar"),
         headers={"Authorization": bearer(token)},
+        timeout=60,
     )
     assert claimed.status_code == 201, claimed.text
     cluster_id = claimed.json()["cluster"]["id"]
@@ -484,3 +487,52 @@ def test_ordinary_tracking_save_in_a_deadlock_is_a_409(live_netbox, committed_in
     assert response.json()["code"] == "retry"
     row.refresh_from_db()
     assert row.version == ""
+
+
+def test_sidecar_save_hit_by_a_serialization_failure_is_a_409(live_netbox, committed_inventory):
+    """Under REPEATABLE READ (as a deployment may configure), a sidecar row updated by a
+    concurrent transaction after the request's snapshot cannot be locked: SQLSTATE 40001."""
+    from django.db import connections
+    from psycopg import IsolationLevel
+
+    inv = committed_inventory
+    endpoint = inv.endpoint("serialized")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
+    claimed = httpx.post(
+        live_netbox + CLAIM.format(endpoint.pk),
+        json=inv.body("serialized"),
+        headers={"Authorization": bearer(token)},
+        timeout=60,
+    )
+    assert claimed.status_code == 201, claimed.text
+    cluster_id = claimed.json()["cluster"]["id"]
+    sidecar = ProxboxClusterSyncState.objects.get(cluster_id=cluster_id)
+    options = connections.settings["default"].setdefault("OPTIONS", {})
+    options["isolation_level"] = IsolationLevel.REPEATABLE_READ  # new request connections
+    settings = connection_settings()
+    try:
+        with psycopg.connect(**settings) as writer, ThreadPoolExecutor(max_workers=1) as pool:
+            writer.execute(
+                "SELECT 1 FROM virtualization_cluster WHERE id = %s FOR UPDATE", [cluster_id]
+            )
+            writer.execute(
+                "UPDATE netbox_proxbox_proxboxclustersyncstate SET message = 'concurrent' "
+                "WHERE id = %s",
+                [sidecar.pk],
+            )
+            pending = pool.submit(
+                httpx.patch,
+                live_netbox + f"/api/plugins/proxbox/cluster-sync-states/{sidecar.pk}/",
+                json={"status": "failed"},
+                headers={"Authorization": bearer(token)},
+                timeout=60,
+            )
+            wait_for_lock_waiters(settings, 1)  # its snapshot predates the writer's commit
+            writer.commit()
+            response = pending.result()
+    finally:
+        options.pop("isolation_level", None)
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "retry"
+    sidecar.refresh_from_db()
+    assert (sidecar.message, sidecar.status) == ("concurrent", "never")
