@@ -17,9 +17,11 @@ from contextvars import ContextVar
 
 from django.db.models.signals import post_delete, pre_delete
 from django.dispatch import receiver
+from django.utils.translation import gettext as _
 from virtualization.models import Cluster
 
 from .models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from .ownership.errors import ConcurrentInventoryChange, concurrency_conflicts_as_retry
 from .ownership.locks import InventoryLocks
 
 # Rows already collected for deletion in this context (thread or task): sweeping
@@ -45,31 +47,49 @@ def _not_collected(model) -> list[int]:
     return [pk for (sender, pk) in _collected.get() if sender is model]
 
 
-@receiver(pre_delete, sender=Cluster)
-def release_native_cluster(sender, instance, **kwargs):
-    owner = (
-        ProxmoxEndpoint.objects.filter(netbox_cluster_id=instance.pk)
+def _owner_of(cluster_pk) -> int | None:
+    return (
+        ProxmoxEndpoint.objects.filter(netbox_cluster_id=cluster_pk)
         .values_list("pk", flat=True)
         .first()
     )
-    InventoryLocks().acquire(endpoint_id=owner, cluster_id=instance.pk)
-    ProxmoxEndpoint.objects.filter(netbox_cluster_id=instance.pk).update(netbox_cluster=None)
-    ProxmoxCluster.objects.filter(netbox_cluster_id=instance.pk).update(netbox_cluster=None)
-    late = ProxboxClusterSyncState.objects.filter(cluster_id=instance.pk).exclude(
-        pk__in=_not_collected(ProxboxClusterSyncState)
-    )
-    if late.exists():
-        late.delete()
+
+
+@receiver(pre_delete, sender=Cluster)
+def release_native_cluster(sender, instance, **kwargs):
+    with concurrency_conflicts_as_retry(_("Deleting the native cluster")):
+        locks = InventoryLocks()
+        # Endpoint before native cluster, like every writer: the owner read without a lock is
+        # only a guess, so it is reloaded once its row is locked and again under the cluster
+        # lock. Whichever endpoint a claim made the owner meanwhile would have to be locked
+        # after the cluster (the reverse order, a deadlock): refuse instead.
+        owner = _owner_of(instance.pk)
+        if owner is not None:
+            locks.acquire(endpoint_id=owner)
+            if _owner_of(instance.pk) != owner:
+                raise ConcurrentInventoryChange(_("The native cluster changed owner meanwhile."))
+        locks.acquire(cluster_id=instance.pk)
+        if _owner_of(instance.pk) != owner:
+            raise ConcurrentInventoryChange(_("The native cluster changed owner meanwhile."))
+        if owner is not None:
+            ProxmoxEndpoint.objects.filter(pk=owner).update(netbox_cluster=None)
+        ProxmoxCluster.objects.filter(netbox_cluster_id=instance.pk).update(netbox_cluster=None)
+        late = ProxboxClusterSyncState.objects.filter(cluster_id=instance.pk).exclude(
+            pk__in=_not_collected(ProxboxClusterSyncState)
+        )
+        if late.exists():
+            late.delete()
 
 
 @receiver(pre_delete, sender=ProxmoxEndpoint)
 def release_endpoint(sender, instance, **kwargs):
-    InventoryLocks().acquire(endpoint_id=instance.pk)
-    ProxboxClusterSyncState.objects.filter(proxmox_cluster__endpoint_id=instance.pk).update(
-        proxmox_cluster=None
-    )
-    late = ProxmoxCluster.objects.filter(endpoint_id=instance.pk).exclude(
-        pk__in=_not_collected(ProxmoxCluster)
-    )
-    if late.exists():
-        late.delete()
+    with concurrency_conflicts_as_retry(_("Deleting the endpoint")):
+        InventoryLocks().acquire(endpoint_id=instance.pk)
+        ProxboxClusterSyncState.objects.filter(proxmox_cluster__endpoint_id=instance.pk).update(
+            proxmox_cluster=None
+        )
+        late = ProxmoxCluster.objects.filter(endpoint_id=instance.pk).exclude(
+            pk__in=_not_collected(ProxmoxCluster)
+        )
+        if late.exists():
+            late.delete()

@@ -11,10 +11,11 @@ from rest_framework import serializers
 from tenancy.api.serializers_.tenants import TenantSerializer
 from tenancy.models import Tenant
 from virtualization.api.serializers_.clusters import ClusterSerializer
-from virtualization.models import ClusterType
+from virtualization.models import Cluster, ClusterType
 
 from ..choices import EndpointModeChoices, SyncStatusChoices
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..ownership.permissions import visible
 
 __all__ = (
     "EndpointCredentialsSerializer",
@@ -49,13 +50,30 @@ class VisibleReferencesMixin:
         return super().validate(data)
 
 
+class VisibleNativeClusterSerializer(ClusterSerializer):
+    """A nested native cluster, represented only for callers who may view it (else null).
+
+    The same rule as the detail pages: ownership data never names or links a cluster the
+    caller cannot see. Writes still resolve by ID (VisibleReferencesMixin checks those).
+    """
+
+    def to_representation(self, instance):
+        request = self.context.get("request")
+        if request is None:
+            return None
+        cache = self.context.setdefault("_visible_native_clusters", {})
+        if instance.pk not in cache:
+            cache[instance.pk] = visible(request.user, Cluster, instance.pk)
+        return super().to_representation(instance) if cache[instance.pk] else None
+
+
 class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
     visible_references = ("site", "tenant")
 
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
     site = SiteSerializer(nested=True, required=False, allow_null=True)
     tenant = TenantSerializer(nested=True, required=False, allow_null=True)
-    netbox_cluster = ClusterSerializer(nested=True, read_only=True)
+    netbox_cluster = VisibleNativeClusterSerializer(nested=True, read_only=True)
     token_secret = serializers.CharField(
         write_only=True,
         required=False,
@@ -99,7 +117,7 @@ class ProxmoxClusterSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
 
     endpoint = ProxmoxEndpointSerializer(nested=True)
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
-    netbox_cluster = ClusterSerializer(nested=True, required=False, allow_null=True)
+    netbox_cluster = VisibleNativeClusterSerializer(nested=True, required=False, allow_null=True)
 
     class Meta:
         model = ProxmoxCluster
@@ -128,7 +146,7 @@ class ProxmoxClusterSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
 class ProxboxClusterSyncStateSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
     visible_references = ("cluster", "proxmox_cluster")
 
-    cluster = ClusterSerializer(nested=True)
+    cluster = VisibleNativeClusterSerializer(nested=True)
     proxmox_cluster = ProxmoxClusterSerializer(nested=True, required=False, allow_null=True)
     status = ChoiceField(choices=SyncStatusChoices, required=False)
 

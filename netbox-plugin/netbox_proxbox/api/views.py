@@ -19,7 +19,7 @@ from ..encryption import SecretDecryptionError
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
-from ..ownership.errors import ClaimError
+from ..ownership.errors import ClaimError, ConcurrentInventoryChange, is_retryable
 from ..sync.service import SyncRequestError, find_endpoint, request_sync
 from . import serializers
 
@@ -40,7 +40,18 @@ class WriteEnabledCredentials(BasePermission):
         return True
 
 
-class ProxmoxEndpointViewSet(NetBoxModelViewSet):
+class ConcurrencyConflictsAs409:
+    """Deadlocks and serialization failures surfacing anywhere in a write answer 409 (retry)."""
+
+    def handle_exception(self, exc):
+        if is_retryable(exc):
+            exc = ConcurrentInventoryChange(
+                "The request collided with a concurrent inventory change."
+            )
+        return super().handle_exception(exc)
+
+
+class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     queryset = ProxmoxEndpoint.objects.select_related("site", "tenant", "netbox_cluster")
     serializer_class = serializers.ProxmoxEndpointSerializer
     filterset_class = filtersets.ProxmoxEndpointFilterSet
@@ -150,13 +161,13 @@ def _no_store(response: Response) -> Response:
     return response
 
 
-class ProxmoxClusterViewSet(NetBoxModelViewSet):
+class ProxmoxClusterViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     queryset = ProxmoxCluster.objects.select_related("endpoint", "netbox_cluster")
     serializer_class = serializers.ProxmoxClusterSerializer
     filterset_class = filtersets.ProxmoxClusterFilterSet
 
 
-class ProxboxClusterSyncStateViewSet(NetBoxModelViewSet):
+class ProxboxClusterSyncStateViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     queryset = ProxboxClusterSyncState.objects.select_related("cluster", "proxmox_cluster")
     serializer_class = serializers.ProxboxClusterSyncStateSerializer
     filterset_class = filtersets.ProxboxClusterSyncStateFilterSet

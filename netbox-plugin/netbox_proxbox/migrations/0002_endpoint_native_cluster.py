@@ -15,6 +15,8 @@ from collections import defaultdict
 import django.db.models.deletion
 from django.db import migrations, models
 
+from ._release_0_1_0_schema import Expected, check_schema, derive_model
+
 TABLE = "netbox_proxbox_proxmoxendpoint"
 COLUMN = "netbox_cluster_id"
 
@@ -27,17 +29,15 @@ def ensure_ownership_column(apps, schema_editor):
         if COLUMN not in columns:
             schema_editor.add_field(Endpoint, Endpoint._meta.get_field("netbox_cluster"))
             return
-        # Retained by an earlier reversal: verify, never silently repair.
-        constraints = connection.introspection.get_constraints(cursor, TABLE)
-    has_unique = any(c["unique"] and c["columns"] == [COLUMN] for c in constraints.values())
-    has_fk = any(
-        c["foreign_key"] and c["columns"] == [COLUMN] and c["foreign_key"][0] == "virtualization_cluster"
-        for c in constraints.values()
-    )
-    if not (has_unique and has_fk):
+        # Retained by an earlier reversal (or by an unpublished development migration):
+        # verify it with the release validator's rules, never silently repair it.
+        expected = Expected()
+        derive_model(expected, Endpoint, connection, fields=("netbox_cluster",))
+        problems = check_schema(cursor, expected, reject_unexpected=False)
+    if problems:
         raise RuntimeError(
-            f"{TABLE}.{COLUMN} exists without its unique constraint or its foreign key to "
-            "virtualization_cluster; review the schema before migrating (nothing was changed)."
+            f"{TABLE}.{COLUMN} exists but does not match the ownership schema; review it before "
+            "migrating (nothing was changed):\n" + "\n".join(f"- {p}" for p in problems)
         )
 
 

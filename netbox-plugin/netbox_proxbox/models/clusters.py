@@ -10,6 +10,7 @@ from netbox.models import NetBoxModel
 from utilities.exceptions import AbortRequest
 
 from ..choices import EndpointModeChoices, SyncStatusChoices
+from ..ownership.errors import ConcurrentInventoryChange, concurrency_conflicts_as_retry
 
 __all__ = ("ProxboxClusterSyncState", "ProxmoxCluster")
 
@@ -149,11 +150,21 @@ class ProxmoxCluster(LoadedValuesMixin, NetBoxModel):
         """
         if claim:
             return super().save(*args, **kwargs)
+        with concurrency_conflicts_as_retry(_("Saving the tracking record")):
+            return self._save_ordinary(*args, **kwargs)
+
+    def _save_ordinary(self, *args, **kwargs):
         from ..ownership.locks import InventoryLocks
 
         if self._state.adding:
             self.netbox_cluster = None
-            return super().save(*args, **kwargs)
+            with transaction.atomic(using=kwargs.get("using")):
+                # The endpoint lock waits out a claim in flight, so a row created now cannot
+                # slip between the claim's name-clash check and its own write.
+                locks = InventoryLocks().acquire(endpoint_id=self.endpoint_id)
+                if locks.endpoint is None:
+                    raise ConcurrentInventoryChange(_("The endpoint was deleted meanwhile."))
+                return super().save(*args, **kwargs)
         with transaction.atomic(using=kwargs.get("using")):
             current = (
                 type(self)
@@ -162,7 +173,7 @@ class ProxmoxCluster(LoadedValuesMixin, NetBoxModel):
                 .first()
             )
             if current is None:
-                raise AbortRequest(_("This tracking record was deleted meanwhile."))
+                raise ConcurrentInventoryChange(_("This tracking record was deleted meanwhile."))
             # The endpoint lock waits out any claim in flight; the row is re-read afterwards.
             locks = InventoryLocks().acquire(
                 endpoint_id=current["endpoint_id"],
@@ -170,7 +181,7 @@ class ProxmoxCluster(LoadedValuesMixin, NetBoxModel):
                 tracking_ids=[self.pk],
             )
             if not locks.tracking:
-                raise AbortRequest(_("This tracking record was deleted meanwhile."))
+                raise ConcurrentInventoryChange(_("This tracking record was deleted meanwhile."))
             row = locks.tracking[0]
             self.endpoint_id = row.endpoint_id
             cleared = self.caller_changed("netbox_cluster_id") and self.netbox_cluster_id is None
@@ -221,7 +232,8 @@ class ProxboxClusterSyncState(LoadedValuesMixin, NetBoxModel):
         verbose_name_plural = _("cluster sync states")
 
     def __str__(self):
-        return f"Sync state of {self.cluster}"
+        # Not the cluster's name: viewers of the sidecar may not be allowed to view the cluster.
+        return f"Sync state #{self.pk}"
 
     def get_absolute_url(self):
         return reverse("plugins:netbox_proxbox:proxboxclustersyncstate", args=[self.pk])
@@ -262,6 +274,10 @@ class ProxboxClusterSyncState(LoadedValuesMixin, NetBoxModel):
         """Metadata writers take native cluster → sidecar locks and keep the server-owned link."""
         if claim:
             return super().save(*args, **kwargs)
+        with concurrency_conflicts_as_retry(_("Saving the sync state")):
+            return self._save_ordinary(*args, **kwargs)
+
+    def _save_ordinary(self, *args, **kwargs):
         from ..ownership.locks import InventoryLocks
 
         if self._state.adding:
@@ -272,7 +288,7 @@ class ProxboxClusterSyncState(LoadedValuesMixin, NetBoxModel):
                     cluster_id=self.cluster_id, sidecar_cluster_id=self.cluster_id
                 )
                 if locks.cluster is None:
-                    raise AbortRequest(_("The native cluster was deleted meanwhile."))
+                    raise ConcurrentInventoryChange(_("The native cluster was deleted meanwhile."))
                 if locks.sidecar is not None:
                     raise AbortRequest(_("This native cluster already has a sync state."))
                 return super().save(*args, **kwargs)
@@ -281,12 +297,12 @@ class ProxboxClusterSyncState(LoadedValuesMixin, NetBoxModel):
                 type(self).objects.filter(pk=self.pk).values_list("cluster_id", flat=True).first()
             )
             if current_cluster is None:
-                raise AbortRequest(_("This sync state was deleted meanwhile."))
+                raise ConcurrentInventoryChange(_("This sync state was deleted meanwhile."))
             locks = InventoryLocks().acquire(
                 cluster_id=current_cluster, sidecar_cluster_id=current_cluster
             )
             if locks.sidecar is None:
-                raise AbortRequest(_("This sync state was deleted meanwhile."))
+                raise ConcurrentInventoryChange(_("This sync state was deleted meanwhile."))
             self.cluster_id = locks.sidecar.cluster_id
             self.proxmox_cluster_id = locks.sidecar.proxmox_cluster_id
             return super().save(*args, **kwargs)

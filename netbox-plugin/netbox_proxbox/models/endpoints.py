@@ -8,11 +8,11 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from netbox.models import NetBoxModel
 from netbox.models.features import JobsMixin
-from utilities.exceptions import AbortRequest
 
 from ..choices import EndpointModeChoices
 from ..constants import REVEAL_CREDENTIALS_ACTION
 from ..encryption import decrypt_secret, encrypt_secret
+from ..ownership.errors import ConcurrentInventoryChange, concurrency_conflicts_as_retry
 
 __all__ = ("ProxmoxEndpoint",)
 
@@ -152,6 +152,10 @@ class ProxmoxEndpoint(JobsMixin, NetBoxModel):
         """
         if assign_native_cluster:
             return super().save(*args, **kwargs)
+        with concurrency_conflicts_as_retry(_("Saving the endpoint")):
+            return self._save_ordinary(*args, **kwargs)
+
+    def _save_ordinary(self, *args, **kwargs):
         if self._state.adding:
             # A new endpoint owns nothing until a claim says so.
             self.netbox_cluster = None
@@ -165,7 +169,9 @@ class ProxmoxEndpoint(JobsMixin, NetBoxModel):
                 .first()
             )
             if current is None:
-                raise AbortRequest(_("This endpoint was deleted meanwhile; nothing was saved."))
+                raise ConcurrentInventoryChange(
+                    _("This endpoint was deleted meanwhile; nothing was saved.")
+                )
             if self.netbox_cluster_id != current["netbox_cluster_id"]:
                 self.netbox_cluster_id = current["netbox_cluster_id"]
             update_fields = kwargs.pop("update_fields", None)

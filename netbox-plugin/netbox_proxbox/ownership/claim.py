@@ -20,19 +20,21 @@ from virtualization.models import Cluster
 
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from . import permissions
-from .errors import ClaimConflict, ClaimForbidden, ClaimInvalid, InventoryInFlux
+from .errors import (
+    ClaimConflict,
+    ClaimForbidden,
+    ClaimInvalid,
+    InventoryInFlux,
+    is_retryable,
+    sqlstate,
+)
 from .locks import InventoryLocks
 
 # Sentinel for optional placement fields the caller omitted (omission preserves, null clears).
 UNSET: Any = object()
 
-# PostgreSQL SQLSTATEs that mean "another transaction got in the way": retryable.
-SERIALIZATION_FAILURE = "40001"
-DEADLOCK_DETECTED = "40P01"
-LOCK_NOT_AVAILABLE = "55P03"
 UNIQUE_VIOLATION = "23505"
 FOREIGN_KEY_VIOLATION = "23503"
-RETRYABLE_STATES = {SERIALIZATION_FAILURE, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE}
 
 
 @dataclass(frozen=True)
@@ -53,18 +55,13 @@ class ClaimResult:
     changed: bool
 
 
-def _sqlstate(exc: BaseException) -> str | None:
-    cause = exc.__cause__
-    return getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
-
-
 def claim_native_cluster(user, endpoint: ProxmoxEndpoint, request: ClaimRequest) -> ClaimResult:
     """Run the claim for a caller already known to see and change `endpoint` (preflight)."""
     try:
         with transaction.atomic():
             return _Claim(user, endpoint.pk, request).run()
     except IntegrityError as exc:
-        state = _sqlstate(exc)
+        state = sqlstate(exc)
         if state == UNIQUE_VIOLATION:
             raise ClaimConflict(
                 _(
@@ -79,7 +76,7 @@ def claim_native_cluster(user, endpoint: ProxmoxEndpoint, request: ClaimRequest)
             ) from exc
         raise
     except DatabaseError as exc:
-        if _sqlstate(exc) in RETRYABLE_STATES:
+        if is_retryable(exc):
             raise InventoryInFlux(
                 _("The claim collided with a concurrent inventory change.")
             ) from exc
@@ -149,12 +146,19 @@ class _Claim:
         if not evidence:
             return None, False
         if len(evidence) > 1:
+            seen = [pk for pk in evidence if permissions.visible(self.user, Cluster, pk)]
+            hidden = len(evidence) - len(seen)
+            listed = ", ".join(map(str, seen)) or "none you may view"
             raise ClaimConflict(
                 _(
                     "Tracking records of endpoint {name!r} link several native clusters "
-                    "(IDs {ids}); ownership is ambiguous. Review them and clear obsolete links "
-                    "through tracking CRUD before retrying. Do not delete native clusters."
-                ).format(name=endpoint.name, ids=", ".join(map(str, evidence))),
+                    "(IDs {ids}{more}); ownership is ambiguous. Review them and clear obsolete "
+                    "links through tracking CRUD before retrying. Do not delete native clusters."
+                ).format(
+                    name=endpoint.name,
+                    ids=listed,
+                    more=_(" and {n} you may not view").format(n=hidden) if hidden else "",
+                ),
                 code="ambiguous_tracking",
             )
         candidate = evidence[0]
@@ -166,16 +170,25 @@ class _Claim:
         owner = (
             ProxmoxEndpoint.objects.filter(netbox_cluster_id=candidate)
             .exclude(pk=endpoint.pk)
-            .values_list("name", flat=True)
+            .values_list("pk", "name")
             .first()
         )
+        # Messages name another endpoint or a native cluster only to callers who may view it.
+        cluster_label = permissions.shown(
+            self.user, Cluster, cluster.pk, cluster.name, _("linked by this endpoint's tracking")
+        )
         if owner is not None:
+            owner_label = (
+                _("endpoint {name!r}").format(name=owner[1])
+                if permissions.visible(self.user, ProxmoxEndpoint, owner[0])
+                else _("another endpoint")
+            )
             raise ClaimConflict(
                 _(
-                    "Native cluster {cluster!r} is owned by endpoint {owner!r}; it is never "
-                    "adopted by another endpoint. Clear this endpoint's obsolete tracking link "
-                    "before retrying."
-                ).format(cluster=cluster.name, owner=owner),
+                    "Native cluster {cluster} is owned by {owner}; it is never adopted by "
+                    "another endpoint. Clear this endpoint's obsolete tracking link before "
+                    "retrying."
+                ).format(cluster=cluster_label, owner=owner_label),
                 code="owned_by_another_endpoint",
             )
         others = (
@@ -186,10 +199,10 @@ class _Claim:
         if others or self._linked_clusters(endpoint_id=endpoint.pk) != [candidate]:
             raise ClaimConflict(
                 _(
-                    "Native cluster {cluster!r} is linked by tracking records of several "
+                    "Native cluster {cluster} is linked by tracking records of several "
                     "endpoints; ownership is ambiguous. Review and clear obsolete links through "
                     "tracking CRUD before retrying."
-                ).format(cluster=cluster.name),
+                ).format(cluster=cluster_label),
                 code="ambiguous_tracking",
             )
         return cluster, True

@@ -11,6 +11,11 @@ def visible(user, model, pk) -> bool:
     return model.objects.restrict(user, "view").filter(pk=pk).exists()
 
 
+def shown(user, model, pk, label: str, hidden: str) -> str:
+    """`label` when the caller may view the object, else `hidden` (messages never leak names)."""
+    return repr(label) if visible(user, model, pk) else hidden
+
+
 def permitted(user, model, action: str, pk) -> bool:
     """Whether `user` holds `action` on the exact row `pk`, object constraints included."""
     return model.objects.restrict(user, action).filter(pk=pk).exists()

@@ -1,5 +1,7 @@
 import django_tables2 as tables
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
+from netbox.context import current_request
 from netbox.tables import NetBoxTable, columns
 from tenancy.tables import TenancyColumnsMixin
 
@@ -8,14 +10,46 @@ from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 __all__ = ("ProxboxClusterSyncStateTable", "ProxmoxClusterTable", "ProxmoxEndpointTable")
 
 
-class ProxmoxEndpointTable(TenancyColumnsMixin, NetBoxTable):
+class ViewerAwareTable(NetBoxTable):
+    """Remembers who is looking, so relation columns can apply the detail pages' view rule."""
+
+    def configure(self, request):
+        self.viewer = request.user
+        super().configure(request)
+
+    def may_view(self, obj) -> bool:
+        viewer = getattr(self, "viewer", None)
+        if viewer is None and (request := current_request.get()) is not None:
+            viewer = request.user
+        if viewer is None:
+            return False
+        cache = self.__dict__.setdefault("_visible", {})
+        key = (type(obj), obj.pk)
+        if key not in cache:
+            cache[key] = type(obj).objects.restrict(viewer, "view").filter(pk=obj.pk).exists()
+        return cache[key]
+
+
+class VisibleRelationColumn(tables.Column):
+    """A related object, named and linked only for viewers who may view it (else the placeholder)."""
+
+    def render(self, value, table):
+        if not table.may_view(value):
+            return self.default
+        return format_html('<a href="{}">{}</a>', value.get_absolute_url(), value)
+
+    def value(self, value, table):
+        return str(value) if value is not None and table.may_view(value) else ""
+
+
+class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
     # No column exposes the token secret (tables drive CSV/YAML exports).
     name = tables.Column(linkify=True)
     mode = columns.ChoiceFieldColumn()
     enabled = columns.BooleanColumn()
     verify_tls = columns.BooleanColumn(verbose_name=_("Verify TLS"))
     site = tables.Column(linkify=True)
-    netbox_cluster = tables.Column(linkify=True, verbose_name=_("Native cluster"))
+    netbox_cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxmoxendpoint_list")
 
     class Meta(NetBoxTable.Meta):
@@ -42,11 +76,11 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, NetBoxTable):
         default_columns = ("name", "host", "port", "mode", "enabled", "site", "netbox_cluster")
 
 
-class ProxmoxClusterTable(NetBoxTable):
+class ProxmoxClusterTable(ViewerAwareTable):
     name = tables.Column(linkify=True)
     endpoint = tables.Column(linkify=True)
     mode = columns.ChoiceFieldColumn()
-    netbox_cluster = tables.Column(linkify=True, verbose_name=_("Native cluster"))
+    netbox_cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
     quorate = columns.BooleanColumn()
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxmoxcluster_list")
 
@@ -71,9 +105,9 @@ class ProxmoxClusterTable(NetBoxTable):
         default_columns = ("name", "endpoint", "cluster_id", "mode", "netbox_cluster", "last_seen")
 
 
-class ProxboxClusterSyncStateTable(NetBoxTable):
+class ProxboxClusterSyncStateTable(ViewerAwareTable):
     id = tables.Column(linkify=True)
-    cluster = tables.Column(linkify=True, verbose_name=_("Native cluster"))
+    cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
     proxmox_cluster = tables.Column(linkify=True, verbose_name=_("Tracking record"))
     status = columns.ChoiceFieldColumn()
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxboxclustersyncstate_list")

@@ -73,7 +73,7 @@ def test_claims_racing_native_cluster_deletion_end_in_409_or_a_consistent_result
     endpoint = inv.endpoint("doomed")
     _, token = inv.user((*CLAIM_UPDATE_PERMS, "virtualization.delete_cluster"))
     claim_url = live_netbox + CLAIM.format(endpoint.pk)
-    seen = set()
+    seen, deletions = set(), 0
     with httpx.Client(timeout=120) as client:
         for _round in range(4):
             first = client.post(
@@ -92,11 +92,20 @@ def test_claims_racing_native_cluster_deletion_end_in_409_or_a_consistent_result
             assert statuses[3] in (204, 404, 409), statuses
             for response in responses:
                 if response.status_code == 409:
+                    assert response.json()["code"] == "retry", response.text
                     assert (
-                        "retry" in response.json()["detail"].lower() or response.json()["code"]
+                        "retry after the inventory state has settled"
+                        in response.json()["detail"].lower()
                     ), response.text
+            deleted = statuses[3] == 204
+            assert inv.clusters().filter(pk=cluster_id).exists() is not deleted, statuses
+            if deleted:
+                deletions += 1
+                endpoint.refresh_from_db()
+                assert endpoint.netbox_cluster_id != cluster_id
             assert_consistent(endpoint)
-    print("statuses seen while racing deletion:", sorted(seen))
+    # The race actually exercised deletion, and never left two owned clusters behind.
+    assert deletions >= 1, sorted(seen)
     assert inv.clusters().filter(proxmox_endpoint__isnull=False).count() <= 1
 
 
@@ -258,3 +267,272 @@ def test_claim_queued_behind_a_cluster_deletion_creates_a_fresh_cluster(
         response.json()["proxmox_cluster"] == first.json()["proxmox_cluster"]
     )  # same tracking record
     assert_consistent(endpoint)
+
+
+def count_lock_waiters(settings: dict) -> int:
+    with psycopg.connect(**settings, autocommit=True) as probe:
+        return probe.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock'",
+            [settings["dbname"]],
+        ).fetchone()[0]
+
+
+def wait_for_lock_waiters(settings: dict, count: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if count_lock_waiters(settings) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} sessions ever waited for a lock")
+
+
+CRUD = (
+    "netbox_proxbox.view_proxmoxcluster",
+    "netbox_proxbox.add_proxmoxcluster",
+    "netbox_proxbox.change_proxmoxcluster",
+    "netbox_proxbox.view_proxboxclustersyncstate",
+    "netbox_proxbox.change_proxboxclustersyncstate",
+    "virtualization.delete_cluster",
+)
+
+
+def test_cluster_deletion_never_locks_a_new_owner_after_the_cluster(
+    live_netbox, committed_inventory
+):
+    """A claim adopts the cluster while its deletion waits for the cluster lock, and the
+    endpoint's next claim is already queued. Locking that owner after the cluster (the old
+    order) deadlocks with the queued claim; the deletion must answer 409 instead."""
+    from virtualization.models import Cluster
+
+    inv = committed_inventory
+    endpoint = inv.endpoint("adopter")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
+    cluster = Cluster.objects.create(name=f"contested-{inv.tag}", type=inv.cluster_type)
+    settings = connection_settings()
+    with psycopg.connect(**settings) as first_claim, ThreadPoolExecutor(max_workers=2) as pool:
+        first_claim.execute(
+            "SELECT 1 FROM netbox_proxbox_proxmoxendpoint WHERE id = %s FOR UPDATE", [endpoint.pk]
+        )
+        first_claim.execute(
+            "SELECT 1 FROM virtualization_cluster WHERE id = %s FOR UPDATE", [cluster.pk]
+        )
+        first_claim.execute(
+            "UPDATE netbox_proxbox_proxmoxendpoint SET netbox_cluster_id = %s WHERE id = %s",
+            [cluster.pk, endpoint.pk],
+        )
+        deletion = pool.submit(
+            httpx.delete,
+            live_netbox + CLUSTER.format(cluster.pk),
+            headers={"Authorization": bearer(token)},
+            timeout=60,
+        )
+        wait_for_lock_waiters(settings, 1)
+
+        def next_claim():
+            with psycopg.connect(**settings) as claim:
+                # Let the deletion's side detect any cycle (deadlock_timeout defaults to 1 s).
+                claim.execute("SET deadlock_timeout = '20s'")
+                claim.execute(
+                    "SELECT 1 FROM netbox_proxbox_proxmoxendpoint WHERE id = %s FOR UPDATE",
+                    [endpoint.pk],
+                )
+                claim.execute(
+                    "SELECT 1 FROM virtualization_cluster WHERE id = %s FOR UPDATE", [cluster.pk]
+                )
+                claim.rollback()
+            return "locked endpoint then cluster"
+
+        queued = pool.submit(next_claim)
+        wait_for_lock_waiters(settings, 2)
+        first_claim.commit()
+        response = deletion.result()
+        assert queued.result(timeout=30) == "locked endpoint then cluster"
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "retry"
+    assert "retry after the inventory state has settled" in response.json()["detail"].lower()
+    endpoint.refresh_from_db()
+    assert endpoint.netbox_cluster_id == cluster.pk  # the deletion rolled back entirely
+    # Once settled, the retried deletion succeeds and clears the relation.
+    retry = httpx.delete(
+        live_netbox + CLUSTER.format(cluster.pk),
+        headers={"Authorization": bearer(token)},
+        timeout=60,
+    )
+    assert retry.status_code == 204, retry.text
+    endpoint.refresh_from_db()
+    assert endpoint.netbox_cluster_id is None
+
+
+def test_tracking_creation_waits_for_a_claim_holding_the_endpoint(live_netbox, committed_inventory):
+    inv = committed_inventory
+    endpoint = inv.endpoint("creating")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
+    settings = connection_settings()
+    with psycopg.connect(**settings) as claim, ThreadPoolExecutor(max_workers=1) as pool:
+        claim.execute(
+            "SELECT 1 FROM netbox_proxbox_proxmoxendpoint WHERE id = %s FOR UPDATE", [endpoint.pk]
+        )
+        pending = pool.submit(
+            httpx.post,
+            live_netbox + "/api/plugins/proxbox/clusters/",
+            json={"endpoint": endpoint.pk, "name": "same-name"},
+            headers={"Authorization": bearer(token)},
+            timeout=60,
+        )
+        wait_for_lock_waiters(settings, 1, timeout=15)
+        assert not pending.done()
+        # It waits before writing anything: the claim's name-clash check cannot be bypassed by a
+        # row inserted meanwhile (the deferred foreign key check alone would only wait at commit).
+        with psycopg.connect(**settings, autocommit=True) as probe:
+            written = probe.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE a.datname = %s AND a.wait_event_type = 'Lock' "
+                "AND l.mode = 'RowExclusiveLock' "
+                "AND l.relation = 'netbox_proxbox_proxmoxcluster'::regclass",
+                [settings["dbname"]],
+            ).fetchone()[0]
+        assert written == 0
+        claim.commit()
+        response = pending.result()
+    assert response.status_code == 201, response.text
+
+
+def test_tracking_save_hit_by_a_concurrent_deletion_is_a_409(live_netbox, committed_inventory):
+    inv = committed_inventory
+    endpoint = inv.endpoint("vanishing-row")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
+    row = ProxmoxCluster.objects.create(endpoint=endpoint, name="doomed-row")
+    settings = connection_settings()
+    with psycopg.connect(**settings) as deleter, ThreadPoolExecutor(max_workers=1) as pool:
+        deleter.execute(
+            "SELECT 1 FROM netbox_proxbox_proxmoxendpoint WHERE id = %s FOR UPDATE", [endpoint.pk]
+        )
+        deleter.execute("DELETE FROM netbox_proxbox_proxmoxcluster WHERE id = %s", [row.pk])
+        pending = pool.submit(
+            httpx.patch,
+            live_netbox + f"/api/plugins/proxbox/clusters/{row.pk}/",
+            json={"version": "9.0"},
+            headers={"Authorization": bearer(token)},
+            timeout=60,
+        )
+        wait_for_lock_waiters(settings, 1)
+        deleter.commit()
+        response = pending.result()
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "retry"
+    assert "deleted meanwhile" in response.json()["detail"]
+
+
+def test_sidecar_save_hit_by_a_concurrent_deletion_is_a_409(live_netbox, committed_inventory):
+    inv = committed_inventory
+    endpoint = inv.endpoint("sidecar")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
+    claimed = httpx.post(
+        live_netbox + CLAIM.format(endpoint.pk),
+        json=inv.body("sidecar"),
+        headers={"Authorization": bearer(token)},
+        timeout=60,
+    )
+    assert claimed.status_code == 201, claimed.text
+    cluster_id = claimed.json()["cluster"]["id"]
+    sidecar = ProxboxClusterSyncState.objects.get(cluster_id=cluster_id)
+    settings = connection_settings()
+    with psycopg.connect(**settings) as deleter, ThreadPoolExecutor(max_workers=1) as pool:
+        deleter.execute(
+            "SELECT 1 FROM virtualization_cluster WHERE id = %s FOR UPDATE", [cluster_id]
+        )
+        deleter.execute(
+            "DELETE FROM netbox_proxbox_proxboxclustersyncstate WHERE id = %s", [sidecar.pk]
+        )
+        pending = pool.submit(
+            httpx.patch,
+            live_netbox + f"/api/plugins/proxbox/cluster-sync-states/{sidecar.pk}/",
+            json={"status": "succeeded"},
+            headers={"Authorization": bearer(token)},
+            timeout=60,
+        )
+        wait_for_lock_waiters(settings, 1)
+        deleter.commit()
+        response = pending.result()
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "retry"
+
+
+def test_ordinary_tracking_save_in_a_deadlock_is_a_409(live_netbox, committed_inventory):
+    """Another session holds the tracking row and then wants the endpoint the save holds."""
+    inv = committed_inventory
+    endpoint = inv.endpoint("deadlocked")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
+    row = ProxmoxCluster.objects.create(endpoint=endpoint, name="contended")
+    settings = connection_settings()
+    with psycopg.connect(**settings) as other, ThreadPoolExecutor(max_workers=2) as pool:
+        other.execute("SET deadlock_timeout = '20s'")  # the save's session detects the cycle
+        other.execute(
+            "SELECT 1 FROM netbox_proxbox_proxmoxcluster WHERE id = %s FOR UPDATE", [row.pk]
+        )
+        pending = pool.submit(
+            httpx.patch,
+            live_netbox + f"/api/plugins/proxbox/clusters/{row.pk}/",
+            json={"version": "deadlock"},
+            headers={"Authorization": bearer(token)},
+            timeout=60,
+        )
+        wait_for_lock_waiters(settings, 1)  # the save holds the endpoint, waits for the row
+        other.execute(
+            "SELECT 1 FROM netbox_proxbox_proxmoxendpoint WHERE id = %s FOR UPDATE", [endpoint.pk]
+        )
+        response = pending.result()
+        other.rollback()
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "retry"
+    row.refresh_from_db()
+    assert row.version == ""
+
+
+def test_sidecar_save_hit_by_a_serialization_failure_is_a_409(live_netbox, committed_inventory):
+    """Under REPEATABLE READ (as a deployment may configure), a sidecar row updated by a
+    concurrent transaction after the request's snapshot cannot be locked: SQLSTATE 40001."""
+    from django.db import connections
+    from psycopg import IsolationLevel
+
+    inv = committed_inventory
+    endpoint = inv.endpoint("serialized")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
+    claimed = httpx.post(
+        live_netbox + CLAIM.format(endpoint.pk),
+        json=inv.body("serialized"),
+        headers={"Authorization": bearer(token)},
+        timeout=60,
+    )
+    assert claimed.status_code == 201, claimed.text
+    cluster_id = claimed.json()["cluster"]["id"]
+    sidecar = ProxboxClusterSyncState.objects.get(cluster_id=cluster_id)
+    options = connections.settings["default"].setdefault("OPTIONS", {})
+    options["isolation_level"] = IsolationLevel.REPEATABLE_READ  # new request connections
+    settings = connection_settings()
+    try:
+        with psycopg.connect(**settings) as writer, ThreadPoolExecutor(max_workers=1) as pool:
+            writer.execute(
+                "SELECT 1 FROM virtualization_cluster WHERE id = %s FOR UPDATE", [cluster_id]
+            )
+            writer.execute(
+                "UPDATE netbox_proxbox_proxboxclustersyncstate SET message = 'concurrent' "
+                "WHERE id = %s",
+                [sidecar.pk],
+            )
+            pending = pool.submit(
+                httpx.patch,
+                live_netbox + f"/api/plugins/proxbox/cluster-sync-states/{sidecar.pk}/",
+                json={"status": "failed"},
+                headers={"Authorization": bearer(token)},
+                timeout=60,
+            )
+            wait_for_lock_waiters(settings, 1)  # its snapshot predates the writer's commit
+            writer.commit()
+            response = pending.result()
+    finally:
+        options.pop("isolation_level", None)
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "retry"
+    sidecar.refresh_from_db()
+    assert (sidecar.message, sidecar.status) == ("concurrent", "never")

@@ -1,4 +1,5 @@
-"""The 0002 backfill, reversal and reapplication against a scratch copy of the migrated database."""
+"""The 0002 backfill, reversal and reapplication and the 0005 validator migration, each against a
+scratch copy of the migrated database (Django's MigrationExecutor, separate transactions)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ from proxbox_devstack.testdb import (
 ALIAS = "nbpx_migrations"
 APP = "netbox_proxbox"
 BEFORE, AFTER = (APP, "0001_initial"), (APP, "0002_endpoint_native_cluster")
+PRE_VALIDATOR = (APP, "0004_endpoint_token_id_format")
+VALIDATOR = (APP, "0005_ownership_schema_validation")
+ENDPOINTS = "netbox_proxbox_proxmoxendpoint"
 
 
 @pytest.fixture
 def scratch(django_db_setup, django_db_blocker):
-    """A private database (prefix nbpx_) cloned from the fully migrated template."""
+    """A private database (prefix own_) cloned from the fully migrated template."""
     default = connections["default"].settings_dict
-    name = f"nbpx_migrations_{os.getpid()}"
+    name = f"own_migrations_{os.getpid()}"
     with django_db_blocker.unblock():
         template = ensure_template(default)
         with maintenance_connection(default) as conn:
@@ -57,6 +61,16 @@ class Scratch:
                     cursor, "netbox_proxbox_proxmoxendpoint"
                 )
             }
+
+    def applied(self):
+        with self.connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM django_migrations WHERE app = %s", [APP])
+            return {row[0] for row in cursor.fetchall()}
+
+    def execute(self, *statements):
+        with self.connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
 
     def owners(self):
         # Raw SQL: at 0001 the column exists physically but not in the model state.
@@ -152,3 +166,176 @@ def test_reversal_retains_owners_and_reapplication_never_replaces_them(scratch):
 
     apps = scratch.migrate(AFTER)
     assert scratch.owners() == {"retained": owned.pk, "newcomer": None, "unrelated": free.pk}
+
+
+def test_validator_migration_prints_the_marker_and_is_recorded(scratch, capsys):
+    from netbox_proxbox.migrations._release_0_1_0_schema import MARKER, source_identity
+
+    scratch.migrate(PRE_VALIDATOR)  # reversal is a no-op for schema and data
+    assert VALIDATOR[1] not in scratch.applied()
+    capsys.readouterr()
+    scratch.migrate(VALIDATOR)  # reapplication validates again
+    digest, version = source_identity()
+    out = capsys.readouterr().out
+    assert f"{MARKER} module=netbox_proxbox/migrations/_release_0_1_0_schema.py" in out
+    assert f"sha256={digest} version={version}" in out
+    assert VALIDATOR[1] in scratch.applied()
+
+
+def test_failing_validator_leaves_the_ownership_migration_committed_and_itself_unrecorded(
+    scratch,
+):
+    from netbox_proxbox.migrations._release_0_1_0_schema import SchemaValidationError
+
+    scratch.migrate(BEFORE)
+    # Not part of 0002's retained-column rules, but an extra constraint on the ownership column.
+    scratch.execute(
+        f"ALTER TABLE {ENDPOINTS} ADD CONSTRAINT own_extra CHECK (netbox_cluster_id > 0)"
+    )
+    with pytest.raises(SchemaValidationError, match="unexpected check constraint own_extra"):
+        scratch.migrate(VALIDATOR)
+    applied = scratch.applied()
+    assert {AFTER[1], PRE_VALIDATOR[1]} <= applied
+    assert VALIDATOR[1] not in applied
+    # Nothing was repaired: the offending constraint is still there.
+    with scratch.connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_constraint WHERE conname = 'own_extra'")
+        assert cursor.fetchone() is not None
+
+
+def test_database_that_applied_an_unpublished_dev_migration_keeps_its_owner(scratch):
+    """Column and unique constraint exist from a development migration whose recorder row
+    stays behind as an ignored orphan; the release migration keeps them and only backfills."""
+    apps = scratch.migrate(BEFORE)
+    h = History(apps)
+    retained, other, unrelated = h.endpoint("retained"), h.endpoint("other"), h.endpoint("free")
+    owned, elsewhere, free = h.cluster("owned"), h.cluster("elsewhere"), h.cluster("free")
+    scratch.execute(
+        f"UPDATE {ENDPOINTS} SET netbox_cluster_id = {owned.pk} WHERE id = {retained.pk}",
+        "INSERT INTO django_migrations (app, name, applied) "
+        "VALUES ('netbox_proxbox', '0002_dev_endpoint_native_cluster_binding', now())",
+    )
+    h.link(retained, elsewhere)  # evidence changed after the dev migration ran
+    h.link(other, owned)  # a conflicting candidate for the retained owner's cluster
+    h.link(unrelated, free)
+    scratch.migrate(VALIDATOR)
+    assert scratch.owners() == {"retained": owned.pk, "other": None, "free": free.pk}
+    applied = scratch.applied()
+    assert {"0002_dev_endpoint_native_cluster_binding", AFTER[1], VALIDATOR[1]} <= applied
+
+
+@pytest.mark.parametrize(
+    ("statements", "expected"),
+    [
+        (
+            [f"ALTER TABLE {ENDPOINTS} ALTER COLUMN netbox_cluster_id TYPE integer"],
+            "has type integer, expected bigint",
+        ),
+        (
+            [
+                f"ALTER TABLE {ENDPOINTS} DROP CONSTRAINT {ENDPOINTS}_netbox_cluster_id_key",
+                f"CREATE UNIQUE INDEX own_partial ON {ENDPOINTS} (netbox_cluster_id) "
+                "WHERE netbox_cluster_id > 0",
+            ],
+            "own_partial",
+        ),
+        (
+            [
+                "DO $$ DECLARE n text; BEGIN SELECT conname INTO STRICT n FROM pg_constraint "
+                f"WHERE conrelid = '{ENDPOINTS}'::regclass AND contype = 'f' "
+                "AND conname LIKE '%netbox_cluster_id%'; "
+                f"EXECUTE format('ALTER TABLE {ENDPOINTS} DROP CONSTRAINT %I', n); END $$",
+                f"ALTER TABLE {ENDPOINTS} ADD CONSTRAINT own_nv FOREIGN KEY (netbox_cluster_id) "
+                "REFERENCES virtualization_cluster (id) NOT VALID",
+            ],
+            "own_nv",
+        ),
+        (
+            [f"ALTER TABLE {ENDPOINTS} ALTER COLUMN netbox_cluster_id SET NOT NULL"],
+            "is NOT NULL, expected nullable",
+        ),
+    ],
+    ids=["type", "partial-unique", "not-valid-fk", "not-null"],
+)
+def test_retained_column_that_breaks_the_rules_fails_the_ownership_migration(
+    scratch, statements, expected
+):
+    scratch.migrate(BEFORE)
+    scratch.execute(*statements)
+    with pytest.raises(RuntimeError, match="does not match the ownership schema") as failure:
+        scratch.migrate(AFTER)
+    assert expected in str(failure.value)
+    assert AFTER[1] not in scratch.applied()
+
+
+def test_every_backfill_rule_forward_backward_and_forward_again(scratch):
+    apps = scratch.migrate(BEFORE)
+    scratch.execute(f"ALTER TABLE {ENDPOINTS} DROP COLUMN netbox_cluster_id")
+    h = History(apps)
+    single, duplicated, ambiguous, shared_a, shared_b, bare, later = (
+        h.endpoint(n)
+        for n in ("single", "duplicated", "ambiguous", "shared-a", "shared-b", "bare", "later")
+    )
+    c_single, c_dup, c_amb1, c_amb2, c_shared, c_later, c_moved = (
+        h.cluster(n) for n in ("c-single", "c-dup", "c-amb1", "c-amb2", "c-shared", "c-later", "m")
+    )
+    h.link(single, c_single)
+    for name in ("dup-1", "dup-2", "dup-3"):  # several identical historical rows for one pair
+        h.link(duplicated, c_dup, name=name)
+    h.link(ambiguous, c_amb1)
+    h.link(ambiguous, c_amb2)
+    h.link(shared_a, c_shared)
+    h.link(shared_b, c_shared)
+    h.Tracking.objects.using(ALIAS).create(endpoint=bare, name="unlinked")
+    first = {
+        "single": c_single.pk,
+        "duplicated": c_dup.pk,
+        "ambiguous": None,
+        "shared-a": None,
+        "shared-b": None,
+        "bare": None,
+        "later": None,
+    }
+
+    scratch.migrate(VALIDATOR)
+    assert scratch.owners() == first
+    apps = scratch.migrate(BEFORE)
+    assert scratch.owners() == first  # reversal keeps the column and its values
+    h = History(apps)
+    h.Tracking.objects.using(ALIAS).filter(endpoint_id=single.pk).update(netbox_cluster=c_moved)
+    h.link(later, c_dup)  # a conflicting legacy candidate for a retained owner's cluster
+    h.link(bare, c_later)  # an unrelated pair that became unambiguous meanwhile
+    scratch.migrate(VALIDATOR)
+    assert scratch.owners() == {**first, "bare": c_later.pk}
+    # Reversing and reapplying once more changes nothing further.
+    scratch.migrate(BEFORE)
+    scratch.migrate(VALIDATOR)
+    assert scratch.owners() == {**first, "bare": c_later.pk}
+
+
+def test_lock_contention_fails_the_validator_migration_explicitly_and_leaves_it_unrecorded(
+    scratch,
+):
+    import time
+
+    import psycopg
+
+    from netbox_proxbox.migrations._release_0_1_0_schema import SchemaLockTimeout
+
+    scratch.migrate(PRE_VALIDATOR)
+    s = scratch.connection.settings_dict
+    with psycopg.connect(
+        dbname=s["NAME"], user=s["USER"] or None, host=s["HOST"] or None, port=s["PORT"] or None
+    ) as holder:
+        # Like a CREATE INDEX in progress on the tracking table.
+        holder.execute("LOCK TABLE netbox_proxbox_proxmoxcluster IN SHARE MODE")
+        started = time.monotonic()
+        with pytest.raises(
+            SchemaLockTimeout, match="Could not lock table netbox_proxbox_proxmoxcluster"
+        ):
+            scratch.migrate(VALIDATOR)
+        elapsed = time.monotonic() - started
+    assert elapsed < 30, elapsed  # the 5 s lock timeout plus loading the migration graph
+    assert VALIDATOR[1] not in scratch.applied()
+    scratch.migrate(VALIDATOR)  # once the schema operation is gone, the retry validates
+    assert VALIDATOR[1] in scratch.applied()

@@ -150,6 +150,18 @@ class EndpointWritesTest(OrdinaryWriteBase):
         self.endpoint.refresh_from_db()
         self.assertEqual(self.endpoint.netbox_cluster_id, cluster_id)
 
+        # Bulk edit goes through save() as well, while the relation is still set.
+        response = self.api(
+            "patch",
+            api_url("proxmoxendpoint"),
+            [{"id": self.endpoint.pk, "enabled": False, "netbox_cluster": other.pk}],
+        )
+        self.assertEqual(response.status_code, 200, response.content)
+        self.endpoint.refresh_from_db()
+        self.assertFalse(self.endpoint.enabled)
+        self.assertEqual(self.endpoint.netbox_cluster_id, cluster_id)
+        self.assertEqual(response.json()[0]["netbox_cluster"]["id"], cluster_id)
+
         # Objects loaded before the native cluster was deleted do not resurrect the relation.
         stale = ProxmoxEndpoint.objects.get(pk=self.endpoint.pk)
         Cluster.objects.get(pk=cluster_id).delete()
@@ -157,12 +169,6 @@ class EndpointWritesTest(OrdinaryWriteBase):
         stale.save()
         self.endpoint.refresh_from_db()
         self.assertIsNone(self.endpoint.netbox_cluster_id)
-
-        # Bulk edit goes through save() as well.
-        response = self.api(
-            "patch", api_url("proxmoxendpoint"), [{"id": self.endpoint.pk, "enabled": False}]
-        )
-        self.assertEqual(response.status_code, 200, response.content)
 
     def test_deleting_an_endpoint_keeps_its_native_cluster(self):
         result = self.claim()

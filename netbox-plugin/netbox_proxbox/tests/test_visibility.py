@@ -1,0 +1,150 @@
+"""Ownership data names and links only what the caller may view: 409 messages, tables, REST."""
+
+from __future__ import annotations
+
+from django.test import Client, TestCase
+from django.urls import reverse
+from rest_framework.test import APIClient
+from virtualization.models import Cluster
+
+from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster
+
+from .base import (
+    CLAIM_UPDATE_PERMS,
+    api_url,
+    auth_header,
+    claim_url,
+    grant,
+    make_endpoint,
+    make_references,
+    make_user,
+)
+
+WITHOUT_CLUSTER_VIEW = tuple(p for p in CLAIM_UPDATE_PERMS if p != "virtualization.view_cluster")
+
+
+class ConflictMessagesTest(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, cls.site, cls.tenant = make_references()
+        cls.endpoint = make_endpoint("pve-mine")
+        cls.other = make_endpoint("pve-secret-owner")
+        cls.owned = Cluster.objects.create(name="secret-cluster", type=cls.cluster_type)
+        cls.other.netbox_cluster = cls.owned
+        cls.other.save(assign_native_cluster=True)
+        ProxmoxCluster(endpoint=cls.endpoint, name="x", netbox_cluster=cls.owned).save(claim=True)
+
+    def claim_as(self, perms, constraints=None):
+        user, token = make_user(f"u{len(perms)}-{bool(constraints)}", ())
+        for name in perms:
+            grant(user, name, constraints=(constraints or {}).get(name))
+        response = APIClient().post(
+            claim_url(self.endpoint),
+            {"name": "mine", "mode": "cluster", "cluster_type": self.cluster_type.pk},
+            format="json",
+            **auth_header(token),
+        )
+        self.assertEqual(response.status_code, 409, response.content)
+        self.assertEqual(response.json()["code"], "owned_by_another_endpoint")
+        return response.json()["detail"]
+
+    def test_owner_and_cluster_are_named_only_to_callers_who_may_view_them(self):
+        detail = self.claim_as(CLAIM_UPDATE_PERMS)
+        self.assertIn("'secret-cluster'", detail)
+        self.assertIn("'pve-secret-owner'", detail)
+        detail = self.claim_as(
+            WITHOUT_CLUSTER_VIEW,
+            constraints={"netbox_proxbox.view_proxmoxendpoint": {"name": "pve-mine"}},
+        )
+        self.assertNotIn("secret-cluster", detail)
+        self.assertNotIn("pve-secret-owner", detail)
+        self.assertIn("another endpoint", detail)
+
+    def test_ambiguous_cluster_ids_are_listed_only_when_viewable(self):
+        hidden = Cluster.objects.create(name="hidden-two", type=self.cluster_type)
+        ProxmoxCluster.objects.filter(endpoint=self.endpoint).delete()
+        ProxmoxCluster(endpoint=self.endpoint, name="a", netbox_cluster=self.owned).save(claim=True)
+        ProxmoxCluster(endpoint=self.endpoint, name="b", netbox_cluster=hidden).save(claim=True)
+        user, token = make_user("constrained", WITHOUT_CLUSTER_VIEW)
+        grant(user, "virtualization.view_cluster", constraints={"name": "secret-cluster"})
+        response = APIClient().post(
+            claim_url(self.endpoint),
+            {"name": "mine", "mode": "cluster", "cluster_type": self.cluster_type.pk},
+            format="json",
+            **auth_header(token),
+        )
+        self.assertEqual(response.json()["code"], "ambiguous_tracking", response.content)
+        detail = response.json()["detail"]
+        self.assertIn(str(self.owned.pk), detail)
+        self.assertNotIn(f"{hidden.pk}", detail.replace(str(self.owned.pk), ""))
+        self.assertIn("1 you may not view", detail)
+
+
+class RelationColumnsTest(TestCase):
+    """Tables and REST representations apply the detail pages' rule to native clusters."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, cls.site, cls.tenant = make_references()
+        cls.endpoint = make_endpoint("pve-a")
+        cls.cluster = Cluster.objects.create(name="native-hidden", type=cls.cluster_type)
+        cls.endpoint.netbox_cluster = cls.cluster
+        cls.endpoint.save(assign_native_cluster=True)
+        cls.tracking = ProxmoxCluster(endpoint=cls.endpoint, name="t", netbox_cluster=cls.cluster)
+        cls.tracking.save(claim=True)
+        ProxboxClusterSyncState(cluster=cls.cluster, proxmox_cluster=cls.tracking).save(claim=True)
+
+    PLUGIN_VIEWS = (
+        "netbox_proxbox.view_proxmoxendpoint",
+        "netbox_proxbox.view_proxmoxcluster",
+        "netbox_proxbox.view_proxboxclustersyncstate",
+    )
+
+    def user(self, *extra, constraints=None):
+        user, token = make_user(f"viewer-{len(extra)}-{bool(constraints)}", ())
+        for name in (*self.PLUGIN_VIEWS, *extra):
+            grant(user, name, constraints=(constraints or {}).get(name))
+        return user, token
+
+    def pages(self, user):
+        client = Client()
+        client.force_login(user)
+        out = {}
+        for name in ("proxmoxendpoint_list", "proxmoxcluster_list", "proxboxclustersyncstate_list"):
+            response = client.get(reverse(f"plugins:netbox_proxbox:{name}"))
+            self.assertEqual(response.status_code, 200)
+            out[name] = response.content.decode()
+        return out
+
+    def test_tables_link_the_native_cluster_only_for_viewers_who_may_view_it(self):
+        url = self.cluster.get_absolute_url()
+        allowed, _ = self.user("virtualization.view_cluster")
+        for name, page in self.pages(allowed).items():
+            self.assertIn(f'href="{url}"', page, name)
+        for denied, _ in (
+            self.user(),
+            self.user(
+                "virtualization.view_cluster",
+                constraints={"virtualization.view_cluster": {"name": "someone-else"}},
+            ),
+        ):
+            for name, page in self.pages(denied).items():
+                self.assertNotIn(f'href="{url}"', page, name)
+                self.assertNotIn("native-hidden", page, name)
+
+    def test_rest_representations_omit_clusters_the_caller_may_not_view(self):
+        fields = {
+            "proxmoxendpoint": "netbox_cluster",
+            "proxmoxcluster": "netbox_cluster",
+            "proxboxclustersyncstate": "cluster",
+        }
+        _, allowed = self.user("virtualization.view_cluster")
+        _, denied = self.user()
+        client = APIClient()
+        for model, field in fields.items():
+            with self.subTest(model):
+                shown = client.get(api_url(model), **auth_header(allowed)).json()["results"]
+                self.assertEqual(shown[0][field]["id"], self.cluster.pk)
+                hidden = client.get(api_url(model), **auth_header(denied)).json()["results"]
+                self.assertIsNone(hidden[0][field])
+                self.assertNotIn("native-hidden", str(hidden))
