@@ -89,9 +89,7 @@ def e2e(session: nox.Session) -> None:
         session.skip("no end-to-end tests")
     with stack_services(session) as env:
         # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
-        # The plugins' schema fuzzing takes minutes on a shared machine: `fuzz` runs it.
-        ignored = [f"--ignore={suite}" for suite in FUZZ_STACK_SUITES]
-        session.run("pytest", E2E_SUITE, *ignored, *session.posargs, env=env, external=True)
+        session.run("pytest", E2E_SUITE, *session.posargs, env=env, external=True)
 
 
 @nox.session
