@@ -29,7 +29,9 @@ DJANGO_SUITES = ["netbox-plugin", "packages"]
 PLAIN_SUITES = ["simulator/tests", "backend/tests"]
 E2E_SUITE = "e2e"
 # Schemathesis suites: a small example budget runs with `tests`; `fuzz` runs them longer.
-FUZZ_SUITES = ["backend/tests/test_api_fuzz.py"]
+FUZZ_SUITES = ["backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.py"]
+# Needs a live NetBox (pytest-django loads its settings) and the session's services.
+FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
 
 
@@ -96,4 +98,11 @@ def fuzz(session: nox.Session) -> None:
     examples = os.environ.get("PROXBOX_FUZZ_EXAMPLES", FUZZ_EXAMPLES)
     env = {"PROXBOX_FUZZ_EXAMPLES": examples}
     session.log(f"{examples} examples per operation")
-    session.run("pytest", *FUZZ_SUITES, "-p", "no:django", *session.posargs, env=env, external=True)
+    with stack_services(session) as services:
+        env.update(services)
+        # One process per suite: each package has its own conftest and helpers.
+        for suite in FUZZ_SUITES:
+            session.run(
+                "pytest", suite, "-p", "no:django", *session.posargs, env=env, external=True
+            )
+        session.run("pytest", *FUZZ_STACK_SUITES, *session.posargs, env=env, external=True)

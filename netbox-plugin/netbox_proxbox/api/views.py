@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.api.serializers import JobSerializer
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from netbox.api.viewsets import NetBoxModelViewSet
 from rest_framework import status
 from rest_framework.decorators import action
@@ -22,6 +22,15 @@ from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
 from ..ownership.errors import ClaimError, ConcurrentInventoryChange, is_retryable
 from ..sync.service import SyncRequestError, find_endpoint, request_sync
 from . import serializers
+
+# What the actions answer when they refuse (each carries `detail`): documented so that
+# clients and the schema fuzzing (e2e/test_plugin_api_fuzz.py) know them.
+REFUSALS = {
+    400: OpenApiResponse(description="The request or the endpoint's state is invalid."),
+    403: OpenApiResponse(description="The token or user may not do this."),
+    404: OpenApiResponse(description="No such endpoint visible to the user."),
+    409: OpenApiResponse(description="Conflicts with the current state."),
+}
 
 
 class ProxboxRootView(APIRootView):
@@ -65,7 +74,9 @@ class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
             return [IsAuthenticated()]
         return super().get_permissions()
 
-    @extend_schema(request=None, responses={200: serializers.EndpointCredentialsSerializer})
+    @extend_schema(
+        request=None, responses={200: serializers.EndpointCredentialsSerializer, **REFUSALS}
+    )
     @action(detail=True, methods=["get"], url_path="credentials")
     def credentials(self, request, pk):
         """The endpoint's decrypted Proxmox API token, for holders of `reveal_credentials` only."""
@@ -92,7 +103,7 @@ class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
             )
         return _no_store(Response({"token_id": endpoint.token_id, "token_secret": secret}))
 
-    @extend_schema(request=None, responses={202: JobSerializer})
+    @extend_schema(request=None, responses={202: JobSerializer, **REFUSALS})
     @action(detail=True, methods=["post"], url_path="sync")
     def sync(self, request, pk):
         """Sync now: enqueue a Job that has the Proxbox sync backend sync this endpoint."""
@@ -111,6 +122,7 @@ class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
         responses={
             200: serializers.SyncClusterResponseSerializer,
             201: serializers.SyncClusterResponseSerializer,
+            **REFUSALS,
         },
     )
     @action(detail=True, methods=["post"], url_path="sync-cluster")

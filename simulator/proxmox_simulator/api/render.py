@@ -92,6 +92,9 @@ def error(exc: PveError, fmt: str) -> Response:
     # The reason phrase travels in a private header that our server protocol
     # turns into the status line (see server.py) and strips before sending.
     reason = message.splitlines()[0][:200] if message else ""
+    # Header values are latin-1; a message quoting the caller's input may not be, and
+    # the status line keeps printable ASCII only anyway (server.py).
+    reason = reason.encode("ascii", "replace").decode("ascii")
     return Response(
         _encode(payload),
         exc.status,

@@ -155,9 +155,10 @@ def _compiled(pattern: str) -> re.Pattern | None:
 
 
 def _check_range(param: Parameter, number):
-    if param.minimum is not None and number < param.minimum:
+    # Contracts write some bounds as strings (PVE's own schema has `"minimum": "0"`).
+    if param.minimum is not None and number < float(param.minimum):
         return None, f"value must have a minimum value of {_fmt_num(param.minimum)}"
-    if param.maximum is not None and number > param.maximum:
+    if param.maximum is not None and number > float(param.maximum):
         return None, f"value must have a maximum value of {_fmt_num(param.maximum)}"
     return number, None
 

@@ -513,7 +513,10 @@ async def create_pool(rt, poolid: str, comment: str) -> None:
 
 async def update_pool(rt, poolid: str, params: dict) -> None:
     remove = bool(params.get("delete"))
-    vmids = [int(v) for v in re.split(r"[,;\s]+", str(params.get("vms") or "")) if v]
+    listed = [v for v in re.split(r"[,;\s]+", str(params.get("vms") or "")) if v]
+    if not all(v.isascii() and v.isdigit() for v in listed):
+        raise ParameterError({"vms": "value does not look like a valid VM ID list"})
+    vmids = [int(v) for v in listed]
     storages = [s for s in re.split(r"[,;\s]+", str(params.get("storage") or "")) if s]
     async with rt.pool.acquire() as conn, conn.transaction():
         await require_pool(conn, poolid)

@@ -2,9 +2,10 @@ from contextlib import ExitStack, contextmanager
 
 from django.core.exceptions import ValidationError as ModelValidationError
 from django.db.models import Case, IntegerField, Value, When
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from netbox.api.authentication import TokenWritePermission
 from netbox.api.viewsets import NetBoxModelViewSet, NetBoxReadOnlyModelViewSet
+from rest_framework import serializers as drf
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
@@ -27,6 +28,26 @@ from . import serializers
 class ScriptProjectsRootView(APIRootView):
     def get_view_name(self):
         return "Script Projects"
+
+
+# What upload/ and refresh/ answer, documented so that clients and the schema fuzzing
+# (e2e/test_plugin_api_fuzz.py) know every status they can get.
+STAGED = inline_serializer(
+    "StagedRevision",
+    {
+        "outcome": drf.CharField(),
+        "revision": serializers.ScriptProjectRevisionSerializer(),
+    },
+)
+STAGING_RESPONSES = {
+    200: STAGED,
+    201: STAGED,
+    400: OpenApiResponse(description="The request or the submitted source is invalid."),
+    403: OpenApiResponse(description="Adding revisions of this project is not permitted."),
+    404: OpenApiResponse(description="No such project visible to the user."),
+    409: OpenApiResponse(description="The stored source failed verification."),
+    503: OpenApiResponse(description="The project is busy or storage failed; retry."),
+}
 
 
 class ProjectBusyError(APIException):
@@ -113,7 +134,9 @@ class ScriptProjectViewSet(NetBoxModelViewSet):
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
         return Response({"outcome": result.outcome, "revision": data}, status=code)
 
-    @extend_schema(request={"multipart/form-data": serializers.UploadSerializer})
+    @extend_schema(
+        request={"multipart/form-data": serializers.UploadSerializer}, responses=STAGING_RESPONSES
+    )
     @action(detail=True, methods=["post"], parser_classes=[MultiPartParser])
     def upload(self, request, pk):
         """Stage a .py file or a zip/tar/tar.gz archive as a revision of this project."""
@@ -127,7 +150,7 @@ class ScriptProjectViewSet(NetBoxModelViewSet):
             return storage_error_response(exc, request)
         return self._staged(request, result)
 
-    @extend_schema(request=serializers.RefreshSerializer)
+    @extend_schema(request=serializers.RefreshSerializer, responses=STAGING_RESPONSES)
     @action(detail=True, methods=["post"])
     def refresh(self, request, pk):
         """The revision of stored source under the current Script File selection."""

@@ -1,0 +1,42 @@
+"""The plugin's part of NetBox's OpenAPI document says what its endpoints answer.
+
+Regression tests of what the schema fuzzing (e2e/test_plugin_api_fuzz.py) found.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def openapi(admin_client):
+    # Through NetBox's own view: its generator needs a request to resolve bulk operations.
+    response = admin_client.get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return response.json()
+
+
+def _response_schema(openapi, path: str, method: str, status: str) -> dict:
+    content = openapi["paths"][path][method]["responses"][status]["content"]
+    reference = content["application/json"]["schema"]["$ref"]
+    return openapi["components"]["schemas"][reference.rsplit("/", 1)[1]]
+
+
+def test_an_endpoint_without_a_native_cluster_is_documented(openapi):
+    endpoint = _response_schema(
+        openapi, "/api/plugins/proxbox/endpoints/proxmox/{id}/", "get", "200"
+    )
+    assert endpoint["properties"]["netbox_cluster"].get("nullable") is True
+    for relation in ("site", "tenant"):
+        assert endpoint["properties"][relation].get("nullable") is True
+
+
+def test_the_actions_document_their_refusals(openapi):
+    actions = [
+        ("/api/plugins/proxbox/endpoints/proxmox/{id}/sync/", "post"),
+        ("/api/plugins/proxbox/endpoints/proxmox/{id}/sync-cluster/", "post"),
+        ("/api/plugins/proxbox/endpoints/proxmox/{id}/credentials/", "get"),
+    ]
+    for path, method in actions:
+        documented = set(openapi["paths"][path][method]["responses"])
+        assert {"400", "403", "404", "409"} <= documented, (path, documented)
