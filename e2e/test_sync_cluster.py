@@ -98,6 +98,7 @@ def test_endpoint_and_cluster_point_at_each_other(netbox_server, endpoint, first
     assert tracking["endpoint"]["id"] == endpoint["id"]
     assert tracking["netbox_cluster"]["id"] == cluster_id
     assert (tracking["quorate"], tracking["node_count"]) == (True, 3)
+    assert tracking["last_seen"] is not None
     assert len(sidecars) == 1 and sidecars[0]["status"]["value"] == "succeeded"
     assert sidecars[0]["last_sync"] is not None
     created = sum(c.created for c in first_run.tally.counters.values())
@@ -116,12 +117,20 @@ def test_second_sync_writes_nothing(netbox_server, cluster_simulator, endpoint, 
     assert report.tally.of("virtualization.virtualmachine").unchanged == len(
         cluster_simulator.inventory()["guests"]
     )
-    # NetBox's change log agrees: only the run's own reflection metadata was written.
-    changed = {
-        (c["changed_object_type"], c["action"]["value"])
-        for c in object_changes_since(netbox_server, since)
-    }
-    assert changed <= {("netbox_proxbox.proxboxclustersyncstate", "update")}, changed
+    # NetBox's change log agrees: only the run's own reflection metadata was written
+    # (the sidecar's last sync and the tracking record's "last seen").
+    changes = object_changes_since(netbox_server, since)
+    changed = {(c["changed_object_type"], c["action"]["value"]) for c in changes}
+    assert changed <= {
+        ("netbox_proxbox.proxboxclustersyncstate", "update"),
+        ("netbox_proxbox.proxmoxcluster", "update"),
+    }, changed
+    for change in changes:
+        if change["changed_object_type"] == "netbox_proxbox.proxmoxcluster":
+            before, after = change["prechange_data"], change["postchange_data"]
+            differing = {k for k in after if before.get(k) != after[k]}
+            assert differing == {"last_seen"}, differing
+            assert after["last_seen"] > before["last_seen"]
 
 
 def vm_by_name(netbox, cluster_id: int, name: str) -> dict | None:
