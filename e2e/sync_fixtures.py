@@ -423,6 +423,22 @@ def object_changes_since(netbox: NetBoxServer, marker: int) -> list[dict]:
     return [c for c in list_all(netbox, "/core/object-changes/", id__gt=marker)]
 
 
+def assert_only_reflection_written(changes: list[dict]) -> None:
+    """A run that found nothing to change still records itself: the cluster's sidecar (last
+    sync) and the tracking record's "last seen". Anything else in the change log is a write."""
+    changed = {(c["changed_object_type"], c["action"]["value"]) for c in changes}
+    assert changed <= {
+        ("netbox_proxbox.proxboxclustersyncstate", "update"),
+        ("netbox_proxbox.proxmoxcluster", "update"),
+    }, changed
+    for change in changes:
+        if change["changed_object_type"] == "netbox_proxbox.proxmoxcluster":
+            before, after = change["prechange_data"], change["postchange_data"]
+            differing = {k for k in after if before.get(k) != after[k]}
+            assert differing == {"last_seen"}, differing
+            assert after["last_seen"] > before["last_seen"]
+
+
 # -- comparing inventories ----------------------------------------------------------------------
 
 QEMU_NIC = re.compile(r"^(virtio|e1000|e1000e|rtl8139|vmxnet3)=([0-9A-Fa-f:]{17})")

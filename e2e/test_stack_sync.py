@@ -97,6 +97,29 @@ def test_demo_tags_and_node_interfaces_reach_netbox(stack):
     assert interfaces["count"] > 0
 
 
+def test_first_sync_is_a_netbox_job_listed_on_the_endpoint(stack):
+    endpoint = _demo_endpoint(stack)
+    with stack.client() as client:
+        jobs = client.get(
+            "/api/core/jobs/",
+            params={
+                "object_type": "netbox_proxbox.proxmoxendpoint",
+                "object_id": endpoint["id"],
+                "name": "Proxbox sync",
+            },
+        ).json()["results"]
+        tracking = client.get(
+            "/api/plugins/proxbox/clusters/", params={"endpoint_id": endpoint["id"]}
+        ).json()["results"]
+    # `proxbox up` synced once, through the same Job an operator's "Sync now" starts.
+    assert len(jobs) >= 1, jobs
+    first = min(jobs, key=lambda job: job["id"])
+    assert first["status"]["value"] == "completed", (first.get("error"), first.get("data"))
+    counters = first["data"]["report"]["counters"]
+    assert counters["virtualization.virtualmachine"]["created"] > 0
+    assert len(tracking) == 1 and tracking[0]["last_seen"] is not None
+
+
 def test_backend_user_holds_only_its_grants(stack):
     backend = json.loads((stack.home / "backend-credentials.json").read_text())
     assert (stack.home / "backend-credentials.json").stat().st_mode & 0o777 == 0o600

@@ -890,3 +890,52 @@ def test_node_interface_leaving_its_bond_is_unlinked():
 def test_guest_tag_colour_from_the_cluster_tag_style():
     definitions = guests.guest_tag_definitions([guest(tags=("prod", "dev"))], {"prod": "ff0000"})
     assert {d.slug: d.color for d in definitions} == {"pve-prod": "ff0000", "pve-dev": "9e9e9e"}
+
+
+class _RecordingGateway:
+    """The NetBox calls the cluster stage makes, answered from fixed records."""
+
+    def __init__(self, claim, tracking: dict):
+        self._claim, self._tracking, self.tracking_patches = claim, tracking, []
+
+    async def claim(self, endpoint, body):
+        return self._claim
+
+    async def update_cluster(self, cluster_id, changes):
+        raise AssertionError(f"the cluster is up to date, yet patched with {changes}")
+
+    async def tracking_record(self, tracking_id):
+        return self._tracking
+
+    async def update_tracking_record(self, tracking_id, changes):
+        self.tracking_patches.append((tracking_id, changes))
+        return {**self._tracking, **changes}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("node_count", "outcome"), [(1, "unchanged"), (4, "updated")], ids=["current", "stale"]
+)
+async def test_cluster_stage_records_when_proxmox_was_last_seen(node_count, outcome):
+    import datetime as dt
+
+    from proxbox_backend.domain.counters import Tally
+    from proxbox_backend.domain.endpoint import Endpoint
+    from proxbox_backend.gateways.netbox import ClaimResult
+
+    identity = ClusterIdentity("prod", "cluster", ("pve1",), True)
+    endpoint = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
+    claim = ClaimResult(200, {"id": 9, "status": {"value": "active"}}, 12, False, False)
+    tracking = {"id": 12, "quorate": True, "node_count": node_count, "last_seen": None}
+    gateway = _RecordingGateway(claim, tracking)
+    seen_at = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.UTC)
+    tally = Tally()
+
+    await cluster.apply(gateway, endpoint, identity, 1, tally, seen_at=seen_at)
+
+    expected = {"last_seen": "2026-12-01T09:30:00+00:00"}
+    if node_count != 1:
+        expected["node_count"] = 1
+    assert gateway.tracking_patches == [(12, expected)]
+    # Being seen is not an inventory change: an up-to-date cluster stays "unchanged".
+    assert tally.of(cluster.OBJECT_TYPE).as_dict()[outcome] == 1

@@ -11,7 +11,7 @@ from virtualization.models import Cluster
 
 from . import filtersets, forms, tables
 from .models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
-from .sync.jobs import SyncEndpointJob
+from .sync.jobs import SyncEndpointJob, counters_summary
 from .sync.service import (
     SyncNotFound,
     SyncRequestError,
@@ -49,12 +49,13 @@ class ProxmoxEndpointView(generic.ObjectView):
                 .first()
             )
         tracking = ProxmoxCluster.objects.restrict(request.user, "view").filter(endpoint=instance)
-        recent_syncs = (
-            SyncEndpointJob.get_jobs(instance)
+        recent_syncs = [
+            (job, counters_summary(job.data))
+            for job in SyncEndpointJob.get_jobs(instance)
             .restrict(request.user, "view")
-            .defer("data", "log_entries")
+            .defer("log_entries")
             .order_by("-created")[:RECENT_SYNC_JOBS]
-        )
+        ]
         return {
             "native_cluster": native_cluster,
             "tracking_records": tracking,

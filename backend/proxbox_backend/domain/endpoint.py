@@ -12,6 +12,13 @@ def _id(value) -> int | None:
     return value
 
 
+def choice_value(value):
+    """A choice field's stored value: NetBox's REST API serves `{"value": ..., "label": ...}`."""
+    if isinstance(value, dict):
+        return value.get("value")
+    return value
+
+
 @dataclass(frozen=True)
 class Endpoint:
     id: int
@@ -35,7 +42,7 @@ class Endpoint:
             port=int(data.get("port") or 8006),
             verify_tls=bool(data.get("verify_tls", True)),
             enabled=bool(data.get("enabled", True)),
-            mode=data.get("mode") or "cluster",
+            mode=choice_value(data.get("mode")) or "cluster",
             token_id=data.get("token_id") or None,
             site_id=_id(data.get("site")),
             tenant_id=_id(data.get("tenant")),

@@ -7,6 +7,7 @@ that cluster's id.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from proxbox_backend.domain import tags
@@ -74,6 +75,7 @@ async def apply(
     identity: ClusterIdentity,
     cluster_type_id: int,
     tally: Tally,
+    seen_at: dt.datetime | None = None,
 ) -> ClusterOutcome:
     claim = await netbox.claim(endpoint, claim_body(identity, endpoint, cluster_type_id))
     changed = False
@@ -82,8 +84,11 @@ async def apply(
         changed = True
     if claim.tracking_id is not None:
         tracking = await netbox.tracking_record(claim.tracking_id)
-        if changes := plan_tracking(identity, tracking):
-            await netbox.update_tracking_record(claim.tracking_id, changes)
-            changed = True
+        changes = plan_tracking(identity, tracking)
+        changed = changed or bool(changes)
+        # Proxmox just answered: the record says when, on every run. That is reflection
+        # metadata like the sidecar's last sync, so it is not counted as an inventory change.
+        seen_at = (seen_at or dt.datetime.now(dt.UTC)).isoformat()
+        await netbox.update_tracking_record(claim.tracking_id, {**changes, "last_seen": seen_at})
     count(tally, claim, changed)
     return ClusterOutcome(claim, nested_id(claim.cluster), changed)

@@ -9,6 +9,7 @@ from .client import BackendClient, BackendError
 from .config import BackendNotConfigured, BackendSettings
 
 MAX_LOGGED_FAILURES = 20  # the full list stays in the Job's data
+SUMMARY_OUTCOMES = ("created", "updated", "deleted", "failed")
 
 
 class SyncJobError(Exception):
@@ -110,3 +111,16 @@ def failure_reason(report: dict) -> str:
             f"{first.get('label')}: {first.get('reason')}"
         )
     return f"Sync ended with status {report.get('status')!r}"
+
+
+def counters_summary(data) -> str | None:
+    """One line of a sync Job's counters summed over object types; None before a report."""
+    report = (data or {}).get("report") if isinstance(data, dict) else None
+    counters = (report or {}).get("counters")
+    if not isinstance(counters, dict):
+        return None
+    totals = dict.fromkeys(SUMMARY_OUTCOMES, 0)
+    for outcomes in counters.values():
+        for outcome in SUMMARY_OUTCOMES:
+            totals[outcome] += int((outcomes or {}).get(outcome) or 0)
+    return ", ".join(f"{number} {outcome}" for outcome, number in totals.items())

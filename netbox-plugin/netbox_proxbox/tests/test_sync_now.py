@@ -215,7 +215,11 @@ class SyncNowButtonTest(SyncNowTestCase):
         client = self.client_for(self.operator)
         action = reverse("plugins:netbox_proxbox:proxmoxendpoint_sync_now", args=[self.endpoint.pk])
         self.assertIn(f'action="{action}"', self.page(client))
-        service = ScriptedSyncService()
+        counters = {
+            "virtualization.virtualmachine": {"created": 3, "updated": 2, "unchanged": 5},
+            "ipam.ipaddress": {"created": 4, "deleted": 1},
+        }
+        service = ScriptedSyncService(report(counters=counters))
         with backend(service):
             response = client.post(action, follow=True)
         job = self.job()
@@ -227,6 +231,10 @@ class SyncNowButtonTest(SyncNowTestCase):
         page = self.page(client)
         self.assertIn('id="recent-syncs"', page)
         self.assertIn(f'href="{job.get_absolute_url()}"', page)
+        # The run's counters, summed over object types, next to its status.
+        row = page[page.index(f'href="{job.get_absolute_url()}"') :].split("</tr>")[0]
+        self.assertIn("Completed", row)
+        self.assertIn("7 created, 2 updated, 1 deleted, 0 failed", row)
         jobs_tab = reverse("plugins:netbox_proxbox:proxmoxendpoint_jobs", args=[self.endpoint.pk])
         self.assertEqual(client.get(jobs_tab).status_code, 200)
 

@@ -45,6 +45,7 @@ DEMO_ENDPOINT = "demo-pve"
 # Proxmox nodes become NetBox devices, and devices need a site.
 DEMO_SITE = {"name": "Proxbox demo", "slug": "proxbox-demo"}
 SYNC_TIMEOUT = 300.0
+JOB_DONE_STATES = ("completed", "errored", "failed")
 
 
 def simulator_dir(ctx: StackContext) -> Path:
@@ -297,23 +298,26 @@ def first_sync(ctx: StackContext) -> None:
         raise StackError("the admin credentials are missing; cannot register the demo endpoint")
     endpoint = _demo_endpoint(ctx, api, admin["token"])
     if not endpoint.get("netbox_cluster"):
-        backend = ctx.env[BACKEND_URL_ENV]
-        token = load_or_create_secrets(ctx.data_dir)["backend_api_token"]
-        status, accepted = _request("POST", f"{backend}/sync/{endpoint['id']}", token)
+        # Through NetBox's "Sync now" Job, as an operator would: the run is then listed
+        # among the endpoint's recent syncs, with its log, status and counters.
+        sync_url = f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/"
+        status, job = _request("POST", sync_url, admin["token"])
         if status != 202:
-            raise StackError(f"the first sync was refused by the backend ({status}): {accepted}")
+            raise StackError(f"the first sync was refused by NetBox ({status}): {job}")
+        job_url = f"{api}/core/jobs/{job['id']}/"
         deadline = time.monotonic() + SYNC_TIMEOUT
         while True:
-            status, run = _request("GET", f"{backend}/runs/{accepted['run_id']}", token)
-            if run.get("state") == "finished":
+            status, job = _request("GET", job_url, admin["token"])
+            if status == 200 and job["status"]["value"] in JOB_DONE_STATES:
                 break
             if time.monotonic() > deadline:
                 raise StackError(f"the first sync did not finish within {SYNC_TIMEOUT:.0f}s")
             time.sleep(0.5)
-        report = run.get("report") or {}
-        if not report.get("ok", False):
+        if job["status"]["value"] != "completed":
             print(
-                f"proxbox: the first sync reported problems (see {ctx.log_file('backend')})",
+                f"proxbox: the first sync reported problems: {job.get('error') or 'see'} "
+                f"{netbox}/core/jobs/{job['id']}/ (and {ctx.log_file('rqworker')}, "
+                f"{ctx.log_file('backend')})",
                 file=sys.stderr,
             )
         status, endpoint = _request(
