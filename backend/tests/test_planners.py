@@ -925,7 +925,13 @@ async def test_cluster_stage_records_when_proxmox_was_last_seen(node_count, outc
 
     identity = ClusterIdentity("prod", "cluster", ("pve1",), True)
     endpoint = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
-    claim = ClaimResult(200, {"id": 9, "status": {"value": "active"}}, 12, False, False)
+    claim = ClaimResult(
+        200,
+        {"id": 9, "status": {"value": "active"}, "tags": [{"slug": "proxbox"}]},
+        12,
+        False,
+        False,
+    )
     tracking = {"id": 12, "quorate": True, "node_count": node_count, "last_seen": None}
     gateway = _RecordingGateway(claim, tracking)
     seen_at = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.UTC)
