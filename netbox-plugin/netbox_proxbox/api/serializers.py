@@ -73,7 +73,7 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
     site = SiteSerializer(nested=True, required=False, allow_null=True)
     tenant = TenantSerializer(nested=True, required=False, allow_null=True)
-    netbox_cluster = VisibleNativeClusterSerializer(nested=True, read_only=True)
+    netbox_cluster = VisibleNativeClusterSerializer(nested=True, read_only=True, allow_null=True)
     token_secret = serializers.CharField(
         write_only=True,
         required=False,
