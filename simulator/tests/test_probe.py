@@ -130,12 +130,6 @@ KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {
     (None, "DELETE", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
     (None, "GET", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
     (None, "PUT", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
-    (None, "POST", "/cluster/sdn/ipams"): INPUT,
-    (None, "DELETE", "/cluster/sdn/ipams/{ipam}"): NEEDS_CONTEXT,
-    (None, "GET", "/cluster/sdn/ipams/{ipam}"): NEEDS_CONTEXT,
-    (None, "PUT", "/cluster/sdn/ipams/{ipam}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/sdn/ipams/{ipam}/status"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/sdn/ipams/{ipam}/status"): NEEDS_CONTEXT,
     (None, "POST", "/cluster/sdn/vnets"): INPUT,
     (None, "DELETE", "/cluster/sdn/vnets/{vnet}"): NEEDS_CONTEXT,
     (None, "GET", "/cluster/sdn/vnets/{vnet}"): NEEDS_CONTEXT,
@@ -161,10 +155,6 @@ KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {
     (None, "DELETE", "/cluster/sdn/vnets/{vnet}/subnets/{subnet}"): NEEDS_CONTEXT,
     (None, "GET", "/cluster/sdn/vnets/{vnet}/subnets/{subnet}"): NEEDS_CONTEXT,
     (None, "PUT", "/cluster/sdn/vnets/{vnet}/subnets/{subnet}"): NEEDS_CONTEXT,
-    (None, "POST", "/cluster/sdn/zones"): INPUT,
-    (None, "DELETE", "/cluster/sdn/zones/{zone}"): NEEDS_CONTEXT,
-    (None, "GET", "/cluster/sdn/zones/{zone}"): NEEDS_CONTEXT,
-    (None, "PUT", "/cluster/sdn/zones/{zone}"): NEEDS_CONTEXT,
     (None, "GET", "/nodes/{node}/apt/changelog"): REFUSED,
     (None, "POST", "/nodes/{node}/disks/directory"): NEEDS_CONTEXT,
     (7, "DELETE", "/nodes/{node}/disks/directory/{name}"): NEEDS_CONTEXT,
@@ -213,10 +203,6 @@ KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {
     (None, "GET", "/nodes/{node}/vzdump/extractconfig"): NEEDS_CONTEXT,
     (8, "DELETE", "/pools"): NEEDS_CONTEXT,
     (9, "DELETE", "/pools"): NEEDS_CONTEXT,
-    (6, "POST", "/storage"): REFUSED,
-    (7, "POST", "/storage"): INPUT,
-    (8, "POST", "/storage"): INPUT,
-    (9, "POST", "/storage"): INPUT,
 }
 
 
@@ -319,6 +305,8 @@ _NAME_VALUES = {
     "key": "ret",
     "timezone": "Europe/Vienna",
     "ds": "cpu",
+    "zone": "probez",
+    "vnet": "probev",
 }
 
 
@@ -512,6 +500,11 @@ _EXTRAS = {
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/exec"): {"command": "true"},
     ("POST", "/nodes/{node}/vzdump"): {"all": 1},
     ("POST", "/cluster/backup"): {"all": 1},
+    # A fresh storage ID (the seeded ones exist) of a type that needs only a path.
+    ("POST", "/storage"): {"storage": "probestore", "type": "dir", "path": "/srv/probe"},
+    ("POST", "/cluster/sdn/zones"): {"type": "simple"},
+    ("POST", "/cluster/sdn/ipams"): {"type": "pve"},
+    ("POST", "/cluster/sdn/controllers"): {"asn": 65000},
     ("POST", "/cluster/sdn/vnets/{vnet}/subnets"): {"subnet": "192.0.2.0/24"},
     ("DELETE", "/nodes/{node}/storage/{storage}/prunebackups"): {"prune-backups": "keep-last=1"},
 }
