@@ -130,31 +130,6 @@ KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {
     (None, "DELETE", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
     (None, "GET", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
     (None, "PUT", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
-    (None, "POST", "/cluster/sdn/vnets"): INPUT,
-    (None, "DELETE", "/cluster/sdn/vnets/{vnet}"): NEEDS_CONTEXT,
-    (None, "GET", "/cluster/sdn/vnets/{vnet}"): NEEDS_CONTEXT,
-    (None, "PUT", "/cluster/sdn/vnets/{vnet}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/sdn/vnets/{vnet}/firewall"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/sdn/vnets/{vnet}/firewall"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/sdn/vnets/{vnet}/firewall/options"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/sdn/vnets/{vnet}/firewall/options"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/sdn/vnets/{vnet}/firewall/options"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/sdn/vnets/{vnet}/firewall/options"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/sdn/vnets/{vnet}/firewall/rules"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/sdn/vnets/{vnet}/firewall/rules"): NEEDS_CONTEXT,
-    (8, "POST", "/cluster/sdn/vnets/{vnet}/firewall/rules"): NEEDS_CONTEXT,
-    (9, "POST", "/cluster/sdn/vnets/{vnet}/firewall/rules"): NEEDS_CONTEXT,
-    (8, "DELETE", "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"): NEEDS_CONTEXT,
-    (None, "GET", "/cluster/sdn/vnets/{vnet}/subnets"): NEEDS_CONTEXT,
-    (None, "POST", "/cluster/sdn/vnets/{vnet}/subnets"): NEEDS_CONTEXT,
-    (None, "DELETE", "/cluster/sdn/vnets/{vnet}/subnets/{subnet}"): NEEDS_CONTEXT,
-    (None, "GET", "/cluster/sdn/vnets/{vnet}/subnets/{subnet}"): NEEDS_CONTEXT,
-    (None, "PUT", "/cluster/sdn/vnets/{vnet}/subnets/{subnet}"): NEEDS_CONTEXT,
     (None, "GET", "/nodes/{node}/apt/changelog"): REFUSED,
     (None, "POST", "/nodes/{node}/disks/directory"): NEEDS_CONTEXT,
     (7, "DELETE", "/nodes/{node}/disks/directory/{name}"): NEEDS_CONTEXT,
@@ -435,6 +410,10 @@ _POWER_ORDER = ("start", "suspend", "resume", "reboot", "reset", "shutdown", "st
 _LAST_GUEST_ACTIONS = ("/template",)
 
 
+# Creates whose items others reference (a vnet names its zone): made first.
+_REFERENCED_FIRST = ("/cluster/sdn/zones", "/cluster/sdn/controllers", "/cluster/sdn/ipams")
+
+
 def plan(contract: Contract) -> list[Endpoint]:
     def order(endpoint: Endpoint):
         shape = shapes.shape_of(contract, endpoint)
@@ -444,6 +423,8 @@ def plan(contract: Contract) -> list[Endpoint]:
         rank = 0
         if _guest_creation(endpoint):
             phase = 0
+        elif phase == 1 and endpoint.method == "POST" and endpoint.path in _REFERENCED_FIRST:
+            phase = 0.5
         elif "/status/" in endpoint.path and tail in _POWER_ORDER and phase == 4:
             phase, rank = 4.5, _POWER_ORDER.index(tail)
         elif endpoint.path.endswith(_LAST_GUEST_ACTIONS):
