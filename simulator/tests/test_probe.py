@@ -58,10 +58,6 @@ KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {
     (7, "DELETE", "/access/tfa/{userid}/{id}"): NEEDS_CONTEXT,
     (7, "GET", "/access/tfa/{userid}/{id}"): NEEDS_CONTEXT,
     (7, "PUT", "/access/tfa/{userid}/{id}"): NEEDS_CONTEXT,
-    (None, "POST", "/cluster/acme/plugins"): INPUT,
-    (None, "DELETE", "/cluster/acme/plugins/{id}"): NEEDS_CONTEXT,
-    (None, "GET", "/cluster/acme/plugins/{id}"): NEEDS_CONTEXT,
-    (None, "PUT", "/cluster/acme/plugins/{id}"): NEEDS_CONTEXT,
     (None, "POST", "/cluster/config/join"): UNIMPLEMENTED,
     (None, "DELETE", "/cluster/config/nodes/{node}"): UNIMPLEMENTED,
     (None, "POST", "/cluster/config/nodes/{node}"): UNIMPLEMENTED,
@@ -92,14 +88,6 @@ KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {
     (9, "GET", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
     (8, "PUT", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
     (9, "PUT", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
-    (8, "POST", "/cluster/notifications/endpoints/gotify"): INPUT,
-    (9, "POST", "/cluster/notifications/endpoints/gotify"): INPUT,
-    (8, "DELETE", "/cluster/notifications/endpoints/gotify/{name}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/cluster/notifications/endpoints/gotify/{name}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/notifications/endpoints/gotify/{name}"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/notifications/endpoints/gotify/{name}"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/notifications/endpoints/gotify/{name}"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/notifications/endpoints/gotify/{name}"): NEEDS_CONTEXT,
     (8, "POST", "/cluster/notifications/endpoints/sendmail"): INPUT,
     (9, "POST", "/cluster/notifications/endpoints/sendmail"): INPUT,
     (8, "DELETE", "/cluster/notifications/endpoints/sendmail/{name}"): NEEDS_CONTEXT,
@@ -485,7 +473,13 @@ _EXTRAS = {
     ("POST", "/storage"): {"storage": "probestore", "type": "dir", "path": "/srv/probe"},
     ("POST", "/cluster/sdn/zones"): {"type": "simple"},
     ("POST", "/cluster/sdn/ipams"): {"type": "pve"},
-    ("POST", "/cluster/sdn/controllers"): {"asn": 65000},
+    ("POST", "/cluster/sdn/controllers"): {"asn": 65000, "peers": "192.0.2.1"},
+    ("POST", "/cluster/acme/plugins"): {"api": "cf"},
+    # Notification endpoints and matchers share one name space.
+    **{
+        ("POST", f"/cluster/notifications/endpoints/{kind}"): {"name": f"probe{kind}"}
+        for kind in ("gotify", "sendmail", "smtp", "webhook")
+    },
     ("POST", "/cluster/sdn/vnets/{vnet}/subnets"): {"subnet": "192.0.2.0/24"},
     ("DELETE", "/nodes/{node}/storage/{storage}/prunebackups"): {"prune-backups": "keep-last=1"},
 }
