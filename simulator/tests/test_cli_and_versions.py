@@ -74,7 +74,7 @@ def test_contract_commands(tmp_path, capsys):
 @pytest.mark.parametrize("version", ["6.4-15", "7.4-16", "8.4.5", "fakepve"])
 def test_contract_coverage_report(tmp_path, capsys, version):
     """The report names exactly the methods that answer 501 (the probe proves the rest)."""
-    from test_probe import AWAITING_BESPOKE
+    from test_probe import KNOWN_PROBE_GAPS, UNIMPLEMENTED
 
     target = version if version == "fakepve" else str(_official(version))
     assert main(["--data-dir", str(tmp_path), "contract", "coverage", target, "--list"]) == 0
@@ -84,14 +84,18 @@ def test_contract_coverage_report(tmp_path, capsys, version):
         report["version"],
     ).contract
     declared = {f"{e.method} {e.path}" for e in contract.endpoints}
-    awaited = {f"{m} {p}" for m, p in AWAITING_BESPOKE} & declared
+    awaited = {
+        f"{m} {p}"
+        for (major, m, p), reason in KNOWN_PROBE_GAPS.items()
+        if reason == UNIMPLEMENTED and major in (None, contract.major)
+    } & declared
     assert report["major"] == contract.major
     assert set(report["unhandled_501"]) == awaited
     assert report["handled"] == len(declared) - len(awaited)
     listed = [label for labels in report["handled_methods"].values() for label in labels]
     assert sorted(listed) == sorted(declared - awaited)
     assert "GET /nodes/{node}/qemu" in report["handled_methods"]["bespoke"]
-    assert "GET /cluster/ha/resources" in report["handled_methods"]["resource-store"]
+    assert "PUT /cluster/ceph/flags" in report["handled_methods"]["resource-store"]
 
 
 def test_coverage_reports_several_majors_at_once(tmp_path, capsys):
@@ -114,7 +118,7 @@ def test_coverage_counts_a_method_no_handler_answers():
     orphan = Endpoint("/nodes", "POST")
     contract = Contract(base.version, (*base.endpoints, orphan))
     assert handling(contract, orphan) is None
-    assert handling(contract, contract.endpoint("/cluster/ha/groups", "POST")) == "resource-store"
+    assert handling(contract, contract.endpoint("/cluster/ceph/flags", "PUT")) == "resource-store"
 
 
 def test_token_and_cluster_commands(settings, seeded, capsys, monkeypatch):

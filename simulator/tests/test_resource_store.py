@@ -332,7 +332,8 @@ def test_children_need_their_parent_and_go_with_it(root):
     assert orphan.status_code == 500 and orphan.reason_phrase == "group 'nope' does not exist"
     # Real paths too: a directory index below a store item, and a missing node.
     assert (
-        root.get("/cluster/sdn/vnets/nope/firewall").reason_phrase == "vnet 'nope' does not exist"
+        root.get("/cluster/sdn/vnets/nope/firewall").reason_phrase
+        == "sdn vnet 'nope' does not exist"
     )
     no_node = root.get("/nodes/nosuchnode/ceph/pool")
     assert no_node.status_code == 500

@@ -106,7 +106,11 @@ def test_running_qemu_over_http_reflects_the_served_major(settings, seeded, uniq
         assert root.wait(upid)["exitstatus"] == "OK"
         status = root.get(f"/nodes/pve1/qemu/{unique_vmid}/status/current").json()["data"]
         memory = root.get("/nodes/pve1/status").json()["data"]["memory"]
+        # 7.4 declares agent exec's ``command`` optional; PVE still needs it.
+        no_command = root.post(f"/nodes/pve1/qemu/{unique_vmid}/agent/exec", data={})
         root.wait(root.post(f"/nodes/pve1/qemu/{unique_vmid}/status/stop").json()["data"])
         root.wait(root.delete(f"/nodes/pve1/qemu/{unique_vmid}").json()["data"])
     assert status["running-qemu"] == "7.2.0"
     assert "available" not in memory
+    assert no_command.status_code == 400
+    assert no_command.json()["errors"] == {"command": "property is missing and it is not optional"}

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from proxmox_simulator.api import render
 from proxmox_simulator.api.auth import authenticate
 from proxmox_simulator.api.handlers.dispatch import semantic_handler
-from proxmox_simulator.api.handlers.registry import RequestContext
+from proxmox_simulator.api.handlers.registry import RequestContext, RequestParams
 from proxmox_simulator.api.logging import install_redaction
 from proxmox_simulator.api.routes import RouteTable
 from proxmox_simulator.api.validation import validate
@@ -167,7 +167,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 f"Method '{method} {endpoint.path}' not implemented by the simulator "
                 f"(CONTRACT_FALLBACK={rt.settings.contract_fallback})"
             )
-        ctx = RequestContext(rt, endpoint, params, principal, state, request.headers)
+        ctx = RequestContext(rt, endpoint, RequestParams(params), principal, state, request.headers)
         data = await _run_idempotently(rt, request, principal, handler, ctx)
         if isinstance(data, render.WithExtra):
             response = render.success(data.data, fmt, extra=data.extra)

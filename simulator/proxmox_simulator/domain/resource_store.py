@@ -76,17 +76,6 @@ def _store_creatable(contract: Contract, collection: str, is_bespoke: IsBespoke)
     return False
 
 
-def _bespoke_keys(contract: Contract, is_bespoke: IsBespoke) -> frozenset[str]:
-    """Path parameters naming things bespoke handlers own (``userid``, ``storage``...):
-    the store leaves checking those parents to them."""
-    keys = {
-        collection.rsplit("/", 1)[1][1:-1]
-        for collection in _bespoke_collections(contract, is_bespoke)
-        if collection.endswith("}")
-    }
-    return frozenset(keys | _INVENTORY_PARAMS)
-
-
 _BESPOKE_COLLECTIONS: dict[int, tuple[Contract, frozenset[str]]] = {}
 
 
@@ -187,7 +176,7 @@ async def require_parents(
     segments = endpoint.path.split("/")
     for i in range(2, len(segments)):
         name = segments[i]
-        if not name.startswith("{") or name[1:-1] in _bespoke_keys(contract, is_bespoke):
+        if not name.startswith("{") or name[1:-1] in _INVENTORY_PARAMS:
             continue
         template = "/".join(segments[: i + 1])
         if (template == endpoint.path and not including_last) or not _store_creatable(

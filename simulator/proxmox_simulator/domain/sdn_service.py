@@ -114,6 +114,8 @@ def _mode(params: dict) -> str:
 
 async def list_sections(rt, what: str, params: dict, *, vnet: str | None = None) -> list[dict]:
     async with rt.pool.acquire() as conn:
+        if vnet is not None:
+            await _vnet_zone(conn, vnet)  # a missing vnet has no subnets to list
         current = await _current(conn, what)
         running = (await _running(conn)).get(what, {})
         digest = await _file_digest(conn, what)

@@ -61,6 +61,24 @@ def children(contract: Contract, path: str) -> list[str]:
     return sorted(names)
 
 
+async def _require_bespoke_parents(ctx: RequestContext) -> None:
+    """Items a bespoke handler owns (an SDN vnet) exist when their own read answers."""
+    from dataclasses import replace
+
+    from proxmox_simulator.api.handlers.registry import REGISTRY
+
+    segments = ctx.endpoint.path.split("/")
+    for i in range(2, len(segments)):
+        if not segments[i].startswith("{"):
+            continue
+        template = "/".join(segments[: i + 1])
+        item = ctx.rt.contract.endpoint(template, "GET")
+        read = REGISTRY.get(template, "GET")
+        if item is None or read is None or template.endswith(("/{node}", "/{vmid}")):
+            continue
+        await read(replace(ctx, endpoint=item))
+
+
 async def directory_index(ctx: RequestContext):
     path = ctx.endpoint.path
     async with ctx.rt.pool.acquire() as conn:
@@ -68,5 +86,6 @@ async def directory_index(ctx: RequestContext):
         await resource_store.require_parents(
             conn, ctx.rt.contract, ctx.endpoint, ctx.params, _is_bespoke, including_last=True
         )
+    await _require_bespoke_parents(ctx)
     field = index_field(ctx.rt.contract, ctx.endpoint)
     return [{field: name} for name in children(ctx.rt.contract, path)]

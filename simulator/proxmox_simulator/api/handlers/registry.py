@@ -11,6 +11,19 @@ from typing import Any
 
 from proxmox_simulator.contracts.model import Endpoint
 from proxmox_simulator.domain.access import AccessState, Principal
+from proxmox_simulator.domain.errors import ParameterError
+
+
+class RequestParams(dict):
+    """Validated request parameters; a handler reading one the request lacks gets a 400.
+
+    A major's schema may declare optional (or not at all) a parameter another
+    major requires, so a handler's ``params["x"]`` is a missing-parameter error
+    the client made, answered the way PVE's verification answers it.
+    """
+
+    def __missing__(self, name: str):
+        raise ParameterError({name: "property is missing and it is not optional"})
 
 
 @dataclass
