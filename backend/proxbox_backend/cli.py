@@ -130,7 +130,7 @@ def cmd_run(args) -> int:
     service = SyncService(settings)
     if args.json:
         report = asyncio.run(service.run(args.endpoint))
-        print(redactor(json.dumps(report.as_dict(), indent=2, sort_keys=True)))
+        print(json.dumps(redactor.data(report.as_dict()), indent=2, sort_keys=True))
     else:
         report = asyncio.run(_run_with_progress(service, args.endpoint, redactor))
     return EXIT_OK if report.ok else EXIT_FAILURES

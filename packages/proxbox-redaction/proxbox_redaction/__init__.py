@@ -48,6 +48,17 @@ class Redactor:
             text = text.replace(value, REDACTED)
         return text
 
+    def data(self, value):
+        """A JSON-like structure with every string value scrubbed; keys are kept, so a
+        secret that happens to be a word ("proxmox") never rewrites the structure."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {key: self.data(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.data(item) for item in value]
+        return value
+
     def scrub_record(self, record: logging.LogRecord) -> None:
         """Mask secrets in the message, its arguments, the traceback and the stack."""
         try:

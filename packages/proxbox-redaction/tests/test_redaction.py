@@ -119,3 +119,15 @@ def test_an_argument_that_cannot_be_printed_does_not_make_logging_raise(installe
     # logging's own report of the broken record quotes its arguments: scrubbed too.
     reported = capsys.readouterr().err
     assert "Logging error" in reported and SECRET not in reported
+
+
+def test_structured_data_keeps_its_keys_when_a_secret_is_a_word():
+    """A password like "proxmox" must not turn the report key "proxmox_requests" into
+    "***_requests" (the JSON report then lost its keys)."""
+    redactor = Redactor(secrets=["proxmox"])
+    report = {"proxmox_requests": {"by_method": {"POST": 1}}, "error": "login proxmox failed"}
+    assert redactor.data(report) == {
+        "proxmox_requests": {"by_method": {"POST": 1}},
+        "error": "login *** failed",
+    }
+    assert redactor.data(["a", ("proxmox", 2)]) == ["a", ["***", 2]]
