@@ -48,6 +48,14 @@ STAGING_RESPONSES = {
     409: OpenApiResponse(description="The stored source failed verification."),
     503: OpenApiResponse(description="The project is busy or storage failed; retry."),
 }
+LIFECYCLE_RESPONSES = {
+    200: serializers.ScriptProjectRevisionSerializer,
+    400: OpenApiResponse(description="The stored source is refused."),
+    403: OpenApiResponse(description="Activating revisions of this project is not permitted."),
+    404: OpenApiResponse(description="No such revision visible to the user."),
+    409: OpenApiResponse(description="The revision's status or stored source forbids it."),
+    503: OpenApiResponse(description="The project is busy or storage failed; retry."),
+}
 
 
 class ProjectBusyError(APIException):
@@ -272,13 +280,13 @@ class ScriptProjectRevisionViewSet(NetBoxReadOnlyModelViewSet):
         data = serializers.ScriptProjectRevisionSerializer(revision, context={"request": request})
         return Response(data.data)
 
-    @extend_schema(request=None, responses=serializers.ScriptProjectRevisionSerializer)
+    @extend_schema(request=None, responses=LIFECYCLE_RESPONSES)
     @action(detail=True, methods=["post"])
     def activate(self, request, pk):
         """Serve this valid or retired revision and publish its Scripts."""
         return self._lifecycle(request, pk, activate_revision)
 
-    @extend_schema(request=None, responses=serializers.ScriptProjectRevisionSerializer)
+    @extend_schema(request=None, responses=LIFECYCLE_RESPONSES)
     @action(detail=True, methods=["post"])
     def deactivate(self, request, pk):
         """Retire this active revision and its Scripts; the Project serves nothing."""
