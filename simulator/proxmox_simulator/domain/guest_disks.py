@@ -81,6 +81,11 @@ async def resize_in_place(conn, kind: str, row, disk: str, request: str) -> None
     """Grow the disk and store the guest's new config (the resize's whole effect)."""
     config = dict(row["config"])
     config[disk] = await apply_resize(conn, kind, row, disk, request)
+    await store_disk_config(conn, row, config)
+
+
+async def store_disk_config(conn, row, config: dict) -> None:
+    """The guest's config after a disk change, with its disk total recomputed."""
     await guest_repo.update_config(
         conn,
         vmid=row["vmid"],

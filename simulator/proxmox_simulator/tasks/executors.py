@@ -9,7 +9,7 @@ from __future__ import annotations
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain import resource_store
 from proxmox_simulator.domain.errors import PveError
-from proxmox_simulator.domain.guest_disks import apply_move, resize_in_place
+from proxmox_simulator.domain.guest_disks import apply_move, resize_in_place, store_disk_config
 from proxmox_simulator.domain.guest_placement import copy_disks, link_disks
 from proxmox_simulator.domain.guest_service import allocate_disk
 from proxmox_simulator.repositories import access as access_repo
@@ -290,18 +290,7 @@ async def move_disk(ctx: TaskContext) -> None:
         row = await _locked_guest(conn, ctx)
         config, moved = await apply_move(conn, ctx.clock, row, ctx.payload)
         lines.extend(moved)
-        await guest_repo.update_config(
-            conn,
-            vmid=row["vmid"],
-            expected_version=row["version"],
-            config=config,
-            name=row["name"],
-            maxmem=row["maxmem"],
-            maxdisk=await inventory.guest_disk_bytes(conn, row["vmid"]),
-            cpus=row["cpus"],
-            interfaces=row["interfaces"],
-            pool=row["pool"],
-        )
+        await store_disk_config(conn, row, config)
 
     await ctx.complete(effect, lines=lines)
 
