@@ -21,8 +21,7 @@ from schemathesis import GenerationMode
 from schemathesis.core.failures import FailureGroup
 from simtest_support import ROOT_PASSWORD, create_database, drop_database, run
 
-from proxmox_simulator.api.handlers import REGISTRY
-from proxmox_simulator.api.handlers.index import is_directory_index
+from proxmox_simulator.api.handlers.dispatch import handling
 from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts.registry import resolve_contract
 
@@ -54,9 +53,7 @@ def _value_schema(parameter) -> dict:
 def openapi_from_contract(contract) -> dict:
     paths: dict[str, dict] = {}
     for endpoint in contract.endpoints:
-        if REGISTRY.get(endpoint.path, endpoint.method) is None and not is_directory_index(
-            endpoint
-        ):
+        if handling(contract, endpoint) is None:
             continue
         in_path = set(endpoint.path_params)
         fields = [p for p in endpoint.parameters if p.name not in in_path and not p.indexed_stem]
