@@ -213,15 +213,4 @@ async def unlink(rt, kind: str, node: str, vmid: int, idlist: str, force: bool) 
                 await backup_repo.delete_volume(conn, volid)
             else:
                 config[_next_unused(config)] = volid
-        await guest_repo.update_config(
-            conn,
-            vmid=vmid,
-            expected_version=row["version"],
-            config=config,
-            name=row["name"],
-            maxmem=row["maxmem"],
-            maxdisk=await inventory.guest_disk_bytes(conn, vmid),
-            cpus=row["cpus"],
-            interfaces=row["interfaces"],
-            pool=row["pool"],
-        )
+        await store_disk_config(conn, row, config)
