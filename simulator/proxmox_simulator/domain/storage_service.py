@@ -395,3 +395,109 @@ async def download_url(rt, principal: Principal, node: str, storage_name: str, p
                 "algorithm": params.get("checksum-algorithm"),
             },
         )
+
+
+# Folder of each non-image content type in a volume name (``local:iso/x.iso``).
+_CONTENT_FOLDERS = {
+    "iso": "iso",
+    "vztmpl": "vztmpl",
+    "backup": "dump",
+    "snippets": "snippets",
+    "import": "import",
+}
+
+
+def _real_volume_id(field: str, storage_name: str | None, volume: str) -> str:
+    """PVE's rule: a full volume ID must name the path's storage; a bare name gets it."""
+    if ":" in volume:
+        sid = volume.split(":", 1)[0]
+        if storage_name and sid != storage_name:
+            raise ParameterError({field: f"storage ID mismatch ({sid} != {storage_name})"})
+        return volume
+    if not storage_name:
+        raise ParameterError({field: "no storage specified"})
+    return f"{storage_name}:{volume}"
+
+
+def _copy_target_name(source, name: str) -> tuple[int | None, str]:
+    """The copy's owner VMID and format from its name, which must fit the source's content."""
+    content = source["content"]
+    if content in ("images", "rootdir"):
+        base = name.rsplit("/", 1)[-1]
+        stem, dot, ext = base.rpartition(".")
+        match = _DISK_NAME.match(stem if dot else base)
+        if not match:
+            raise ParameterError({"target": f"unable to parse volume name '{name}'"})
+        return int(match.group(1)), (ext if dot else source["format"])
+    folder = _CONTENT_FOLDERS.get(content)
+    prefix, slash, filename = name.partition("/")
+    if not slash or prefix != folder or "/" in filename or filename.startswith("."):
+        raise ParameterError(
+            {"target": f"a copy of a '{content}' volume must be named '{folder}/<file>'"}
+        )
+    return source["vmid"], source["format"]
+
+
+async def copy_volume(rt, state: AccessState, principal: Principal, node: str, params) -> str:
+    """``POST …/content/{volume}``: copy a volume (an ``imgcopy`` task; space-checked)."""
+    storage_name = params.get("storage")
+    source_id = _real_volume_id("volume", storage_name, params["volume"])
+    target_id = _real_volume_id("target", storage_name, params["target"])
+    target_node = params.get("target_node") or node
+    async with rt.pool.acquire() as conn, conn.transaction():
+        source_storage = await _node_storage(conn, node, source_id.split(":", 1)[0])
+        source = await inventory.volume(conn, source_id)
+        if source is None or (source["node"] is not None and source["node"] != node):
+            raise PveError(f"volume '{source_id}' does not exist")
+        target_storage = await _node_storage(conn, target_node, target_id.split(":", 1)[0])
+        if source["content"] not in target_storage["content"].split(","):
+            raise PveError(
+                f"storage '{target_storage['storage']}' does not support content type "
+                f"'{source['content']}'"
+            )
+        if target_storage["storage"] == source_storage["storage"] and target_id == source_id:
+            raise ParameterError({"target": "source and target volume are the same"})
+        if await inventory.volume(conn, target_id) is not None:
+            raise PveError(f"volume '{target_id}' already exists")
+        vmid, fmt = _copy_target_name(source, target_id.split(":", 1)[1])
+        await _reserve(conn, target_storage, target_node, source["size"])
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="imgcopy",
+            task_id="",
+            principal=principal,
+            payload={
+                "source": source_id,
+                "volid": target_id,
+                "storage": target_storage["storage"],
+                "node": None if target_storage["shared"] else target_node,
+                "vmid": vmid,
+                "format": fmt,
+            },
+        )
+
+
+async def finish_copy(conn, now: int, payload: dict) -> str:
+    """The copy appears when its task completes; space and the name are checked again."""
+    source = await inventory.volume(conn, payload["source"])
+    if source is None:
+        raise PveError(f"volume '{payload['source']}' does not exist")
+    if await inventory.volume(conn, payload["volid"]) is not None:
+        raise PveError(f"volume '{payload['volid']}' already exists")
+    storage = await inventory.storage(conn, payload["storage"])
+    if storage is None:
+        raise PveError(f"storage '{payload['storage']}' does not exist")
+    await _reserve(conn, storage, payload["node"] or "", source["size"])
+    await inventory.copy_volume(
+        conn,
+        source["volid"],
+        volid=payload["volid"],
+        storage_name=payload["storage"],
+        node_name=payload["node"],
+        vmid=payload["vmid"],
+        fmt=payload["format"],
+        ctime=now,
+    )
+    return f"copied {source['volid']} to {payload['volid']} ({source['size']} bytes)"

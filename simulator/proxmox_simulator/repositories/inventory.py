@@ -46,6 +46,52 @@ async def node_usage(conn: asyncpg.Connection) -> dict[str, asyncpg.Record]:
     return {r["node"]: r for r in await conn.fetch(_NODE_USAGE)}
 
 
+_INSERT_NODE = """
+INSERT INTO nodes (node, nodeid, ip, online, cpus, maxmem, maxdisk, cpu_model, pve_version,
+                   kversion, boot_epoch)
+VALUES ($1, $2, $3, true, $4, $5, $6, $7, $8, $9, $10)
+"""
+_BUMP_CONFIG_VERSION = """
+UPDATE cluster SET config_version = config_version + 1, version = version + 1 WHERE id = 1
+"""
+
+
+async def insert_node(conn, *, node: str, nodeid: int, ip: str, like, boot_epoch: int) -> None:
+    """A new cluster member; its hardware is modelled on ``like`` (an existing node row)."""
+    await conn.execute(
+        _INSERT_NODE,
+        node,
+        nodeid,
+        ip,
+        like["cpus"],
+        like["maxmem"],
+        like["maxdisk"],
+        like["cpu_model"],
+        like["pve_version"],
+        like["kversion"],
+        boot_epoch,
+    )
+
+
+async def delete_node(conn: asyncpg.Connection, node: str) -> None:
+    await conn.execute("DELETE FROM volumes WHERE node = $1", node)
+    await conn.execute("DELETE FROM nodes WHERE node = $1", node)
+
+
+async def bump_config_version(conn: asyncpg.Connection) -> None:
+    """corosync.conf changed: its ``config_version`` goes up."""
+    await conn.execute(_BUMP_CONFIG_VERSION)
+
+
+async def set_node_power(conn, node: str, *, online: bool, boot_epoch: int | None) -> None:
+    await conn.execute(
+        "UPDATE nodes SET online = $2, boot_epoch = coalesce($3, boot_epoch) WHERE node = $1",
+        node,
+        online,
+        boot_epoch,
+    )
+
+
 # -- storages and volumes ---------------------------------------------------
 
 _STORAGES = "SELECT * FROM storages ORDER BY storage"
@@ -100,6 +146,17 @@ async def insert_volume(conn, *, volid, storage_name, node_name, vmid, content, 
     await conn.execute(
         _INSERT_VOLUME, volid, storage_name, node_name, vmid, content, fmt, size, ctime
     )
+
+
+_COPY_VOLUME = """
+INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime, guest_config)
+SELECT $2, $3, $4, $5, content, $6, size, $7, guest_config FROM volumes WHERE volid = $1
+"""
+
+
+async def copy_volume(conn, source: str, *, volid, storage_name, node_name, vmid, fmt, ctime):
+    """A new volume with the source's content type, size and archived guest config."""
+    await conn.execute(_COPY_VOLUME, source, volid, storage_name, node_name, vmid, fmt, ctime)
 
 
 async def set_volume_size(conn: asyncpg.Connection, volid: str, size: int) -> None:

@@ -51,3 +51,20 @@ async def lock_setting(conn: asyncpg.Connection, node: str, key: str, initial):
 
 async def save_setting(conn, node: str, key: str, expected_version: int, value) -> int | None:
     return await conn.fetchval(_SAVE_SETTING, node, key, expected_version, value)
+
+
+async def settings_by_node(conn: asyncpg.Connection, key: str) -> dict[str, object]:
+    """Every node's value of one setting (nodes that never wrote it are absent)."""
+    rows = await conn.fetch("SELECT node, value FROM node_settings WHERE key = $1", key)
+    return {r["node"]: r["value"] for r in rows}
+
+
+async def put_setting(conn: asyncpg.Connection, node: str, key: str, value) -> None:
+    await conn.execute(
+        "INSERT INTO node_settings (node, key, value) VALUES ($1, $2, $3)"
+        " ON CONFLICT (node, key) DO UPDATE SET value = $3,"
+        " version = node_settings.version + 1",
+        node,
+        key,
+        value,
+    )

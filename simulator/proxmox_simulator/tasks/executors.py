@@ -321,6 +321,16 @@ async def create_cluster(ctx: TaskContext) -> None:
     )
 
 
+async def join_cluster(ctx: TaskContext) -> None:
+    """The joining node's worker: its first step is the peer's API, never reachable here."""
+    hostname = ctx.payload["hostname"]
+    await ctx.log(f"Establishing API connection with host '{hostname}'")
+    await ctx.sleep(1.0)
+    raise PveError(
+        f"unable to connect to '{hostname}': the simulator makes no outgoing connections"
+    )
+
+
 async def store_write(ctx: TaskContext) -> None:
     """A resource-store write that PVE runs as a worker: applied when the task completes."""
     await ctx.sleep(1.0)
@@ -342,6 +352,7 @@ def executors() -> dict[str, Executor]:
         "vzdestroy": destroy,
         "qmconfig": config_update,
         "clustercreate": create_cluster,
+        "clusterjoin": join_cluster,
         "qmigrate": migrate,
         "vzmigrate": migrate,
         "qmclone": clone,
@@ -363,6 +374,9 @@ def executors() -> dict[str, Executor]:
         "srvstop": node_executors.service_action,
         "srvrestart": node_executors.service_action,
         "replicate": node_executors.replicate,
+        "stopall": node_executors.stop_all,
+        "imgcopy": node_executors.copy_volume,
+        "startall": node_executors.start_all,
         "reloadnetworkall": node_executors.apply_sdn,
     }
     for disk_task in (

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from proxmox_simulator.domain import (
     disk_service,
+    node_power_service,
     node_system_service,
     replication_service,
     sdn_service,
+    storage_service,
 )
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import inventory
@@ -117,3 +119,36 @@ async def apt_update(ctx: TaskContext) -> None:
             "All packages are up to date.",
         ]
     )
+
+
+async def stop_all(ctx: TaskContext) -> None:
+    """``stopall`` (also pve-guests stopping before a node reboot or shutdown)."""
+    await ctx.sleep(3.0)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await node_power_service.stop_guests(conn, ctx.payload))
+        lines.extend(await node_power_service.finish_power(conn, ctx.clock, ctx.payload))
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def start_all(ctx: TaskContext) -> None:
+    await ctx.sleep(1.5)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await node_power_service.start_guests(conn, int(ctx.clock.now()), ctx.payload))
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def copy_volume(ctx: TaskContext) -> None:
+    await ctx.log(f"copying {ctx.payload['source']} to {ctx.payload['volid']}")
+    await ctx.sleep(2.0)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.append(await storage_service.finish_copy(conn, int(ctx.clock.now()), ctx.payload))
+
+    await ctx.complete(effect, lines=lines)

@@ -119,3 +119,18 @@ async def totem(ctx: RequestContext):
 @route("/cluster/config/qdevice", "GET")
 async def qdevice(ctx: RequestContext):
     return await corosync.qdevice(ctx.rt)
+
+
+@route("/cluster/config/nodes/{node}", "POST")
+async def add_corosync_node(ctx: RequestContext):
+    return await corosync.add_node(ctx.rt, ctx.node, ctx.params)
+
+
+@route("/cluster/config/nodes/{node}", "DELETE")
+async def delete_corosync_node(ctx: RequestContext):
+    await corosync.delete_node(ctx.rt, ctx.node)
+
+
+@route("/cluster/config/join", "POST")
+async def join_cluster(ctx: RequestContext):
+    return await corosync.join(ctx.rt, ctx.principal, ctx.params)

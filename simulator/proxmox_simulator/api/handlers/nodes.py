@@ -5,6 +5,8 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import WithTotal
 from proxmox_simulator.domain import inventory_service as svc
+from proxmox_simulator.domain import node_power_service as power
+from proxmox_simulator.domain import storage_service
 from proxmox_simulator.domain.errors import PermissionDenied, PveError
 from proxmox_simulator.domain.guest_service import require_node
 from proxmox_simulator.repositories import tasks as task_repo
@@ -20,6 +22,23 @@ async def list_nodes(ctx: RequestContext):
 @route("/nodes/{node}/status", "GET")
 async def node_status(ctx: RequestContext):
     return await svc.node_status(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/status", "POST")
+async def node_power(ctx: RequestContext):
+    await power.node_power(ctx.rt, ctx.node, ctx.params["command"])
+
+
+@route("/nodes/{node}/startall", "POST")
+async def start_all(ctx: RequestContext):
+    power.require_bulk_permission(ctx.state, ctx.principal, ctx.params.get("vms"), "VM.PowerMgmt")
+    return await power.start_all(ctx.rt, ctx.principal, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/stopall", "POST")
+async def stop_all(ctx: RequestContext):
+    power.require_bulk_permission(ctx.state, ctx.principal, ctx.params.get("vms"), "VM.PowerMgmt")
+    return await power.stop_all(ctx.rt, ctx.principal, ctx.node, ctx.params)
 
 
 @route("/nodes/{node}/version", "GET")
@@ -56,6 +75,11 @@ async def volume_attributes(ctx: RequestContext):
     return await svc.volume_attributes(
         ctx.rt, ctx.node, ctx.params["storage"], ctx.params["volume"]
     )
+
+
+@route("/nodes/{node}/storage/{storage}/content/{volume}", "POST")
+async def copy_volume(ctx: RequestContext):
+    return await storage_service.copy_volume(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)
 
 
 # -- tasks --------------------------------------------------------------------------
