@@ -54,119 +54,7 @@ INPUT = "generated input is not what PVE accepts"
 TASK = "its task fails for the generated input"
 SCHEMA = "answer does not validate against returns"
 REFUSED = "handler refuses the generated input"
-KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {
-    (7, "DELETE", "/access/tfa/{userid}/{id}"): NEEDS_CONTEXT,
-    (7, "GET", "/access/tfa/{userid}/{id}"): NEEDS_CONTEXT,
-    (7, "PUT", "/access/tfa/{userid}/{id}"): NEEDS_CONTEXT,
-    (None, "POST", "/cluster/config/join"): UNIMPLEMENTED,
-    (None, "DELETE", "/cluster/config/nodes/{node}"): UNIMPLEMENTED,
-    (None, "POST", "/cluster/config/nodes/{node}"): UNIMPLEMENTED,
-    (None, "POST", "/cluster/ha/resources/{sid}/migrate"): NEEDS_CONTEXT,
-    (None, "POST", "/cluster/ha/resources/{sid}/relocate"): NEEDS_CONTEXT,
-    (9, "POST", "/cluster/ha/status/arm-ha"): REFUSED,
-    (8, "POST", "/cluster/mapping/dir"): INPUT,
-    (9, "POST", "/cluster/mapping/dir"): INPUT,
-    (8, "DELETE", "/cluster/mapping/dir/{id}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/cluster/mapping/dir/{id}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/mapping/dir/{id}"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/mapping/dir/{id}"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/mapping/dir/{id}"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/mapping/dir/{id}"): NEEDS_CONTEXT,
-    (8, "POST", "/cluster/mapping/pci"): INPUT,
-    (9, "POST", "/cluster/mapping/pci"): INPUT,
-    (8, "DELETE", "/cluster/mapping/pci/{id}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/cluster/mapping/pci/{id}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/mapping/pci/{id}"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/mapping/pci/{id}"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/mapping/pci/{id}"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/mapping/pci/{id}"): NEEDS_CONTEXT,
-    (8, "POST", "/cluster/mapping/usb"): INPUT,
-    (9, "POST", "/cluster/mapping/usb"): INPUT,
-    (8, "DELETE", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/mapping/usb/{id}"): NEEDS_CONTEXT,
-    (8, "POST", "/cluster/notifications/endpoints/sendmail"): INPUT,
-    (9, "POST", "/cluster/notifications/endpoints/sendmail"): INPUT,
-    (8, "DELETE", "/cluster/notifications/endpoints/sendmail/{name}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/cluster/notifications/endpoints/sendmail/{name}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/notifications/endpoints/sendmail/{name}"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/notifications/endpoints/sendmail/{name}"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/notifications/endpoints/sendmail/{name}"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/notifications/endpoints/sendmail/{name}"): NEEDS_CONTEXT,
-    (8, "POST", "/cluster/notifications/endpoints/smtp"): INPUT,
-    (9, "POST", "/cluster/notifications/endpoints/smtp"): INPUT,
-    (8, "DELETE", "/cluster/notifications/endpoints/smtp/{name}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/cluster/notifications/endpoints/smtp/{name}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/notifications/endpoints/smtp/{name}"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/notifications/endpoints/smtp/{name}"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/notifications/endpoints/smtp/{name}"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/notifications/endpoints/smtp/{name}"): NEEDS_CONTEXT,
-    (8, "POST", "/cluster/notifications/endpoints/webhook"): INPUT,
-    (9, "POST", "/cluster/notifications/endpoints/webhook"): INPUT,
-    (8, "DELETE", "/cluster/notifications/endpoints/webhook/{name}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/cluster/notifications/endpoints/webhook/{name}"): NEEDS_CONTEXT,
-    (8, "GET", "/cluster/notifications/endpoints/webhook/{name}"): NEEDS_CONTEXT,
-    (9, "GET", "/cluster/notifications/endpoints/webhook/{name}"): NEEDS_CONTEXT,
-    (8, "PUT", "/cluster/notifications/endpoints/webhook/{name}"): NEEDS_CONTEXT,
-    (9, "PUT", "/cluster/notifications/endpoints/webhook/{name}"): NEEDS_CONTEXT,
-    (8, "POST", "/cluster/notifications/targets/{name}/test"): NEEDS_CONTEXT,
-    (9, "POST", "/cluster/notifications/targets/{name}/test"): NEEDS_CONTEXT,
-    (None, "POST", "/cluster/sdn/controllers"): INPUT,
-    (None, "DELETE", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
-    (None, "GET", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
-    (None, "PUT", "/cluster/sdn/controllers/{controller}"): NEEDS_CONTEXT,
-    (None, "GET", "/nodes/{node}/apt/changelog"): REFUSED,
-    (None, "POST", "/nodes/{node}/disks/directory"): NEEDS_CONTEXT,
-    (7, "DELETE", "/nodes/{node}/disks/directory/{name}"): NEEDS_CONTEXT,
-    (8, "DELETE", "/nodes/{node}/disks/directory/{name}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/nodes/{node}/disks/directory/{name}"): NEEDS_CONTEXT,
-    (None, "POST", "/nodes/{node}/disks/initgpt"): REFUSED,
-    (None, "POST", "/nodes/{node}/disks/lvm"): NEEDS_CONTEXT,
-    (7, "DELETE", "/nodes/{node}/disks/lvm/{name}"): NEEDS_CONTEXT,
-    (8, "DELETE", "/nodes/{node}/disks/lvm/{name}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/nodes/{node}/disks/lvm/{name}"): NEEDS_CONTEXT,
-    (None, "POST", "/nodes/{node}/disks/lvmthin"): NEEDS_CONTEXT,
-    (7, "DELETE", "/nodes/{node}/disks/lvmthin/{name}"): NEEDS_CONTEXT,
-    (8, "DELETE", "/nodes/{node}/disks/lvmthin/{name}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/nodes/{node}/disks/lvmthin/{name}"): NEEDS_CONTEXT,
-    (7, "PUT", "/nodes/{node}/disks/wipedisk"): REFUSED,
-    (8, "PUT", "/nodes/{node}/disks/wipedisk"): REFUSED,
-    (9, "PUT", "/nodes/{node}/disks/wipedisk"): REFUSED,
-    (None, "POST", "/nodes/{node}/disks/zfs"): NEEDS_CONTEXT,
-    (7, "DELETE", "/nodes/{node}/disks/zfs/{name}"): NEEDS_CONTEXT,
-    (8, "DELETE", "/nodes/{node}/disks/zfs/{name}"): NEEDS_CONTEXT,
-    (9, "DELETE", "/nodes/{node}/disks/zfs/{name}"): NEEDS_CONTEXT,
-    (None, "GET", "/nodes/{node}/disks/zfs/{name}"): NEEDS_CONTEXT,
-    (6, "POST", "/nodes/{node}/lxc/{vmid}/move_volume"): NEEDS_CONTEXT,
-    (7, "POST", "/nodes/{node}/lxc/{vmid}/move_volume"): INPUT,
-    (8, "POST", "/nodes/{node}/lxc/{vmid}/move_volume"): INPUT,
-    (9, "POST", "/nodes/{node}/lxc/{vmid}/move_volume"): INPUT,
-    (None, "POST", "/nodes/{node}/network"): INPUT,
-    (None, "PUT", "/nodes/{node}/network"): REFUSED,
-    (None, "GET", "/nodes/{node}/qemu/{vmid}/agent/exec-status"): NEEDS_CONTEXT,
-    (None, "GET", "/nodes/{node}/qemu/{vmid}/agent/file-read"): REFUSED,
-    (None, "POST", "/nodes/{node}/qemu/{vmid}/agent/file-write"): NEEDS_CONTEXT,
-    (None, "POST", "/nodes/{node}/qemu/{vmid}/agent/fsfreeze-freeze"): REFUSED,
-    (None, "POST", "/nodes/{node}/qemu/{vmid}/agent/set-user-password"): NEEDS_CONTEXT,
-    (None, "POST", "/nodes/{node}/qemu/{vmid}/agent/suspend-disk"): NEEDS_CONTEXT,
-    (None, "POST", "/nodes/{node}/qemu/{vmid}/agent/suspend-hybrid"): NEEDS_CONTEXT,
-    (None, "POST", "/nodes/{node}/qemu/{vmid}/agent/suspend-ram"): NEEDS_CONTEXT,
-    (6, "POST", "/nodes/{node}/qemu/{vmid}/move_disk"): NEEDS_CONTEXT,
-    (7, "POST", "/nodes/{node}/qemu/{vmid}/move_disk"): INPUT,
-    (8, "POST", "/nodes/{node}/qemu/{vmid}/move_disk"): INPUT,
-    (9, "POST", "/nodes/{node}/qemu/{vmid}/move_disk"): INPUT,
-    (None, "POST", "/nodes/{node}/replication/{id}/schedule_now"): TASK,
-    (None, "POST", "/nodes/{node}/status"): UNIMPLEMENTED,
-    (None, "POST", "/nodes/{node}/storage/{storage}/content"): INPUT,
-    (None, "POST", "/nodes/{node}/storage/{storage}/content/{volume}"): UNIMPLEMENTED,
-    (None, "POST", "/nodes/{node}/vzdump"): TASK,
-    (None, "GET", "/nodes/{node}/vzdump/extractconfig"): NEEDS_CONTEXT,
-    (8, "DELETE", "/pools"): NEEDS_CONTEXT,
-    (9, "DELETE", "/pools"): NEEDS_CONTEXT,
-}
+KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {}
 
 
 def _gaps(major: int) -> dict[tuple[str, str], str]:
@@ -176,8 +64,10 @@ def _gaps(major: int) -> dict[tuple[str, str], str]:
 # Answers that are right although they are not 200 or differ from the schema,
 # each with the reason; matched by (major or None, method, path) and a message part.
 EXPECTED = {
-    # The seeded cluster exists: PVE refuses to create a second one.
+    # The seeded cluster exists: PVE refuses to create a second one, or to join
+    # another one (its pre-worker checks).
     (None, "POST", "/cluster/config"): "already exists",
+    (None, "POST", "/cluster/config/join"): "corosync.conf' already exists",
     # 6.4's viewer declares these sizes as strings; PVE 6.4 answers integers.
     (6, "GET", "/cluster/resources"): "int is not string",
 }
@@ -350,9 +240,37 @@ def _scalar(name: str, spec: dict):
 WORLD: dict = {"keys": {}}
 
 
+# Path parameters that must differ from the generic value for one item template:
+# node-wide power and disk work happens away from the probe guests' node (pve1),
+# a new cluster member gets a fresh name, each disk tool its own name.
+_PATH_VALUES = {
+    ("/nodes/{node}/status", "node"): "pve3",
+    ("/nodes/{node}/startall", "node"): "pve3",
+    ("/nodes/{node}/stopall", "node"): "pve3",
+    ("/nodes/{node}/migrateall", "node"): "pve3",
+    ("/nodes/{node}/disks/zfs", "node"): "pve2",
+    ("/nodes/{node}/disks/zfs/{name}", "node"): "pve2",
+    ("/nodes/{node}/disks/zfs/{name}", "name"): "probezfs",
+    ("/nodes/{node}/disks/wipedisk", "node"): "pve2",
+    ("/nodes/{node}/disks/initgpt", "node"): "pve2",
+    ("/nodes/{node}/disks/directory/{name}", "name"): "probedir",
+    ("/nodes/{node}/disks/lvm/{name}", "name"): "probevg",
+    ("/nodes/{node}/disks/lvmthin/{name}", "name"): "probethin",
+    ("/cluster/config/nodes/{node}", "node"): "pve9",
+    # ``local`` holds no disk images.
+    ("/nodes/{node}/storage/{storage}/content", "storage"): "local-lvm",
+    # The built-in sendmail target is the one a test can reach.
+    ("/cluster/notifications/targets/{name}/test", "name"): "mail-to-root",
+}
+
+
 def value_for(param: Parameter, endpoint: Endpoint, *, body: bool):
     name = param.name
     kind = "lxc" if "/lxc" in endpoint.path else "qemu"
+    if not body and (endpoint.path, name) in _PATH_VALUES:
+        return _PATH_VALUES[(endpoint.path, name)]
+    if name == "pid" and "pid" in WORLD:
+        return WORLD["pid"]
     if name == "vmid":
         # Migration runs on the clone, so the probe guest stays on its node.
         if not body and endpoint.method == "POST" and endpoint.path.endswith("/migrate"):
@@ -400,6 +318,17 @@ _LAST_GUEST_ACTIONS = ("/template",)
 
 # Creates whose items others reference (a vnet names its zone): made first.
 _REFERENCED_FIRST = ("/cluster/sdn/zones", "/cluster/sdn/controllers", "/cluster/sdn/ipams")
+# Reads of what an action makes (an exec's status, an archive's config): run with
+# the actions; the path order puts them after the one they follow.
+_READ_AFTER = {
+    "/nodes/{node}/qemu/{vmid}/agent/exec-status": "/nodes/{node}/qemu/{vmid}/agent/exec",
+    "/nodes/{node}/vzdump/extractconfig": "/nodes/{node}/vzdump",
+}
+# Actions whose order matters among themselves (9.x arms HA after disarming it).
+_ACTION_RANK = {"/cluster/ha/status/disarm-ha": -2, "/cluster/ha/status/arm-ha": -1}
+# Guest-agent power calls: after the other agent calls, before the power actions
+# (the probe resumes or starts the guest between them, see _BEFORE).
+_AGENT_POWER = ("suspend-ram", "suspend-hybrid", "suspend-disk", "shutdown")
 
 
 def plan(contract: Contract) -> list[Endpoint]:
@@ -409,8 +338,15 @@ def plan(contract: Contract) -> list[Endpoint]:
         depth = endpoint.path.count("/")
         tail = endpoint.path.rsplit("/", 1)[-1]
         rank = 0
+        if endpoint.path in _READ_AFTER:
+            after = contract.endpoint(_READ_AFTER[endpoint.path], "POST")
+            phase = _PHASE[shapes.shape_of(contract, after).role]
+        elif endpoint.path in _ACTION_RANK:
+            rank = _ACTION_RANK[endpoint.path]
         if _guest_creation(endpoint):
             phase = 0
+        elif "/agent/" in endpoint.path and tail in _AGENT_POWER:
+            phase, rank = 4.4, _AGENT_POWER.index(tail)
         elif phase == 1 and endpoint.method == "POST" and endpoint.path in _REFERENCED_FIRST:
             phase = 0.5
         elif "/status/" in endpoint.path and tail in _POWER_ORDER and phase == 4:
@@ -467,22 +403,151 @@ _GUEST_EXTRAS = {
 _EXTRAS = {
     ("PUT", "/access/acl"): {"users": "probe@pve"},
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/exec"): {"command": "true"},
-    ("POST", "/nodes/{node}/vzdump"): {"all": 1},
+    # ``command`` would be its enum's first value, fsfreeze-freeze.
+    ("POST", "/nodes/{node}/qemu/{vmid}/agent"): {"command": "ping"},
+    ("GET", "/nodes/{node}/qemu/{vmid}/agent/file-read"): {"file": "/etc/hostname"},
+    ("POST", "/nodes/{node}/qemu/{vmid}/agent/file-write"): {"file": "/tmp/probe"},
+    ("POST", "/nodes/{node}/qemu/{vmid}/agent/set-user-password"): {"username": "root"},
+    # Only the probe guest: every guest of the node does not fit on ``local``.
+    ("POST", "/nodes/{node}/vzdump"): {"vmid": "990100", "storage": "local"},
+    # Disks move to a zfspool storage (see _BEFORE), which replication needs.
+    ("POST", "/nodes/{node}/qemu/{vmid}/move_disk"): {"storage": "probezfs", "delete": 1},
+    ("POST", "/nodes/{node}/lxc/{vmid}/move_volume"): {
+        "volume": "rootfs",
+        "storage": "probezfs",
+        "delete": 1,
+    },
+    ("DELETE", "/pools"): {"poolid": "probepool2"},
+    ("POST", "/nodes/{node}/storage/{storage}/content"): {
+        # Not the probe guest's VMID: replication would have to copy it too.
+        "vmid": 990109,
+        "filename": "vm-990109-disk-0",
+        "size": "1G",
+    },
+    ("POST", "/nodes/{node}/storage/{storage}/content/{volume}"): {"target": "iso/probe-copy.iso"},
+    ("POST", "/nodes/{node}/network"): {"iface": "vmbr9", "type": "bridge"},
+    ("GET", "/nodes/{node}/apt/changelog"): {"name": "pve-manager"},
+    # The three empty disks of each node: pve1 for these, pve2 (_PATH_VALUES) for the rest.
+    ("POST", "/nodes/{node}/disks/directory"): {"device": "/dev/sdb", "name": "probedir"},
+    ("POST", "/nodes/{node}/disks/lvm"): {"device": "/dev/sdc", "name": "probevg"},
+    ("POST", "/nodes/{node}/disks/lvmthin"): {"device": "/dev/sdd", "name": "probethin"},
+    ("POST", "/nodes/{node}/disks/zfs"): {"devices": "/dev/sdb", "name": "probezfs"},
+    ("PUT", "/nodes/{node}/disks/wipedisk"): {"disk": "/dev/sdc"},
+    ("POST", "/nodes/{node}/disks/initgpt"): {"disk": "/dev/sdd"},
+    ("POST", "/cluster/config/nodes/{node}"): {"link0": "192.0.2.99"},
+    ("POST", "/cluster/ha/resources/{sid}/migrate"): {"node": "pve2"},
+    ("POST", "/cluster/ha/resources/{sid}/relocate"): {"node": "pve1"},
+    **{
+        (method, path): {"map": value}
+        for kind, value in (
+            ("pci", "node=pve1,path=0000:00:02.0"),
+            ("usb", "node=pve1,id=1234:5678"),
+            ("dir", "node=pve1,path=/srv/probe"),
+        )
+        for method, path in (
+            ("POST", f"/cluster/mapping/{kind}"),
+            ("PUT", f"/cluster/mapping/{kind}/{{id}}"),
+        )
+    },
+    ("POST", "/cluster/notifications/endpoints/sendmail"): {
+        "name": "probesendmail",
+        "mailto": "probe@example.com",
+    },
+    ("POST", "/cluster/notifications/endpoints/smtp"): {
+        "name": "probesmtp",
+        "mailto": "probe@example.com",
+        "server": "smtp.example.com",
+        "from-address": "probe@example.com",
+    },
+    ("POST", "/cluster/notifications/endpoints/webhook"): {
+        "name": "probewebhook",
+        "url": "https://example.com/hook",
+    },
     ("POST", "/cluster/backup"): {"all": 1},
     # A fresh storage ID (the seeded ones exist) of a type that needs only a path.
     ("POST", "/storage"): {"storage": "probestore", "type": "dir", "path": "/srv/probe"},
     ("POST", "/cluster/sdn/zones"): {"type": "simple"},
     ("POST", "/cluster/sdn/ipams"): {"type": "pve"},
-    ("POST", "/cluster/sdn/controllers"): {"asn": 65000, "peers": "192.0.2.1"},
+    ("POST", "/cluster/sdn/controllers"): {"type": "evpn", "asn": 65000, "peers": "192.0.2.1"},
     ("POST", "/cluster/acme/plugins"): {"api": "cf"},
     # Notification endpoints and matchers share one name space.
     **{
         ("POST", f"/cluster/notifications/endpoints/{kind}"): {"name": f"probe{kind}"}
-        for kind in ("gotify", "sendmail", "smtp", "webhook")
+        for kind in ("gotify",)
     },
     ("POST", "/cluster/sdn/vnets/{vnet}/subnets"): {"subnet": "192.0.2.0/24"},
     ("DELETE", "/nodes/{node}/storage/{storage}/prunebackups"): {"prune-backups": "keep-last=1"},
 }
+
+
+# Context a method needs that no other probed method leaves behind, made through
+# the API right before it (tasks waited for): (method, path, body) calls.
+_QEMU, _LXC = "/nodes/pve1/qemu/990100", "/nodes/pve1/lxc/990200"
+_ZFSPOOL = ("POST", "/storage", {"storage": "probezfs", "type": "zfspool", "pool": "rpool/probe"})
+_BEFORE = {
+    ("DELETE", "/pools"): [("POST", "/pools", {"poolid": "probepool2"})],
+    ("POST", "/nodes/{node}/lxc/{vmid}/move_volume"): [
+        _ZFSPOOL,
+        ("POST", f"{_LXC}/status/stop", {}),  # PVE moves volumes of stopped containers only
+    ],
+    ("POST", "/nodes/{node}/qemu/{vmid}/move_disk"): [_ZFSPOOL],
+    # The snapshot rollback before these stopped the guest.
+    ("POST", "/nodes/{node}/qemu/{vmid}/agent/suspend-ram"): [
+        ("POST", f"{_QEMU}/status/start", {})
+    ],
+    ("POST", "/nodes/{node}/qemu/{vmid}/agent/suspend-hybrid"): [
+        ("POST", f"{_QEMU}/status/resume", {})
+    ],
+    ("POST", "/nodes/{node}/qemu/{vmid}/agent/suspend-disk"): [
+        ("POST", f"{_QEMU}/status/resume", {})
+    ],
+    ("POST", "/nodes/{node}/qemu/{vmid}/agent/shutdown"): [("POST", f"{_QEMU}/status/start", {})],
+}
+_AFTER = {
+    ("POST", "/nodes/{node}/lxc/{vmid}/move_volume"): [("POST", f"{_LXC}/status/start", {})],
+}
+# Methods after which the probe waits for every node's running tasks (the HA
+# manager migrates in tasks of its own, not returned to the caller).
+_SETTLE = {
+    ("POST", "/cluster/ha/resources/{sid}/migrate"),
+    ("POST", "/cluster/ha/resources/{sid}/relocate"),
+}
+# pve3 reboots: its stopall and startall run as tasks of their own.
+_SETTLE_NODES = ("pve1", "pve2", "pve3")
+
+
+def _run_calls(caller: Caller, calls) -> None:
+    for method, url, body in calls:
+        answer = caller.call(method, url, body)
+        data = answer.json().get("data") if answer.status_code == 200 else None
+        if isinstance(data, str) and data.startswith("UPID:"):
+            caller.wait(data)
+
+
+def _settle(caller: Caller) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        active = [
+            t
+            for node in _SETTLE_NODES
+            for t in caller.call("GET", f"/nodes/{node}/tasks", {"source": "active"}).json()["data"]
+            or []
+        ]
+        if not active:
+            return
+        time.sleep(0.02)
+
+
+def _learn(caller: Caller, endpoint: Endpoint, data) -> None:
+    """Values later methods address: an exec's PID, the archive vzdump wrote."""
+    if isinstance(data, dict) and isinstance(data.get("pid"), int):
+        WORLD["pid"] = data["pid"]
+    if endpoint.path == "/nodes/{node}/vzdump":
+        archives = caller.call(
+            "GET", "/nodes/pve1/storage/local/content", {"content": "backup", "vmid": 990100}
+        ).json()["data"]
+        if archives:
+            WORLD["backup"] = archives[-1]["volid"]
 
 
 def _body(endpoint: Endpoint) -> dict:
@@ -552,7 +617,6 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
     outcome = Outcome()
     written: dict[str, dict] = {}
     for endpoint in plan(contract):
-        label = f"{endpoint.method} {endpoint.path}"
         shape = shapes.shape_of(contract, endpoint)
         if shape.role == shapes.CREATE:
             response = _create(caller, contract, endpoint, database_url)
@@ -564,25 +628,41 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
                     if k != shape.key_param and k not in shape.scope_params
                 }
         else:
-            response = caller.call(endpoint.method, _url(endpoint), _body(endpoint))
+            _run_calls(caller, _BEFORE.get((endpoint.method, endpoint.path), []))
+            body = _body(endpoint)
+            if endpoint.path == "/nodes/{node}/vzdump/extractconfig" and "backup" in WORLD:
+                body["volume"] = WORLD["backup"]
+            response = caller.call(endpoint.method, _url(endpoint), body)
         outcome.calls += 1
         outcome.called.add((endpoint.method, endpoint.path))
-        if not _judge(contract.major, endpoint, response, outcome):
-            continue
-        data = response.json().get("data")
-        lost = _written_back(contract, endpoint, data, written)
-        if lost:
-            outcome.fail(endpoint, f"{label}: created item reads back wrong: {lost[:3]}")
-        errors = shapes.schema_errors(endpoint.returns, data)
-        mismatch = f"{label}: returns mismatch {errors[:3]}"
-        if errors and not _expected(contract.major, endpoint, mismatch):
-            outcome.fail(endpoint, mismatch)
-        if isinstance(data, str) and data.startswith("UPID:"):
-            WORLD["upid"] = data
-            exitstatus = caller.wait(data)["exitstatus"]
-            if exitstatus != "OK":
-                outcome.fail(endpoint, f"{label}: task ended {exitstatus!r}")
+        try:
+            _check(caller, contract, endpoint, response, written, outcome)
+        finally:
+            if (endpoint.method, endpoint.path) in _SETTLE:
+                _settle(caller)
+            _run_calls(caller, _AFTER.get((endpoint.method, endpoint.path), []))
     return outcome
+
+
+def _check(caller, contract, endpoint, response, written, outcome) -> None:
+    """Judge one answer: status, read-back, ``returns``, and the task it started."""
+    label = f"{endpoint.method} {endpoint.path}"
+    if not _judge(contract.major, endpoint, response, outcome):
+        return
+    data = response.json().get("data")
+    lost = _written_back(contract, endpoint, data, written)
+    if lost:
+        outcome.fail(endpoint, f"{label}: created item reads back wrong: {lost[:3]}")
+    errors = shapes.schema_errors(endpoint.returns, data)
+    mismatch = f"{label}: returns mismatch {errors[:3]}"
+    if errors and not _expected(contract.major, endpoint, mismatch):
+        outcome.fail(endpoint, mismatch)
+    if isinstance(data, str) and data.startswith("UPID:"):
+        WORLD["upid"] = data
+        exitstatus = caller.wait(data)["exitstatus"]
+        if exitstatus != "OK":
+            outcome.fail(endpoint, f"{label}: task ended {exitstatus!r}")
+    _learn(caller, endpoint, data)
 
 
 def _judge(major: int, endpoint: Endpoint, response: httpx.Response, outcome: Outcome) -> bool:

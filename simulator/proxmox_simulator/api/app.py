@@ -124,8 +124,17 @@ async def _read_params(request: Request) -> dict:
                     raise PveError("JSON body must be an object", status=400)
                 params.update(parsed)
             else:
-                params.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+                _merge_form(params, body.decode("utf-8", "replace"))
     return params
+
+
+def _merge_form(params: dict, body: str) -> None:
+    """Form fields; a repeated one (an array parameter, ``-map a -map b``) becomes a list."""
+    seen: dict[str, list[str]] = {}
+    for key, value in parse_qsl(body, keep_blank_values=True):
+        seen.setdefault(key, []).append(value)
+    for key, values in seen.items():
+        params[key] = values if len(values) > 1 else values[0]
 
 
 async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) -> Response:

@@ -104,7 +104,10 @@ def coerce(param: Parameter, value):
         ):
             return None, f"type check ('number') failed - got '{value}'"
         return _check_range(param, float(value))
-    if kind in ("array", "object"):
+    if kind == "array":
+        # A form-encoded array given once is one string: a list of that one entry.
+        return (value if isinstance(value, list) else [value]), None
+    if kind == "object":
         return value, None
     # string (and anything else declared as text)
     if isinstance(value, (dict, list)):

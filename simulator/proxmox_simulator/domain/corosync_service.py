@@ -30,6 +30,12 @@ _SETTING = "corosync"
 _LINK = re.compile(r"^link(\d+)$")
 
 
+def local_node(nodes) -> str:
+    """The node this API runs on: the first member (lowest node ID), whatever
+    the names of members added later."""
+    return min(nodes, key=lambda n: n["nodeid"])["node"]
+
+
 async def _members(conn):
     cluster = await inventory.cluster(conn)
     if cluster is None or not cluster["name"]:
@@ -212,7 +218,7 @@ async def add_node(rt, node: str, params: dict) -> dict:
             node=node,
             nodeid=nodeid,
             ip=address,
-            like=nodes[0],
+            like=next(n for n in nodes if n["node"] == local_node(nodes)),
             boot_epoch=int(rt.clock.now()),
         )
         votes = params.get("votes")
@@ -244,11 +250,10 @@ async def delete_node(rt, node: str) -> None:
     """``DELETE /cluster/config/nodes/{node}`` (``pvecm delnode``)."""
     async with rt.pool.acquire() as conn, conn.transaction():
         _cluster, nodes = await _members(conn)
-        names = [n["node"] for n in nodes]
         match = next((n for n in nodes if node in (n["node"], n["ip"])), None)
         if match is None:
             raise PveError(f"Node/IP: {node} is not a known host of the cluster.")
-        if match["node"] == names[0]:
+        if match["node"] == local_node(nodes):
             raise PveError("Cannot delete myself from cluster!")
         # PVE leaves /etc/pve/nodes/<node> behind, so its guests would still be
         # listed; the simulator keeps guests on member nodes only.
@@ -300,7 +305,7 @@ async def join(rt, principal: Principal, params: dict) -> str:
         return await enqueue(
             conn,
             rt.clock,
-            node=nodes[0]["node"],
+            node=local_node(nodes),
             task_type="clusterjoin",
             task_id="",
             principal=principal,

@@ -281,7 +281,9 @@ async def start(
             rt.clock,
             node=node,
             task_type=task_type,
-            task_id=str(params.get("name") or params.get("disk") or ""),
+            # PVE names the worker after the disk's last path component (``sdb``):
+            # a ``/`` would end the UPID's path segment.
+            task_id=str(params.get("name") or params.get("disk") or "").rsplit("/", 1)[-1],
             principal=principal,
             payload={
                 "node": node,

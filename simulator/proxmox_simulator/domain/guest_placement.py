@@ -32,7 +32,9 @@ async def migrate(rt, principal: Principal, kind: str, node: str, vmid: int, par
             raise PveError("target is local node.")
         await require_node(conn, target)
         running = row["status"] != rules.STOPPED
-        if running and kind == rules.QEMU and not params.get("online"):
+        # ``restart`` for QEMU only comes from the HA manager's relocate (the
+        # API's QEMU migrate declares no such parameter).
+        if running and kind == rules.QEMU and not (params.get("online") or params.get("restart")):
             raise PveError("can't migrate running VM without --online")
         if running and kind == rules.LXC and not params.get("restart"):
             raise PveError("CT is running - use restart mode or stop it first")
@@ -45,7 +47,13 @@ async def migrate(rt, principal: Principal, kind: str, node: str, vmid: int, par
             task_type="qmigrate" if kind == rules.QEMU else "vzmigrate",
             task_id=str(vmid),
             principal=principal,
-            payload={"vmid": vmid, "kind": kind, "source": node, "target": target},
+            payload={
+                "vmid": vmid,
+                "kind": kind,
+                "source": node,
+                "target": target,
+                "restart": bool(running and params.get("restart")),
+            },
             lock=lock_name(kind, vmid),
         )
 

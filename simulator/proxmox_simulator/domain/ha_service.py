@@ -309,10 +309,8 @@ async def request_move(rt, raw: str, target: str, *, relocate: bool) -> dict:
     if running and kind == rules.QEMU and not relocate:
         params["online"] = 1
     if running and (kind == rules.LXC or relocate):
+        # relocate = stop, move, start; containers always move that way.
         params["restart"] = 1
-        if kind == rules.QEMU:
-            # relocate = stop, move, start: PVE's offline move of a running VM.
-            raise PveError("relocating a running VM is not supported by the simulator; use migrate")
     await placement.migrate(rt, HA_MANAGER, kind, row["node"], row["vmid"], params)
     return {"sid": row["sid"], "requested-node": target}
 

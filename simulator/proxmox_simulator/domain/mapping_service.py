@@ -52,6 +52,10 @@ def _entry(row, kind: str, check_node: str | None) -> dict:
     for key in ("mdev", "live-migration-capable"):
         if key in row["options"]:
             entry[key] = row["options"][key]
+    # USB's schema requires ``error`` (PVE fills it only for ``check-node``):
+    # an empty list when nothing was checked.
+    if kind == "usb":
+        entry["error"] = []
     if check_node:
         mapped = {rules.parse_property_string(m).get("node") for m in row["options"]["map"]}
         if check_node not in mapped:

@@ -210,9 +210,9 @@ async def reload(rt, principal, node: str) -> str:
     """``PUT /nodes/{node}/network``: an ``srvreload`` task applies interfaces.new."""
     async with rt.pool.acquire() as conn, conn.transaction():
         node_row = await require_node(conn, node)
-        row = await repo.lock_network(conn, node, _initial(node_row))
-        if row["pending"] is None:
-            raise PveError("no changes to apply")
+        # Serialises with pending edits; PVE reloads (ifreload -a) even with no
+        # interfaces.new, so nothing pending is not a refusal.
+        await repo.lock_network(conn, node, _initial(node_row))
         return await enqueue(
             conn,
             rt.clock,

@@ -21,6 +21,7 @@ from proxmox_simulator.domain import resource_shapes as shapes
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.domain.guests import LXC, QEMU
+from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.repositories import resources as repo
 from proxmox_simulator.tasks.service import enqueue
@@ -28,7 +29,7 @@ from proxmox_simulator.tasks.service import enqueue
 STORE_EXECUTOR = "resource-store"
 _LIST_SEPARATORS = re.compile(r"[,;\s]+")
 # Parents the inventory owns: checked through their own services.
-_INVENTORY_PARAMS = frozenset({"node", "vmid"})
+_INVENTORY_PARAMS = frozenset({"node", "vmid", "userid"})
 
 # (path, method) -> True when a bespoke handler answers it.
 IsBespoke = Callable[[str, str], bool]
@@ -173,6 +174,9 @@ async def require_parents(
         kind = QEMU if "/qemu/" in endpoint.path else LXC if "/lxc/" in endpoint.path else None
         if kind is not None:
             await guest_service.load_guest(conn, kind, str(params["node"]), int(params["vmid"]))
+    # What is stored below a user (TFA entries) belongs to a user of the access tables.
+    if "{userid}" in endpoint.path and await access_repo.user(conn, str(params["userid"])) is None:
+        raise PveError(f"no such user ('{params['userid']}')")
     segments = endpoint.path.split("/")
     for i in range(2, len(segments)):
         name = segments[i]

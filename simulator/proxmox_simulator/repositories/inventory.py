@@ -113,7 +113,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 _SET_VOLUME_SIZE = "UPDATE volumes SET size = $2 WHERE volid = $1"
 _MOVE_LOCAL_VOLUMES = "UPDATE volumes SET node = $2 WHERE vmid = $1 AND node IS NOT NULL"
 _DELETE_GUEST_VOLUMES = "DELETE FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')"
-_GUEST_VOLUMES = "SELECT volid, size FROM volumes WHERE vmid = $1 ORDER BY volid"
+# A guest's disks: its backup archives carry its VMID too but are not its volumes.
+_GUEST_VOLUMES = """
+SELECT volid, size FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')
+ORDER BY volid
+"""
 _GUEST_DISK_BYTES = """
 SELECT coalesce(sum(size), 0) FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')
 """

@@ -217,14 +217,15 @@ async def migrate(ctx: TaskContext) -> None:
             raise PveError(f"{rules.noun(ctx.payload['kind'])} {vmid} moved away during migration")
         await guest_repo.move(conn, vmid, target)
         await inventory.move_local_volumes(conn, vmid, target)
+        if ctx.payload.get("restart") and row["status"] != rules.STOPPED:
+            # Restart mode: shut down here, started again on the target.
+            await guest_repo.set_status(conn, vmid, rules.RUNNING, int(ctx.clock.now()))
 
-    await ctx.complete(
-        effect,
-        lines=[
-            f"starting migration of {rules.noun(ctx.payload['kind'])} {vmid} to node '{target}'",
-            "migration finished successfully",
-        ],
-    )
+    who = f"{rules.noun(ctx.payload['kind'])} {vmid}"
+    lines = [f"starting migration of {who} to node '{target}'", "migration finished successfully"]
+    if ctx.payload.get("restart"):
+        lines = [f"shutdown {who} (restart mode)", *lines, f"start {who} on node '{target}'"]
+    await ctx.complete(effect, lines=lines)
 
 
 async def clone(ctx: TaskContext) -> None:
