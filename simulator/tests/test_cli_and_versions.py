@@ -73,9 +73,7 @@ def test_contract_commands(tmp_path, capsys):
 
 @pytest.mark.parametrize("version", ["6.4-15", "7.4-16", "8.4.5", "fakepve"])
 def test_contract_coverage_report(tmp_path, capsys, version):
-    """The report names exactly the methods that answer 501 (the probe proves the rest)."""
-    from test_probe import KNOWN_PROBE_GAPS, UNIMPLEMENTED
-
+    """Every declared method is handled: nothing answers 501 (the probe proves how)."""
     target = version if version == "fakepve" else str(_official(version))
     assert main(["--data-dir", str(tmp_path), "contract", "coverage", target, "--list"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -84,16 +82,12 @@ def test_contract_coverage_report(tmp_path, capsys, version):
         report["version"],
     ).contract
     declared = {f"{e.method} {e.path}" for e in contract.endpoints}
-    awaited = {
-        f"{m} {p}"
-        for (major, m, p), reason in KNOWN_PROBE_GAPS.items()
-        if reason == UNIMPLEMENTED and major in (None, contract.major)
-    } & declared
     assert report["major"] == contract.major
-    assert set(report["unhandled_501"]) == awaited
-    assert report["handled"] == len(declared) - len(awaited)
+    assert report["unhandled_501"] == []
+    assert report["handled"] == report["methods"] == len(declared)
+    assert report["coverage_percent"] == 100.0
     listed = [label for labels in report["handled_methods"].values() for label in labels]
-    assert sorted(listed) == sorted(declared - awaited)
+    assert sorted(listed) == sorted(declared)
     assert "GET /nodes/{node}/qemu" in report["handled_methods"]["bespoke"]
     assert "PUT /cluster/ceph/flags" in report["handled_methods"]["resource-store"]
 

@@ -43,24 +43,6 @@ PROBE_VMID = {"qemu": 990100, "lxc": 990200}
 NEW_VMID = {"qemu": 990101, "lxc": 990201}
 
 
-# Methods the probe currently fails on, by (major or None for all, method, path),
-# each with its reason category.  A documented gap list, not a statement that these
-# answers are right: the test fails when one of them starts passing (remove it) or
-# when a method not listed fails.  PROXMOX_SIMULATOR_PROBE_DUMP=<file> writes the
-# failures of a run as JSON lines to regenerate it.
-UNIMPLEMENTED = "no handler answers it (501)"
-NEEDS_CONTEXT = "needs a referenced object or state the probe does not set up"
-INPUT = "generated input is not what PVE accepts"
-TASK = "its task fails for the generated input"
-SCHEMA = "answer does not validate against returns"
-REFUSED = "handler refuses the generated input"
-KNOWN_PROBE_GAPS: dict[tuple[int | None, str, str], str] = {}
-
-
-def _gaps(major: int) -> dict[tuple[str, str], str]:
-    return {(m, p): r for (maj, m, p), r in KNOWN_PROBE_GAPS.items() if maj in (None, major)}
-
-
 # Answers that are right although they are not 200 or differ from the schema,
 # each with the reason; matched by (major or None, method, path) and a message part.
 EXPECTED = {
@@ -752,17 +734,15 @@ def test_every_declared_method_answers_semantically(version, tmp_path):
     finally:
         drop_database(url)
     assert outcome.calls > 0
+    if PREFIX == "/":
+        declared = {(e.method, e.path) for e in contract.endpoints}
+        assert outcome.called == declared, sorted(declared - outcome.called)[:10]
     dump = os.environ.get("PROXMOX_SIMULATOR_PROBE_DUMP")
     if dump:
         with open(dump, "a") as out:
             for (method, path), message in sorted(outcome.failed.items()):
                 out.write(json.dumps([contract.major, method, path, message]) + "\n")
-    known = {key for key in _gaps(contract.major) if key in outcome.called}
-    new = [message for key, message in outcome.failed.items() if key not in known]
-    passing = sorted(f"{m} {p}" for m, p in known - set(outcome.failed))
-    assert new == [], f"{len(new)} of {outcome.calls} fail, not in KNOWN_PROBE_GAPS:\n" + "\n".join(
-        new
-    )
-    assert passing == [], "these pass now, remove them from KNOWN_PROBE_GAPS:\n" + "\n".join(
-        passing
+    failures = [message for _key, message in sorted(outcome.failed.items())]
+    assert failures == [], f"{len(failures)} of {outcome.calls} methods fail:\n" + "\n".join(
+        failures
     )
