@@ -243,3 +243,14 @@ def test_cli_import_refuses_foreign_sources_in_one_line(tmp_path, url, reason):
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and reason in result.stderr, result.stderr
     assert not any(tmp_path.rglob("*.json"))  # nothing stored
+
+
+def test_missing_official_schemas_fail_in_ci_and_skip_elsewhere(monkeypatch, tmp_path):
+    """Without ../shared/pve-apidoc the apidoc-dependent tests must not pass silently in CI."""
+    monkeypatch.setenv("PROXMOX_SIMULATOR_APIDOC_DIR", str(tmp_path))
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="CI is set"):
+        official_apidoc("8.4.5")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        official_apidoc("8.4.5")
