@@ -147,3 +147,21 @@ def test_backup_ha_firewall_and_pools_through_proxmoxer(server, unique_vmid):
     prox.pools.put(poolid=poolid, vms=str(vmid), delete=1)
     prox.pools.delete(poolid=poolid)
     assert _wait(prox, node.qemu(vmid).delete())["exitstatus"] == "OK"
+
+
+def test_volume_copy_and_corosync_members_through_proxmoxer(server, unique_vmid):
+    prox = _api(server, user="root@pam", password=ROOT_PASSWORD)
+    storage = prox.nodes("pve1").storage("local-lvm")
+    disk = storage.content.post(vmid=unique_vmid, filename=f"vm-{unique_vmid}-disk-0", size="1G")
+    upid = storage.content(disk).post(target=f"vm-{unique_vmid}-disk-1")
+    assert Tasks.decode_upid(upid)["type"] == "imgcopy"
+    assert _wait(prox, upid)["exitstatus"] == "OK"
+    sizes = {v["volid"]: v["size"] for v in storage.content.get(vmid=unique_vmid)}
+    assert sizes == {disk: 1024**3, f"local-lvm:vm-{unique_vmid}-disk-1": 1024**3}
+    for volid in sizes:
+        assert _wait(prox, storage.content(volid).delete())["exitstatus"] == "OK"
+    members = {m["name"]: m for m in prox.cluster.config.nodes.get()}
+    assert set(members) == {"pve1", "pve2", "pve3"}
+    with pytest.raises(ResourceException) as myself:
+        prox.cluster.config.nodes("pve1").delete()
+    assert "Cannot delete myself" in str(myself.value)

@@ -233,7 +233,10 @@ async def _plan_write(
         raise PveError("detected modified configuration - file changed by other user? Try again.")
     if shape.role in (shapes.UPDATE, shapes.CONFIG_WRITE):
         merged = {**current, **data}
-        for name in _LIST_SEPARATORS.split(str(params.get("delete") or "")):
+        deleted = params.get("delete") or ""
+        # ``delete`` is a list string, or (declared as an array) a list of names.
+        entries = deleted if isinstance(deleted, list) else [deleted]
+        for name in (n for entry in entries for n in _LIST_SEPARATORS.split(str(entry))):
             merged.pop(name, None)
         change["data"] = merged
     change["version"] = row["version"] if row else None
