@@ -110,9 +110,12 @@ def test_recording_is_sanitized_checksummed_and_kept_apart(recorded, settings):
 def test_profiles_decide_what_the_simulator_answers(recorded, settings):
     data_dir, manifest = recorded
     lab = dataclasses.replace(settings, data_dir=data_dir, lab_enabled=True, profile="observed")
-    with SimulatorServer(lab, tls=True) as sim:
-        admin = httpx.Client(base_url=sim.base_url, verify=False, timeout=30)
-        api = Session(httpx.Client(base_url=sim.base_url + "/api2/json", verify=False, timeout=30))
+    with (
+        SimulatorServer(lab, tls=True) as sim,
+        httpx.Client(base_url=sim.base_url, verify=False, timeout=30) as admin,
+        httpx.Client(base_url=sim.base_url + "/api2/json", verify=False, timeout=30) as client,
+    ):
+        api = Session(client)
 
         def answers():
             return (
@@ -141,7 +144,6 @@ def test_profiles_decide_what_the_simulator_answers(recorded, settings):
         # hybrid: documented methods stay, observations add what the documents lack
         assert admin.post("/ui/api/contract/apply", data={"profile": "hybrid"}).is_success
         assert answers() == (200, 200)
-        admin.close()
 
 
 def test_cli_report_and_diff_against_the_observations(recorded, capsys):

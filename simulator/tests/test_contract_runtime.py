@@ -79,8 +79,11 @@ async def _waiting_on_locks(database_url: str) -> int:
 
 def test_hot_swap_under_concurrent_requests(lab, lab_settings):
     """Requests keep being answered through swaps; one in flight finishes on the old table."""
-    with _client(lab) as admin:
-        api = Session(httpx.Client(base_url=lab.base_url + "/api2/json", verify=False, timeout=30))
+    with (
+        _client(lab) as admin,
+        httpx.Client(base_url=lab.base_url + "/api2/json", verify=False, timeout=30) as client,
+    ):
+        api = Session(client)
         assert api.get("/version").json()["data"]["version"] == NINE
         node = api.get("/nodes").json()["data"][0]["node"]
 
