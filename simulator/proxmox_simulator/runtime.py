@@ -155,25 +155,29 @@ class ContractState:
         self._lock = threading.Lock()
 
     def apply(self, major: int | None, profile: str | None) -> Selection:
-        """Build the new selection (the slow part) outside the lock, then publish it."""
-        base = self.current
-        profile = profile or base.profile
-        if profile not in contract_selection.PROFILES:
-            raise ValueError(
-                f"unknown profile {profile!r}: one of {', '.join(contract_selection.PROFILES)}"
+        """Build the new selection (the slow part) while requests go on, then publish it.
+
+        Swaps are serialized so two operators' swaps land in the order they ran; the
+        table requests read is never locked.
+        """
+        with self._lock:
+            base = self.current
+            profile = profile or base.profile
+            if profile not in contract_selection.PROFILES:
+                raise ValueError(
+                    f"unknown profile {profile!r}: one of {', '.join(contract_selection.PROFILES)}"
+                )
+            if major is None or major == base.declared.major:
+                declared = base.declared
+            else:
+                declared = contract_selection.declared_for_major(major, self.data_dir)
+            self.current = build_selection(
+                declared,
+                profile,
+                self.data_dir,
+                origin="applied",
+                generation=base.generation + 1,
             )
-        if major is None or major == base.declared.major:
-            declared = base.declared
-        else:
-            declared = contract_selection.declared_for_major(major, self.data_dir)
-        with self._lock:
-            generation = self.current.generation + 1
-        fresh = build_selection(
-            declared, profile, self.data_dir, origin="applied", generation=generation
-        )
-        with self._lock:
-            if self.current.generation < fresh.generation:
-                self.current = fresh
             return self.current
 
     @contextlib.contextmanager

@@ -254,3 +254,46 @@ def test_metrics_count_requests_latency_tasks_reclaims_and_faults(server, root, 
     )
     assert "pvesim_tasks_queued " in after and "pvesim_tasks_running " in after
     assert _metric(after, "pvesim_contract_info", version=NINE, major="9", profile="strict-docs")
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def test_contract_page_in_a_browser(lab):
+    """The operator's swap through the page's form, in headless Chromium."""
+    import os
+    import shutil
+
+    if not shutil.which(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs Debian's chromium at {CHROMIUM}")
+        pytest.skip("needs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(ignore_https_errors=True)
+            page.goto(lab.base_url + "/ui/contract")
+            assert page.text_content("h1") == f"Selected contract: PVE {NINE} (strict-docs)"
+            page.select_option("select[name=major]", "8")
+            page.select_option("select[name=profile]", "hybrid")
+            page.click("#swap button[type=submit]")
+            page.wait_for_url(lab.base_url + "/ui/contract")
+            assert page.text_content("h1") == f"Selected contract: PVE {EIGHT} (hybrid)"
+            assert page.text_content("#contract-origin") == "applied"
+            page.click("text=Compatibility report")
+            assert page.text_content("h1") == f"PVE {EIGHT} — profile hybrid"
+        finally:
+            browser.close()
+    with _client(lab) as c:
+        assert _apply(c, major=9, profile="strict-docs").status_code == 200

@@ -85,6 +85,13 @@ def _optional_below(shape: dict[str, tuple[str, bool]], key: str) -> bool:
     return "[]" in key
 
 
+def _rule(permissions: dict | None) -> dict | None:
+    """A permission declaration without its prose: only the rule is compared."""
+    if permissions is None:
+        return None
+    return {k: v for k, v in permissions.items() if k != "description"}
+
+
 def _type_differs(a: str, b: str) -> bool:
     if "any" in (a, b) or a == b:
         return False
@@ -118,6 +125,6 @@ def diff_contracts(
         )
         if any(shapes.values()):
             result.returns[label] = shapes
-        if compare_permissions and old_ep.permissions != new_ep.permissions:
+        if compare_permissions and _rule(old_ep.permissions) != _rule(new_ep.permissions):
             result.permissions[label] = {"old": old_ep.permissions, "new": new_ep.permissions}
     return result
