@@ -79,16 +79,16 @@ class AccessCache:
 
 
 @dataclass(frozen=True)
-class Selection:
-    """One immutable contract selection: what a request is answered from, start to end."""
+class Built:
+    """A declared snapshot combined with observations under one profile, ready to serve.
+
+    Built once per (version, profile, observation set) and reused by later swaps.
+    """
 
     declared: Contract
     contract: Contract  # the effective snapshot: declared + observations per profile
     profile: str
     observation: ObservationSet | None
-    origin: str  # "configured" (the start-up snapshot) or "applied" (a hot-swap)
-    generation: int
-    applied_at: str
 
     @cached_property
     def routes(self) -> RouteTable:
@@ -101,6 +101,41 @@ class Selection:
 
         return canonical_json(openapi_document(self.contract, profile=self.profile))
 
+    @cached_property
+    def declared_sha256(self) -> str:
+        return self.declared.sha256()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One immutable contract selection: what a request is answered from, start to end."""
+
+    built: Built
+    profile: str
+    origin: str  # "configured" (the start-up snapshot) or "applied" (a hot-swap)
+    generation: int
+    applied_at: str
+
+    @property
+    def declared(self) -> Contract:
+        return self.built.declared
+
+    @property
+    def contract(self) -> Contract:
+        return self.built.contract
+
+    @property
+    def observation(self) -> ObservationSet | None:
+        return self.built.observation
+
+    @property
+    def routes(self) -> RouteTable:
+        return self.built.routes
+
+    @property
+    def openapi(self) -> bytes:
+        return self.built.openapi
+
     def describe(self) -> dict:
         return {
             "version": self.contract.version,
@@ -109,31 +144,42 @@ class Selection:
             "origin": self.origin,
             "generation": self.generation,
             "applied_at": self.applied_at,
-            "declared_sha256": self.declared.sha256(),
+            "declared_sha256": self.built.declared_sha256,
             "observation": self.observation.id if self.observation else None,
             "counts": self.contract.counts(),
         }
 
 
-def build_selection(
-    declared: Contract, profile: str, data_dir, *, origin: str, generation: int
-) -> Selection:
+def build(declared: Contract, profile: str, data_dir) -> Built:
     observed = (
         ObservationStore(data_dir).latest(declared.major)
         if profile != contract_selection.STRICT_DOCS
         else None
     )
-    selection = Selection(
+    built = Built(
         declared=declared,
         contract=contract_selection.effective_contract(declared, observed, profile),
         profile=profile,
         observation=observed,
+    )
+    built.routes  # noqa: B018 - built before it is published, never on a request
+    return built
+
+
+def build_selection(
+    declared: Contract, profile: str, data_dir, *, origin: str, generation: int
+) -> Selection:
+    return Selection(
+        built=build(declared, profile, data_dir),
+        profile=profile,
         origin=origin,
         generation=generation,
-        applied_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        applied_at=_now(),
     )
-    selection.routes  # noqa: B018 - built before it is published, never on a request
-    return selection
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 _pinned: contextvars.ContextVar[Selection | None] = contextvars.ContextVar(
@@ -153,6 +199,13 @@ class ContractState:
         self.current = initial
         self.data_dir = data_dir
         self._lock = threading.Lock()
+        # Snapshots and observation sets are immutable, so what was built stays valid;
+        # a newly imported version or recorded set has a new key.
+        self._declared: dict[str, Contract] = {initial.declared.version: initial.declared}
+        obs = initial.observation.id if initial.observation else None
+        self._built: dict[tuple, Built] = {
+            (initial.declared.version, initial.profile, obs): initial.built
+        }
 
     def apply(self, major: int | None, profile: str | None) -> Selection:
         """Build the new selection (the slow part) while requests go on, then publish it.
@@ -170,13 +223,25 @@ class ContractState:
             if major is None or major == base.declared.major:
                 declared = base.declared
             else:
-                declared = contract_selection.declared_for_major(major, self.data_dir)
-            self.current = build_selection(
-                declared,
-                profile,
-                self.data_dir,
+                version = contract_selection.declared_version(major, self.data_dir)
+                if version not in self._declared:
+                    self._declared[version] = contract_selection.declared_for_major(
+                        major, self.data_dir
+                    )
+                declared = self._declared[version]
+            obs = None
+            if profile != contract_selection.STRICT_DOCS:
+                latest = ObservationStore(self.data_dir).manifests(declared.major)
+                obs = latest[-1]["id"] if latest else None
+            key = (declared.version, profile, obs)
+            if key not in self._built:
+                self._built[key] = build(declared, profile, self.data_dir)
+            self.current = Selection(
+                built=self._built[key],
+                profile=profile,
                 origin="applied",
                 generation=base.generation + 1,
+                applied_at=_now(),
             )
             return self.current
 

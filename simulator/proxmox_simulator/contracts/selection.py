@@ -27,24 +27,39 @@ class ContractUnavailable(ValueError):
     """No snapshot of the requested major is available to this process."""
 
 
-def declared_for_major(major: int, data_dir: Path) -> Contract:
-    """The newest imported snapshot of ``major``; major 9 falls back to fakepve's."""
-    from proxmox_simulator.contracts.registry import ContractRegistry, resolve_contract
+def declared_version(major: int, data_dir: Path) -> str:
+    """The version ``declared_for_major`` loads, read from the manifests only."""
+    from proxmox_simulator.contracts.registry import ContractRegistry
+    from proxmox_simulator.contracts.sources import FAKEPVE_SCHEMA_VERSION
 
     if major not in SWAPPABLE_MAJORS:
         raise ContractUnavailable(
             f"major {major} is not one of {', '.join(map(str, SWAPPABLE_MAJORS))}"
         )
-    registry = ContractRegistry(data_dir)
-    versions = [m["version"] for m in registry.versions() if m["major"] == major]
+    versions = [m["version"] for m in ContractRegistry(data_dir).versions() if m["major"] == major]
     if versions:
-        return registry.load(versions[-1])
+        return versions[-1]
     if major == 9:
-        return resolve_contract("fakepve", data_dir)
+        return FAKEPVE_SCHEMA_VERSION
     raise ContractUnavailable(
         f"no contract of major {major} is imported: run "
         f"`proxmox-simulator contract import pve-{major}.x-apidoc.js` first"
     )
+
+
+def declared_for_major(major: int, data_dir: Path) -> Contract:
+    """The newest imported snapshot of ``major``; major 9 falls back to fakepve's."""
+    from proxmox_simulator.contracts.registry import ContractRegistry, resolve_contract
+    from proxmox_simulator.contracts.sources import FAKEPVE_SCHEMA_VERSION
+
+    version = declared_version(major, data_dir)
+    registry = ContractRegistry(data_dir)
+    if major == 9 and version == FAKEPVE_SCHEMA_VERSION:
+        try:
+            return registry.load(version)
+        except (KeyError, FileNotFoundError):
+            return resolve_contract("fakepve", data_dir)
+    return registry.load(version)
 
 
 def effective_contract(
