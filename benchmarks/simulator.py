@@ -13,7 +13,12 @@ the same server settings (httptools, uvloop, no TLS, no access log):
   server-side from the task's ``created`` to ``finished`` events;
 * the seeded 10,000-guest profile (``xlarge``: 16 nodes): ``GET
   /cluster/resources`` (every guest, node and storage) and ``GET
-  /nodes/{n}/qemu`` of one node, with an API token (``--skip-10k`` leaves it out).
+  /nodes/{n}/qemu`` of one node, with an API token (``--skip-10k`` leaves it out);
+* the time a runtime contract hot-swap (``POST /ui/api/contract/apply``, majors
+  9 ↔ 8) takes while the guest list is under load, next to the same swap on an
+  idle server, and the load's throughput with swaps next to without
+  (``--skip-swap`` leaves it out, ``--only-swap`` runs only it; needs the 8.4.5
+  viewer schema in ``PROXMOX_SIMULATOR_APIDOC_DIR`` or ``../shared/pve-apidoc``).
 
 The load generator is this process (asyncio + httpx, N concurrent
 connections, bounded by request count and time); each server is a separate
@@ -239,6 +244,8 @@ def main() -> None:
     parser.add_argument(
         "--skip-10k", action="store_true", help="leave out the 10,000-guest profile"
     )
+    parser.add_argument("--skip-swap", action="store_true", help="leave out the hot-swap run")
+    parser.add_argument("--only-swap", action="store_true", help="run only the hot-swap figures")
     parser.add_argument(
         "--bare-server", nargs=2, metavar=("PORT", "PAYLOAD"), help=argparse.SUPPRESS
     )
@@ -259,6 +266,9 @@ def main() -> None:
             "PROXMOX_SIMULATOR_DATABASE_URL": db_url,
             "PROXMOX_SIMULATOR_CLOCK": "instant",
         }
+        if args.only_swap:
+            hot_swap_under_load(db_url, env, token, args)
+            return
         serve = [
             sys.executable,
             "-m",
@@ -359,11 +369,98 @@ def main() -> None:
             print(
                 f"  created → finished events (server):     p50 {server['server_p50_ms']:.1f} ms, p95 {server['server_p95_ms']:.1f} ms"
             )
+        if not args.skip_swap:
+            hot_swap_under_load(db_url, env, token, args)
         if not args.skip_10k:
             profile_10k(db_url, env, args)
         print(
             f"\nload average {os.getloadavg()[0]:.2f} at the end (other work on the machine skews figures)"
         )
+
+
+def _apidoc(version: str) -> str:
+    folder = os.environ.get("PROXMOX_SIMULATOR_APIDOC_DIR") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "pve-apidoc"
+    )
+    return os.path.join(folder, f"pve-{version}-apidoc.js")
+
+
+async def _swaps(sim: str, count: int, pause: float) -> list[float]:
+    """Alternate majors 8 and 9 ``count`` times; seconds each apply took, client-side."""
+    took = []
+    async with httpx.AsyncClient(timeout=60) as client:
+        for i in range(count):
+            started = time.perf_counter()
+            response = await client.post(
+                sim + "/ui/api/contract/apply", data={"major": "8" if i % 2 == 0 else "9"}
+            )
+            took.append(time.perf_counter() - started)
+            response.raise_for_status()
+            await asyncio.sleep(pause)
+    return took
+
+
+def hot_swap_under_load(db_url: str, env: dict, token: str, args) -> None:
+    schema = _apidoc("8.4.5")
+    if not os.path.exists(schema):
+        print(f"\nhot-swap: skipped, {schema} not found")
+        return
+    with tempfile.TemporaryDirectory() as data_dir:
+        lab_env = {**env, "PROXMOX_SIMULATOR_DATA_DIR": data_dir, "PROXMOX_SIMULATOR_LAB": "1"}
+        subprocess.run(
+            [sys.executable, "-m", "proxmox_simulator.cli", "contract", "import", schema],
+            env=lab_env,
+            check=True,
+            capture_output=True,
+        )
+        port = _free_port()
+        serve = [
+            sys.executable,
+            "-m",
+            "proxmox_simulator.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
+        with background(serve, lab_env, port) as sim:
+            headers = {"Authorization": f"PVEAPIToken=root@pam!bench={token}"}
+            url = sim + "/api2/json/nodes/pve1/qemu"
+            swaps = max(4, args.tasks // 3)
+            idle = asyncio.run(_swaps(sim, swaps, 0.05))
+            quiet = asyncio.run(load(url, headers, args.requests, args.concurrency, args.seconds))
+
+            async def loaded():
+                return await asyncio.gather(
+                    load(url, headers, args.requests, args.concurrency, args.seconds),
+                    _swaps(sim, swaps, 0.1),
+                )
+
+            busy, under_load = asyncio.run(loaded())
+
+    def ms(values, q):
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
+
+    print(f"\nhot-swap 9 <-> 8.4.5 ({swaps} swaps each; GET /nodes/pve1/qemu as the load):")
+    # The first swap to a major parses its snapshot and builds its table; later swaps
+    # reuse them, so it is reported on its own.
+    print(f"  first swap (cold, idle): {idle[0] * 1000:.1f} ms")
+    idle = idle[1:]
+    print(f"  idle server:  p50 {ms(idle, 0.5):.1f} ms, max {max(idle) * 1000:.1f} ms")
+    print(
+        f"  under load:   p50 {ms(under_load, 0.5):.1f} ms, max {max(under_load) * 1000:.1f} ms"
+        f" ({ms(under_load, 0.5) / ms(idle, 0.5):.2f}x idle)"
+    )
+    print(
+        f"  load without swaps: {quiet['rps']:.1f} req/s, p95 {quiet['p95_ms']:.1f} ms, "
+        f"{quiet['failures']} failures"
+    )
+    print(
+        f"  load with swaps:    {busy['rps']:.1f} req/s, p95 {busy['p95_ms']:.1f} ms, "
+        f"{busy['failures']} failures ({busy['rps'] / quiet['rps']:.2f}x)"
+    )
 
 
 def profile_10k(db_url: str, env: dict, args) -> None:

@@ -22,6 +22,7 @@ def _settings(args) -> Settings:
         clock=getattr(args, "clock", None),
         task_workers=getattr(args, "workers", None),
         lease_seconds=getattr(args, "lease_seconds", None),
+        profile=getattr(args, "compat_profile", None),
     )
 
 
@@ -108,14 +109,186 @@ def cmd_contract_show(args) -> int:
     return 0
 
 
-def cmd_contract_diff(args) -> int:
-    from proxmox_simulator.contracts.diff import diff_contracts
+def _snapshot(ref: str, data_dir: Path):
+    """A declared snapshot, or ``observed:MAJOR[:ID]`` for a recorded observation set."""
+    from proxmox_simulator.contracts.observations import ObservationStore
     from proxmox_simulator.contracts.registry import resolve_contract
 
+    if not ref.startswith("observed:"):
+        return resolve_contract(ref, data_dir)
+    _, _, rest = ref.partition(":")
+    major, _, ident = rest.partition(":")
+    store = ObservationStore(data_dir)
+    observed = store.load(int(major), ident) if ident else store.latest(int(major))
+    if observed is None:
+        raise ValueError(f"no observations of major {major} are recorded")
+    return observed.as_contract()
+
+
+def cmd_contract_diff(args) -> int:
+    from proxmox_simulator.contracts.diff import diff_contracts
+
     settings = _settings(args)
-    old = resolve_contract(args.old, settings.data_dir)
-    new = resolve_contract(args.new, settings.data_dir)
+    try:
+        old = _snapshot(args.old, settings.data_dir)
+        new = _snapshot(args.new, settings.data_dir)
+    except (ValueError, KeyError) as exc:
+        print(f"proxmox-simulator: {exc}", file=sys.stderr)
+        return 2
     _print(diff_contracts(old, new).to_dict())
+    return 0
+
+
+def cmd_contract_report(args) -> int:
+    """Declared, handled, observed and differing methods per major and profile."""
+    from proxmox_simulator.api.compatibility import report_for
+    from proxmox_simulator.contracts.selection import ContractUnavailable
+
+    settings = _settings(args)
+    profile = args.profile or settings.profile
+    try:
+        reports = [
+            report_for(major, profile, settings.data_dir, with_lists=args.list)
+            for major in args.major
+        ]
+    except ContractUnavailable as exc:
+        print(f"proxmox-simulator: {exc}", file=sys.stderr)
+        return 2
+    _print(reports[0] if len(reports) == 1 else reports)
+    return 0
+
+
+def _tls_verify(args):
+    """``--insecure``: no verification; ``--ca-cert F``: trust F; else the system store."""
+    import ssl
+
+    if args.insecure:
+        return False
+    if args.ca_cert:
+        return ssl.create_default_context(cafile=args.ca_cert)
+    return True
+
+
+def cmd_contract_apply(args) -> int:
+    """Hot-swap a running simulator's contract (its laboratory API must be enabled)."""
+    import httpx
+
+    verify = _tls_verify(args)
+    data = {k: v for k, v in (("major", args.major), ("profile", args.profile)) if v}
+    try:
+        response = httpx.post(
+            args.url.rstrip("/") + "/ui/api/contract/apply", data=data, verify=verify, timeout=60
+        )
+    except httpx.HTTPError as exc:
+        print(f"proxmox-simulator: {args.url}: {exc}", file=sys.stderr)
+        return 1
+    if response.status_code != 200:
+        detail = ""
+        with contextlib.suppress(ValueError):
+            detail = json.dumps(response.json().get("errors") or {})
+        print(
+            f"proxmox-simulator: HTTP {response.status_code} {response.reason_phrase} {detail}",
+            file=sys.stderr,
+        )
+        return 1
+    _print(response.json()["data"])
+    return 0
+
+
+def cmd_contract_record(args) -> int:
+    """Record a real PVE endpoint's answers as a sanitized, checksummed observation set."""
+    from proxmox_simulator.contracts.observations import ObservationStore
+    from proxmox_simulator.contracts.recorder import Credentials, Limits, Recorder
+    from proxmox_simulator.contracts.registry import resolve_contract
+    from proxmox_simulator.contracts.selection import ContractUnavailable, declared_for_major
+    from proxmox_simulator.contracts.sources import SourceRefused
+
+    def fail(message: str) -> int:
+        print(f"proxmox-simulator: {message}", file=sys.stderr)
+        return 2
+
+    if not args.allow_network:
+        return fail("recording talks to a real server: pass --allow-network to allow it")
+    credentials = Credentials()
+    if args.token_env:
+        credentials.token = os.environ.get(args.token_env)
+        if not credentials.token:
+            return fail(f"--token-env: variable {args.token_env} is empty")
+    elif args.username and args.password_env:
+        credentials.username = args.username
+        credentials.password = os.environ.get(args.password_env)
+        if not credentials.password:
+            return fail(f"--password-env: variable {args.password_env} is empty")
+    else:
+        return fail("give --token-env VAR, or --username U and --password-env VAR")
+    settings = _settings(args)
+    try:
+        contract = (
+            resolve_contract(args.contract, settings.data_dir)
+            if args.contract
+            else declared_for_major(args.major, settings.data_dir)
+        )
+    except (ValueError, ContractUnavailable) as exc:
+        return fail(str(exc))
+    limits = Limits(
+        max_requests=args.max_requests,
+        max_bytes=args.max_bytes,
+        max_total_bytes=args.max_total_bytes,
+        timeout=args.timeout,
+        time_budget=args.time_budget,
+    )
+    try:
+        recorder = Recorder(
+            args.url,
+            contract,
+            credentials,
+            allowed_hosts=frozenset(h.lower() for h in args.allow_host),
+            limits=limits,
+            verify=_tls_verify(args),
+            prefixes=tuple(args.only or ()),
+        )
+        observed = recorder.record()
+    except SourceRefused as exc:
+        return fail(str(exc))
+    except OSError as exc:  # httpx transport errors are OSErrors underneath
+        return fail(f"{args.url}: {exc}")
+    except Exception as exc:
+        import httpx
+
+        if isinstance(exc, httpx.HTTPError):
+            return fail(f"{args.url}: {exc}")
+        raise
+    if observed.major != contract.major:
+        return fail(
+            f"the server runs PVE {observed.version}, the declared contract is "
+            f"{contract.version}; pass --major {observed.major}"
+        )
+    _print(ObservationStore(settings.data_dir).store(observed, recorder.provenance()))
+    return 0
+
+
+def cmd_contract_import_observed(args) -> int:
+    from proxmox_simulator.contracts.observations import ObservationError, ObservationStore
+
+    try:
+        manifest = ObservationStore(_settings(args).data_dir).import_dir(Path(args.path))
+    except (ObservationError, OSError, KeyError, ValueError) as exc:
+        print(f"proxmox-simulator: {exc}", file=sys.stderr)
+        return 2
+    _print(manifest)
+    return 0
+
+
+def cmd_contract_observations(args) -> int:
+    from proxmox_simulator.contracts.observations import ObservationStore
+
+    for manifest in ObservationStore(_settings(args).data_dir).manifests(args.major):
+        counts = manifest["counts"]
+        print(
+            f"{manifest['major']}\t{manifest['id']}\tPVE {manifest['version']}\t"
+            f"{counts['observations']} observed\t{counts['absent']} absent\t"
+            f"{counts['undeclared']} undeclared"
+        )
     return 0
 
 
@@ -341,7 +514,8 @@ def cmd_cluster_rename(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from proxmox_simulator.simulation.seeds import PROFILES
+    from proxmox_simulator.contracts.selection import PROFILES
+    from proxmox_simulator.simulation.seeds import PROFILES as SEED_PROFILES
 
     parser = argparse.ArgumentParser(
         prog="proxmox-simulator", description="Proxmox VE API simulator"
@@ -375,13 +549,60 @@ def build_parser() -> argparse.ArgumentParser:
     coverage.add_argument("--list", action="store_true", help="list the methods")
     coverage.set_defaults(func=cmd_contract_coverage)
 
+    report = csub.add_parser(
+        "report", help="compatibility: declared, handled, observed, differing per major"
+    )
+    report.add_argument("--major", type=int, nargs="+", required=True, choices=(6, 7, 8, 9))
+    report.add_argument("--profile", choices=PROFILES, help="default: PROXMOX_SIMULATOR_PROFILE")
+    report.add_argument("--list", action="store_true", help="the differing return shapes in full")
+    report.set_defaults(func=cmd_contract_report)
+    apply = csub.add_parser("apply", help="hot-swap a running simulator's major / profile")
+    apply.add_argument("--url", required=True, help="the simulator, e.g. https://127.0.0.1:8006")
+    apply.add_argument("--major", type=int, choices=(6, 7, 8, 9))
+    apply.add_argument("--profile", choices=PROFILES)
+    apply.add_argument("--ca-cert", help="CA / certificate file to verify the simulator with")
+    apply.add_argument("--insecure", action="store_true", help="do not verify TLS")
+    apply.set_defaults(func=cmd_contract_apply)
+    record = csub.add_parser(
+        "record", help="record a real PVE endpoint's answers (sanitized observations)"
+    )
+    record.add_argument("--url", required=True, help="https://host:8006 of the PVE node")
+    record.add_argument(
+        "--allow-network", action="store_true", help="required: this contacts a real server"
+    )
+    record.add_argument(
+        "--allow-host", action="append", default=[], help="host allowlist (repeatable, required)"
+    )
+    record.add_argument("--token-env", help="variable holding user@realm!id=secret")
+    record.add_argument("--username")
+    record.add_argument("--password-env", help="variable holding the password")
+    record.add_argument("--major", type=int, default=9, choices=(6, 7, 8, 9))
+    record.add_argument("--contract", help="declared snapshot to walk (default: of --major)")
+    record.add_argument(
+        "--only", action="append", help="record this path template only; 'P*' for P and below"
+    )
+    record.add_argument("--ca-cert")
+    record.add_argument("--insecure", action="store_true")
+    record.add_argument("--max-requests", type=int, default=300)
+    record.add_argument("--max-bytes", type=int, default=1024 * 1024, help="per answer")
+    record.add_argument("--max-total-bytes", type=int, default=32 * 1024 * 1024)
+    record.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    record.add_argument("--time-budget", type=float, default=120.0, help="seconds in total")
+    record.set_defaults(func=cmd_contract_record)
+    imp_obs = csub.add_parser("import-observed", help="import an observation set directory")
+    imp_obs.add_argument("path")
+    imp_obs.set_defaults(func=cmd_contract_import_observed)
+    obs = csub.add_parser("observations", help="list recorded observation sets")
+    obs.add_argument("--major", type=int)
+    obs.set_defaults(func=cmd_contract_observations)
+
     sub.add_parser("migrate", help="apply SQL migrations").set_defaults(func=cmd_migrate)
     sub.add_parser("ready", help="exit 0 when the latest migration is applied").set_defaults(
         func=cmd_ready
     )
 
     seed = sub.add_parser("seed", help="replace the inventory with a deterministic profile")
-    seed.add_argument("--profile", choices=sorted(PROFILES), default="small")
+    seed.add_argument("--profile", choices=sorted(SEED_PROFILES), default="small")
     seed.add_argument("--seed", type=int, default=1)
     seed.add_argument(
         "--root-password", help=f"root@pam password (default {DEFAULT_ROOT_PASSWORD!r})"
@@ -395,6 +616,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls", action="store_true", help="HTTPS with a self-signed certificate")
     serve.add_argument("--contract", help="fakepve | imported version | apidoc file")
     serve.add_argument("--clock", help="real | instant | manual | accelerated:N")
+    serve.add_argument(
+        "--profile", dest="compat_profile", choices=PROFILES, help="compatibility profile"
+    )
     serve.add_argument("--workers", type=int, help="task worker coroutines (0 = none)")
     serve.add_argument("--lease-seconds", type=float)
     serve.add_argument(

@@ -47,6 +47,12 @@ class Settings:
     list_cache: bool = True
     pool_min_size: int = 2
     pool_max_size: int = 10
+    # Laboratory surfaces (/ui/*, /admin/*): no admin token of their own, so
+    # they exist only when an operator turns them on (network exposure is
+    # their trust boundary).
+    lab_enabled: bool = False
+    # strict-docs | observed | hybrid (contracts/selection.py)
+    profile: str = "strict-docs"
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -64,6 +70,8 @@ class Settings:
             "shutdown_grace": float(env.get("PROXMOX_SIMULATOR_SHUTDOWN_GRACE", "5")),
             "pool_max_size": int(env.get("PROXMOX_SIMULATOR_POOL_SIZE", "10")),
             "list_cache": env.get("PROXMOX_SIMULATOR_LIST_CACHE", "1") not in ("0", "false", "no"),
+            "lab_enabled": _flag(env.get("PROXMOX_SIMULATOR_LAB", "0")),
+            "profile": env.get("PROXMOX_SIMULATOR_PROFILE", "strict-docs"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["contract_fallback"] != "error":
@@ -71,7 +79,17 @@ class Settings:
                 f"CONTRACT_FALLBACK={values['contract_fallback']!r} is not supported; "
                 "only 'error' (HTTP 501) is implemented"
             )
+        from proxmox_simulator.contracts.selection import PROFILES
+
+        if values["profile"] not in PROFILES:
+            raise ValueError(
+                f"PROXMOX_SIMULATOR_PROFILE={values['profile']!r} is not one of {', '.join(PROFILES)}"
+            )
         return cls(**values)
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -88,4 +106,6 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "PROXMOX_SIMULATOR_SHUTDOWN_GRACE": str(settings.shutdown_grace),
         "PROXMOX_SIMULATOR_POOL_SIZE": str(settings.pool_max_size),
         "PROXMOX_SIMULATOR_LIST_CACHE": "1" if settings.list_cache else "0",
+        "PROXMOX_SIMULATOR_LAB": "1" if settings.lab_enabled else "0",
+        "PROXMOX_SIMULATOR_PROFILE": settings.profile,
     }

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
 
 import asyncpg
 
+from proxmox_simulator.api.routes import RouteTable
 from proxmox_simulator.config import Settings
+from proxmox_simulator.contracts import selection as contract_selection
 from proxmox_simulator.contracts.model import Contract
+from proxmox_simulator.contracts.observations import ObservationSet, ObservationStore
 from proxmox_simulator.domain.access import AccessState
 from proxmox_simulator.domain.auth import TicketAuthority, TokenVerificationCache
 from proxmox_simulator.domain.guest_service import RenderedListCache
@@ -71,12 +78,189 @@ class AccessCache:
             return loaded
 
 
+@dataclass(frozen=True)
+class Built:
+    """A declared snapshot combined with observations under one profile, ready to serve.
+
+    Built once per (version, profile, observation set) and reused by later swaps.
+    """
+
+    declared: Contract
+    contract: Contract  # the effective snapshot: declared + observations per profile
+    profile: str
+    observation: ObservationSet | None
+
+    @cached_property
+    def routes(self) -> RouteTable:
+        return RouteTable(self.contract)
+
+    @cached_property
+    def openapi(self) -> bytes:
+        from proxmox_simulator.contracts.model import canonical_json
+        from proxmox_simulator.contracts.openapi import openapi_document
+
+        return canonical_json(openapi_document(self.contract, profile=self.profile))
+
+    @cached_property
+    def declared_sha256(self) -> str:
+        return self.declared.sha256()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One immutable contract selection: what a request is answered from, start to end."""
+
+    built: Built
+    profile: str
+    origin: str  # "configured" (the start-up snapshot) or "applied" (a hot-swap)
+    generation: int
+    applied_at: str
+
+    @property
+    def declared(self) -> Contract:
+        return self.built.declared
+
+    @property
+    def contract(self) -> Contract:
+        return self.built.contract
+
+    @property
+    def observation(self) -> ObservationSet | None:
+        return self.built.observation
+
+    @property
+    def routes(self) -> RouteTable:
+        return self.built.routes
+
+    @property
+    def openapi(self) -> bytes:
+        return self.built.openapi
+
+    def describe(self) -> dict:
+        return {
+            "version": self.contract.version,
+            "major": self.contract.major,
+            "profile": self.profile,
+            "origin": self.origin,
+            "generation": self.generation,
+            "applied_at": self.applied_at,
+            "declared_sha256": self.built.declared_sha256,
+            "observation": self.observation.id if self.observation else None,
+            "counts": self.contract.counts(),
+        }
+
+
+def build(declared: Contract, profile: str, data_dir) -> Built:
+    observed = (
+        ObservationStore(data_dir).latest(declared.major)
+        if profile != contract_selection.STRICT_DOCS
+        else None
+    )
+    built = Built(
+        declared=declared,
+        contract=contract_selection.effective_contract(declared, observed, profile),
+        profile=profile,
+        observation=observed,
+    )
+    built.routes  # noqa: B018 - built before it is published, never on a request
+    return built
+
+
+def build_selection(
+    declared: Contract, profile: str, data_dir, *, origin: str, generation: int
+) -> Selection:
+    return Selection(
+        built=build(declared, profile, data_dir),
+        profile=profile,
+        origin=origin,
+        generation=generation,
+        applied_at=_now(),
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+_pinned: contextvars.ContextVar[Selection | None] = contextvars.ContextVar(
+    "pvesim_selection", default=None
+)
+
+
+class ContractState:
+    """The process's current selection; a hot-swap replaces it in one assignment.
+
+    A request pins the selection it started with (``pin``), so everything it
+    reads through ``rt.contract`` comes from one table even while a swap lands.
+    Process-local by design: a restart goes back to the configured snapshot.
+    """
+
+    def __init__(self, initial: Selection, data_dir) -> None:
+        self.current = initial
+        self.data_dir = data_dir
+        self._lock = threading.Lock()
+        # Snapshots and observation sets are immutable, so what was built stays valid;
+        # a newly imported version or recorded set has a new key.
+        self._declared: dict[str, Contract] = {initial.declared.version: initial.declared}
+        obs = initial.observation.id if initial.observation else None
+        self._built: dict[tuple, Built] = {
+            (initial.declared.version, initial.profile, obs): initial.built
+        }
+
+    def apply(self, major: int | None, profile: str | None) -> Selection:
+        """Build the new selection (the slow part) while requests go on, then publish it.
+
+        Swaps are serialized so two operators' swaps land in the order they ran; the
+        table requests read is never locked.
+        """
+        with self._lock:
+            base = self.current
+            profile = profile or base.profile
+            if profile not in contract_selection.PROFILES:
+                raise ValueError(
+                    f"unknown profile {profile!r}: one of {', '.join(contract_selection.PROFILES)}"
+                )
+            if major is None or major == base.declared.major:
+                declared = base.declared
+            else:
+                version = contract_selection.declared_version(major, self.data_dir)
+                if version not in self._declared:
+                    self._declared[version] = contract_selection.declared_for_major(
+                        major, self.data_dir
+                    )
+                declared = self._declared[version]
+            obs = None
+            if profile != contract_selection.STRICT_DOCS:
+                latest = ObservationStore(self.data_dir).manifests(declared.major)
+                obs = latest[-1]["id"] if latest else None
+            key = (declared.version, profile, obs)
+            if key not in self._built:
+                self._built[key] = build(declared, profile, self.data_dir)
+            self.current = Selection(
+                built=self._built[key],
+                profile=profile,
+                origin="applied",
+                generation=base.generation + 1,
+                applied_at=_now(),
+            )
+            return self.current
+
+    @contextlib.contextmanager
+    def pin(self):
+        selection = self.current
+        token = _pinned.set(selection)
+        try:
+            yield selection
+        finally:
+            _pinned.reset(token)
+
+
 @dataclass
 class Runtime:
     settings: Settings
     pool: asyncpg.Pool
     clock: Clock
-    contract: Contract
+    contracts: ContractState
     tickets: TicketAuthority
     access: AccessCache
     token_cache: TokenVerificationCache
@@ -84,12 +268,27 @@ class Runtime:
     _listener: asyncpg.Connection | None = field(default=None, repr=False)
 
     @property
+    def contract(self) -> Contract:
+        """The effective contract of the request being served (or the current one)."""
+        pinned = _pinned.get()
+        return (pinned or self.contracts.current).contract
+
+    @property
     def adapter(self):
         """Per-major behaviour of the active contract (domain/version_adapters.py)."""
         return adapter_for(self.contract.major)
 
     @classmethod
-    async def open(cls, settings: Settings, contract: Contract, clock: Clock) -> Runtime:
+    async def open(
+        cls, settings: Settings, contract: Contract | ContractState, clock: Clock
+    ) -> Runtime:
+        if isinstance(contract, Contract):
+            contract = ContractState(
+                build_selection(
+                    contract, settings.profile, settings.data_dir, origin="configured", generation=0
+                ),
+                settings.data_dir,
+            )
         pool = await db.create_pool(
             settings.database_url,
             min_size=min(settings.pool_min_size, settings.pool_max_size),
@@ -109,7 +308,7 @@ class Runtime:
             settings=settings,
             pool=pool,
             clock=clock,
-            contract=contract,
+            contracts=contract,
             tickets=TicketAuthority(keys, settings.ticket_lifetime),
             access=AccessCache(pool, token_cache),
             token_cache=token_cache,

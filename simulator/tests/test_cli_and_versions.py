@@ -66,6 +66,10 @@ def test_contract_commands(tmp_path, capsys):
     assert main([*data, "contract", "diff", "7.4-16", "9.2.12"]) == 0
     diff = json.loads(capsys.readouterr().out)
     assert diff["old"] == "7.4-16" and diff["new"] == "9.2.12" and diff["added_paths"]
+    # Return shapes and permission rules are compared too, not only names.
+    assert "data.memory.available" in diff["returns"]["GET /nodes/{node}/status"]["added"]
+    assert "GET /access/acl" not in diff["permissions"]  # only its description changed
+    assert all(set(change) == {"old", "new"} for change in diff["permissions"].values())
     # Stored snapshots are raw-copied for files, referenced for the package.
     assert (tmp_path / "contracts" / "7.4-16" / "raw" / "pve-7.4-16-apidoc.js").exists()
     assert not any((tmp_path / "contracts" / "9.2.12" / "raw").iterdir())

@@ -18,8 +18,8 @@ from proxmox_simulator.api import render
 from proxmox_simulator.api.auth import authenticate
 from proxmox_simulator.api.handlers.dispatch import semantic_handler
 from proxmox_simulator.api.handlers.registry import RequestContext, RequestParams
+from proxmox_simulator.api.lab import add_contract_lab_routes, add_observability_routes
 from proxmox_simulator.api.logging import install_redaction
-from proxmox_simulator.api.routes import RouteTable
 from proxmox_simulator.api.validation import validate
 from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts.model import Contract
@@ -32,10 +32,11 @@ from proxmox_simulator.domain.errors import (
     ParameterError,
     PveError,
 )
+from proxmox_simulator.observability import metrics
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.repositories.migrations import is_ready
-from proxmox_simulator.runtime import Runtime
+from proxmox_simulator.runtime import ContractState, Runtime, build_selection
 from proxmox_simulator.simulation.clock import Clock, ManualClock, clock_from_spec
 from proxmox_simulator.tasks.executors import executors
 from proxmox_simulator.tasks.service import request_idempotency_key, scoped_idempotency_key
@@ -57,12 +58,21 @@ def create_app(
     settings = settings or Settings.from_env()
     contract = contract or resolve_contract(settings.contract, settings.data_dir)
     clock = clock or clock_from_spec(settings.clock)
-    routes = RouteTable(contract)
+    contracts = ContractState(
+        build_selection(
+            contract, settings.profile, settings.data_dir, origin="configured", generation=0
+        ),
+        settings.data_dir,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         install_redaction(settings.database_url)
-        rt = await Runtime.open(settings, contract, clock)
+        rt = await Runtime.open(settings, contracts, clock)
+        current = contracts.current
+        metrics.record_contract(
+            current.contract.version, current.contract.major, current.profile, swapped=False
+        )
         worker = None
         if settings.task_workers > 0:
             worker = TaskWorker(
@@ -91,8 +101,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.routes = routes
-    app.state.contract = contract
+    app.state.contracts = contracts
 
     async def api_entry(request: Request) -> Response:
         fmt = request.path_params["fmt"]
@@ -106,6 +115,9 @@ def create_app(
         include_in_schema=False,
     )
     _add_admin_routes(app)
+    add_observability_routes(app)
+    if settings.lab_enabled:
+        add_contract_lab_routes(app)
     return app
 
 
@@ -145,49 +157,55 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
     method = request.method
     template = "-"
     principal = ANONYMOUS
-    try:
-        if requested_fmt not in _FORMATS:
-            raise NotImplementedByHandler(f"Unknown format '{requested_fmt}'")
-        rt: Runtime = request.app.state.rt
-        routes: RouteTable = request.app.state.routes
-        match = routes.match(path)
-        endpoint = routes.methods(match.template).get(method) if match else None
-        if endpoint is None:
-            # PVE authenticates before it looks the path up: an anonymous
-            # caller learns nothing about which paths exist.
-            principal = await authenticate(rt, request, method)
-            raise NotImplementedByHandler(f"Method '{method} {path}' not implemented")
-        template = endpoint.path
-        raw = await _read_params(request)
-        if (endpoint.permissions or {}).get("user") != "world":
-            principal = await authenticate(rt, request, method)
-            if principal.tokenid and not endpoint.allowtoken:
-                raise AuthenticationFailed("API tokens are not allowed for this API call")
-        state = await rt.access.get()
-        # Permissions before validation and before touching any resource.
-        pool = await _guest_pool(rt, principal, {**raw, **match.params})
-        check_permissions(
-            state, principal, endpoint.permissions, {**raw, **match.params}, pool=pool
-        )
-        params = validate(endpoint, match.params, raw)
-        handler = semantic_handler(rt.contract, endpoint)
-        if handler is None:
-            raise NotImplementedByHandler(
-                f"Method '{method} {endpoint.path}' not implemented by the simulator "
-                f"(CONTRACT_FALLBACK={rt.settings.contract_fallback})"
+    rt: Runtime = request.app.state.rt
+    # The request keeps the table it started with, even if a hot-swap lands meanwhile.
+    with rt.contracts.pin() as selection:
+        try:
+            if requested_fmt not in _FORMATS:
+                raise NotImplementedByHandler(f"Unknown format '{requested_fmt}'")
+            routes = selection.routes
+            match = routes.match(path)
+            endpoint = routes.methods(match.template).get(method) if match else None
+            if endpoint is None:
+                # PVE authenticates before it looks the path up: an anonymous
+                # caller learns nothing about which paths exist.
+                principal = await authenticate(rt, request, method)
+                raise NotImplementedByHandler(f"Method '{method} {path}' not implemented")
+            template = endpoint.path
+            raw = await _read_params(request)
+            if (endpoint.permissions or {}).get("user") != "world":
+                principal = await authenticate(rt, request, method)
+                if principal.tokenid and not endpoint.allowtoken:
+                    raise AuthenticationFailed("API tokens are not allowed for this API call")
+            state = await rt.access.get()
+            # Permissions before validation and before touching any resource.
+            pool = await _guest_pool(rt, principal, {**raw, **match.params})
+            check_permissions(
+                state, principal, endpoint.permissions, {**raw, **match.params}, pool=pool
             )
-        ctx = RequestContext(rt, endpoint, RequestParams(params), principal, state, request.headers)
-        data = await _run_idempotently(rt, request, principal, handler, ctx)
-        if isinstance(data, render.WithExtra):
-            response = render.success(data.data, fmt, extra=data.extra)
-        else:
-            response = render.success(data, fmt)
-    except PveError as exc:
-        response = render.error(exc, fmt)
-    except Exception:
-        log.exception("request %s failed", request_id)
-        response = render.error(PveError("internal error"), fmt)
+            params = validate(endpoint, match.params, raw)
+            handler = semantic_handler(selection.contract, endpoint)
+            if handler is None:
+                raise NotImplementedByHandler(
+                    f"Method '{method} {endpoint.path}' not implemented by the simulator "
+                    f"(CONTRACT_FALLBACK={rt.settings.contract_fallback})"
+                )
+            ctx = RequestContext(
+                rt, endpoint, RequestParams(params), principal, state, request.headers
+            )
+            data = await _run_idempotently(rt, request, principal, handler, ctx)
+            if isinstance(data, render.WithExtra):
+                response = render.success(data.data, fmt, extra=data.extra)
+            else:
+                response = render.success(data, fmt)
+        except PveError as exc:
+            response = render.error(exc, fmt)
+        except Exception:
+            log.exception("request %s failed", request_id)
+            response = render.error(PveError("internal error"), fmt)
     response.headers["x-request-id"] = request_id
+    elapsed = time.perf_counter() - started
+    metrics.record_request(template, method, response.status_code, elapsed)
     if log.isEnabledFor(logging.INFO):
         log.info(
             "%s %s %s",
@@ -199,7 +217,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 "method": method,
                 "route": template,
                 "status": response.status_code,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                "duration_ms": round(elapsed * 1000, 2),
                 "identity": principal.auth_id or "-",
             },
         )

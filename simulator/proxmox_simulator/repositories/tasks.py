@@ -190,3 +190,16 @@ async def events(conn, upid: str):
 
 async def list_tasks(conn, *, node, typefilter, userfilter, vmid, source, errors, start, limit):
     return await conn.fetch(_LIST, node, typefilter, userfilter, vmid, source, errors, start, limit)
+
+
+_QUEUE_DEPTH = """
+SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
+       count(*) FILTER (WHERE state = 'running') AS running
+FROM tasks WHERE state <> 'stopped'
+"""
+
+
+async def queue_depth(conn) -> tuple[int, int]:
+    """(queued, running) tasks of every replica; served by the partial claim index."""
+    row = await conn.fetchrow(_QUEUE_DEPTH)
+    return row["queued"], row["running"]

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 
 from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.observability import metrics
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.simulation.clock import Clock
@@ -177,6 +178,7 @@ class TaskWorker:
         renewer = asyncio.create_task(self._renew(row["upid"]))
         try:
             if row["attempts"] > 1:
+                metrics.record_lease_reclaim()
                 await ctx.log(f"task reclaimed by {self.worker_id} (attempt {row['attempts']})")
             executor = self.executors.get(row["type"]) or self.executors.get(
                 (row["payload"] or {}).get("executor", "")
