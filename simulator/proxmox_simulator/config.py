@@ -26,6 +26,10 @@ def default_data_dir() -> Path:
     return Path(xdg) / "proxmox-simulator"
 
 
+def _flag(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str = field(default_factory=database_url_from_env)
@@ -47,6 +51,9 @@ class Settings:
     list_cache: bool = True
     pool_min_size: int = 2
     pool_max_size: int = 10
+    # The laboratory surfaces (/ui/, /ui/api/*, /admin/*) have no login of their
+    # own: network exposure is their trust boundary, so they are off by default.
+    lab_enabled: bool = False
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -64,6 +71,7 @@ class Settings:
             "shutdown_grace": float(env.get("PROXMOX_SIMULATOR_SHUTDOWN_GRACE", "5")),
             "pool_max_size": int(env.get("PROXMOX_SIMULATOR_POOL_SIZE", "10")),
             "list_cache": env.get("PROXMOX_SIMULATOR_LIST_CACHE", "1") not in ("0", "false", "no"),
+            "lab_enabled": _flag(env.get("PROXMOX_SIMULATOR_LAB", "0")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["contract_fallback"] != "error":
@@ -88,4 +96,5 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "PROXMOX_SIMULATOR_SHUTDOWN_GRACE": str(settings.shutdown_grace),
         "PROXMOX_SIMULATOR_POOL_SIZE": str(settings.pool_max_size),
         "PROXMOX_SIMULATOR_LIST_CACHE": "1" if settings.list_cache else "0",
+        "PROXMOX_SIMULATOR_LAB": "1" if settings.lab_enabled else "0",
     }

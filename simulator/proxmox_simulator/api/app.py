@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -72,6 +73,7 @@ def create_app(
                 executors(),
                 lease_seconds=settings.lease_seconds,
                 concurrency=settings.task_workers,
+                faults=rt.faults,
             )
             await worker.start()
         app.state.rt = rt
@@ -106,6 +108,11 @@ def create_app(
         include_in_schema=False,
     )
     _add_admin_routes(app)
+    if settings.lab_enabled:
+        from proxmox_simulator.api import lab, operator_ui
+
+        lab.add_routes(app)
+        operator_ui.add_routes(app)
     return app
 
 
@@ -167,6 +174,8 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 f"Method '{method} {endpoint.path}' not implemented by the simulator "
                 f"(CONTRACT_FALLBACK={rt.settings.contract_fallback})"
             )
+        if rt.faults.enabled:
+            await _inject_faults(rt, method, path, params)
         ctx = RequestContext(rt, endpoint, RequestParams(params), principal, state, request.headers)
         data = await _run_idempotently(rt, request, principal, handler, ctx)
         if isinstance(data, render.WithExtra):
@@ -195,6 +204,19 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             },
         )
     return response
+
+
+async def _inject_faults(rt: Runtime, method: str, path: str, params: dict) -> None:
+    """The active scenario's say on this request: after authentication and
+    validation (a fault never tells an anonymous caller what exists), before
+    the handler changes anything."""
+    fault = rt.faults.on_request(method, path, params)
+    if fault is None:
+        return
+    if fault.delay:
+        await asyncio.sleep(fault.delay)
+    if fault.error is not None:
+        raise fault.error
 
 
 async def _guest_pool(rt: Runtime, principal: Principal, params: dict) -> str | None:
