@@ -11,6 +11,11 @@ the same server settings (httptools, uvloop, no TLS, no access log):
 * task latency with an instant clock: ``POST .../status/start`` until the
   task reports ``stopped``, observed by a client polling its status, and
   server-side from the task's ``created`` to ``finished`` events;
+* the same token-authenticated listing with a fault scenario enabled
+  (``flaky-api``: 5 % bursts of HTTP 500; ``slow-api``: +200 ms on half the
+  requests; a rule that is evaluated on every request but never fires, for
+  the engine's own cost), next to the run without faults (``--skip-faults``
+  leaves it out);
 * the seeded 10,000-guest profile (``xlarge``: 16 nodes): ``GET
   /cluster/resources`` (every guest, node and storage) and ``GET
   /nodes/{n}/qemu`` of one node, with an API token (``--skip-10k`` leaves it out);
@@ -247,6 +252,9 @@ def main() -> None:
     parser.add_argument("--skip-swap", action="store_true", help="leave out the hot-swap run")
     parser.add_argument("--only-swap", action="store_true", help="run only the hot-swap figures")
     parser.add_argument(
+        "--skip-faults", action="store_true", help="leave out the fault-scenario throughput"
+    )
+    parser.add_argument(
         "--bare-server", nargs=2, metavar=("PORT", "PAYLOAD"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -265,6 +273,8 @@ def main() -> None:
             **os.environ,
             "PROXMOX_SIMULATOR_DATABASE_URL": db_url,
             "PROXMOX_SIMULATOR_CLOCK": "instant",
+            # The lab API tells when a scenario the CLI enabled is live.
+            "PROXMOX_SIMULATOR_LAB": "1",
         }
         if args.only_swap:
             hot_swap_under_load(db_url, env, token, args)
@@ -358,6 +368,9 @@ def main() -> None:
                 print(
                     f"{name:<28} {r['rps']:>8.1f} {r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f} {r['requests']:>6} {r['failures']:>5}"
                 )
+
+            if not args.skip_faults:
+                fault_throughput(db_url, sim, url, token_headers, results, args)
 
             stopped = [g["vmid"] for g in guests if g["status"] == "stopped"][: args.tasks]
             tasks = asyncio.run(task_latency(sim, token_headers, "pve1", stopped))
@@ -461,6 +474,51 @@ def hot_swap_under_load(db_url: str, env: dict, token: str, args) -> None:
         f"  load with swaps:    {busy['rps']:.1f} req/s, p95 {busy['p95_ms']:.1f} ms, "
         f"{busy['failures']} failures ({busy['rps'] / quiet['rps']:.2f}x)"
     )
+
+
+FAULT_SCENARIOS = [
+    ("flaky-api", []),
+    ("slow-api", []),
+    ("never fires", [{"kind": "http_error", "probability": 0.0}]),
+]
+
+
+def _scenario_live(sim: str, active: bool) -> None:
+    deadline = time.monotonic() + 10
+    while (httpx.get(sim + "/ui/api/faults").json()["data"]["active"] is not None) != active:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the simulator did not pick up the fault scenario")
+        time.sleep(0.05)
+
+
+def fault_throughput(db_url: str, sim: str, url: str, headers: dict, results: dict, args) -> None:
+    """The token listing again, each time with one scenario enabled through the CLI."""
+    baseline = results["simulator, API token"]
+    rows = {}
+    for name, rules in FAULT_SCENARIOS:
+        if rules:
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+                json.dump(rules, fh)
+            _cli(db_url, "faults", "enable", "custom", "--rules", fh.name, "--seed", "1")
+            os.unlink(fh.name)
+        else:
+            _cli(db_url, "faults", "enable", name, "--seed", "1")
+        _scenario_live(sim, True)
+        rows[name] = asyncio.run(load(url, headers, args.requests, args.concurrency, args.seconds))
+        _cli(db_url, "faults", "disable")
+        _scenario_live(sim, False)
+    print(
+        f"\nfault scenarios, GET /nodes/pve1/qemu with an API token "
+        f"(baseline: no scenario, {baseline['rps']:.1f} req/s above):"
+    )
+    print(
+        f"{'scenario':<28} {'req/s':>8} {'ratio':>6} {'p50 ms':>8} {'p95 ms':>8} {'n':>6} {'5xx':>5}"
+    )
+    for name, r in rows.items():
+        print(
+            f"{name:<28} {r['rps']:>8.1f} {r['rps'] / baseline['rps']:>6.2f} {r['p50_ms']:>8.1f} "
+            f"{r['p95_ms']:>8.1f} {r['requests']:>6} {r['failures']:>5}"
+        )
 
 
 def profile_10k(db_url: str, env: dict, args) -> None:

@@ -1,4 +1,4 @@
-"""``proxmox-simulator``: contract, migrate, seed, serve, worker, token, cluster."""
+"""``proxmox-simulator``: contract, migrate, seed, serve, worker, token, cluster, faults."""
 
 from __future__ import annotations
 
@@ -402,8 +402,23 @@ def cmd_seed(args) -> int:
         or os.environ.get("PROXMOX_SIMULATOR_ROOT_PASSWORD")
         or DEFAULT_ROOT_PASSWORD
     )
-    _print(asyncio.run(seed_database(_settings(args), args.profile, args.seed, password)))
+    settings = _settings(args)
+    if args.if_empty and asyncio.run(_has_inventory(settings)):
+        # A deployment's seed job runs on every start; it must not wipe the lab.
+        print("inventory present: not seeding (--if-empty)")
+        return 0
+    _print(asyncio.run(seed_database(settings, args.profile, args.seed, password)))
     return 0
+
+
+async def _has_inventory(settings: Settings) -> bool:
+    from proxmox_simulator.repositories import db, inventory
+
+    conn = await db.connect(settings.database_url)
+    try:
+        return bool(await inventory.nodes(conn))
+    finally:
+        await conn.close()
 
 
 # -- serving -------------------------------------------------------------------------
@@ -420,7 +435,9 @@ def cmd_worker(args) -> int:
     """A task worker without the HTTP server (scale-out, crash tests)."""
     from proxmox_simulator.api.logging import install_redaction
     from proxmox_simulator.repositories import db
+    from proxmox_simulator.runtime import follow_faults
     from proxmox_simulator.simulation.clock import clock_from_spec
+    from proxmox_simulator.simulation.faults import FaultEngine
     from proxmox_simulator.tasks.executors import executors
     from proxmox_simulator.tasks.worker import TaskWorker
 
@@ -431,6 +448,10 @@ def cmd_worker(args) -> int:
         pool = await db.create_pool(
             settings.database_url, min_size=1, max_size=settings.task_workers + 1
         )
+        # The same fault scenario as the API replicas (tasks fail or warn here too).
+        faults = FaultEngine()
+        fault_listener = await db.connect(settings.database_url)
+        await follow_faults(fault_listener, pool, faults)
         worker = TaskWorker(
             pool,
             settings.database_url,
@@ -439,6 +460,7 @@ def cmd_worker(args) -> int:
             lease_seconds=settings.lease_seconds,
             concurrency=settings.task_workers,
             worker_id=args.worker_id,
+            faults=faults,
         )
         await worker.start()
         print(f"worker {worker.worker_id} running", flush=True)
@@ -446,6 +468,7 @@ def cmd_worker(args) -> int:
             await asyncio.Event().wait()
         finally:
             await worker.stop()
+            await fault_listener.close()
             await pool.close()
 
     with contextlib.suppress(KeyboardInterrupt):
@@ -511,6 +534,96 @@ def cmd_cluster_rename(args) -> int:
     row = asyncio.run(rename())
     print(row["name"] or "(standalone)")
     return 0
+
+
+# -- fault scenarios -----------------------------------------------------------------
+
+
+def _faults(settings: Settings, operation) -> int:
+    """Run ``operation(pool)`` against the database; a refusal is one line, exit 2."""
+    from proxmox_simulator.domain.errors import PveError
+    from proxmox_simulator.repositories import db
+
+    async def run():
+        pool = await db.create_pool(settings.database_url, min_size=1, max_size=2)
+        try:
+            return await operation(pool)
+        finally:
+            await pool.close()
+
+    try:
+        _print(asyncio.run(run()))
+    except PveError as exc:
+        fields = "; ".join(f"{k}: {v}" for k, v in (exc.errors or {}).items())
+        print(
+            f"proxmox-simulator faults: {exc.message}{' ' + fields if fields else ''}",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
+def cmd_faults_list(args) -> int:
+    from proxmox_simulator.domain import fault_service
+
+    _print(fault_service.scenario_list())
+    return 0
+
+
+def cmd_faults_status(args) -> int:
+    from proxmox_simulator.repositories import faults as fault_repo
+    from proxmox_simulator.simulation.faults import scenario_from_row
+
+    async def status(pool):
+        async with pool.acquire() as conn:
+            scenario = scenario_from_row(await fault_repo.active(conn))
+        return {"active": scenario.to_dict() if scenario else None}
+
+    return _faults(_settings(args), status)
+
+
+def cmd_faults_enable(args) -> int:
+    from proxmox_simulator.domain import fault_service
+    from proxmox_simulator.domain.errors import ParameterError
+
+    rules = None
+    if args.rules:
+        try:
+            rules = json.loads(Path(args.rules).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"proxmox-simulator faults: --rules {args.rules}: {exc}", file=sys.stderr)
+            return 2
+
+    async def enable(pool):
+        if rules is None and not args.name:
+            raise ParameterError({"name": "a scenario name or --rules FILE is required"})
+        return await fault_service.enable(
+            pool,
+            None,
+            name=args.name or "custom",
+            seed=args.seed,
+            rules=rules,
+            node=args.node,
+            storage=args.storage,
+        )
+
+    return _faults(_settings(args), enable)
+
+
+def cmd_faults_disable(args) -> int:
+    from proxmox_simulator.domain import fault_service
+
+    return _faults(_settings(args), lambda pool: fault_service.disable(pool, None))
+
+
+def cmd_faults_rule(args) -> int:
+    from proxmox_simulator.domain import fault_service
+
+    enabled = args.state == "on"
+    return _faults(
+        _settings(args),
+        lambda pool: fault_service.set_rule_enabled(pool, None, args.index, enabled),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -608,6 +721,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--root-password", help=f"root@pam password (default {DEFAULT_ROOT_PASSWORD!r})"
     )
     seed.add_argument("--contract", help="PVE version the nodes report")
+    seed.add_argument(
+        "--if-empty", action="store_true", help="do nothing when an inventory already exists"
+    )
     seed.set_defaults(func=cmd_seed)
 
     serve = sub.add_parser("serve", help="run the API server")
@@ -653,6 +769,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--standalone", action="store_true", help="drop the cluster: standalone node"
     )
     rename.set_defaults(func=cmd_cluster_rename)
+
+    faults = sub.add_parser("faults", help="seeded fault scenarios (shared by every replica)")
+    fsub = faults.add_subparsers(dest="faults_command", required=True)
+    fsub.add_parser("list", help="the named scenarios and their rules").set_defaults(
+        func=cmd_faults_list
+    )
+    fsub.add_parser("status", help="the active scenario").set_defaults(func=cmd_faults_status)
+    fenable = fsub.add_parser("enable", help="enable a named scenario or --rules FILE")
+    fenable.add_argument("name", nargs="?")
+    fenable.add_argument("--seed", type=int, default=0)
+    fenable.add_argument("--node", help="the node node-offline takes down (default pve2)")
+    fenable.add_argument("--storage", help="the storage storage-full fills (default local-lvm)")
+    fenable.add_argument("--rules", help="JSON file with a list of rules (a custom scenario)")
+    fenable.set_defaults(func=cmd_faults_enable)
+    fsub.add_parser("disable", help="no faults").set_defaults(func=cmd_faults_disable)
+    frule = fsub.add_parser("rule", help="switch one rule of the active scenario on or off")
+    frule.add_argument("index", type=int)
+    frule.add_argument("state", choices=("on", "off"))
+    frule.set_defaults(func=cmd_faults_rule)
     return parser
 
 

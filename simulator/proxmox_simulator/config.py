@@ -26,6 +26,10 @@ def default_data_dir() -> Path:
     return Path(xdg) / "proxmox-simulator"
 
 
+def _flag(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str = field(default_factory=database_url_from_env)

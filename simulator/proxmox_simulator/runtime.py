@@ -29,9 +29,11 @@ from proxmox_simulator.domain.guest_service import RenderedListCache
 from proxmox_simulator.domain.version_adapters import adapter_for
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import db
+from proxmox_simulator.repositories import faults as fault_repo
 from proxmox_simulator.repositories import settings as settings_repo
 from proxmox_simulator.repositories.migrations import is_ready
 from proxmox_simulator.simulation.clock import Clock
+from proxmox_simulator.simulation.faults import FaultEngine, scenario_from_row
 
 log = logging.getLogger("proxmox_simulator")
 
@@ -255,6 +257,27 @@ class ContractState:
             _pinned.reset(token)
 
 
+async def follow_faults(conn: asyncpg.Connection, pool: asyncpg.Pool, engine: FaultEngine) -> None:
+    """Load the active fault scenario into ``engine`` now and after every
+    ``NOTIFY pvesim_faults`` (``conn`` is a dedicated listener connection)."""
+    pending: set[asyncio.Task] = set()
+
+    async def reload() -> None:
+        try:
+            async with pool.acquire() as c:
+                engine.load(scenario_from_row(await fault_repo.active(c)))
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("fault scenario reload failed: %s", exc)
+
+    def on_notify(*_args) -> None:
+        task = asyncio.get_running_loop().create_task(reload())
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    await conn.add_listener(fault_repo.FAULT_CHANNEL, on_notify)
+    await reload()
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -265,6 +288,7 @@ class Runtime:
     access: AccessCache
     token_cache: TokenVerificationCache
     list_cache: RenderedListCache = field(default_factory=RenderedListCache)
+    faults: FaultEngine = field(default_factory=FaultEngine)
     _listener: asyncpg.Connection | None = field(default=None, repr=False)
 
     @property
@@ -316,6 +340,7 @@ class Runtime:
         )
         runtime._listener = await db.connect(settings.database_url)
         await runtime._listener.add_listener(access_repo.ACCESS_CHANNEL, runtime.access.invalidate)
+        await follow_faults(runtime._listener, pool, runtime.faults)
         return runtime
 
     async def close(self) -> None:

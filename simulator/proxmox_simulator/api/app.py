@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -82,6 +83,7 @@ def create_app(
                 executors(),
                 lease_seconds=settings.lease_seconds,
                 concurrency=settings.task_workers,
+                faults=rt.faults,
             )
             await worker.start()
         app.state.rt = rt
@@ -117,7 +119,11 @@ def create_app(
     _add_admin_routes(app)
     add_observability_routes(app)
     if settings.lab_enabled:
+        from proxmox_simulator.api import operator_ui, simulation_lab
+
         add_contract_lab_routes(app)
+        simulation_lab.add_routes(app)
+        operator_ui.add_routes(app)
     return app
 
 
@@ -190,6 +196,8 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                     f"Method '{method} {endpoint.path}' not implemented by the simulator "
                     f"(CONTRACT_FALLBACK={rt.settings.contract_fallback})"
                 )
+            if rt.faults.enabled:
+                await _inject_faults(rt, method, path, params)
             ctx = RequestContext(
                 rt, endpoint, RequestParams(params), principal, state, request.headers
             )
@@ -222,6 +230,19 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             },
         )
     return response
+
+
+async def _inject_faults(rt: Runtime, method: str, path: str, params: dict) -> None:
+    """The active scenario's say on this request: after authentication and
+    validation (a fault never tells an anonymous caller what exists), before
+    the handler changes anything."""
+    fault = rt.faults.on_request(method, path, params)
+    if fault is None:
+        return
+    if fault.delay:
+        await asyncio.sleep(fault.delay)
+    if fault.error is not None:
+        raise fault.error
 
 
 async def _guest_pool(rt: Runtime, principal: Principal, params: dict) -> str | None:

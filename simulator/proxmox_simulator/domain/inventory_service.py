@@ -40,6 +40,7 @@ async def cluster_status(rt) -> list[dict]:
         cluster = await inventory.cluster(conn)
         nodes = await inventory.nodes(conn)
     entries = []
+    offline = rt.faults.offline_nodes()
     standalone = cluster is None or cluster["name"] is None
     if not standalone:
         entries.append(
@@ -48,7 +49,7 @@ async def cluster_status(rt) -> list[dict]:
                 "id": "cluster",
                 "name": cluster["name"],
                 "nodes": len(nodes),
-                "quorate": 1,
+                "quorate": 1 if rt.faults.quorate() else 0,
                 "version": cluster["config_version"],
             }
         )
@@ -61,7 +62,7 @@ async def cluster_status(rt) -> list[dict]:
                 "ip": node["ip"],
                 "local": 1 if index == 0 else 0,
                 "nodeid": 0 if standalone else node["nodeid"],
-                "online": 1 if node["online"] else 0,
+                "online": 1 if node["online"] and node["node"] not in offline else 0,
                 "level": "",
             }
         )
@@ -123,7 +124,7 @@ async def cluster_resources(
         for node in nodes:
             if not state.has(principal, f"/nodes/{node['node']}", ["Sys.Audit"]):
                 continue
-            out.append(_node_entry(node, usage.get(node["node"]), now))
+            out.append(_node_entry(node, usage.get(node["node"]), now, rt.faults.offline_nodes()))
     for guest in guests:
         if not state.has(principal, f"/vms/{guest['vmid']}", ["VM.Audit"], pool=guest["pool"]):
             continue
@@ -185,9 +186,10 @@ async def cluster_resources(
     return out
 
 
-def _node_entry(node, usage, now: float) -> dict:
+def _node_entry(node, usage, now: float, offline: set[str] = frozenset()) -> dict:
     guest_mem = int(usage["guest_mem"]) if usage else 0
-    online = node["online"]
+    # A fault scenario can take a node down without touching the inventory.
+    online = node["online"] and node["node"] not in offline
     return {
         "id": f"node/{node['node']}",
         "type": "node",
@@ -214,7 +216,7 @@ async def list_nodes(rt, state: AccessState, principal: Principal) -> list[dict]
         usage = await inventory.node_usage(conn)
     out = []
     for node in nodes:
-        entry = _node_entry(node, usage.get(node["node"]), now)
+        entry = _node_entry(node, usage.get(node["node"]), now, rt.faults.offline_nodes())
         entry["ssl_fingerprint"] = fingerprint(node["node"])
         if not state.has(principal, f"/nodes/{node['node']}", ["Sys.Audit"]):
             # PVE lists every node but hides usage figures without Sys.Audit.

@@ -23,6 +23,7 @@ from proxmox_simulator.observability import metrics
 from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.simulation.clock import Clock
+from proxmox_simulator.simulation.faults import FaultEngine
 
 log = logging.getLogger("proxmox_simulator.tasks")
 
@@ -108,6 +109,7 @@ class TaskWorker:
         concurrency: int = 4,
         worker_id: str | None = None,
         poll_seconds: float | None = None,
+        faults: FaultEngine | None = None,
     ) -> None:
         self.pool = pool
         self.dsn = dsn
@@ -117,6 +119,7 @@ class TaskWorker:
         self.concurrency = concurrency
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.poll_seconds = poll_seconds or min(1.0, lease_seconds / 2)
+        self.faults = faults
         self._wake = asyncio.Event()
         self._stopping = False
         self._loops: list[asyncio.Task] = []
@@ -186,6 +189,15 @@ class TaskWorker:
             if executor is None:
                 await ctx.fail(f"unknown task type '{row['type']}'")
                 return
+            fault = (
+                self.faults.on_task(row["type"], row["node"], row["upid"]) if self.faults else None
+            )
+            if fault is not None:
+                for _ in range(fault.warnings):
+                    await ctx.warn("simulated fault (task_warnings)")
+                if fault.failure is not None:
+                    await ctx.fail(fault.failure)
+                    return
             try:
                 await executor(ctx)
                 if not ctx.completed:
