@@ -2,6 +2,7 @@ import django_filters
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from netbox.filtersets import (
+    BaseFilterSet,
     ChangeLoggedModelFilterSet,
     NetBoxModelFilterSet,
     PrimaryModelFilterSet,
@@ -9,9 +10,14 @@ from netbox.filtersets import (
 from utilities.filtersets import register_filterset
 
 from .choices import ActivationPolicyChoices, RevisionStatusChoices, ScriptFileDiscoveryChoices
-from .models import ScriptFile, ScriptProject, ScriptProjectRevision
+from .models import PublishedScript, ScriptFile, ScriptProject, ScriptProjectRevision
 
-__all__ = ("ScriptFileFilterSet", "ScriptProjectFilterSet", "ScriptProjectRevisionFilterSet")
+__all__ = (
+    "PublishedScriptFilterSet",
+    "ScriptFileFilterSet",
+    "ScriptProjectFilterSet",
+    "ScriptProjectRevisionFilterSet",
+)
 
 
 class _ProjectFilters(django_filters.FilterSet):
@@ -76,4 +82,28 @@ class ScriptProjectRevisionFilterSet(_ProjectFilters, ChangeLoggedModelFilterSet
             Q(digest__startswith=value.lower())
             | Q(project__name__icontains=value)
             | Q(project__key=value)
+        )
+
+
+@register_filterset
+class PublishedScriptFilterSet(_ProjectFilters, BaseFilterSet):
+    q = django_filters.CharFilter(method="search", label=_("Search"))
+    live = django_filters.BooleanFilter(
+        field_name="revision",
+        lookup_expr="isnull",
+        exclude=True,
+        label=_("Published by a revision"),
+    )
+
+    class Meta:
+        model = PublishedScript
+        fields = ("id", "module_name", "class_name", "script_file_path", "enabled", "revision")
+
+    def search(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        return queryset.filter(
+            Q(module_name__icontains=value)
+            | Q(class_name__icontains=value)
+            | Q(script_file_path__icontains=value)
         )

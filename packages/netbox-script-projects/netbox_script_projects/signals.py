@@ -10,7 +10,7 @@ from django.db.models.signals import post_delete, pre_delete
 from django.dispatch import receiver
 
 from .jobs import StorageCleanupJob
-from .models import ScriptFile, ScriptProject, ScriptProjectRevision
+from .models import PublishedScript, ScriptFile, ScriptProject, ScriptProjectRevision
 from .storage.locks import project_write_lock, require_default_database
 from .storage.manifest import manifest_problems
 
@@ -70,3 +70,22 @@ def lock_project_for_script_file_deletion(sender, instance, using, **kwargs):
         .get(pk=instance.project_id)
     )
     project_write_lock(storage_key, using)
+
+
+@receiver(pre_delete, sender=ScriptProject)
+def withdraw_published_scripts(sender, instance, using, **kwargs):
+    """A deleted Project takes its NetBox ScriptModules, Scripts and their Jobs along.
+
+    As when an administrator deletes a script module in NetBox: its Scripts
+    and their Job history go (NetBox's ScriptModule.delete() batch-deletes the
+    Jobs). Deactivation, not deletion, is the way to keep history.
+    """
+    from extras.models import ScriptModule
+
+    module_ids = (
+        PublishedScript.objects.using(using)
+        .filter(project_id=instance.pk)
+        .values_list("script__module_id", flat=True)
+    )
+    for module in ScriptModule.objects.using(using).filter(pk__in=list(module_ids)):
+        module.delete(using=using)

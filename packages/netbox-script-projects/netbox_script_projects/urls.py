@@ -15,6 +15,10 @@ urlpatterns = (
     ),
     path("script-files/<int:pk>/", include(get_model_urls("netbox_script_projects", "scriptfile"))),
     path(
+        "published-scripts/<int:pk>/",
+        include(get_model_urls("netbox_script_projects", "publishedscript")),
+    ),
+    path(
         "revisions/<int:pk>/",
         include(get_model_urls("netbox_script_projects", "scriptprojectrevision")),
     ),

@@ -4,7 +4,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from extras.ui.panels import CustomFieldsPanel, TagsPanel
-from netbox.object_actions import BulkEdit, BulkExport, BulkImport, EditObject
+from netbox.object_actions import BulkEdit, BulkExport, BulkImport, EditObject, ObjectAction
 from netbox.ui import layout
 from netbox.ui.breadcrumbs import Breadcrumb, object_view_url
 from netbox.ui.panels import CommentsPanel, JSONPanel
@@ -14,7 +14,8 @@ from utilities.views import ViewTab, register_model_view
 
 from . import filtersets, forms, tables
 from .activation import ACTIVATE_ACTION, activate_revision, deactivate_revision
-from .models import ScriptFile, ScriptProject, ScriptProjectRevision
+from .choices import RevisionStatusChoices
+from .models import PublishedScript, ScriptFile, ScriptProject, ScriptProjectRevision
 from .storage import errors
 from .storage.service import stage_upload
 from .ui import panels
@@ -126,6 +127,32 @@ class ScriptProjectRevisionsView(generic.ObjectChildrenView):
     def prep_table_data(self, request, queryset, parent):
         self._parent = parent
         return super().prep_table_data(request, queryset, parent)
+
+
+@register_model_view(ScriptProject, "published_scripts", path="published-scripts")
+class ScriptProjectPublishedScriptsView(generic.ObjectChildrenView):
+    queryset = ScriptProject.objects.all()
+    child_model = PublishedScript
+    table = tables.PublishedScriptTable
+    filterset = filtersets.PublishedScriptFilterSet
+    actions = ()
+    tab = ViewTab(
+        label=_("Published Scripts"),
+        badge=lambda obj: obj.published_scripts.count(),
+        permission="netbox_script_projects.view_publishedscript",
+        weight=515,
+        hide_if_empty=True,
+    )
+
+    def get_children(self, request, parent):
+        return (
+            PublishedScript.objects.restrict(request.user, "view")
+            .filter(project=parent)
+            .select_related("script", "revision")
+        )
+
+    def get_table(self, data, request, bulk_actions=True):
+        return super().get_table(data, request, bulk_actions=False)
 
 
 @register_model_view(ScriptProject, "upload")
@@ -267,6 +294,39 @@ class ScriptProjectRevisionDeactivateView(RevisionLifecycleView):
 
 
 #
+# Published scripts: the administrator edits `enabled`; rows come and go with
+# activation and Project deletion (no add or delete views)
+#
+
+
+@register_model_view(PublishedScript)
+class PublishedScriptView(generic.ObjectView):
+    queryset = PublishedScript.objects.select_related("project", "script", "revision")
+    template_name = "generic/object.html"
+    actions = (EditObject,)
+    layout = layout.SimpleLayout(
+        left_panels=[panels.PublishedScriptPanel()],
+        breadcrumbs=[
+            Breadcrumb("project"),
+            Breadcrumb(
+                "project",
+                label=_("Published Scripts"),
+                url=object_view_url(
+                    "plugins:netbox_script_projects:scriptproject_published_scripts"
+                ),
+            ),
+        ],
+        root_breadcrumb=False,
+    )
+
+
+@register_model_view(PublishedScript, "edit")
+class PublishedScriptEditView(generic.ObjectEditView):
+    queryset = PublishedScript.objects.select_related("project", "script")
+    form = forms.PublishedScriptForm
+
+
+#
 # Script files (removed only by Project deletion: no delete views)
 #
 
@@ -317,11 +377,41 @@ class ScriptFileBulkEditView(generic.BulkEditView):
 #
 
 
+class _RevisionLifecycleAction(ObjectAction):
+    """A lifecycle button of the revision page: shown for the statuses it
+    applies to and only with the owning Project's activate permission."""
+
+    url_kwargs = ["pk"]
+    template_name = "netbox_script_projects/buttons/revision_lifecycle.html"
+    statuses = ()
+    css_class = ""
+
+    @classmethod
+    def render(cls, context, obj, **kwargs):
+        if obj.status not in cls.statuses or not can_activate(context["request"].user, obj.project):
+            return ""
+        return super().render(context, obj, action=cls.name, css_class=cls.css_class, **kwargs)
+
+
+class ActivateRevision(_RevisionLifecycleAction):
+    name = "activate"
+    label = _("Activate")
+    statuses = RevisionStatusChoices.ACTIVATABLE
+    css_class = "btn-green"
+
+
+class DeactivateRevision(_RevisionLifecycleAction):
+    name = "deactivate"
+    label = _("Deactivate")
+    statuses = (RevisionStatusChoices.ACTIVE,)
+    css_class = "btn-orange"
+
+
 @register_model_view(ScriptProjectRevision)
 class ScriptProjectRevisionView(generic.ObjectView):
     queryset = ScriptProjectRevision.objects.select_related("project")
     template_name = "generic/object.html"
-    actions = ()
+    actions = (ActivateRevision, DeactivateRevision)
     layout = layout.SimpleLayout(
         left_panels=[panels.ScriptProjectRevisionPanel()],
         right_panels=[

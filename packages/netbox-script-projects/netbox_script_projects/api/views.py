@@ -17,7 +17,7 @@ from rest_framework.routers import APIRootView
 from .. import filtersets
 from ..activation import ACTIVATE_ACTION, ActivationRefused, activate_revision, deactivate_revision
 from ..choices import RevisionStatusChoices
-from ..models import ScriptFile, ScriptProject, ScriptProjectRevision
+from ..models import PublishedScript, ScriptFile, ScriptProject, ScriptProjectRevision
 from ..storage import errors
 from ..storage.locks import lock_key, project_lock
 from ..storage.service import refresh_revision, stage_upload
@@ -291,3 +291,21 @@ class ScriptProjectRevisionViewSet(NetBoxReadOnlyModelViewSet):
     def deactivate(self, request, pk):
         """Retire this active revision and its Scripts; the Project serves nothing."""
         return self._lifecycle(request, pk, deactivate_revision)
+
+
+class PublishedScriptViewSet(NetBoxModelViewSet):
+    """The NetBox Scripts a Project published; only the administrator's `enabled` changes.
+
+    Rows come and go with activation and Project deletion: no create or delete.
+    """
+
+    queryset = PublishedScript.objects.select_related("project", "script", "revision")
+    serializer_class = serializers.PublishedScriptSerializer
+    filterset_class = filtersets.PublishedScriptFilterSet
+    http_method_names = ["get", "put", "patch", "head", "options"]
+
+    def handle_exception(self, exc):
+        # The Project write lock (PublishedScript.save) timing out, single or bulk.
+        if isinstance(exc, errors.ProjectBusy):
+            exc = ProjectBusyError(str(exc))
+        return super().handle_exception(exc)

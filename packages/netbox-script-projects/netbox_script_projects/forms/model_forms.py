@@ -5,10 +5,15 @@ from utilities.exceptions import AbortRequest
 from utilities.forms.fields import DynamicModelChoiceField, SlugField
 from utilities.forms.rendering import FieldSet
 
-from ..models import ScriptFile, ScriptProject
+from ..models import PublishedScript, ScriptFile, ScriptProject
 from ..storage.errors import ProjectBusy
 
-__all__ = ("ScriptFileForm", "ScriptProjectForm", "ScriptProjectUploadForm")
+__all__ = (
+    "PublishedScriptForm",
+    "ScriptFileForm",
+    "ScriptProjectForm",
+    "ScriptProjectUploadForm",
+)
 
 
 class ScriptProjectForm(PrimaryModelForm):
@@ -74,3 +79,19 @@ class ScriptProjectUploadForm(forms.Form):
         help_text=_("A single .py file, or a zip, tar or tar.gz archive of the project tree"),
         allow_empty_file=True,
     )
+
+
+class PublishedScriptForm(forms.ModelForm):
+    """The administrator's switch of a published Script (nothing else is editable)."""
+
+    fieldsets = (FieldSet("enabled", name=_("Published script")),)
+
+    class Meta:
+        model = PublishedScript
+        fields = ("enabled",)
+
+    def save(self, *args, **kwargs):
+        try:
+            return super().save(*args, **kwargs)
+        except ProjectBusy as exc:
+            raise AbortRequest(str(exc)) from exc

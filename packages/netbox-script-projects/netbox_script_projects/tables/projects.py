@@ -2,9 +2,14 @@ import django_tables2 as tables
 from django.utils.translation import gettext_lazy as _
 from netbox.tables import NetBoxTable, PrimaryModelTable, columns
 
-from ..models import ScriptFile, ScriptProject, ScriptProjectRevision
+from ..models import PublishedScript, ScriptFile, ScriptProject, ScriptProjectRevision
 
-__all__ = ("ScriptFileTable", "ScriptProjectRevisionTable", "ScriptProjectTable")
+__all__ = (
+    "PublishedScriptTable",
+    "ScriptFileTable",
+    "ScriptProjectRevisionTable",
+    "ScriptProjectTable",
+)
 
 
 class ScriptProjectTable(PrimaryModelTable):
@@ -83,3 +88,25 @@ class ScriptProjectRevisionTable(NetBoxTable):
             "lifecycle",
         )
         exempt_columns = ("lifecycle",)
+
+
+class PublishedScriptTable(NetBoxTable):
+    id = tables.Column(verbose_name=_("ID"), linkify=True)
+    script = tables.Column(verbose_name=_("Script"), linkify=True)
+    module_name = tables.Column(verbose_name=_("Module"))
+    class_name = tables.Column(verbose_name=_("Class"), linkify=True)
+    script_file_path = tables.Column(verbose_name=_("Script File"))
+    revision = tables.Column(verbose_name=_("Serving revision"), linkify=True)
+    enabled = columns.BooleanColumn(verbose_name=_("Enabled"))
+    # Rows come and go with activation and Project deletion: edit only.
+    actions = columns.ActionsColumn(actions=("edit",))
+
+    class Meta(NetBoxTable.Meta):
+        model = PublishedScript
+        fields = (
+            "id", "project", "script", "module_name", "class_name", "script_file_path", "revision",
+            "enabled", "actions",
+        )  # fmt: skip
+        default_columns = (
+            "id", "class_name", "module_name", "script_file_path", "revision", "enabled", "script",
+        )  # fmt: skip

@@ -4,8 +4,10 @@ retiring the previous revision, change logging and event payloads."""
 from __future__ import annotations
 
 from core.choices import ObjectChangeActionChoices
-from core.events import OBJECT_DELETED
+from core.events import OBJECT_DELETED, OBJECT_UPDATED
 from core.models import ObjectChange, ObjectType
+from core.signals import update_object_types
+from django.apps import apps
 from django.urls import reverse
 from django_rq import get_queue as real_rq_queue
 from extras.choices import EventRuleActionChoices
@@ -14,6 +16,7 @@ from rest_framework import status
 from users.models import ObjectPermission
 from utilities.testing import APITestCase
 
+from netbox_script_projects.api import serializers
 from netbox_script_projects.choices import ActivationPolicyChoices
 from netbox_script_projects.choices import RevisionStatusChoices as Status
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
@@ -143,12 +146,16 @@ class ActivationAPITest(StorageTestMixin, APITestCase):
         response = self.client.patch(url, {"status": "active"}, format="json", **self.header)
         self.assertEqual(response.status_code, status.HTTP_405_METHOD_NOT_ALLOWED)
 
-    def test_cascaded_revision_deletion_fires_event_rules_with_revision_payload(self):
-        revision = self.staged()
+    def webhook_jobs(self):
+        """Watch the queue NetBox's event rules send webhooks through (real Redis)."""
+        # ObjectType.features is stored at migrate time; the test database was
+        # migrated from a template, so store what the code declares now: a
+        # model that lost EventRulesMixin must make this test fail.
+        update_object_types(sender=apps.get_app_config("netbox_script_projects"))
         webhook = Webhook.objects.create(name="hook", payload_url="http://127.0.0.1:9/")
         rule = EventRule.objects.create(
-            name="revision deleted",
-            event_types=[OBJECT_DELETED],
+            name="revision events",
+            event_types=[OBJECT_UPDATED, OBJECT_DELETED],
             action_type=EventRuleActionChoices.WEBHOOK,
             action_object_type=ObjectType.objects.get_for_model(Webhook),
             action_object_id=webhook.pk,
@@ -157,15 +164,47 @@ class ActivationAPITest(StorageTestMixin, APITestCase):
         queue = real_rq_queue("default")
         queue.empty()
         self.addCleanup(queue.empty)
+
+        def sent():
+            return [
+                job.kwargs
+                for job in queue.jobs
+                if job.func_name == "extras.webhooks.send_webhook"
+                and job.kwargs["object_type"].model == "scriptprojectrevision"
+            ]
+
+        return sent
+
+    def assert_revision_payload(self, data, revision):
+        # The revision serializer's shape, not Django's generic serialization.
+        self.assertEqual(set(data), set(serializers.ScriptProjectRevisionSerializer.Meta.fields))
+        self.assertEqual((data["id"], data["digest"]), (revision.pk, revision.digest))
+        self.assertEqual(data["project"]["id"], self.project.pk)
+        self.assertNotIn("manifest", data)
+
+    def test_activation_fires_event_rules_with_the_revision_payload(self):
+        revision = validate_in_process(self.staged())
+        sent = self.webhook_jobs()
+        self.grant(["view"], ScriptProjectRevision)
+        self.grant(["view", "activate"], ScriptProject)
+        with self.captureOnCommitCallbacks(execute=True):
+            self.assertEqual(self.post(revision, "activate").status_code, status.HTTP_200_OK)
+        [event] = sent()
+        self.assertEqual(event["event_type"], OBJECT_UPDATED)
+        self.assert_revision_payload(event["data"], revision)
+        self.assertEqual(event["data"]["status"]["value"], Status.ACTIVE)
+        self.assertEqual(event["snapshots"]["prechange"]["status"], Status.VALID)
+        self.assertEqual(event["snapshots"]["postchange"]["status"], Status.ACTIVE)
+
+    def test_cascaded_revision_deletion_fires_event_rules_with_revision_payload(self):
+        revision = self.staged()
+        sent = self.webhook_jobs()
         self.add_permissions("netbox_script_projects.delete_scriptproject")
         url = reverse(f"{API}:scriptproject-detail", args=[self.project.pk])
         with self.captureOnCommitCallbacks(execute=True):
             response = self.client.delete(url, **self.header)
         self.assertEqual(response.status_code, status.HTTP_204_NO_CONTENT)
-        hooks = [job for job in queue.jobs if job.func_name == "extras.webhooks.send_webhook"]
-        self.assertEqual(len(hooks), 1)
-        data = hooks[0].kwargs["data"]
-        self.assertEqual(data["id"], revision.pk)
-        self.assertEqual(data["digest"], revision.digest)
-        self.assertEqual(data["project"]["id"], self.project.pk)
-        self.assertNotIn("manifest", data)
+        [event] = sent()
+        self.assertEqual(event["event_type"], OBJECT_DELETED)
+        self.assert_revision_payload(event["data"], revision)
+        self.assertEqual(event["data"]["status"]["value"], Status.MATERIALIZED)

@@ -249,6 +249,16 @@ class UIViewsTest(TestCase):
             with self.subTest(url=url):
                 self.assertHttpStatus(self.client.get(url), 200)
 
+    def test_revisions_have_no_standalone_list_edit_delete_or_search(self):
+        from django.urls import NoReverseMatch
+        from netbox.registry import registry
+
+        for view, args in (("list", []), ("add", []), ("edit", [1]), ("delete", [1]),
+                           ("bulk_delete", []), ("bulk_edit", [])):  # fmt: skip
+            with self.subTest(view=view), self.assertRaises(NoReverseMatch):
+                reverse(f"plugins:netbox_script_projects:scriptprojectrevision_{view}", args=args)
+        self.assertNotIn("netbox_script_projects.scriptprojectrevision", registry["search"])
+
 
 class UIUploadTest(StorageTestMixin, TestCase):
     def setUp(self):

@@ -100,12 +100,19 @@ class RevisionsTabBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
     def tab_url(self):
         return f"/plugins/script-projects/projects/{self.project.pk}/revisions/"
 
+    def detail_url(self):
+        return f"/plugins/script-projects/revisions/{self.revision.pk}/"
+
     def test_activate_and_deactivate_through_confirmation_pages(self):
         admin = get_user_model().objects.create_superuser("admin", "a@example.com", "pw")
         page = self.page_for(admin)
         page.goto(self.tab_url())
         # A table without bulk actions: no selection checkboxes.
         assert page.locator("input[name=pk]").count() == 0
+        assert page.locator("a[data-action=activate]").count() == 1
+        # The revision's own page offers the same action and confirmation page.
+        page.goto(self.detail_url())
+        assert page.locator("a[data-action=deactivate]").count() == 0
         page.locator("a[data-action=activate]").click()
         page.wait_for_url(f"**/revisions/{self.revision.pk}/activate/")
         form = page.locator("form:has(button[name=_confirm])")
@@ -117,6 +124,10 @@ class RevisionsTabBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
         self.revision.refresh_from_db()
         assert self.revision.status == Status.ACTIVE
         assert page.locator("a[data-action=activate]").count() == 0
+        page.goto(self.detail_url())
+        assert page.locator("a[data-action=activate]").count() == 0
+        assert page.locator("a[data-action=deactivate]").count() == 1
+        page.goto(self.tab_url())
 
         page.locator("a[data-action=deactivate]").click()
         page.wait_for_url(f"**/revisions/{self.revision.pk}/deactivate/")
@@ -136,6 +147,9 @@ class RevisionsTabBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
         page.goto(self.tab_url())
         assert page.get_by_text(self.revision.digest[:12]).count() >= 1
         assert page.locator("a[data-action=activate]").count() == 0
+        page.goto(self.detail_url())
+        assert page.get_by_text(self.revision.digest).count() >= 1
+        assert page.locator("a[data-action]").count() == 0
         response = page.goto(f"/plugins/script-projects/revisions/{self.revision.pk}/activate/")
         assert response.status == 403
 
@@ -145,6 +159,9 @@ class RevisionsTabBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
         page = self.page_for(activator)
         page.goto(self.tab_url())
         assert page.locator("a[data-action=activate]").count() == 1
+        page.goto(self.detail_url())
+        assert page.locator("a[data-action=activate]").count() == 1
+        assert page.locator("a[data-action=deactivate]").count() == 0
 
     def test_revisions_tab_needs_revision_view_permission(self):
         outsider = get_user_model().objects.create_user("outsider", password="pw")

@@ -43,3 +43,15 @@ class ScriptProjectRevisionPanel(panels.ObjectAttributesPanel):
     file_count = attrs.NumericAttr("file_count", label=_("Files"))
     total_size = attrs.NumericAttr("total_size", label=_("Total size (bytes)"))
     activated = attrs.DateTimeAttr("activated")
+
+
+class PublishedScriptPanel(panels.ObjectAttributesPanel):
+    project = attrs.RelatedObjectAttr("project", linkify=True)
+    script = attrs.RelatedObjectAttr("script", linkify=True, label=_("NetBox script"))
+    module_name = attrs.TextAttr("module_name", label=_("Module"), style="font-monospace")
+    class_name = attrs.TextAttr("class_name", label=_("Class"), style="font-monospace")
+    script_file_path = attrs.TextAttr(
+        "script_file_path", label=_("Script File"), style="font-monospace"
+    )
+    revision = attrs.RelatedObjectAttr("revision", linkify=True, label=_("Serving revision"))
+    enabled = attrs.BooleanAttr("enabled")

@@ -1,0 +1,180 @@
+"""Published Scripts: the administrator's `enabled` switch (REST and UI) and
+what a Project deletion does to the NetBox Scripts it published."""
+
+from __future__ import annotations
+
+from core.models import Job, ObjectChange, ObjectType
+from django.urls import reverse
+from extras.models import Script, ScriptModule
+from rest_framework import status
+from utilities.testing import APITestCase
+
+from netbox_script_projects.activation import activate_revision, deactivate_revision
+from netbox_script_projects.choices import ActivationPolicyChoices
+from netbox_script_projects.models import PublishedScript, ScriptFile, ScriptProject
+from netbox_script_projects.storage.service import stage_upload
+
+from .support import StorageTestMixin, archive_upload, zip_bytes
+from .test_activation import validate_in_process
+from .test_runtime import SOURCE
+
+API = "plugins-api:netbox_script_projects-api"
+
+
+class PublishedScriptTestMixin(StorageTestMixin):
+    def setUp(self):
+        super().setUp()
+        self.project = self.active_project("Tags", "tags")
+
+    def active_project(self, name, key):
+        project = ScriptProject.objects.create(
+            name=name, key=key, activation_policy=ActivationPolicyChoices.MANUAL
+        )
+        ScriptFile.objects.create(project=project, path="scripts/tags.py")
+        revision = stage_upload(project, archive_upload(zip_bytes(SOURCE)), "p.zip").revision
+        revision = activate_revision(validate_in_process(revision))
+        project.revision = revision
+        return project
+
+    def publication(self, class_name="MakeTag", project=None):
+        return PublishedScript.objects.select_related("script").get(
+            project=project or self.project, class_name=class_name
+        )
+
+    def executable(self, publication) -> bool:
+        return Script.objects.get(pk=publication.script_id).is_executable
+
+
+class EnabledThroughRESTTest(PublishedScriptTestMixin, APITestCase):
+    def patch(self, publication, data):
+        url = reverse(f"{API}:publishedscript-detail", args=[publication.pk])
+        return self.client.patch(url, data, format="json", **self.header)
+
+    def test_patch_enabled_needs_change_permission_and_withdraws_the_script(self):
+        publication = self.publication()
+        self.assertTrue(self.executable(publication))
+        self.add_permissions("netbox_script_projects.view_publishedscript")
+        listed = self.client.get(
+            reverse(f"{API}:publishedscript-list"), {"project_id": self.project.pk}, **self.header
+        )
+        self.assertEqual(listed.status_code, status.HTTP_200_OK)
+        self.assertEqual(
+            sorted(r["class_name"] for r in listed.data["results"]), ["Hello", "MakeTag"]
+        )
+        self.assertEqual(self.patch(publication, {"enabled": False}).status_code, 403)
+        self.assertTrue(PublishedScript.objects.get(pk=publication.pk).enabled)
+
+        self.add_permissions("netbox_script_projects.change_publishedscript")
+        response = self.patch(publication, {"enabled": False, "class_name": "Renamed"})
+        self.assertEqual(response.status_code, status.HTTP_200_OK, response.data)
+        self.assertFalse(response.data["enabled"])
+        # Only `enabled` is the administrator's: the published identity stays.
+        self.assertEqual(response.data["class_name"], "MakeTag")
+        self.assertFalse(self.executable(publication))
+        self.assertIsNone(Script.objects.get(pk=publication.script_id).python_class)
+        change = ObjectChange.objects.get(
+            changed_object_type=ObjectType.objects.get_for_model(PublishedScript),
+            changed_object_id=publication.pk,
+        )
+        self.assertEqual(
+            (change.prechange_data["enabled"], change.postchange_data["enabled"]), (True, False)
+        )
+        self.assertEqual(change.user, self.user)
+
+        # Kept across retire and republish; enabling a retired Script does not run it.
+        deactivate_revision(self.project.revision)
+        self.assertFalse(self.executable(publication))
+        self.assertEqual(self.patch(publication, {"enabled": True}).status_code, 200)
+        self.assertFalse(self.executable(publication))
+        self.assertEqual(self.patch(publication, {"enabled": False}).status_code, 200)
+        activate_revision(self.project.revision)
+        self.assertFalse(self.executable(publication))
+        self.assertTrue(self.executable(self.publication("Hello")))
+        self.assertEqual(self.patch(publication, {"enabled": True}).status_code, 200)
+        self.assertTrue(self.executable(publication))
+        self.assertEqual(
+            Script.objects.get(pk=publication.script_id).python_class.__name__, "MakeTag"
+        )
+
+    def test_no_create_or_delete(self):
+        self.add_permissions(
+            "netbox_script_projects.add_publishedscript",
+            "netbox_script_projects.delete_publishedscript",
+        )
+        publication = self.publication()
+        detail = reverse(f"{API}:publishedscript-detail", args=[publication.pk])
+        self.assertEqual(self.client.delete(detail, **self.header).status_code, 405)
+        created = self.client.post(
+            reverse(f"{API}:publishedscript-list"), {"enabled": True}, format="json", **self.header
+        )
+        self.assertEqual(created.status_code, 405)
+
+
+class EnabledThroughUITest(PublishedScriptTestMixin, APITestCase):
+    def test_edit_form_switches_enabled_with_change_permission_only(self):
+        publication = self.publication()
+        self.client.force_login(self.user)
+        edit = reverse("plugins:netbox_script_projects:publishedscript_edit", args=[publication.pk])
+        self.add_permissions("netbox_script_projects.view_publishedscript")
+        tab = reverse(
+            "plugins:netbox_script_projects:scriptproject_published_scripts", args=[self.project.pk]
+        )
+        self.add_permissions("netbox_script_projects.view_scriptproject")
+        page = self.client.get(tab)
+        self.assertContains(page, "MakeTag")
+        self.assertNotContains(page, edit)
+        self.assertEqual(self.client.get(edit).status_code, 403)
+        self.assertEqual(self.client.post(edit, {}).status_code, 403)
+        self.assertTrue(self.executable(publication))
+
+        self.add_permissions("netbox_script_projects.change_publishedscript")
+        self.assertContains(self.client.get(tab), edit)
+        self.assertContains(self.client.get(edit), 'name="enabled"')
+        # An unchecked box posts nothing: the Script is disabled.
+        response = self.client.post(edit, {})
+        self.assertEqual(response.status_code, 302, response.content[:2000])
+        self.assertFalse(PublishedScript.objects.get(pk=publication.pk).enabled)
+        self.assertFalse(self.executable(publication))
+        detail = self.client.get(publication.get_absolute_url())
+        self.assertContains(detail, "scripts.tags")
+        response = self.client.post(edit, {"enabled": "on"})
+        self.assertEqual(response.status_code, 302)
+        self.assertTrue(self.executable(publication))
+
+
+class ProjectDeletionTest(PublishedScriptTestMixin, APITestCase):
+    def test_deleting_a_project_removes_its_modules_scripts_and_their_jobs(self):
+        other = self.active_project("Other", "other")
+        kept = self.publication(project=other)
+        publication = self.publication()
+        job = Job.objects.create(
+            name="run", object_type=ObjectType.objects.get_for_model(Script),
+            object_id=publication.script_id, job_id="00000000-0000-0000-0000-000000000001",
+        )  # fmt: skip
+        modules = set(
+            Script.objects.filter(script_project_publication__project=self.project).values_list(
+                "module_id", flat=True
+            )
+        )
+        self.assertEqual(len(modules), 1)
+
+        self.add_permissions("netbox_script_projects.delete_scriptproject")
+        url = reverse(f"{API}:scriptproject-detail", args=[self.project.pk])
+        response = self.client.delete(url, **self.header)
+        self.assertEqual(response.status_code, status.HTTP_204_NO_CONTENT)
+        self.assertFalse(ScriptModule.objects.filter(pk__in=modules).exists())
+        self.assertFalse(Script.objects.filter(pk=publication.script_id).exists())
+        self.assertFalse(Job.objects.filter(pk=job.pk).exists())
+        # NetBox's Scripts list no longer offers them; the other project's stay.
+        self.assertEqual(
+            list(Script.objects.values_list("name", flat=True).order_by("name")),
+            ["scripts.tags.Hello", "scripts.tags.MakeTag"],
+        )
+        self.assertTrue(self.executable(kept))
+
+    def test_bulk_queryset_deletion_takes_the_same_path(self):
+        ScriptProject.objects.filter(pk=self.project.pk).delete()
+        self.assertFalse(Script.objects.exists())
+        self.assertFalse(
+            ScriptModule.objects.filter(file_path__startswith="_script_projects/").exists()
+        )
