@@ -33,6 +33,7 @@ FUZZ_SUITES = ["backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.
 # Needs a live NetBox (pytest-django loads its settings) and the session's services.
 FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
+CHAOS_SUITES = ["e2e/test_chaos.py", "e2e/test_chaos_workers.py"]
 
 
 def has_tests(path: str) -> bool:
@@ -89,7 +90,16 @@ def e2e(session: nox.Session) -> None:
         session.skip("no end-to-end tests")
     with stack_services(session) as env:
         # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
-        session.run("pytest", E2E_SUITE, *session.posargs, env=env, external=True)
+        session.run(
+            "pytest", E2E_SUITE, "-m", "not chaos_slow", *session.posargs, env=env, external=True
+        )
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """Every chaos case, those that wait out RQ's heartbeat too (not in the defaults): minutes."""
+    with stack_services(session) as env:
+        session.run("pytest", *CHAOS_SUITES, *session.posargs, env=env, external=True)
 
 
 @nox.session

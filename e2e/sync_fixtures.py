@@ -87,20 +87,25 @@ def stop(process: subprocess.Popen) -> None:
 
 
 class NetBoxServer:
-    def __init__(self, workdir: Path):
-        self.database = f"{PREFIX}netbox_{os.getpid()}"
+    """`database` names a server of its own (default `pbsync_netbox_<pid>`); `env` adds to
+    the environment of its processes (another NETBOX_CONFIGURATION, a Redis pair)."""
+
+    def __init__(self, workdir: Path, database: str | None = None, **env: str):
+        self.database = database or f"{PREFIX}netbox_{os.getpid()}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workdir = workdir
+        self.extra_env = env
         self.process: subprocess.Popen | None = None
         self.admin_token = ""
 
     def env(self) -> dict:
-        return dict(
-            os.environ,
-            NETBOX_CONFIGURATION="proxbox_devstack.netbox_configuration",
-            PROXBOX_NETBOX_DATABASE=self.database,
-        )
+        return {
+            **os.environ,
+            "NETBOX_CONFIGURATION": "proxbox_devstack.netbox_configuration",
+            "PROXBOX_NETBOX_DATABASE": self.database,
+            **self.extra_env,
+        }
 
     def start(self) -> NetBoxServer:
         from django.db import connections
@@ -129,7 +134,7 @@ class NetBoxServer:
             check=True,
             capture_output=True,
         )
-        log = open(self.workdir / "netbox.log", "wb")  # noqa: SIM115 - lives as long as the server
+        log = open(self.workdir / f"{self.database}.log", "wb")  # noqa: SIM115 - lives as long as the server
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -188,8 +193,11 @@ class NetBoxServer:
 
 
 class Simulator:
-    def __init__(self, label: str, profile: str, seed: int, workdir: Path):
+    """`env` adds to the environment of its processes (e.g. no in-process task workers)."""
+
+    def __init__(self, label: str, profile: str, seed: int, workdir: Path, **env: str):
         self.label, self.profile, self.seed = label, profile, seed
+        self.extra_env = env
         self.database = f"{PREFIX}sim_{label}_{os.getpid()}"
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
@@ -204,13 +212,14 @@ class Simulator:
         return str(self.data_dir / "tls" / "pve-ssl.pem")
 
     def env(self) -> dict:
-        return dict(
-            os.environ,
-            PROXMOX_SIMULATOR_DATABASE_URL=server_dsn(self.database),
-            PROXMOX_SIMULATOR_DATA_DIR=str(self.data_dir),
-            PROXMOX_SIMULATOR_CLOCK="instant",
-            PROXMOX_SIMULATOR_TASK_WORKERS="1",
-        )
+        return {
+            **os.environ,
+            "PROXMOX_SIMULATOR_DATABASE_URL": server_dsn(self.database),
+            "PROXMOX_SIMULATOR_DATA_DIR": str(self.data_dir),
+            "PROXMOX_SIMULATOR_CLOCK": "instant",
+            "PROXMOX_SIMULATOR_TASK_WORKERS": "1",
+            **self.extra_env,
+        }
 
     def cli(self, *args: str) -> str:
         result = subprocess.run(

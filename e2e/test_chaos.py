@@ -15,31 +15,30 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 
+import psycopg
 import pytest
 import sync_fixtures as fixtures
+from chaos_support import (
+    INVENTORY_TYPES,
+    assert_consistent,
+    assert_converged,
+    endpoint_cluster,
+    sync_state,
+    vm_creates,
+)
+from psycopg.rows import dict_row
 from sync_fixtures import (
     Simulator,
     change_marker,
     create_endpoint,
     create_site,
     expected_inventory,
-    list_all,
-    netbox_inventory,
-    object_changes_since,
+    server_dsn,
 )
 
 sync_workdir = fixtures.sync_workdir
 netbox_server = fixtures.netbox_server
-
-INVENTORY_TYPES = {
-    "dcim.device": "nodes",
-    "virtualization.virtualmachine": "vms",
-    "virtualization.vminterface": "interfaces",
-    "ipam.ipaddress": "ips",
-    "virtualization.virtualdisk": "disks",
-}
 
 
 @pytest.fixture(scope="module")
@@ -71,55 +70,6 @@ def _sync_command(netbox, simulator, endpoint_name: str) -> tuple[list[str], dic
     return argv + ["--json"], env
 
 
-def _vm_creates(netbox, since: int) -> int:
-    return sum(
-        1
-        for change in object_changes_since(netbox, since)
-        if change["changed_object_type"] == "virtualization.virtualmachine"
-        and change["action"]["value"] == "create"
-    )
-
-
-def _assert_consistent(netbox, cluster_id: int) -> dict:
-    """No duplicates, nothing pointing at what is gone or at another VM's objects."""
-    vms = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id)
-    names = Counter(vm["name"] for vm in vms)
-    assert not [name for name, n in names.items() if n > 1], names
-    vm_ids = {vm["id"] for vm in vms}
-    interfaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
-    per_vm = Counter((i["virtual_machine"]["id"], i["name"]) for i in interfaces)
-    assert not [key for key, n in per_vm.items() if n > 1], per_vm
-    assert {i["virtual_machine"]["id"] for i in interfaces} <= vm_ids
-    interface_vm = {i["id"]: i["virtual_machine"]["id"] for i in interfaces}
-    ips = [
-        ip
-        for ip in list_all(netbox, "/ipam/ip-addresses/")
-        if ip["assigned_object_type"] == "virtualization.vminterface"
-        and ip["assigned_object_id"] in interface_vm
-    ]
-    addresses = Counter(ip["address"] for ip in ips)
-    assert not [a for a, n in addresses.items() if n > 1], addresses
-    ip_vm = {ip["id"]: interface_vm[ip["assigned_object_id"]] for ip in ips}
-    for vm in vms:
-        for family in ("primary_ip4", "primary_ip6"):
-            if vm[family]:
-                assert ip_vm.get(vm[family]["id"]) == vm["id"], (vm["name"], family)
-    disks = list_all(netbox, "/virtualization/virtual-disks/", cluster_id=cluster_id)
-    per_vm_disk = Counter((d["virtual_machine"]["id"], d["name"]) for d in disks)
-    assert not [key for key, n in per_vm_disk.items() if n > 1], per_vm_disk
-    assert {d["virtual_machine"]["id"] for d in disks} <= vm_ids
-    return netbox_inventory(netbox, cluster_id)
-
-
-def _sync_state(netbox, cluster_id: int) -> dict:
-    with netbox.api() as api:
-        states = api.get(
-            "/plugins/proxbox/cluster-sync-states/", params={"cluster_id": cluster_id}
-        ).json()["results"]
-    assert len(states) == 1, states
-    return states[0]
-
-
 def test_sync_killed_midway_converges_on_rerun(netbox_server, chaos_simulator, chaos_endpoint):
     expected = expected_inventory(chaos_simulator.inventory())
     argv, env = _sync_command(netbox_server, chaos_simulator, chaos_endpoint["name"])
@@ -129,35 +79,129 @@ def test_sync_killed_midway_converges_on_rerun(netbox_server, chaos_simulator, c
     )
     deadline = time.monotonic() + 300
     while run.poll() is None and time.monotonic() < deadline:
-        if _vm_creates(netbox_server, since) >= 5:
+        if vm_creates(netbox_server, since) >= 5:
             os.kill(run.pid, signal.SIGKILL)
             break
         time.sleep(0.2)
     run.communicate(timeout=60)
     assert run.returncode == -signal.SIGKILL, "the run ended before it could be killed midway"
 
-    with netbox_server.api() as api:
-        endpoint = api.get(f"/plugins/proxbox/endpoints/proxmox/{chaos_endpoint['id']}/").json()
-    cluster_id = endpoint["netbox_cluster"]["id"]
-    partial = _assert_consistent(netbox_server, cluster_id)
+    cluster_id = endpoint_cluster(netbox_server, chaos_endpoint["id"])
+    partial = assert_consistent(netbox_server, cluster_id)
     synced = {part: len(partial[part]) for part in INVENTORY_TYPES.values()}
     wanted = {part: len(expected[part]) for part in INVENTORY_TYPES.values()}
     assert 0 < sum(synced.values()) < sum(wanted.values()), (synced, wanted)
     # The killed run claims no success it did not have.
-    assert _sync_state(netbox_server, cluster_id)["status"]["value"] != "succeeded"
+    assert sync_state(netbox_server, cluster_id)["status"]["value"] != "succeeded"
 
     rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     report = json.loads(rerun.stdout)
     assert report["ok"], report
+    assert_converged(netbox_server, cluster_id, expected, partial, report["counters"])
 
-    converged = _assert_consistent(netbox_server, cluster_id)
-    for part in ("nodes", "vms", "interfaces", "ips", "disks"):
-        assert converged[part] == expected[part], part
-    # Honest counters: the rerun created exactly what the killed run had not.
-    for object_type, part in INVENTORY_TYPES.items():
-        created = report["counters"].get(object_type, {}).get("created", 0)
-        assert created == len(expected[part]) - len(partial[part]), object_type
-    state = _sync_state(netbox_server, cluster_id)
-    assert state["status"]["value"] == "succeeded", state
-    assert state["objects_created"] == sum(c["created"] for c in report["counters"].values())
+
+# -- the simulator's task worker killed mid-task during a sync --------------------------------
+
+TASK_LEASE = 1.0
+
+
+@pytest.fixture(scope="module")
+def task_simulator(sync_workdir):
+    """The HTTP server without task workers: tasks run in `worker` processes we can kill."""
+    simulator = Simulator("tasks", "medium", 18, sync_workdir, PROXMOX_SIMULATOR_TASK_WORKERS="0")
+    try:
+        simulator.start().renumber("10.93.0")
+        yield simulator
+    finally:
+        simulator.stop()
+
+
+def _task_worker(simulator, name: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "proxmox_simulator.cli", "worker", "--clock", "real"]
+    argv += ["--lease-seconds", str(TASK_LEASE), "--workers", "1", "--worker-id", name]
+    process = subprocess.Popen(
+        argv, env=simulator.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    line = process.stdout.readline().decode()  # imports take a while under load
+    assert "running" in line, line
+    return process
+
+
+def _task(simulator, upid: str) -> dict:
+    with psycopg.connect(server_dsn(simulator.database), row_factory=dict_row) as conn:
+        task = conn.execute(
+            "SELECT state, exitstatus, lease_owner, attempts FROM tasks WHERE upid = %s", (upid,)
+        ).fetchone()
+        events = conn.execute(
+            "SELECT kind, worker FROM task_events WHERE upid = %s ORDER BY id", (upid,)
+        ).fetchall()
+    return {**task, "events": [(e["kind"], e["worker"]) for e in events]}
+
+
+def _wait_task(simulator, upid: str, done, what: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done(task := _task(simulator, upid)):
+            return task
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: {task}")
+
+
+def test_task_worker_killed_mid_task_during_a_sync(netbox_server, task_simulator):
+    """A reboot issued while the sync runs; its worker is killed mid-task; the other worker
+    reclaims it after the lease and finishes it once; the sync converges regardless."""
+    expected = expected_inventory(task_simulator.inventory())
+    site = create_site(netbox_server, "pbsync-chaos-tasks")
+    endpoint = create_endpoint(netbox_server, "pve-chaos-tasks", task_simulator, site=site)
+    running = next(
+        g["resource"]
+        for (kind, _), g in sorted(task_simulator.inventory()["guests"].items())
+        if kind == "qemu" and g["resource"]["status"] == "running"
+    )
+    workers = {name: _task_worker(task_simulator, name) for name in ("w1", "w2")}
+    argv, env = _sync_command(netbox_server, task_simulator, endpoint["name"])
+    since = change_marker(netbox_server)
+    run = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while vm_creates(netbox_server, since) < 5 and time.monotonic() < deadline:
+            assert run.poll() is None, "the sync ended before a task could be issued"
+            time.sleep(0.2)
+        with task_simulator.api() as pve:
+            response = pve.post(f"/nodes/{running['node']}/qemu/{running['vmid']}/status/reboot")
+            assert response.status_code == 200, response.text
+            upid = response.json()["data"]
+        claimed = _wait_task(
+            task_simulator, upid, lambda t: t["state"] == "running", "the task's first claim"
+        )
+        doomed = claimed["lease_owner"]
+        workers[doomed].send_signal(signal.SIGKILL)
+        workers[doomed].wait(timeout=10)
+        assert run.poll() is None, "the sync ended before the worker was killed"
+        done = _wait_task(task_simulator, upid, lambda t: t["state"] == "stopped", "the reclaim")
+        stdout, stderr = run.communicate(timeout=600)
+    finally:
+        for process in [*workers.values(), run]:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    # Reclaimed once, finished once, by the survivor.
+    assert done["exitstatus"] == "OK" and done["attempts"] == 2, done
+    assert [kind for kind, _ in done["events"]] == ["created", "claimed", "reclaimed", "finished"]
+    assert done["events"][1][1] == doomed != done["events"][3][1] == done["events"][2][1]
+
+    assert run.returncode == 0, stderr.decode()[-3000:]
+    report = json.loads(stdout)
+    cluster_id = endpoint_cluster(netbox_server, endpoint["id"])
+    empty = {part: set() for part in INVENTORY_TYPES.values()}
+    assert_converged(netbox_server, cluster_id, expected, empty, report["counters"])
+    # And a rerun changes nothing: the state an undisturbed sync reaches.
+    rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = assert_consistent(netbox_server, cluster_id)
+    assert_converged(
+        netbox_server, cluster_id, expected, after, json.loads(rerun.stdout)["counters"]
+    )

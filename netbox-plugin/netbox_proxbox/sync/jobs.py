@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.choices import JobStatusChoices
 from core.exceptions import JobFailed
 from netbox.jobs import JobRunner
 
@@ -98,6 +99,33 @@ class SyncEndpointJob(JobRunner):
                 f"Sync {report.get('status', 'finished')}: "
                 f"{report.get('inventory_writes', 0)} NetBox writes"
             )
+
+
+def job_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:
+    """RQ's failure callback: mark the NetBox Job errored when its worker died with it.
+
+    `JobRunner.handle` records every outcome it sees, but a worker killed mid-Job
+    (kill -9, OOM killer, lost host) sees none: NetBox would show the Job "running"
+    for ever. RQ notices the loss itself (the work horse's exit, or the Job's
+    heartbeat expiring in the started registry) and calls this. The Job is not
+    re-queued: the backend's run is independent of the worker and may have finished,
+    and a sync is requested again with "Sync now" (idempotent) rather than behind the
+    operator's back.
+    """
+    from core.models import Job
+
+    job = Job.objects.filter(job_id=rq_job.id).first()
+    if job is None or job.status in JobStatusChoices.TERMINAL_STATE_CHOICES:
+        return  # handle() recorded the outcome (or the row is gone)
+    backend_run = (job.data or {}).get("backend_run") if isinstance(job.data, dict) else None
+    job.terminate(
+        status=JobStatusChoices.STATUS_ERRORED,
+        error=(
+            f"The RQ worker running this Job stopped before the Job finished "
+            f"({getattr(exc_type, '__name__', exc_type)})"
+            + (f"; backend run {backend_run} may have completed on its own" if backend_run else "")
+        ),
+    )
 
 
 def failure_reason(report: dict) -> str:

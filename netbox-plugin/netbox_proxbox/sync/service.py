@@ -6,7 +6,7 @@ from django.utils.translation import gettext as _
 
 from ..ownership.permissions import permitted, visible
 from .config import rq_job_timeout
-from .jobs import SyncEndpointJob
+from .jobs import SyncEndpointJob, job_lost
 
 
 class SyncRequestError(Exception):
@@ -73,5 +73,9 @@ def request_sync(user, endpoint, *, immediate: bool = False):
             )
         )
     return SyncEndpointJob.enqueue(
-        instance=endpoint, user=user, immediate=immediate, job_timeout=rq_job_timeout()
+        instance=endpoint,
+        user=user,
+        immediate=immediate,
+        job_timeout=rq_job_timeout(),
+        on_failure=job_lost,
     )

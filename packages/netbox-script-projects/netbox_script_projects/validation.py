@@ -74,6 +74,7 @@ def queue_validation(revision) -> Job | None:
             instance=revision.project,
             job_timeout=get_validation_timing().job_timeout,
             notifications="on_failure",
+            on_failure=validation_lost,
             revision_id=revision.pk,
         )
         job.data = {"revision": revision.pk}
@@ -134,6 +135,28 @@ def release(revision_id: int, job: Job, code: str, message: str) -> bool:
             validation_started=None,
             last_validation_failure=failure,
         )
+    )
+
+
+def validation_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:
+    """RQ's failure callback: the worker died with the Job (kill -9, OOM, lost host).
+
+    `JobRunner.handle` never ran to record it, so the Job is marked errored here
+    instead of staying "running" for ever, and its lease is released (the
+    revision is materialized again, failure kept) so the next upload, refresh or
+    reconciliation queues a new validation without waiting for the lease to
+    expire. Whichever comes first, this or the expiry, hands the revision on.
+    """
+    job = Job.objects.filter(job_id=rq_job.id).first()
+    if job is None or job.status in JobStatusChoices.TERMINAL_STATE_CHOICES:
+        return  # handle() recorded the outcome (or the row is gone)
+    reason = getattr(exc_type, "__name__", str(exc_type))
+    revision_id = (job.data or {}).get("revision") if isinstance(job.data, dict) else None
+    if revision_id:
+        release(revision_id, job, "worker_lost", f"The worker stopped mid-validation ({reason}).")
+    job.terminate(
+        status=JobStatusChoices.STATUS_ERRORED,
+        error=f"The RQ worker running this Job stopped before the Job finished ({reason})",
     )
 
 

@@ -1,0 +1,231 @@
+"""What every chaos case shares: the processes it kills (NetBox's RQ worker, the sync
+backend's HTTP service) and the checks it ends with (no duplicates, no dangling
+relations, honest counters, the state an undisturbed sync reaches).
+
+Kills are SIGKILL to the process and its descendants: a forking RQ worker's work horse
+dies with it, as on a lost host or container.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import psutil
+from sync_fixtures import (
+    NetBoxServer,
+    free_port,
+    list_all,
+    netbox_inventory,
+    object_changes_since,
+    stop,
+    wait_for_http,
+)
+
+INVENTORY_TYPES = {
+    "dcim.device": "nodes",
+    "virtualization.virtualmachine": "vms",
+    "virtualization.vminterface": "interfaces",
+    "ipam.ipaddress": "ips",
+    "virtualization.virtualdisk": "disks",
+}
+
+
+def kill9(process: subprocess.Popen) -> None:
+    """SIGKILL the process and all its descendants at once.
+
+    By tree, not by process group: RQ's work horse calls setsid(), so a group kill of
+    the worker would leave the horse running the Job.
+    """
+    tree = psutil.Process(process.pid).children(recursive=True)
+    for proc in [psutil.Process(process.pid), *tree]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    psutil.wait_procs(tree, timeout=30)
+
+
+def vm_creates(netbox: NetBoxServer, since: int) -> int:
+    return sum(
+        1
+        for change in object_changes_since(netbox, since)
+        if change["changed_object_type"] == "virtualization.virtualmachine"
+        and change["action"]["value"] == "create"
+    )
+
+
+def assert_consistent(netbox: NetBoxServer, cluster_id: int) -> dict:
+    """No duplicates, nothing pointing at what is gone or at another VM's objects."""
+    vms = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    names = Counter(vm["name"] for vm in vms)
+    assert not [name for name, n in names.items() if n > 1], names
+    vm_ids = {vm["id"] for vm in vms}
+    interfaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
+    per_vm = Counter((i["virtual_machine"]["id"], i["name"]) for i in interfaces)
+    assert not [key for key, n in per_vm.items() if n > 1], per_vm
+    assert {i["virtual_machine"]["id"] for i in interfaces} <= vm_ids
+    interface_vm = {i["id"]: i["virtual_machine"]["id"] for i in interfaces}
+    ips = [
+        ip
+        for ip in list_all(netbox, "/ipam/ip-addresses/")
+        if ip["assigned_object_type"] == "virtualization.vminterface"
+        and ip["assigned_object_id"] in interface_vm
+    ]
+    addresses = Counter(ip["address"] for ip in ips)
+    assert not [a for a, n in addresses.items() if n > 1], addresses
+    ip_vm = {ip["id"]: interface_vm[ip["assigned_object_id"]] for ip in ips}
+    for vm in vms:
+        for family in ("primary_ip4", "primary_ip6"):
+            if vm[family]:
+                assert ip_vm.get(vm[family]["id"]) == vm["id"], (vm["name"], family)
+    disks = list_all(netbox, "/virtualization/virtual-disks/", cluster_id=cluster_id)
+    per_vm_disk = Counter((d["virtual_machine"]["id"], d["name"]) for d in disks)
+    assert not [key for key, n in per_vm_disk.items() if n > 1], per_vm_disk
+    assert {d["virtual_machine"]["id"] for d in disks} <= vm_ids
+    return netbox_inventory(netbox, cluster_id)
+
+
+def sync_state(netbox: NetBoxServer, cluster_id: int) -> dict:
+    with netbox.api() as api:
+        states = api.get(
+            "/plugins/proxbox/cluster-sync-states/", params={"cluster_id": cluster_id}
+        ).json()["results"]
+    assert len(states) == 1, states
+    return states[0]
+
+
+def endpoint_cluster(netbox: NetBoxServer, endpoint_id: int) -> int:
+    with netbox.api() as api:
+        endpoint = api.get(f"/plugins/proxbox/endpoints/proxmox/{endpoint_id}/").json()
+    return endpoint["netbox_cluster"]["id"]
+
+
+def assert_converged(
+    netbox: NetBoxServer, cluster_id: int, expected: dict, before: dict, counters: dict
+) -> None:
+    """After the rerun: the undisturbed state, and counters that created exactly what the
+    disturbed run had not (`before` is NetBox's inventory between the two runs)."""
+    converged = assert_consistent(netbox, cluster_id)
+    for part in INVENTORY_TYPES.values():
+        assert converged[part] == expected[part], part
+    for object_type, part in INVENTORY_TYPES.items():
+        created = counters.get(object_type, {}).get("created", 0)
+        assert created == len(expected[part]) - len(before[part]), object_type
+    state = sync_state(netbox, cluster_id)
+    assert state["status"]["value"] == "succeeded", state
+    assert state["objects_created"] == sum(c.get("created", 0) for c in counters.values())
+
+
+# -- processes ------------------------------------------------------------------------------
+
+
+class RQWorker:
+    """NetBox's own `rqworker` on the server's database and Redis, in a process group of
+    its own; `env` adds to the server's environment (e.g. the backend's URL)."""
+
+    def __init__(self, netbox: NetBoxServer, workdir: Path, **env: str):
+        self.netbox, self.workdir, self.extra_env = netbox, workdir, env
+        self.process: subprocess.Popen | None = None
+        self.started = 0
+
+    def start(self) -> RQWorker:
+        self.started += 1
+        log = open(self.workdir / f"rqworker-{self.started}.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "netbox", "rqworker", "high", "default", "low"],
+            env={**self.netbox.env(), **self.extra_env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return self
+
+    def kill9(self) -> None:
+        kill9(self.process)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+
+def grant_credentials(netbox: NetBoxServer) -> None:
+    """Let the admin (the backend's NetBox user here) read endpoints' Proxmox tokens:
+    `reveal_credentials` is never implied, not even for superusers."""
+    with netbox.api() as api:
+        admin = api.get("/users/users/", params={"username": "admin"}).json()["results"][0]
+        response = api.post(
+            "/users/permissions/",
+            json={
+                "name": "backend reveals endpoint credentials",
+                "object_types": ["netbox_proxbox.proxmoxendpoint"],
+                "actions": ["view", "change", "reveal_credentials"],
+                "users": [admin["id"]],
+            },
+        )
+        assert response.status_code == 201, response.text
+
+
+class BackendServer:
+    """`proxbox-sync serve` on a free port, authenticating NetBox with `netbox_token` and
+    its callers with `api_token` (what NetBox's PLUGINS_CONFIG sends)."""
+
+    def __init__(self, netbox: NetBoxServer, workdir: Path, api_token: str, ca_bundle: str):
+        self.netbox, self.workdir = netbox, workdir
+        self.api_token, self.ca_bundle = api_token, ca_bundle
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> BackendServer:
+        grant_credentials(self.netbox)
+        log = open(self.workdir / "backend.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "proxbox_backend.cli", "serve", "--port", str(self.port)],
+            env=dict(
+                os.environ,
+                PROXBOX_NETBOX_URL=self.netbox.url,
+                PROXBOX_NETBOX_TOKEN=self.netbox.admin_token,
+                PROXBOX_BACKEND_API_TOKEN=self.api_token,
+                PROXBOX_PROXMOX_CA_BUNDLE=self.ca_bundle,
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_for_http(f"{self.url}/health", self.process)
+        return self
+
+    def run(self, run_id: str) -> dict:
+        response = httpx.get(
+            f"{self.url}/runs/{run_id}",
+            headers={"Authorization": f"Bearer {self.api_token}"},
+            timeout=30,
+        )
+        response.raise_for_status()
+        return response.json()
+
+    def wait_run(self, run_id: str, timeout: float = 600) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.run(run_id)
+            if run["state"] == "finished":
+                return run
+            time.sleep(0.5)
+        raise AssertionError(f"backend run {run_id} did not finish within {timeout}s")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
