@@ -11,6 +11,7 @@ reused and left running.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +34,8 @@ FUZZ_SUITES = ["backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.
 # Needs a live NetBox (pytest-django loads its settings) and the session's services.
 FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
+# The NetBox the `release` session installs the plugin wheels into.
+RELEASE_NETBOX = "netbox==4.7.*"
 
 
 def has_tests(path: str) -> bool:
@@ -106,3 +109,24 @@ def fuzz(session: nox.Session) -> None:
                 "pytest", suite, "-p", "no:django", *session.posargs, env=env, external=True
             )
         session.run("pytest", *FUZZ_STACK_SUITES, *session.posargs, env=env, external=True)
+
+
+@nox.session
+def release(session: nox.Session) -> None:
+    """Build every package (wheel + sdist), check the artifacts, and install each wheel
+    into a clean virtualenv: the applications answer --version, NetBox loads the plugins."""
+    import tempfile
+
+    from proxbox_devstack import release as release_mod
+
+    out = ROOT / "dist"
+    if out.exists():
+        shutil.rmtree(out)
+    packages = release_mod.workspace_packages()
+    release_mod.build(out)
+    problems = release_mod.release_problems(out, packages)
+    if problems:
+        session.error("\n".join(problems))
+    session.log(f"{len(packages)} packages built into {out}: {', '.join(p.name for p in packages)}")
+    with tempfile.TemporaryDirectory(prefix="proxbox-release-") as work:
+        release_mod.smoke_test(out, packages, Path(work), RELEASE_NETBOX, log=session.log)
