@@ -44,7 +44,23 @@ def has_tests(path: str) -> bool:
 
 @contextmanager
 def stack_services(session: nox.Session) -> Iterator[dict[str, str]]:
-    """The service URLs for a session: the environment's, or embedded servers'."""
+    """The service URLs for a session: containers when PROXBOX_TEST_SERVICES=containers,
+    else the environment's, else embedded servers'."""
+    from proxbox_devstack.containers import CONTAINERS, container_services, services_mode
+    from proxbox_devstack.errors import StackError
+
+    try:
+        mode = services_mode()
+    except StackError as exc:
+        session.error(str(exc))
+    if mode == CONTAINERS:
+        try:
+            with container_services() as urls:
+                session.log("services: PostgreSQL and Redis containers")
+                yield urls
+        except StackError as exc:
+            session.error(str(exc))
+        return
     names = ("PROXBOX_DATABASE_URL", "PROXBOX_REDIS_URL")
     if all(os.environ.get(name) for name in names):
         yield {name: os.environ[name] for name in names}
