@@ -229,8 +229,23 @@ def cmd_seed(args) -> int:
         or os.environ.get("PROXMOX_SIMULATOR_ROOT_PASSWORD")
         or DEFAULT_ROOT_PASSWORD
     )
-    _print(asyncio.run(seed_database(_settings(args), args.profile, args.seed, password)))
+    settings = _settings(args)
+    if args.if_empty and asyncio.run(_has_inventory(settings)):
+        # A deployment's seed job runs on every start; it must not wipe the lab.
+        print("inventory present: not seeding (--if-empty)")
+        return 0
+    _print(asyncio.run(seed_database(settings, args.profile, args.seed, password)))
     return 0
+
+
+async def _has_inventory(settings: Settings) -> bool:
+    from proxmox_simulator.repositories import db, inventory
+
+    conn = await db.connect(settings.database_url)
+    try:
+        return bool(await inventory.nodes(conn))
+    finally:
+        await conn.close()
 
 
 # -- serving -------------------------------------------------------------------------
@@ -401,6 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--root-password", help=f"root@pam password (default {DEFAULT_ROOT_PASSWORD!r})"
     )
     seed.add_argument("--contract", help="PVE version the nodes report")
+    seed.add_argument(
+        "--if-empty", action="store_true", help="do nothing when an inventory already exists"
+    )
     seed.set_defaults(func=cmd_seed)
 
     serve = sub.add_parser("serve", help="run the API server")
