@@ -146,3 +146,16 @@ def release(session: nox.Session) -> None:
     session.log(f"{len(packages)} packages built into {out}: {', '.join(p.name for p in packages)}")
     with tempfile.TemporaryDirectory(prefix="proxbox-release-") as work:
         release_mod.smoke_test(out, packages, Path(work), RELEASE_NETBOX, log=session.log)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The READMEs and docs/ as one site (zensical, mkdocs.yml), built offline and
+    strictly into .docs-build/site (not in the default sessions)."""
+    from proxbox_devstack import docs_site
+
+    result = docs_site.build()
+    session.log(result.stdout + result.stderr)
+    if result.returncode != 0:
+        session.error("the documentation site did not build (see above)")
+    session.log(f"site: {docs_site.site_dir() / 'index.html'}")
