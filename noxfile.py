@@ -11,6 +11,7 @@ reused and left running.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,8 @@ FUZZ_SUITES = ["backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.
 FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
 CHAOS_SUITES = ["e2e/test_chaos.py", "e2e/test_chaos_workers.py"]
+# The NetBox the `release` session installs the plugin wheels into.
+RELEASE_NETBOX = "netbox==4.7.*"
 
 
 def has_tests(path: str) -> bool:
@@ -42,7 +45,23 @@ def has_tests(path: str) -> bool:
 
 @contextmanager
 def stack_services(session: nox.Session) -> Iterator[dict[str, str]]:
-    """The service URLs for a session: the environment's, or embedded servers'."""
+    """The service URLs for a session: containers when PROXBOX_TEST_SERVICES=containers,
+    else the environment's, else embedded servers'."""
+    from proxbox_devstack.containers import CONTAINERS, container_services, services_mode
+    from proxbox_devstack.errors import StackError
+
+    try:
+        mode = services_mode()
+    except StackError as exc:
+        session.error(str(exc))
+    if mode == CONTAINERS:
+        try:
+            with container_services() as urls:
+                session.log("services: PostgreSQL and Redis containers")
+                yield urls
+        except StackError as exc:
+            session.error(str(exc))
+        return
     names = ("PROXBOX_DATABASE_URL", "PROXBOX_REDIS_URL")
     if all(os.environ.get(name) for name in names):
         yield {name: os.environ[name] for name in names}
@@ -116,3 +135,37 @@ def fuzz(session: nox.Session) -> None:
                 "pytest", suite, "-p", "no:django", *session.posargs, env=env, external=True
             )
         session.run("pytest", *FUZZ_STACK_SUITES, *session.posargs, env=env, external=True)
+
+
+@nox.session
+def release(session: nox.Session) -> None:
+    """Build every package (wheel + sdist), check the artifacts, and install each wheel
+    into a clean virtualenv: the applications answer --version, NetBox loads the plugins."""
+    import tempfile
+
+    from proxbox_devstack import release as release_mod
+
+    out = ROOT / "dist"
+    if out.exists():
+        shutil.rmtree(out)
+    packages = release_mod.workspace_packages()
+    release_mod.build(out)
+    problems = release_mod.release_problems(out, packages)
+    if problems:
+        session.error("\n".join(problems))
+    session.log(f"{len(packages)} packages built into {out}: {', '.join(p.name for p in packages)}")
+    with tempfile.TemporaryDirectory(prefix="proxbox-release-") as work:
+        release_mod.smoke_test(out, packages, Path(work), RELEASE_NETBOX, log=session.log)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The READMEs and docs/ as one site (zensical, mkdocs.yml), built offline and
+    strictly into .docs-build/site (not in the default sessions)."""
+    from proxbox_devstack import docs_site
+
+    result = docs_site.build()
+    session.log(result.stdout + result.stderr)
+    if result.returncode != 0:
+        session.error("the documentation site did not build (see above)")
+    session.log(f"site: {docs_site.site_dir() / 'index.html'}")

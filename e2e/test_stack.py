@@ -3,6 +3,7 @@ styled, the worker runs, and stopping leaves no process behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -77,6 +78,12 @@ def test_status_command_reports_every_process(stack):
     assert result.returncode == 0, result.stdout
     for name in ("proxbox up", "netbox", "rqworker", "simulator", "backend"):
         assert name in result.stdout
+    report = json.loads(stack.proxbox("status", "--json").stdout)
+    assert report["running"] is True and report["supervisor"]["pid"] > 0
+    assert {"netbox", "rqworker", "simulator", "backend"} <= {
+        name for name, process in report["processes"].items() if process["running"]
+    }
+    assert report["urls"]["netbox"] == f"{stack.url}/"
 
 
 def test_second_up_on_the_same_home_is_refused(stack):

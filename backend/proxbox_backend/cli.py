@@ -15,6 +15,12 @@ from proxbox_backend.stages import STAGES
 from proxbox_backend.stages.guests import DISAPPEARED_POLICIES
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
+EXIT_CODES = """\
+exit codes:
+  0  success (run: every object synced)
+  1  run: the sync finished with failures or an error (the report lists them)
+  2  usage or configuration error: a bad option, a missing NetBox URL or token, or a
+     bad PROXBOX_* value (one line on stderr naming the variable)"""
 
 
 def _settings(args) -> Settings:
@@ -184,9 +190,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from proxbox_backend import __version__
+
     parser = argparse.ArgumentParser(
-        prog="proxbox-sync", description="Sync Proxmox VE inventory into NetBox"
+        prog="proxbox-sync",
+        description="Sync Proxmox VE inventory into NetBox",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"proxbox-sync {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="sync one endpoint now")
     run.add_argument("--endpoint", required=True, help="the endpoint's NetBox id or name")

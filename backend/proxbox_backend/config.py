@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proxbox_backend.clients.http import RetryPolicy
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
@@ -33,8 +36,48 @@ ENV = {
 API_TOKEN_ENV = "PROXBOX_BACKEND_API_TOKEN"
 
 
+CHOICES = {ENV["disappeared"]: DISAPPEARED_POLICIES, ENV["templates"]: TEMPLATE_POLICIES}
+
+
 class ConfigurationError(ValueError):
     pass
+
+
+class EnvironmentSettings(BaseSettings):
+    """The backend's environment variables (ENV), typed; unset or empty ones stay None so
+    flags and the dataclass defaults apply. The policies are checked by `Settings`, whose
+    messages name the flag as well as the variable."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, env_ignore_empty=True, extra="ignore")
+
+    netbox_url: str | None = Field(None, validation_alias=ENV["netbox_url"])
+    netbox_token: str | None = Field(None, validation_alias=ENV["netbox_token"])
+    netbox_ca_bundle: str | None = Field(None, validation_alias=ENV["netbox_ca_bundle"])
+    proxmox_url: str | None = Field(None, validation_alias=ENV["proxmox_url"])
+    proxmox_token_id: str | None = Field(None, validation_alias=ENV["proxmox_token_id"])
+    proxmox_token: str | None = Field(None, validation_alias=ENV["proxmox_token"])
+    proxmox_user: str | None = Field(None, validation_alias=ENV["proxmox_user"])
+    proxmox_password: str | None = Field(None, validation_alias=ENV["proxmox_password"])
+    proxmox_ca_bundle: str | None = Field(None, validation_alias=ENV["proxmox_ca_bundle"])
+    disappeared: Literal[DISAPPEARED_POLICIES] | None = Field(
+        None, validation_alias=ENV["disappeared"]
+    )
+    templates: Literal[TEMPLATE_POLICIES] | None = Field(None, validation_alias=ENV["templates"])
+
+    @classmethod
+    def read(cls) -> dict[str, str]:
+        """The variables that are set, by Settings field name."""
+        try:
+            return cls().model_dump(exclude_none=True)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            name = ".".join(str(part) for part in error["loc"])
+            choices = CHOICES.get(name)
+            if choices:
+                message = f"{name} must be one of {', '.join(choices)}, not {error['input']!r}"
+            else:
+                message = f"{name}={error['input']!r}: {error['msg'].lower()}"
+            raise ConfigurationError(message) from None
 
 
 @dataclass(frozen=True)
@@ -75,10 +118,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
-        values = {}
-        for name, var in ENV.items():
-            if os.environ.get(var):
-                values[name] = os.environ[var]
+        values = EnvironmentSettings.read()
         values.update({k: v for k, v in overrides.items() if v is not None})
         for name in ("netbox_token", "proxmox_token", "proxmox_password"):
             if isinstance(values.get(name), str):

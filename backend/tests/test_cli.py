@@ -50,3 +50,43 @@ def test_bad_template_policy_is_refused_with_one_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "PROXBOX_TEMPLATES must be one of skip, sync, not 'maybe'" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def _cli(*args: str, **env: str):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "proxbox_backend.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=60,
+    )
+
+
+def test_version_and_exit_codes_as_a_user_sees_them():
+    from importlib import metadata
+
+    from proxbox_backend import __version__
+
+    version = _cli("--version")
+    assert (version.returncode, version.stdout.strip()) == (0, f"proxbox-sync {__version__}")
+    assert __version__ == metadata.version("proxbox-backend")
+    text = _cli("--help").stdout
+    assert "exit codes:" in text and "  2  usage or configuration error" in text
+
+
+def test_a_bad_environment_value_is_one_line_naming_the_variable():
+    result = _cli(
+        "serve",
+        PROXBOX_NETBOX_URL="http://netbox.test",
+        PROXBOX_NETBOX_TOKEN="x" * 40,
+        PROXBOX_DISAPPEARED_GUESTS="vanish",
+    )
+    assert result.returncode == cli.EXIT_USAGE
+    assert result.stderr.strip() == (
+        "proxbox-sync: PROXBOX_DISAPPEARED_GUESTS must be one of offline, delete, keep, "
+        "not 'vanish'"
+    )

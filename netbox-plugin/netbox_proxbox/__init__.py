@@ -1,5 +1,7 @@
 """NetBox plugin: Proxmox endpoints and their ownership of native clusters."""
 
+from importlib import metadata
+
 from netbox.plugins import PluginConfig
 
 from .constants import (
@@ -8,7 +10,8 @@ from .constants import (
     DEFAULT_SYNC_TIMEOUT,
 )
 
-__version__ = "0.1.0"
+# The version lives in pyproject.toml only; the installed metadata carries it here.
+__version__ = metadata.version("netbox-proxbox")
 
 
 class ProxboxConfig(PluginConfig):

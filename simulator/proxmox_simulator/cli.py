@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from proxmox_simulator.config import Settings
+from proxmox_simulator.config import ConfigurationError, Settings
 
 DEFAULT_ROOT_PASSWORD = "proxmox"
 
@@ -626,13 +626,27 @@ def cmd_faults_rule(args) -> int:
     )
 
 
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_CODES = """\
+exit codes:
+  0  success (ready: the latest migration is applied)
+  1  failure (ready: not migrated; contract show: no such path)
+  2  usage or configuration error: a bad option, or a bad PROXMOX_SIMULATOR_* value
+     (one line on stderr naming the variable)"""
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from proxmox_simulator import __version__
     from proxmox_simulator.contracts.selection import PROFILES
     from proxmox_simulator.simulation.seeds import PROFILES as SEED_PROFILES
 
     parser = argparse.ArgumentParser(
-        prog="proxmox-simulator", description="Proxmox VE API simulator"
+        prog="proxmox-simulator",
+        description="Proxmox VE API simulator",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"proxmox-simulator {__version__}")
     parser.add_argument("--data-dir", help="data directory (env PROXMOX_SIMULATOR_DATA_DIR)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -793,7 +807,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ConfigurationError as exc:
+        print(f"proxmox-simulator: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import AliasChoices, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/pvesim"
 
 
@@ -26,8 +29,45 @@ def default_data_dir() -> Path:
     return Path(xdg) / "proxmox-simulator"
 
 
-def _flag(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
+class ConfigurationError(ValueError):
+    """A bad setting: the message names the variable and what it must be."""
+
+
+class EnvironmentSettings(BaseSettings):
+    """The simulator's environment variables, typed: a bad value is refused with the
+    variable's name instead of failing somewhere later."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, env_ignore_empty=True, extra="ignore")
+
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        validation_alias=AliasChoices("PROXMOX_SIMULATOR_DATABASE_URL", "PROXBOX_DATABASE_URL"),
+    )
+    data_dir: Path | None = Field(None, validation_alias="PROXMOX_SIMULATOR_DATA_DIR")
+    contract: str = Field("fakepve", validation_alias="PROXMOX_SIMULATOR_CONTRACT")
+    contract_fallback: str = Field("error", validation_alias="CONTRACT_FALLBACK")
+    clock: str = Field("real", validation_alias="PROXMOX_SIMULATOR_CLOCK")
+    task_workers: int = Field(4, ge=0, validation_alias="PROXMOX_SIMULATOR_TASK_WORKERS")
+    lease_seconds: float = Field(30.0, gt=0, validation_alias="PROXMOX_SIMULATOR_LEASE_SECONDS")
+    shutdown_grace: float = Field(5.0, ge=0, validation_alias="PROXMOX_SIMULATOR_SHUTDOWN_GRACE")
+    pool_max_size: int = Field(10, ge=1, validation_alias="PROXMOX_SIMULATOR_POOL_SIZE")
+    list_cache: bool = Field(True, validation_alias="PROXMOX_SIMULATOR_LIST_CACHE")
+    lab_enabled: bool = Field(False, validation_alias="PROXMOX_SIMULATOR_LAB")
+    profile: str = Field("strict-docs", validation_alias="PROXMOX_SIMULATOR_PROFILE")
+
+    @classmethod
+    def read(cls) -> EnvironmentSettings:
+        try:
+            return cls()
+        except ValidationError as exc:
+            raise ConfigurationError(describe_error(exc)) from None
+
+
+def describe_error(exc: ValidationError) -> str:
+    """The first bad variable, its value and what it must be, as one line."""
+    error = exc.errors()[0]
+    name = ".".join(str(part) for part in error["loc"])
+    return f"{name}={error.get('input')!r}: {error['msg'].lower()}"
 
 
 @dataclass(frozen=True)
@@ -60,26 +100,24 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
-        env = os.environ
+        environment = EnvironmentSettings.read()
         values: dict = {
-            "database_url": database_url_from_env(),
-            "data_dir": Path(env["PROXMOX_SIMULATOR_DATA_DIR"])
-            if env.get("PROXMOX_SIMULATOR_DATA_DIR")
-            else default_data_dir(),
-            "contract": env.get("PROXMOX_SIMULATOR_CONTRACT", "fakepve"),
-            "contract_fallback": env.get("CONTRACT_FALLBACK", "error"),
-            "clock": env.get("PROXMOX_SIMULATOR_CLOCK", "real"),
-            "task_workers": int(env.get("PROXMOX_SIMULATOR_TASK_WORKERS", "4")),
-            "lease_seconds": float(env.get("PROXMOX_SIMULATOR_LEASE_SECONDS", "30")),
-            "shutdown_grace": float(env.get("PROXMOX_SIMULATOR_SHUTDOWN_GRACE", "5")),
-            "pool_max_size": int(env.get("PROXMOX_SIMULATOR_POOL_SIZE", "10")),
-            "list_cache": env.get("PROXMOX_SIMULATOR_LIST_CACHE", "1") not in ("0", "false", "no"),
-            "lab_enabled": _flag(env.get("PROXMOX_SIMULATOR_LAB", "0")),
-            "profile": env.get("PROXMOX_SIMULATOR_PROFILE", "strict-docs"),
+            "database_url": environment.database_url,
+            "data_dir": environment.data_dir or default_data_dir(),
+            "contract": environment.contract,
+            "contract_fallback": environment.contract_fallback,
+            "clock": environment.clock,
+            "task_workers": environment.task_workers,
+            "lease_seconds": environment.lease_seconds,
+            "shutdown_grace": environment.shutdown_grace,
+            "pool_max_size": environment.pool_max_size,
+            "list_cache": environment.list_cache,
+            "lab_enabled": environment.lab_enabled,
+            "profile": environment.profile,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["contract_fallback"] != "error":
-            raise ValueError(
+            raise ConfigurationError(
                 f"CONTRACT_FALLBACK={values['contract_fallback']!r} is not supported; "
                 "only 'error' (HTTP 501) is implemented"
             )
@@ -90,10 +128,6 @@ class Settings:
                 f"PROXMOX_SIMULATOR_PROFILE={values['profile']!r} is not one of {', '.join(PROFILES)}"
             )
         return cls(**values)
-
-
-def _flag(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

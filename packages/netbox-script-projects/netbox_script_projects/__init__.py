@@ -1,8 +1,11 @@
 """NetBox plugin: Script Projects with immutable, digest-identified revisions."""
 
+from importlib import metadata
+
 from netbox.plugins import PluginConfig
 
-__version__ = "0.1.0"
+# The version lives in pyproject.toml only; the installed metadata carries it here.
+__version__ = metadata.version("netbox-script-projects")
 
 
 class ScriptProjectsConfig(PluginConfig):

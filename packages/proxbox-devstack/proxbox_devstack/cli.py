@@ -2,8 +2,9 @@
 
 proxbox up [-d] [--port 8000] [--host 127.0.0.1] [--web-workers 2]
 proxbox down
-proxbox status
+proxbox status [--json]
 proxbox services up [-d] | down
+proxbox --version
 """
 
 from __future__ import annotations
@@ -25,8 +26,29 @@ def check_python(version_info: tuple[int, ...]) -> str | None:
     return None
 
 
+EXIT_CODES = """\
+exit codes:
+  0    success (status: the stack runs)
+  1    any other failure
+  2    usage error (unknown command or option)
+  3    a port the stack needs is in use
+  4    PostgreSQL or Redis from the environment is unreachable
+  5    the data directory (PROXBOX_HOME) is not writable
+  6    Python is older than 3.12
+  7    no stack is running, or one of its processes died (status)
+  130  interrupted (Ctrl-C)"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="proxbox", description="Run the Proxbox dev stack.")
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="proxbox",
+        description="Run the Proxbox dev stack.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"proxbox {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = commands.add_parser("up", help="start the stack (foreground; -d to detach)")
@@ -37,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--detached-child", action="store_true", help=argparse.SUPPRESS)
 
     commands.add_parser("down", help="stop a stack started with `up -d`, services included")
-    commands.add_parser("status", help="show the stack's processes and URLs")
+    status = commands.add_parser("status", help="show the stack's processes and URLs")
+    status.add_argument("--json", action="store_true", help="print them as one JSON object")
 
     services = commands.add_parser("services", help="only PostgreSQL and Redis")
     services_commands = services.add_subparsers(dest="services_command", required=True)
@@ -88,7 +111,7 @@ def run(argv: list[str]) -> int:
     if args.command == "down":
         return down(data_dir, log=_emit)
     if args.command == "status":
-        return status(data_dir, log=_emit)
+        return status(data_dir, log=_emit, as_json=args.json)
     if args.services_command == "up":
         return _services_up(data_dir, args.detach)
     from .services import stop_services

@@ -25,16 +25,20 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from .components import StackContext, http_answers
 from .errors import StackError
 from .netbox_db import backend_credentials_path, load_credentials
 from .netbox_settings import BACKEND_URL_ENV, DEFAULT_NETBOX_DATABASE, NETBOX_DATABASE_ENV
 from .ports import choose_port
 from .processes import ProcessSpec
 from .secrets import load_or_create_secrets, write_private_file
+
+if TYPE_CHECKING:
+    # components imports this module to list the demo's components.
+    from .components import StackContext
 
 SIMULATOR_PROFILE = "small"
 SIMULATOR_SEED = 1
@@ -172,6 +176,8 @@ def assign_backend_url(ctx: StackContext) -> None:
 
 
 def backend_specs(ctx: StackContext) -> list[ProcessSpec]:
+    from .components import http_answers
+
     port = int(ctx.notes["backend_port"])
     credentials = json.loads(backend_credentials_path(ctx.data_dir).read_text("utf-8"))
     secrets = load_or_create_secrets(ctx.data_dir)
@@ -236,11 +242,18 @@ def _demo_site(api: str, admin_token: str) -> int:
     return site["id"]
 
 
-def _demo_endpoint(ctx: StackContext, api: str, admin_token: str) -> dict:
-    """The demo endpoint, registered on first use; pointed at this run's simulator port."""
+def register_endpoint(
+    api: str,
+    admin_token: str,
+    *,
+    host: str,
+    port: int,
+    token_id: str,
+    token_secret: str,
+    verify_tls: bool = True,
+) -> dict:
+    """The demo endpoint, registered on first use; pointed at `host:port` with this token."""
     site = _demo_site(api, admin_token)
-    demo = json.loads(demo_state_path(ctx).read_text("utf-8"))
-    port = int(ctx.notes["simulator_port"])
     status, page = _request(
         "GET", f"{api}/plugins/proxbox/endpoints/proxmox/?name={DEMO_ENDPOINT}", admin_token
     )
@@ -249,8 +262,9 @@ def _demo_endpoint(ctx: StackContext, api: str, admin_token: str) -> dict:
     if page["results"]:
         endpoint = page["results"][0]
         if (
-            endpoint["port"] != port
-            or endpoint.get("token_id") != demo["token_id"]
+            endpoint["host"] != host
+            or endpoint["port"] != port
+            or endpoint.get("token_id") != token_id
             or not endpoint.get("site")
         ):
             status, endpoint = _request(
@@ -258,10 +272,11 @@ def _demo_endpoint(ctx: StackContext, api: str, admin_token: str) -> dict:
                 f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/",
                 admin_token,
                 {
+                    "host": host,
                     "port": port,
                     "site": site,
-                    "token_id": demo["token_id"],
-                    "token_secret": demo["token_secret"],
+                    "token_id": token_id,
+                    "token_secret": token_secret,
                 },
             )
             if status != 200:
@@ -273,13 +288,11 @@ def _demo_endpoint(ctx: StackContext, api: str, admin_token: str) -> dict:
         admin_token,
         {
             "name": DEMO_ENDPOINT,
-            "host": "127.0.0.1",
+            "host": host,
             "port": port,
-            # The backend verifies the simulator's self-signed certificate with its CA
-            # (PROXBOX_PROXMOX_CA_BUNDLE), so verification stays on.
-            "verify_tls": True,
-            "token_id": demo["token_id"],
-            "token_secret": demo["token_secret"],
+            "verify_tls": verify_tls,
+            "token_id": token_id,
+            "token_secret": token_secret,
             "mode": "cluster",
             "site": site,
         },
@@ -289,6 +302,41 @@ def _demo_endpoint(ctx: StackContext, api: str, admin_token: str) -> dict:
     return endpoint
 
 
+def sync_until_linked(api: str, admin_token: str, endpoint: dict) -> tuple[dict, dict | None]:
+    """Sync an endpoint whose cluster is not linked yet through NetBox's "Sync now" Job, as
+    an operator would (the run is then among the endpoint's recent syncs, with its log,
+    status and counters). Returns the endpoint afterwards and the finished Job (None when
+    the cluster was linked already)."""
+    if endpoint.get("netbox_cluster"):
+        return endpoint, None
+    sync_url = f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/"
+    status, job = _request("POST", sync_url, admin_token)
+    if status != 202:
+        raise StackError(f"the first sync was refused by NetBox ({status}): {job}")
+    job_url = f"{api}/core/jobs/{job['id']}/"
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    while True:
+        status, job = _request("GET", job_url, admin_token)
+        if status == 200 and job["status"]["value"] in JOB_DONE_STATES:
+            break
+        if time.monotonic() > deadline:
+            raise StackError(f"the first sync did not finish within {SYNC_TIMEOUT:.0f}s")
+        time.sleep(0.5)
+    status, endpoint = _request(
+        "GET", f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/", admin_token
+    )
+    return endpoint, job
+
+
+def demo_urls(netbox: str, endpoint: dict) -> dict[str, str]:
+    urls = {"demo endpoint": f"{netbox}/plugins/proxbox/endpoints/{endpoint['id']}/"}
+    cluster = endpoint.get("netbox_cluster")
+    if cluster:
+        urls["demo cluster"] = f"{netbox}/virtualization/clusters/{cluster['id']}/"
+        urls["demo VMs"] = f"{netbox}/virtualization/virtual-machines/?cluster_id={cluster['id']}"
+    return urls
+
+
 def first_sync(ctx: StackContext) -> None:
     """Register the demo endpoint and sync it through the backend until its cluster is linked."""
     netbox = f"http://{ctx.options.host}:{ctx.options.port}"
@@ -296,37 +344,24 @@ def first_sync(ctx: StackContext) -> None:
     admin = load_credentials(ctx.data_dir)
     if admin is None:
         raise StackError("the admin credentials are missing; cannot register the demo endpoint")
-    endpoint = _demo_endpoint(ctx, api, admin["token"])
-    if not endpoint.get("netbox_cluster"):
-        # Through NetBox's "Sync now" Job, as an operator would: the run is then listed
-        # among the endpoint's recent syncs, with its log, status and counters.
-        sync_url = f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/"
-        status, job = _request("POST", sync_url, admin["token"])
-        if status != 202:
-            raise StackError(f"the first sync was refused by NetBox ({status}): {job}")
-        job_url = f"{api}/core/jobs/{job['id']}/"
-        deadline = time.monotonic() + SYNC_TIMEOUT
-        while True:
-            status, job = _request("GET", job_url, admin["token"])
-            if status == 200 and job["status"]["value"] in JOB_DONE_STATES:
-                break
-            if time.monotonic() > deadline:
-                raise StackError(f"the first sync did not finish within {SYNC_TIMEOUT:.0f}s")
-            time.sleep(0.5)
-        if job["status"]["value"] != "completed":
-            print(
-                f"proxbox: the first sync reported problems: {job.get('error') or 'see'} "
-                f"{netbox}/core/jobs/{job['id']}/ (and {ctx.log_file('rqworker')}, "
-                f"{ctx.log_file('backend')})",
-                file=sys.stderr,
-            )
-        status, endpoint = _request(
-            "GET", f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/", admin["token"]
+    demo = json.loads(demo_state_path(ctx).read_text("utf-8"))
+    endpoint = register_endpoint(
+        api,
+        admin["token"],
+        host="127.0.0.1",
+        port=int(ctx.notes["simulator_port"]),
+        token_id=demo["token_id"],
+        token_secret=demo["token_secret"],
+        # The backend verifies the simulator's self-signed certificate with its CA
+        # (PROXBOX_PROXMOX_CA_BUNDLE), so verification stays on.
+        verify_tls=True,
+    )
+    endpoint, job = sync_until_linked(api, admin["token"], endpoint)
+    if job is not None and job["status"]["value"] != "completed":
+        print(
+            f"proxbox: the first sync reported problems: {job.get('error') or 'see'} "
+            f"{netbox}/core/jobs/{job['id']}/ (and {ctx.log_file('rqworker')}, "
+            f"{ctx.log_file('backend')})",
+            file=sys.stderr,
         )
-    ctx.urls["demo endpoint"] = f"{netbox}/plugins/proxbox/endpoints/{endpoint['id']}/"
-    cluster = endpoint.get("netbox_cluster")
-    if cluster:
-        ctx.urls["demo cluster"] = f"{netbox}/virtualization/clusters/{cluster['id']}/"
-        ctx.urls["demo VMs"] = (
-            f"{netbox}/virtualization/virtual-machines/?cluster_id={cluster['id']}"
-        )
+    ctx.urls.update(demo_urls(netbox, endpoint))

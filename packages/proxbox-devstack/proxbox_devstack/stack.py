@@ -4,6 +4,7 @@ supervised until Ctrl-C or SIGTERM, then everything stopped in reverse order.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -170,11 +171,11 @@ def _release_stale_lease(data_dir: Path, log: Log) -> None:
         log(f"released Redis {pair.describe()}")
 
 
-def _redis_line(state: StackState) -> str:
-    if not state.redis_databases:
-        return redact_url(state.redis_url)
-    pair = redis_databases.RedisDatabases(*state.redis_databases)
-    return f"{redact_url(state.redis_url)} ({pair.describe()})"
+def _redis_line(redis_url: str, databases: list[int] | None) -> str:
+    if not databases:
+        return redact_url(redis_url)
+    pair = redis_databases.RedisDatabases(*databases)
+    return f"{redact_url(redis_url)} ({pair.describe()})"
 
 
 def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: bool = False) -> int:
@@ -267,7 +268,7 @@ def describe(data_dir: Path, show_secrets: bool = False) -> list[str]:
         if name not in ("netbox", "api"):
             lines.append(f"{name + ':':<11} {url}")
     lines.append(f"PostgreSQL: {redact_url(state.database_url)}")
-    lines.append(f"Redis:      {_redis_line(state)}")
+    lines.append(f"Redis:      {_redis_line(state.redis_url, state.redis_databases)}")
     credentials = load_credentials(data_dir)
     # Shown once, and only to a terminal: captured output (CI logs, files) never holds them.
     if show_secrets and credentials is not None and sys.stdout.isatty():
@@ -341,24 +342,45 @@ def down(data_dir: Path, log: Log = print) -> int:
     return 0
 
 
-def status(data_dir: Path, log: Log = print) -> int:
+def status_report(data_dir: Path) -> dict | None:
+    """What `proxbox status` shows, as data (`--json` prints it); None without a stack."""
     state = StackState.load(data_dir)
     if state is None:
-        log(f"no stack is running from {data_dir}")
-        return EXIT_NOT_RUNNING
+        return None
     supervisor = running_supervisor(data_dir)
-    running = True
-    if supervisor is not None:
-        log(f"proxbox up   running (pid {supervisor.pid})")
+    processes = {}
     for name, raw in state.processes.items():
         record = ProcessRecord.from_json(raw)
-        alive = record.alive()
-        running = running and alive
-        log(f"{name:<12} {'running' if alive else 'DEAD'} (pid {record.pid})")
-    for name in state.external:
+        processes[name] = {"pid": record.pid, "running": record.alive()}
+    return {
+        "running": all(p["running"] for p in processes.values()),
+        "data_dir": str(data_dir),
+        "supervisor": {"pid": supervisor.pid} if supervisor is not None else None,
+        "processes": processes,
+        "external": list(state.external),
+        "urls": dict(state.urls),
+        "database_url": redact_url(state.database_url),
+        "redis_url": redact_url(state.redis_url),
+        "redis_databases": list(state.redis_databases) if state.redis_databases else None,
+    }
+
+
+def status(data_dir: Path, log: Log = print, as_json: bool = False) -> int:
+    report = status_report(data_dir)
+    if as_json:
+        log(json.dumps(report or {"running": False, "data_dir": str(data_dir)}, indent=2))
+        return 0 if report and report["running"] else EXIT_NOT_RUNNING
+    if report is None:
+        log(f"no stack is running from {data_dir}")
+        return EXIT_NOT_RUNNING
+    if report["supervisor"] is not None:
+        log(f"proxbox up   running (pid {report['supervisor']['pid']})")
+    for name, process in report["processes"].items():
+        log(f"{name:<12} {'running' if process['running'] else 'DEAD'} (pid {process['pid']})")
+    for name in report["external"]:
         log(f"{name:<12} external")
-    for name, url in state.urls.items():
+    for name, url in report["urls"].items():
         log(f"{name:<12} {url}")
-    log(f"database     {redact_url(state.database_url)}")
-    log(f"redis        {_redis_line(state)}")
-    return 0 if running else EXIT_NOT_RUNNING
+    log(f"database     {report['database_url']}")
+    log(f"redis        {_redis_line(report['redis_url'], report['redis_databases'])}")
+    return 0 if report["running"] else EXIT_NOT_RUNNING

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import time
 
 import pytest
@@ -87,6 +89,29 @@ def test_status_and_down_without_a_stack(tmp_path):
     assert "no stack is running" in status.stdout
     down = run_cli("down", env=env)
     assert down.returncode == 0
+    as_json = run_cli("status", "--json", env=env)
+    assert as_json.returncode == EXIT_NOT_RUNNING
+    assert json.loads(as_json.stdout) == {"running": False, "data_dir": str(tmp_path / "home")}
+
+
+def test_version_and_exit_codes_in_help(tmp_path):
+    from proxbox_devstack import __version__
+
+    env = cli_env(tmp_path / "home")
+    version = run_cli("--version", env=env)
+    assert (version.returncode, version.stdout.strip()) == (0, f"proxbox {__version__}")
+    assert __version__ == importlib.metadata.version("proxbox-devstack")
+    usage = run_cli("--help", env=env)
+    assert usage.returncode == 0
+    codes = usage.stdout.split("exit codes:", 1)[1]
+    for code, exit_code in [
+        ("3", EXIT_PORT_IN_USE),
+        ("4", EXIT_SERVICE_UNREACHABLE),
+        ("5", EXIT_DATA_DIR),
+        ("6", EXIT_PYTHON_VERSION),
+        ("7", EXIT_NOT_RUNNING),
+    ]:
+        assert f"\n  {exit_code} " in codes and code == str(exit_code)
 
 
 def test_services_up_detached_prints_urls_and_down_stops_them(scratch):
@@ -104,6 +129,13 @@ def test_services_up_detached_prints_urls_and_down_stops_them(scratch):
         status = run_cli("status", env=env)
         assert status.returncode == 0
         assert "postgres" in status.stdout and "running" in status.stdout
+        report = json.loads(run_cli("status", "--json", env=env).stdout)
+        assert report["running"] is True
+        assert {name: p["running"] for name, p in report["processes"].items()} == {
+            "postgres": True,
+            "redis": True,
+        }
+        assert report["database_url"] == urls["PROXBOX_DATABASE_URL"]
     finally:
         stopped = run_cli("services", "down", env=env)
     assert stopped.returncode == 0

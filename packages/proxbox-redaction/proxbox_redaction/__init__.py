@@ -15,6 +15,10 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterable
+from importlib import metadata
+
+# The version lives in pyproject.toml only; the installed metadata carries it here.
+__version__ = metadata.version("proxbox-redaction")
 
 REDACTED = "***"
 

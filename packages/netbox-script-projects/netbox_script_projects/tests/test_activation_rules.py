@@ -62,7 +62,9 @@ class ActivationRulesTest(StorageTestMixin, APITestCase):
 
     def assert_unchanged(self, response, code):
         self.assertEqual(response.status_code, code, response.data)
-        self.assertEqual(ScriptProjectRevision.objects.get(pk=self.revision.pk).status, Status.VALID)
+        self.assertEqual(
+            ScriptProjectRevision.objects.get(pk=self.revision.pk).status, Status.VALID
+        )
         self.assertFalse(Script.objects.exists())
         self.project.refresh_from_db()
         self.assertIsNone(self.project.active_revision)
@@ -72,7 +74,9 @@ class ActivationRulesTest(StorageTestMixin, APITestCase):
         self.set_records([r for r in records if r["class_name"] == "Hello"])
         self.assertEqual(self.activate().status_code, status.HTTP_200_OK)
         # MakeTag is in the source, but not in the records: not published.
-        self.assertEqual(list(Script.objects.values_list("name", flat=True)), ["scripts.tags.Hello"])
+        self.assertEqual(
+            list(Script.objects.values_list("name", flat=True)), ["scripts.tags.Hello"]
+        )
 
     def test_records_failing_the_shape_check_refuse_activation(self):
         good = self.revision.discovered_scripts[0]
