@@ -109,7 +109,5 @@ def test_seed_if_empty_keeps_an_existing_inventory(tmp_path):
         again = cli("seed", "--profile", "small", "--seed", "2", "--if-empty")
         assert again.returncode == 0, again.stderr
         assert again.stdout.strip() == "inventory present: not seeding (--if-empty)"
-        forced = cli("seed", "--profile", "small", "--seed", "2")
-        assert '"nodes": 3' in forced.stdout, forced.stdout
     finally:
         drop_database(url)
