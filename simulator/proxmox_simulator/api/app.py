@@ -218,7 +218,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
 async def _guest_pool(rt: Runtime, principal: Principal, params: dict) -> str | None:
     """The pool of the guest a request names: pool ACLs extend to its members."""
     vmid = params.get("vmid")
-    if principal.is_root or vmid is None or not str(vmid).isdigit():
+    if principal.is_root or vmid is None or not (str(vmid).isascii() and str(vmid).isdigit()):
         return None
     async with rt.pool.acquire() as conn:
         return await guest_repo.pool_of(conn, int(vmid))
