@@ -155,7 +155,8 @@ class NetBoxServer:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        wait_for_http(f"{self.url}/api/status/", self.process)
+        # Minutes on a loaded CI machine: NetBox imports everything before it answers.
+        wait_for_http(f"{self.url}/api/status/", self.process, timeout=300)
         self.admin_token = self.provision_token("admin", ADMIN_PASSWORD)
         timings["ready"] = time.monotonic() - started
         print(

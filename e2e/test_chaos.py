@@ -1,10 +1,12 @@
 """Chaos that converges: a sync killed with SIGKILL half-way leaves NetBox without
 duplicates or dangling relations, and the next run finishes the job, counts exactly
-what it wrote, and reaches the state an undisturbed sync reaches.
+what it wrote, and reaches the state an undisturbed sync reaches; a simulator task
+worker killed mid-task during a sync has its task reclaimed and run once, and the
+sync converges.
 
-Real processes: NetBox (gunicorn), the simulator (`serve --tls`) on a 100-guest
-profile, and `proxbox-sync run` as a subprocess, killed once NetBox has some of the
-run's objects but not all.
+Real processes: NetBox (gunicorn), simulators (`serve --tls`) on a 100-guest profile
+(one with its task workers as separate `worker` processes), and `proxbox-sync run` as
+a subprocess.
 """
 
 from __future__ import annotations

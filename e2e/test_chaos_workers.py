@@ -120,8 +120,9 @@ def backend(worker_netbox, workers_simulator, workers_dir):
 
 
 @pytest.fixture(scope="module")
-def worker(worker_netbox, backend, workers_dir):
-    worker = RQWorker(worker_netbox, workers_dir, PROXBOX_BACKEND_URL=backend.url)
+def worker(worker_netbox, workers_dir):
+    """Started by each test (a killed worker is replaced by a new one, like a supervisor)."""
+    worker = RQWorker(worker_netbox, workers_dir)
     try:
         yield worker
     finally:
@@ -262,13 +263,14 @@ def _wip_expiry(netbox: NetBoxServer, job_uuid: str) -> float | None:
 
 @pytest.mark.chaos_slow
 def test_sync_now_killed_midway_is_errored_and_the_rerun_converges(
-    worker_netbox, workers_simulator, worker, killed_jobs
+    worker_netbox, workers_simulator, backend, worker, killed_jobs
 ):
     expected = expected_inventory(workers_simulator.inventory())
     site = create_site(worker_netbox, "pbsync-chaos-workers")
     endpoint = create_endpoint(worker_netbox, "pve-chaos-workers", workers_simulator, site=site)
-    if worker.process is None or worker.process.poll() is not None:
-        worker.start()
+    worker.stop()
+    worker.extra_env["PROXBOX_BACKEND_URL"] = backend.url
+    worker.start()
     since = change_marker(worker_netbox)
     with worker_netbox.api() as api:
         job = api.post(f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/")
@@ -309,6 +311,8 @@ def test_sync_now_killed_midway_is_errored_and_the_rerun_converges(
         )
         assert lost["status"]["value"] == "errored", lost
         assert "stopped before the Job finished" in lost["error"], lost
+        if lost["name"] == "Proxbox sync":  # it names the run that went on without it
+            assert lost["data"]["backend_run"] in lost["error"], lost
 
     with worker_netbox.api() as api:
         rerun = api.post(f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/").json()

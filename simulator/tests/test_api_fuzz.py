@@ -187,3 +187,17 @@ def test_a_pool_member_list_that_is_not_vm_ids_is_a_parameter_error(fuzzed_serve
         response = pve.put("/pools/fuzz-members", data={"vms": "100,abc"})
     assert response.status_code == 400, response.text
     assert response.json()["errors"] == {"vms": "value does not look like a valid VM ID list"}
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "vm:\u00b2", "\u0661\u0660\u0660"])
+def test_non_ascii_digits_are_not_service_or_guest_ids(fuzzed_server, value):
+    """Found by the fuzzing: `GET /cluster/ha/resources/²` was a 500 ("²".isdigit() is True)."""
+    import httpx
+
+    server, _ = fuzzed_server
+    with httpx.Client(
+        base_url=server.base_url + BASE, headers=_login(server), verify=False, timeout=30
+    ) as pve:
+        response = pve.get(f"/cluster/ha/resources/{value}")
+    assert response.status_code == 400, response.text
+    assert "unable to parse service id" in response.json()["errors"]["sid"]

@@ -372,3 +372,18 @@ def test_access_cache_does_not_keep_a_load_that_raced_an_invalidation(monkeypatc
     first, second, third = asyncio.run(scenario())
     # The raced load served its caller but was not cached; the clean reload was.
     assert len(loads) == 2 and second is third and first is not second
+
+
+def test_arrays_given_once_are_lists_and_nul_characters_are_refused(contract):
+    """Form-encoded arrays (a mapping's ``map``) arrive as one string or several."""
+    create = contract.endpoint("/cluster/mapping/usb", "POST")
+    values = validate(create, {}, {"id": "m1", "map": "node=pve1,id=1234:5678"})
+    assert values["map"] == ["node=pve1,id=1234:5678"]
+    values = validate(create, {}, {"id": "m1", "map": ["node=pve1,id=1:2", "node=pve2,id=1:2"]})
+    assert len(values["map"]) == 2
+    with pytest.raises(ParameterError) as err:
+        validate(create, {}, {"id": "m1", "map": "node=pve1,id=1\x00"})
+    assert "NUL" in err.value.errors["map"]
+    with pytest.raises(ParameterError) as err:
+        validate(create, {}, {"id": "m1", "map": "node=pve1", "description": "a\x00b"})
+    assert "NUL" in err.value.errors["description"]

@@ -58,6 +58,8 @@ class SyncEndpointJob(JobRunner):
     def _run_backend_sync(self, client: BackendClient, endpoint) -> dict:
         run_id = client.start_sync(endpoint.pk)
         self.job.data = {"endpoint": endpoint.pk, "backend_run": run_id}
+        # Saved now: should the worker die, the errored Job still names the run.
+        self.job.save(update_fields=["data"])
         self.logger.info(f"Backend run {run_id} started for endpoint {endpoint.name!r}")
         seen_states = set()
 

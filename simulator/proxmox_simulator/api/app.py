@@ -248,7 +248,7 @@ async def _inject_faults(rt: Runtime, method: str, path: str, params: dict) -> N
 async def _guest_pool(rt: Runtime, principal: Principal, params: dict) -> str | None:
     """The pool of the guest a request names: pool ACLs extend to its members."""
     vmid = params.get("vmid")
-    if principal.is_root or vmid is None or not str(vmid).isdigit():
+    if principal.is_root or vmid is None or not (str(vmid).isascii() and str(vmid).isdigit()):
         return None
     async with rt.pool.acquire() as conn:
         return await guest_repo.pool_of(conn, int(vmid))

@@ -83,6 +83,10 @@ def _schema_for(endpoint: Endpoint, name: str) -> Parameter | None:
     return _index(endpoint).get(name)
 
 
+# No PVE configuration file (and no PostgreSQL text) can hold a NUL character.
+_NUL = "value must not contain a NUL character"
+
+
 def coerce(param: Parameter, value):
     """Return (value, error message or None)."""
     kind = param.type
@@ -106,13 +110,18 @@ def coerce(param: Parameter, value):
         return _check_range(param, float(value))
     if kind == "array":
         # A form-encoded array given once is one string: a list of that one entry.
-        return (value if isinstance(value, list) else [value]), None
+        items = value if isinstance(value, list) else [value]
+        if any("\x00" in str(item) for item in items):
+            return None, _NUL
+        return items, None
     if kind == "object":
         return value, None
     # string (and anything else declared as text)
     if isinstance(value, (dict, list)):
         return None, "type check ('string') failed"
     text = str(value) if not isinstance(value, bool) else str(int(value))
+    if "\x00" in text:
+        return None, _NUL
     if param.enum and text not in param.enum:
         return (
             None,

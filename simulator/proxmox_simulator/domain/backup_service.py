@@ -91,7 +91,7 @@ def parse_prune(value: str | None) -> dict[str, int]:
             if number == "1":
                 return {"keep-all": 1}
             continue
-        if key not in PRUNE_KEYS or not number.isdigit():
+        if key not in PRUNE_KEYS or not (number.isascii() and number.isdigit()):
             raise ParameterError({"prune-backups": f"invalid retention option '{part}'"})
         out[key] = int(number)
     return out

@@ -29,7 +29,7 @@ def _kind_prefix(guest_type: str) -> str:
 async def _resolve_sid(conn, raw: str, declared_type: str | None = None) -> tuple[str, str, int]:
     """``100``, ``vm:100`` or ``ct:100`` → (sid, type, vmid); the guest must exist."""
     prefix, _, number = raw.rpartition(":")
-    if not number.isdigit() or prefix not in ("", "vm", "ct"):
+    if not (number.isascii() and number.isdigit()) or prefix not in ("", "vm", "ct"):
         raise ParameterError({"sid": f"unable to parse service id '{raw}'"})
     vmid = int(number)
     guest = await guest_repo.get(conn, vmid)
@@ -125,7 +125,7 @@ async def _check_nodes(conn, nodes_spec: str) -> None:
         name, _, priority = entry.partition(":")
         if name not in known:
             raise PveError(f"no such node '{name}'")
-        if priority and not priority.isdigit():
+        if priority and not (priority.isascii() and priority.isdigit()):
             raise ParameterError({"nodes": f"invalid priority '{priority}' for node '{name}'"})
 
 

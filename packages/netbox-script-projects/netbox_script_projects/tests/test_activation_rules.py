@@ -33,8 +33,6 @@ API = "plugins-api:netbox_script_projects-api"
 
 
 class ActivationRulesTest(StorageTestMixin, APITestCase):
-    limits = {"lock_timeout": 0.2}
-
     def setUp(self):
         super().setUp()
         self.project = ScriptProject.objects.create(
@@ -118,13 +116,6 @@ class ActivationRulesTest(StorageTestMixin, APITestCase):
         # Reported, never repaired.
         self.assertTrue(stored.read_bytes().endswith(b"# changed\n"))
 
-    def test_activation_waits_for_the_project_lock(self):
-        with psycopg.connect(**_probe_params()) as holder:
-            holder.execute("SELECT pg_advisory_lock(%s, %s)", lock_key(self.project.storage_key))
-            response = self.activate()
-        self.assert_unchanged(response, status.HTTP_503_SERVICE_UNAVAILABLE)
-        self.assertIn("busy", response.data["detail"])
-
     def test_activation_refuses_rows_routed_off_the_default_database(self):
         real = router.db_for_write
 
@@ -135,3 +126,28 @@ class ActivationRulesTest(StorageTestMixin, APITestCase):
             response = self.activate()
         self.assert_unchanged(response, status.HTTP_409_CONFLICT)
         self.assertIn("'default' database only", response.data["detail"])
+
+
+class ActivationLockTest(StorageTestMixin, APITestCase):
+    limits = {"lock_timeout": 0.2}
+
+    def test_activation_waits_for_the_project_lock(self):
+        # No Script File rows: saving one takes the transaction-level Project
+        # lock, which this test's never-committed transaction would keep.
+        project = ScriptProject.objects.create(name="Tags", key="tags")
+        revision = stage_upload(project, archive_upload(zip_bytes(SOURCE)), "p.zip").revision
+        ScriptProjectRevision.objects.filter(pk=revision.pk).update(status=Status.VALID)
+        self.add_permissions(
+            "netbox_script_projects.view_scriptprojectrevision",
+            "netbox_script_projects.view_scriptproject",
+            "netbox_script_projects.activate_scriptproject",
+        )
+        url = reverse(f"{API}:scriptprojectrevision-activate", args=[revision.pk])
+        with psycopg.connect(**_probe_params()) as holder:
+            holder.execute("SELECT pg_advisory_lock(%s, %s)", lock_key(project.storage_key))
+            response = self.client.post(url, format="json", **self.header)
+        self.assertEqual(response.status_code, status.HTTP_503_SERVICE_UNAVAILABLE, response.data)
+        self.assertIn("busy", response.data["detail"])
+        self.assertEqual(ScriptProjectRevision.objects.get(pk=revision.pk).status, Status.VALID)
+        project.refresh_from_db()
+        self.assertIsNone(project.active_revision)
