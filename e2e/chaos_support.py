@@ -229,3 +229,17 @@ class BackendServer:
     def stop(self) -> None:
         if self.process is not None:
             stop(self.process)
+
+
+def sync_command(netbox: NetBoxServer, simulator, endpoint_name: str) -> tuple[list[str], dict]:
+    """`proxbox-sync run --json` of one endpoint as a subprocess, and its environment."""
+    env = dict(
+        os.environ,
+        PROXBOX_NETBOX_URL=netbox.url,
+        PROXBOX_NETBOX_TOKEN=netbox.admin_token,
+        PROXBOX_PROXMOX_URL=simulator.url,
+        PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
+        PROXBOX_PROXMOX_TOKEN=simulator.token_secret,
+    )
+    argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", endpoint_name]
+    return argv + ["--json"], env

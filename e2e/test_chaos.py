@@ -26,6 +26,7 @@ from chaos_support import (
     assert_consistent,
     assert_converged,
     endpoint_cluster,
+    sync_command,
     sync_state,
     vm_creates,
 )
@@ -59,22 +60,9 @@ def chaos_endpoint(netbox_server, chaos_simulator):
     return create_endpoint(netbox_server, "pve-chaos", chaos_simulator, site=site)
 
 
-def _sync_command(netbox, simulator, endpoint_name: str) -> tuple[list[str], dict]:
-    env = dict(
-        os.environ,
-        PROXBOX_NETBOX_URL=netbox.url,
-        PROXBOX_NETBOX_TOKEN=netbox.admin_token,
-        PROXBOX_PROXMOX_URL=simulator.url,
-        PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
-        PROXBOX_PROXMOX_TOKEN=simulator.token_secret,
-    )
-    argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", endpoint_name]
-    return argv + ["--json"], env
-
-
 def test_sync_killed_midway_converges_on_rerun(netbox_server, chaos_simulator, chaos_endpoint):
     expected = expected_inventory(chaos_simulator.inventory())
-    argv, env = _sync_command(netbox_server, chaos_simulator, chaos_endpoint["name"])
+    argv, env = sync_command(netbox_server, chaos_simulator, chaos_endpoint["name"])
     since = change_marker(netbox_server)
     run = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
@@ -162,7 +150,7 @@ def test_task_worker_killed_mid_task_during_a_sync(netbox_server, task_simulator
         if kind == "qemu" and g["resource"]["status"] == "running"
     )
     workers = {name: _task_worker(task_simulator, name) for name in ("w1", "w2")}
-    argv, env = _sync_command(netbox_server, task_simulator, endpoint["name"])
+    argv, env = sync_command(netbox_server, task_simulator, endpoint["name"])
     since = change_marker(netbox_server)
     run = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL

@@ -18,8 +18,14 @@ import time
 import httpx
 import pytest
 import sync_fixtures as fixtures
+from chaos_support import (
+    INVENTORY_TYPES,
+    assert_consistent,
+    endpoint_cluster,
+    sync_command,
+    sync_state,
+)
 from sync_fixtures import Simulator, create_endpoint, create_site, expected_inventory
-from test_chaos import INVENTORY_TYPES, _assert_consistent, _sync_command, _sync_state
 
 sync_workdir = fixtures.sync_workdir
 netbox_server = fixtures.netbox_server
@@ -79,7 +85,7 @@ def test_seeded_faults_during_a_sync_are_retried_bounded_and_counted(
     sim.cli("faults", "enable", "sync-chaos-e2e", "--rules", str(rules), "--seed", "17")
     _wait_for_scenario(sim, active=True)
 
-    argv, env = _sync_command(netbox_server, sim, endpoint["name"])
+    argv, env = sync_command(netbox_server, sim, endpoint["name"])
     run = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # A task that fails mid-sync changes nothing the sync could have seen.  This
     # test's own reads meet the 5xx rule too: they are counted apart.
@@ -110,11 +116,11 @@ def test_seeded_faults_during_a_sync_are_retried_bounded_and_counted(
     # Every injected 5xx was retried exactly once and counted; nothing else was.
     assert proxmox["retries"] == injected["http_error"] - own_5xx, (proxmox, injected, own_5xx)
 
-    cluster_id = _sync_state_cluster(netbox_server, endpoint["id"])
-    converged = _assert_consistent(netbox_server, cluster_id)
+    cluster_id = endpoint_cluster(netbox_server, endpoint["id"])
+    converged = assert_consistent(netbox_server, cluster_id)
     for part in INVENTORY_TYPES.values():
         assert converged[part] == expected[part], part
-    assert _sync_state(netbox_server, cluster_id)["status"]["value"] == "succeeded"
+    assert sync_state(netbox_server, cluster_id)["status"]["value"] == "succeeded"
 
     sim.cli("faults", "disable")
     _wait_for_scenario(sim, active=False)
@@ -126,10 +132,4 @@ def test_seeded_faults_during_a_sync_are_retried_bounded_and_counted(
     assert calm["proxmox_requests"]["total"] == proxmox["total"] - proxmox["retries"]
     for object_type in INVENTORY_TYPES:
         assert calm["counters"].get(object_type, {}).get("created", 0) == 0, object_type
-    assert _assert_consistent(netbox_server, cluster_id) == converged
-
-
-def _sync_state_cluster(netbox, endpoint_id: int) -> int:
-    with netbox.api() as api:
-        endpoint = api.get(f"/plugins/proxbox/endpoints/proxmox/{endpoint_id}/").json()
-    return endpoint["netbox_cluster"]["id"]
+    assert assert_consistent(netbox_server, cluster_id) == converged

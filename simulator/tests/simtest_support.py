@@ -182,3 +182,13 @@ def make_vm(session, node: str, vmid: int, **extra) -> int:
     )
     assert session.wait(upid)["exitstatus"] == "OK"
     return vmid
+
+
+def metric_value(text: str, name: str, **labels) -> float:
+    """One sample of a Prometheus exposition (0 when the series is absent)."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    prefix = f"{name}{{{wanted}}} " if labels else f"{name} "
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

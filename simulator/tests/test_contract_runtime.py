@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 import pytest
 from openapi_spec_validator import validate as validate_openapi
-from simtest_support import Session, official_apidoc, run
+from simtest_support import Session, metric_value, official_apidoc, run
 
 from proxmox_simulator.cli import main
 from proxmox_simulator.contracts import sources
@@ -200,15 +200,6 @@ def test_cli_apply_is_process_local_and_restart_restores_the_snapshot(lab_settin
         assert (state["version"], state["origin"], state["generation"]) == (NINE, "configured", 0)
 
 
-def _metric(text: str, name: str, **labels) -> float:
-    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    prefix = f"{name}{{{wanted}}} " if labels else f"{name} "
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def test_metrics_count_requests_latency_tasks_reclaims_and_faults(server, root, settings):
     from proxmox_simulator.observability.metrics import record_fault
 
@@ -236,24 +227,26 @@ def test_metrics_count_requests_latency_tasks_reclaims_and_faults(server, root, 
         deadline = time.monotonic() + 20
         while True:
             after = c.get("/metrics").text
-            reclaimed = _metric(after, "pvesim_task_lease_reclaims_total")
-            if reclaimed > _metric(before, "pvesim_task_lease_reclaims_total"):
+            reclaimed = metric_value(after, "pvesim_task_lease_reclaims_total")
+            if reclaimed > metric_value(before, "pvesim_task_lease_reclaims_total"):
                 break
             assert time.monotonic() < deadline, "the expired lease was not reclaimed"
             time.sleep(0.1)
     labels = {"route": "/nodes", "method": "GET", "status": "200"}
-    assert _metric(after, "pvesim_http_requests_total", **labels) == (
-        _metric(before, "pvesim_http_requests_total", **labels) + 1
+    assert metric_value(after, "pvesim_http_requests_total", **labels) == (
+        metric_value(before, "pvesim_http_requests_total", **labels) + 1
     )
     config = {"route": "/nodes/{node}/qemu/{vmid}/config", "method": "GET"}
-    assert _metric(after, "pvesim_http_request_duration_seconds_count", **config) >= 1
+    assert metric_value(after, "pvesim_http_request_duration_seconds_count", **config) >= 1
     bucket = {**config, "le": "+Inf"}
-    assert _metric(after, "pvesim_http_request_duration_seconds_bucket", **bucket) >= 1
-    assert _metric(after, "pvesim_fault_injections_total", kind="latency") == (
-        _metric(before, "pvesim_fault_injections_total", kind="latency") + 1
+    assert metric_value(after, "pvesim_http_request_duration_seconds_bucket", **bucket) >= 1
+    assert metric_value(after, "pvesim_fault_injections_total", kind="latency") == (
+        metric_value(before, "pvesim_fault_injections_total", kind="latency") + 1
     )
     assert "pvesim_tasks_queued " in after and "pvesim_tasks_running " in after
-    assert _metric(after, "pvesim_contract_info", version=NINE, major="9", profile="strict-docs")
+    assert metric_value(
+        after, "pvesim_contract_info", version=NINE, major="9", profile="strict-docs"
+    )
 
 
 CHROMIUM = "/usr/bin/chromium"

@@ -10,10 +10,19 @@ import time
 
 import httpx
 import pytest
-from simtest_support import ROOT_PASSWORD, Session, create_database, drop_database, run
+from simtest_support import (
+    ROOT_PASSWORD,
+    Session,
+    create_database,
+    drop_database,
+    metric_value,
+    run,
+)
 
 from proxmox_simulator.cli import seed_database
 from proxmox_simulator.config import Settings, settings_env
+
+FAULT_SERIES = "pvesim_fault_injections_total"
 
 
 @pytest.fixture(scope="module")
@@ -102,11 +111,16 @@ def test_same_seed_same_faults_same_order(lab, pve):
 
 def test_http_errors_carry_pves_message_and_only_hit_what_they_match(lab, pve):
     _enable(lab, rules=BURSTS, seed=1, name="reads")
+    injected_before = metric_value(lab.get("/metrics").text, FAULT_SERIES, kind="http_error")
     statuses = {}
+    failures = 0
     for _ in range(30):
         response = pve.get("/nodes/pve1/status")
         statuses.setdefault(response.status_code, response)
+        failures += response.status_code == 500
         assert pve.get("/cluster/status").status_code == 200  # not under /nodes/*
+    injected = metric_value(lab.get("/metrics").text, FAULT_SERIES, kind="http_error")
+    assert injected - injected_before == failures > 0
     failed = statuses[500]
     assert failed.reason_phrase == "Can't connect to 127.0.0.1:85 (Connection refused)"
     assert failed.json() == {"data": None}

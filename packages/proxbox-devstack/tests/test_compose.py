@@ -86,6 +86,12 @@ def prod() -> dict:
     return yaml.safe_load(result.stdout)["services"]
 
 
+def test_simulator_jobs_resolve_to_its_image_and_database(dev):
+    for name in ("simulator-migrate", "simulator-seed", "simulator"):
+        assert dev[name]["build"]["dockerfile"].endswith("simulator.Dockerfile"), name
+        assert dev[name]["environment"]["PROXMOX_SIMULATOR_DATABASE_URL"].endswith("/pvesim")
+
+
 def _dockerfile(service: dict) -> Path | None:
     build = service.get("build")
     return Path(build["context"]) / build["dockerfile"] if build else None

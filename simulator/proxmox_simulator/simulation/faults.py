@@ -21,6 +21,7 @@ from collections import Counter, deque
 from dataclasses import asdict, dataclass, field, fields
 
 from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.observability import metrics
 
 # The messages PVE itself answers with for these conditions.
 PVEPROXY_DOWN = "Can't connect to 127.0.0.1:85 (Connection refused)"
@@ -238,8 +239,9 @@ class ActiveScenario:
 
 
 def record_fault(counts: Counter, kind: str) -> None:
-    """The one place an injection is counted (the metrics exporter hooks in here)."""
+    """The one place an injection is counted: the scenario's own tally and /metrics."""
     counts[kind] += 1
+    metrics.record_fault(kind)
 
 
 class FaultEngine:
