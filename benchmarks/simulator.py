@@ -27,8 +27,8 @@ the same server settings (httptools, uvloop, no TLS, no access log):
 
 The load generator is this process (asyncio + httpx, N concurrent
 connections, bounded by request count and time); each server is a separate
-subprocess.  A throwaway ``pvesim_bench_<pid>`` database is created and
-dropped.
+subprocess.  A throwaway ``pvesim_bench_<pid>`` database (prefix from
+``PROXMOX_SIMULATOR_BENCH_DB_PREFIX``) is created and dropped.
 
     uv run python benchmarks/simulator.py [--requests 2000] [--concurrency 16]
 """
@@ -72,7 +72,9 @@ async def _admin(sql: str) -> None:
 
 @contextmanager
 def bench_database():
-    name = f"pvesim_bench_{os.getpid()}"
+    # A prefix of one's own keeps parallel runs on a shared server apart.
+    prefix = os.environ.get("PROXMOX_SIMULATOR_BENCH_DB_PREFIX", "pvesim_bench")
+    name = f"{prefix}_{os.getpid()}"
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
     url = _admin_url().rpartition("/")[0] + f"/{name}"
