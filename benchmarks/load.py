@@ -166,40 +166,51 @@ def _backend_post(backend, path: str, tally: Tally) -> httpx.Response:
     return tally.timed(lambda: httpx.post(f"{backend.url}{path}", headers=headers, timeout=60))
 
 
-def syncs(netbox, backend, simulators) -> bool:
+def syncs(netbox, simulators) -> bool:
+    """One `proxbox-sync run --json` process per endpoint, all at once: each verifies its
+    own simulator's certificate (they share a subject name, so one CA bundle cannot)."""
+    import json
+    import subprocess
+
     from chaos_support import assert_consistent, endpoint_cluster
     from sync_fixtures import expected_inventory
 
     endpoints = _endpoints(netbox, simulators, "sync")
-    tally = Tally()
     started = time.monotonic()
 
-    def sync(endpoint: dict) -> tuple[dict, float]:
-        run_id = _backend_post(backend, f"/sync/{endpoint['id']}", tally).json()["run_id"]
-        run = backend.wait_run(run_id)
-        return run, time.monotonic() - started
+    def sync(pair) -> tuple[dict, float]:
+        endpoint, simulator = pair
+        env = dict(
+            os.environ,
+            PROXBOX_NETBOX_URL=netbox.url,
+            PROXBOX_NETBOX_TOKEN=netbox.admin_token,
+            PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
+        )
+        argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint"]
+        done = subprocess.run(
+            [*argv, str(endpoint["id"]), "--json"], env=env, capture_output=True, timeout=1800
+        )
+        return json.loads(done.stdout or b"{}"), time.monotonic() - started
 
     with ThreadPoolExecutor(max_workers=len(endpoints)) as pool:
-        runs = list(pool.map(sync, endpoints))
+        runs = list(pool.map(sync, zip(endpoints, simulators, strict=True)))
     total = time.monotonic() - started
     ok = True
-    for (run, seconds), endpoint, simulator in zip(runs, endpoints, simulators, strict=True):
-        report = run["report"]
-        writes = sum(sum(c.values()) for c in report["counters"].values())
+    for (report, seconds), endpoint, simulator in zip(runs, endpoints, simulators, strict=True):
+        writes = sum(sum(c.values()) for c in (report.get("counters") or {}).values())
         print(
-            f"  {endpoint['name']}: {seconds:.1f} s, ok={report['ok']}, "
-            f"{writes} objects counted, {report.get('netbox_requests', '?')} NetBox requests"
+            f"  {endpoint['name']}: {seconds:.1f} s, ok={report.get('ok')}, {writes} objects "
+            f"counted, NetBox requests {report.get('netbox_requests')}, "
+            f"error {report.get('error')}"
         )
         expected = expected_inventory(simulator.inventory())
         try:
             got = assert_consistent(netbox, endpoint_cluster(netbox, endpoint["id"]))
             same = all(got[part] == expected[part] for part in expected)
-        except AssertionError as exc:
+        except (AssertionError, KeyError, TypeError) as exc:
             same = False
-            print(f"    {exc}")
-        ok &= check(
-            f"{endpoint['name']}: no duplicates, inventory as Proxmox", same and report["ok"]
-        )
+            print(f"    {exc!r}")
+        ok &= check(f"{endpoint['name']}: no duplicates, inventory as Proxmox", same)
     print(f"syncs: 4 concurrent, distinct endpoints: {total:.1f} s wall")
     return ok
 
@@ -325,7 +336,7 @@ def main() -> int:
     import django
 
     django.setup()
-    from chaos_support import BackendServer, RQWorker
+    from chaos_support import BackendServer, RQWorker, grant_credentials
     from sync_fixtures import NetBoxServer
 
     from proxbox_devstack import redis_databases
@@ -358,16 +369,14 @@ def main() -> int:
                 # A simulator of its own for same-endpoint: a Proxmox cluster has one owner.
                 count = 4 * ("syncs" in chosen) + ("same-endpoint" in chosen)
                 simulators = _simulators(workdir, args.db_prefix, count)
-                token = load_or_create_secrets(default_data_dir())["backend_api_token"]
-                # One backend for every endpoint: one bundle of all the simulators' CAs.
-                bundle = workdir / "simulators-ca.pem"
-                bundle.write_text("".join(Path(s.ca_bundle).read_text() for s in simulators))
-                backend = BackendServer(netbox, workdir, token, str(bundle))
-                processes.append(backend)
-                backend.start()
                 if "syncs" in chosen:
-                    results["syncs"] = syncs(netbox, backend, simulators[:4])
+                    grant_credentials(netbox)
+                    results["syncs"] = syncs(netbox, simulators[:4])
                 if "same-endpoint" in chosen:
+                    token = load_or_create_secrets(default_data_dir())["backend_api_token"]
+                    backend = BackendServer(netbox, workdir, token, simulators[-1].ca_bundle)
+                    processes.append(backend)
+                    backend.start()
                     workers = [
                         RQWorker(netbox, workdir, PROXBOX_BACKEND_URL=backend.url).start()
                         for _ in range(2)

@@ -163,12 +163,15 @@ class RQWorker:
 def grant_credentials(netbox: NetBoxServer) -> None:
     """Let the admin (the backend's NetBox user here) read endpoints' Proxmox tokens:
     `reveal_credentials` is never implied, not even for superusers."""
+    name = "backend reveals endpoint credentials"
     with netbox.api() as api:
+        if api.get("/users/permissions/", params={"name": name}).json()["count"]:
+            return
         admin = api.get("/users/users/", params={"username": "admin"}).json()["results"][0]
         response = api.post(
             "/users/permissions/",
             json={
-                "name": "backend reveals endpoint credentials",
+                "name": name,
                 "object_types": ["netbox_proxbox.proxmoxendpoint"],
                 "actions": ["view", "change", "reveal_credentials"],
                 "users": [admin["id"]],

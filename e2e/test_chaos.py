@@ -73,8 +73,10 @@ def test_sync_killed_midway_converges_on_rerun(netbox_server, chaos_simulator, c
             os.kill(run.pid, signal.SIGKILL)
             break
         time.sleep(0.2)
-    run.communicate(timeout=60)
-    assert run.returncode == -signal.SIGKILL, "the run ended before it could be killed midway"
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == -signal.SIGKILL, (
+        "the run ended before it could be killed midway: " + stderr.decode()[-2000:]
+    )
 
     cluster_id = endpoint_cluster(netbox_server, chaos_endpoint["id"])
     partial = assert_consistent(netbox_server, cluster_id)

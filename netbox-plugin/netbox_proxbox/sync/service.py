@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.utils.translation import gettext as _
+from rq import Callback
 
 from ..ownership.permissions import permitted, visible
 from .config import rq_job_timeout
@@ -77,5 +78,5 @@ def request_sync(user, endpoint, *, immediate: bool = False):
         user=user,
         immediate=immediate,
         job_timeout=rq_job_timeout(),
-        on_failure=job_lost,
+        on_failure=Callback(job_lost),
     )

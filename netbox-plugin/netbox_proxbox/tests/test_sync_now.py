@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 from unittest import mock
 
+import django_rq
 from core.choices import JobStatusChoices
 from core.models import Job
 from django.conf import settings
 from django.test import Client, TestCase, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
+from rq.timeouts import UnixSignalDeathPenalty
 from users.models import Token, User
 
 from netbox_proxbox.models import ProxmoxEndpoint
@@ -317,3 +319,39 @@ def test_real_backend_reads_the_credentials_api_and_reports_the_failed_run(
     assert attempted.data["report"]["ok"] is False
     for job in (refused, attempted):
         assert "the-real-secret" not in repr(job.data) + job.error + repr(job.log_entries)
+
+
+class SyncJobLostTest(SyncNowTestCase):
+    """A worker killed mid-Job never lets `JobRunner.handle` record it: RQ's failure
+    callback does (e2e/test_chaos_workers.py kills a real worker)."""
+
+    def test_rq_holds_the_callback_that_errors_a_lost_job(self):
+        from rq.exceptions import AbandonedJobError
+        from rq.job import Job as RQJob
+
+        from netbox_proxbox.sync.jobs import job_lost
+        from netbox_proxbox.sync.service import request_sync
+
+        with self.captureOnCommitCallbacks(execute=True):
+            job = request_sync(self.operator, self.endpoint)
+        rq_job = RQJob.fetch(str(job.job_id), connection=django_rq.get_connection(job.queue_name))
+        self.addCleanup(rq_job.delete)
+        self.assertIs(rq_job.failure_callback, job_lost)
+
+        job.start()
+        job.data = {"endpoint": self.endpoint.pk, "backend_run": "run-42"}
+        job.save()
+        rq_job.execute_failure_callback(
+            UnixSignalDeathPenalty, AbandonedJobError, AbandonedJobError(), None
+        )
+        job.refresh_from_db()
+        self.assertEqual(job.status, JobStatusChoices.STATUS_ERRORED)
+        self.assertIn("stopped before the Job finished (AbandonedJobError)", job.error)
+        self.assertIn("run-42", job.error)
+
+        # An outcome handle() recorded stands.
+        job.status, job.error = JobStatusChoices.STATUS_COMPLETED, ""
+        job.save()
+        job_lost(rq_job, None, AbandonedJobError, AbandonedJobError(), None)
+        job.refresh_from_db()
+        self.assertEqual(job.status, JobStatusChoices.STATUS_COMPLETED)

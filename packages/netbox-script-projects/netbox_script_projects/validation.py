@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Q, Value
 from django.db.models.functions import Now
 from netbox.jobs import JobRunner
+from rq import Callback
 
 from .choices import RevisionStatusChoices as Status
 from .choices import ScriptFileDiscoveryChoices
@@ -74,7 +75,7 @@ def queue_validation(revision) -> Job | None:
             instance=revision.project,
             job_timeout=get_validation_timing().job_timeout,
             notifications="on_failure",
-            on_failure=validation_lost,
+            on_failure=Callback(validation_lost),
             revision_id=revision.pk,
         )
         job.data = {"revision": revision.pk}

@@ -356,3 +356,34 @@ class LeaseConcurrencyTest(ProjectsMixin, TransactionTestCase):
         self.assertEqual(revision.status, Status.VALID)
         self.assertEqual(revision.validation_job_id, third.pk)
         self.assertEqual(script_file.discovered_revision_id, revision.pk)
+
+
+class LostWorkerTest(ProjectsMixin, TransactionTestCase):
+    """A worker killed mid-validation never lets `JobRunner.handle` record it: RQ's
+    failure callback does (e2e/test_chaos_workers.py kills a real worker)."""
+
+    def test_rq_holds_the_callback_that_errors_the_job_and_releases_the_lease(self):
+        import django_rq
+        from rq.exceptions import AbandonedJobError
+        from rq.job import Job as RQJob
+        from rq.timeouts import UnixSignalDeathPenalty
+
+        from netbox_script_projects.validation import validation_lost
+
+        _project, revision = self.make_project("lost", {"scripts/a.py": VALID}, ["scripts/a.py"])
+        job = Job.objects.get(name=VALIDATION_JOB_NAME, data__revision=revision.pk)
+        rq_job = RQJob.fetch(str(job.job_id), connection=django_rq.get_connection(job.queue_name))
+        self.assertIs(rq_job.failure_callback, validation_lost)
+        job.start()
+        self.assertTrue(claim(revision.pk, job))
+
+        rq_job.execute_failure_callback(
+            UnixSignalDeathPenalty, AbandonedJobError, AbandonedJobError(), None
+        )
+        job.refresh_from_db()
+        revision.refresh_from_db()
+        self.assertEqual(job.status, JobStatusChoices.STATUS_ERRORED)
+        self.assertIn("stopped before the Job finished (AbandonedJobError)", job.error)
+        self.assertEqual(revision.status, Status.MATERIALIZED)
+        self.assertIsNone(revision.validation_job)
+        self.assertEqual(revision.last_validation_failure["code"], "worker_lost")
