@@ -148,6 +148,8 @@ def _simulators(workdir: Path, prefix: str, count: int):
         simulator.database = f"{prefix}sim_{i}_{os.getpid()}"
         simulators.append(simulator)
         simulator.start().renumber(f"10.{120 + i}.0")
+        # Every profile calls its cluster `pvesim`; NetBox wants distinct cluster names.
+        simulator.rename(f"pvesim-load{i}")
     return simulators
 
 
