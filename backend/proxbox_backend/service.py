@@ -313,6 +313,8 @@ class _Run:
             device_ids,
             self.settings.disappeared,
             frozenset(platforms),
+            role_id=endpoint.vm_role_id,
+            sync_descriptions=endpoint.sync_descriptions,
         )
         vm_ids, vm_outcomes = await guests_stage.apply(
             netbox, guests, guest_placement, tally, inventory.unreadable
@@ -343,7 +345,7 @@ class _Run:
         count = sum(len(g.addresses) for _, g in owned)
         self.stage("ips", "started", total=count)
         ip_ids, removed_ip_ids = await ips_stage.apply(
-            netbox, owned, interface_ids, existing_vm_ids, tally
+            netbox, owned, interface_ids, existing_vm_ids, tally, vrf_id=endpoint.vrf_id
         )
         await primary_ips_stage.apply(
             netbox, owned, interface_ids, ip_ids, removed_ip_ids, vm_outcomes, tally

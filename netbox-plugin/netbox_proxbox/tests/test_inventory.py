@@ -236,7 +236,12 @@ class InventoryPagesTest(InventoryFixture):
             self.assertEqual(page.status_code, 200, model)
         detail = client.get(storage.get_absolute_url()).content.decode()
         self.assertIn("zfspool", detail)
-        self.assertIn(backup.get_absolute_url().rstrip("/"), detail.replace("%2F", "/") + "")
+        self.assertIn(f'href="{self.node.get_absolute_url()}"', detail)
+        # The storage's backups: a table the page loads (HTMX) filtered by the storage.
+        backups_list = reverse("plugins:netbox_proxbox:proxmoxbackup_list")
+        self.assertIn(f"{backups_list}?embedded=True&storage_id={storage.pk}", detail)
+        embedded = client.get(backups_list, {"embedded": "True", "storage_id": storage.pk})
+        self.assertIn(f'href="{backup.get_absolute_url()}"', embedded.content.decode())
         page = client.get(backup.get_absolute_url())
         self.assertEqual(page.status_code, 200)
         self.assertIn("local-zfs:backup/vzdump-qemu-101.vma", page.content.decode())
