@@ -412,3 +412,45 @@ def test_storage_and_data_protection_records(netbox_server, simulator, endpoint,
     assert report.tally.writes == 1, report.as_dict()["counters"]
     assert records_of(netbox_server, "snapshots", virtual_machine_id=vm["id"]) == []
     assert len(records_of(netbox_server, "ha-resources", cluster_id=cluster_id)) == 1
+
+
+def test_endpoint_policy_vrf_role_and_descriptions(netbox_server, simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    with netbox_server.api() as api:
+        vrf = api.post("/ipam/vrfs/", json={"name": "pbsync-tags-vrf"}).json()
+        role = api.post(
+            "/dcim/device-roles/",
+            json={"name": "pbsync-vm", "slug": "pbsync-vm", "vm_role": True},
+        ).json()
+        answer = api.patch(
+            f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/",
+            json={"vrf": vrf["id"], "vm_role": role["id"], "sync_descriptions": True},
+        )
+        assert answer.status_code == 200, answer.text
+    node = next(iter(simulator.inventory()["guests"].values()))["resource"]["node"]
+    with simulator.api() as pve:
+        wait_if_task(
+            simulator,
+            pve.post(
+                f"/nodes/{node}/qemu",
+                data={
+                    "vmid": 960,
+                    "name": "notes-vm",
+                    "memory": 512,
+                    "description": "Billing API\n\nOwner: team-b",
+                },
+            ),
+        )
+
+    report = sync(netbox_server, simulator, endpoint)
+    vms = list_all(netbox_server, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    (made,) = [vm for vm in vms if vm["name"] == "notes-vm"]
+    assert (made["role"]["id"], made["description"]) == (role["id"], "Billing API")
+    assert made["comments"] == "Billing API\n\nOwner: team-b"
+    assert all(vm["role"] is None for vm in vms if vm["name"] != "notes-vm")  # only on creation
+    ips = list_all(
+        netbox_server, "/ipam/ip-addresses/", virtual_machine_id=[vm["id"] for vm in vms]
+    )
+    assert ips and all((ip["vrf"] or {}).get("id") == vrf["id"] for ip in ips)
+    assert report.tally.of("ipam.ipaddress").updated == len(ips)
+    assert sync(netbox_server, simulator, endpoint).tally.writes == 0

@@ -106,6 +106,8 @@ class ProxmoxEndpoint(JobsMixin, NetBoxModel):
     sync_descriptions = models.BooleanField(
         verbose_name=_("sync descriptions"),
         default=False,
+        # Rows written outside Django (restores, other tools) get the safe value too.
+        db_default=False,
         help_text=_(
             "Copy each guest's Proxmox description: its first line to the VM's description, "
             "the whole text to its comments"
