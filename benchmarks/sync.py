@@ -1,13 +1,14 @@
 """Sync backend benchmark: prints figures, asserts nothing.
 
 Initial sync and no-op resync of 100 and 1,000 guests (3 nodes; per guest 2
-interfaces, one of them VLAN-tagged, 1 IP address, 2 disks, 2 Proxmox tags; per
-node 4 network interfaces: 2 NICs in a bond, bridged) into a real NetBox: gunicorn serving NetBox's
+interfaces, one of them VLAN-tagged, 1 IP address, 2 disks, 2 Proxmox tags, 1 snapshot,
+1 vzdump backup; per node 4 network interfaces: 2 NICs in a bond, bridged, and 2
+storages; one backup job) into a real NetBox: gunicorn serving NetBox's
 WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database cloned
 from the migrated template, dropped afterwards.
 
 The Proxmox side is a deterministic in-process fake (httpx.MockTransport) that
-answers the five reads the sync makes, with zero latency: the figures are the
+answers the reads the sync makes, with zero latency: the figures are the
 backend's and NetBox's cost, not a Proxmox server's (benchmarks/simulator.py
 measures the simulator).  Each size gets its own endpoint, site and address range.
 
@@ -40,6 +41,30 @@ NODE_NETWORK = [
     {"iface": "eno2", "type": "eth", "active": 1},
     {"iface": "bond0", "type": "bond", "active": 1, "slaves": "eno1 eno2", "mtu": 9000},
     {"iface": "vmbr0", "type": "bridge", "active": 1, "bridge_ports": "bond0"},
+]
+
+
+NODE_STORAGES = [
+    {
+        "storage": "local",
+        "type": "dir",
+        "content": "iso,vztmpl,backup",
+        "shared": 0,
+        "active": 1,
+        "enabled": 1,
+        "total": 100 * 1024**3,
+        "used": 40 * 1024**3,
+    },
+    {
+        "storage": "local-lvm",
+        "type": "lvmthin",
+        "content": "images,rootdir",
+        "shared": 0,
+        "active": 1,
+        "enabled": 1,
+        "total": 2048 * 1024**3,
+        "used": 512 * 1024**3,
+    },
 ]
 
 
@@ -98,6 +123,19 @@ def fake_proxmox(cluster: str, guests: int, network: str):
                 },
                 {"name": "ens19", "hardware-address": mac1.lower(), "ip-addresses": []},
             ],
+            "snapshots": [
+                {"name": "before-upgrade", "snaptime": 1_735_689_600, "description": "bench"},
+                {"name": "current", "parent": "before-upgrade", "running": 1},
+            ],
+            "backup": {
+                "volid": f"local:backup/vzdump-qemu-{vmid}-2025_01_01-02_00_00.vma.zst",
+                "content": "backup",
+                "ctime": 1_735_696_800,
+                "size": 4 * 1024**3,
+                "vmid": vmid,
+                "format": "vma.zst",
+                "verification": {"state": "ok"},
+            },
         }
     status = [{"type": "cluster", "name": cluster, "nodes": 3, "quorate": 1}] + [
         {"type": "node", "name": n, "online": 1, "nodeid": i + 1} for i, n in enumerate(NODES)
@@ -120,6 +158,20 @@ def fake_proxmox(cluster: str, guests: int, network: str):
             data = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
         elif parts[-1] == "network-get-interfaces":
             data = {"result": inventory[int(parts[3])]["agent"]}
+        elif len(parts) == 3 and parts[2] == "storage":
+            data = NODE_STORAGES
+        elif len(parts) == 5 and parts[2] == "storage" and parts[4] == "content":
+            data = [g["backup"] for g in inventory.values() if g["resource"]["node"] == parts[1]]
+        elif len(parts) == 5 and parts[4] == "snapshot":
+            data = inventory[int(parts[3])]["snapshots"]
+        elif path == "/cluster/backup":
+            data = [{"id": "nightly", "schedule": "02:00", "storage": "local", "all": 1}]
+        elif (
+            path in ("/cluster/replication", "/cluster/ha/groups", "/cluster/ha/resources")
+            or len(parts) == 3
+            and parts[2] == "replication"
+        ):
+            data = []
         else:
             return httpx.Response(501, json={"data": None})
         return httpx.Response(200, json={"data": data})

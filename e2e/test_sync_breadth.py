@@ -308,3 +308,149 @@ def test_node_interfaces_from_the_node_network(netbox_server, simulator, endpoin
         i["name"] for i in list_all(netbox_server, "/dcim/interfaces/", device_id=device["id"])
     }
     assert names == set(expected) | {"bmc"}
+
+
+# -- storages and data protection (last: HA requests act on guests) ---------------------------
+
+
+def records_of(netbox_server, kind: str, **params) -> list[dict]:
+    return list_all(netbox_server, f"/plugins/proxbox/inventory/{kind}/", **params)
+
+
+def wait_if_task(simulator: Simulator, answer) -> None:
+    assert answer.status_code == 200, answer.text
+    if isinstance(data := answer.json()["data"], str) and data.startswith("UPID:"):
+        simulator.wait_task(data)
+
+
+def test_storage_and_data_protection_records(netbox_server, simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    guests = simulator.inventory()["guests"]
+    qemu = next(g["resource"] for (kind, _), g in sorted(guests.items()) if kind == "qemu")
+    node, vmid = qemu["node"], qemu["vmid"]
+    guest = f"/nodes/{node}/qemu/{vmid}"
+    with simulator.api() as pve:
+        wait_if_task(
+            simulator,
+            pve.post(
+                f"{guest}/snapshot", data={"snapname": "before-upgrade", "description": "pre"}
+            ),
+        )
+        wait_if_task(
+            simulator,
+            pve.post(
+                "/cluster/backup",
+                data={
+                    "id": "nightly",
+                    "schedule": "02:00",
+                    "storage": "local",
+                    "all": 1,
+                    "prune-backups": "keep-daily=7",
+                },
+            ),
+        )
+        wait_if_task(
+            simulator,
+            pve.post("/cluster/ha/groups", data={"group": "prefer", "nodes": f"{node}:2"}),
+        )
+        state = "started" if qemu["status"] == "running" else "stopped"
+        wait_if_task(
+            simulator,
+            pve.post(
+                "/cluster/ha/resources",
+                data={"sid": f"vm:{vmid}", "group": "prefer", "state": state},
+            ),
+        )
+        storages = pve.get(f"/nodes/{node}/storage").json()["data"]
+        volumes = {
+            v["volid"]
+            for s in storages
+            if "backup" in s.get("content", "")
+            for v in pve.get(
+                f"/nodes/{node}/storage/{s['storage']}/content", params={"content": "backup"}
+            ).json()["data"]
+        }
+    assert volumes, "the seed has a vzdump archive"
+
+    report = sync(netbox_server, simulator, endpoint)
+    counters = report.tally.counters
+    for model in ("proxmoxsnapshot", "proxmoxbackupjob", "proxmoxhagroup", "proxmoxharesource"):
+        assert counters[f"netbox_proxbox.{model}"].created == 1, model
+    assert report.as_dict()["counters"]["netbox_proxbox.proxmoxsnapshot"]["created"] == 1
+
+    stored = records_of(netbox_server, "storages", cluster_id=cluster_id)
+    assert {(s["name"], s["node"]) for s in stored} == {
+        (s["storage"], "" if s.get("shared") else node) for s in storages
+    }
+    assert all("proxbox" in slugs(s) for s in stored)
+    backups = records_of(netbox_server, "backups", cluster_id=cluster_id)
+    assert {b["volume"] for b in backups} == volumes
+    (vm,) = list_all(
+        netbox_server, "/virtualization/virtual-machines/", cluster_id=cluster_id, name=qemu["name"]
+    )
+    (snapshot,) = records_of(netbox_server, "snapshots", virtual_machine_id=vm["id"])
+    assert (snapshot["name"], snapshot["description"]) == ("before-upgrade", "pre")
+    (job,) = records_of(netbox_server, "backup-jobs", cluster_id=cluster_id)
+    assert (job["selection"], job["storage"], job["retention"]) == ("all", "local", "keep-daily=7")
+    (group,) = records_of(netbox_server, "ha-groups", cluster_id=cluster_id)
+    (resource,) = records_of(netbox_server, "ha-resources", cluster_id=cluster_id)
+    assert group["nodes"] == f"{node}:2"
+    assert (resource["group"]["id"], resource["virtual_machine"]["id"]) == (group["id"], vm["id"])
+    assert resource["state"]["value"] == state
+
+    # Nothing changed in Proxmox: nothing written.
+    since = change_marker(netbox_server)
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.writes == 0, report.as_dict()["counters"]
+    assert_only_reflection_written(object_changes_since(netbox_server, since))
+
+    # A snapshot removed in Proxmox disappears; everything else stays.
+    with simulator.api() as pve:
+        wait_if_task(simulator, pve.delete(f"{guest}/snapshot/before-upgrade"))
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.of("netbox_proxbox.proxmoxsnapshot").deleted == 1
+    assert report.tally.writes == 1, report.as_dict()["counters"]
+    assert records_of(netbox_server, "snapshots", virtual_machine_id=vm["id"]) == []
+    assert len(records_of(netbox_server, "ha-resources", cluster_id=cluster_id)) == 1
+
+
+def test_endpoint_policy_vrf_role_and_descriptions(netbox_server, simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    with netbox_server.api() as api:
+        vrf = api.post("/ipam/vrfs/", json={"name": "pbsync-tags-vrf"}).json()
+        role = api.post(
+            "/dcim/device-roles/",
+            json={"name": "pbsync-vm", "slug": "pbsync-vm", "vm_role": True},
+        ).json()
+        answer = api.patch(
+            f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/",
+            json={"vrf": vrf["id"], "vm_role": role["id"], "sync_descriptions": True},
+        )
+        assert answer.status_code == 200, answer.text
+    node = next(iter(simulator.inventory()["guests"].values()))["resource"]["node"]
+    with simulator.api() as pve:
+        wait_if_task(
+            simulator,
+            pve.post(
+                f"/nodes/{node}/qemu",
+                data={
+                    "vmid": 960,
+                    "name": "notes-vm",
+                    "memory": 512,
+                    "description": "Billing API\n\nOwner: team-b",
+                },
+            ),
+        )
+
+    report = sync(netbox_server, simulator, endpoint)
+    vms = list_all(netbox_server, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    (made,) = [vm for vm in vms if vm["name"] == "notes-vm"]
+    assert (made["role"]["id"], made["description"]) == (role["id"], "Billing API")
+    assert made["comments"] == "Billing API\n\nOwner: team-b"
+    assert all(vm["role"] is None for vm in vms if vm["name"] != "notes-vm")  # only on creation
+    ips = list_all(
+        netbox_server, "/ipam/ip-addresses/", virtual_machine_id=[vm["id"] for vm in vms]
+    )
+    assert ips and all((ip["vrf"] or {}).get("id") == vrf["id"] for ip in ips)
+    assert report.tally.of("ipam.ipaddress").updated == len(ips)
+    assert sync(netbox_server, simulator, endpoint).tally.writes == 0

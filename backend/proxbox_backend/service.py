@@ -22,6 +22,7 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
+from proxbox_backend.gateways import proxmox_records
 from proxbox_backend.gateways.netbox import (
     ClaimRefused,
     EndpointNotFound,
@@ -38,6 +39,7 @@ from proxbox_backend.stages import ips as ips_stage
 from proxbox_backend.stages import node_interfaces as node_interfaces_stage
 from proxbox_backend.stages import nodes as nodes_stage
 from proxbox_backend.stages import primary_ips as primary_ips_stage
+from proxbox_backend.stages import records as records_stage
 from proxbox_backend.stages import vlans as vlans_stage
 
 log = logging.getLogger("proxbox_backend.sync")
@@ -311,6 +313,8 @@ class _Run:
             device_ids,
             self.settings.disappeared,
             frozenset(platforms),
+            role_id=endpoint.vm_role_id,
+            sync_descriptions=endpoint.sync_descriptions,
         )
         vm_ids, vm_outcomes = await guests_stage.apply(
             netbox, guests, guest_placement, tally, inventory.unreadable
@@ -341,7 +345,7 @@ class _Run:
         count = sum(len(g.addresses) for _, g in owned)
         self.stage("ips", "started", total=count)
         ip_ids, removed_ip_ids = await ips_stage.apply(
-            netbox, owned, interface_ids, existing_vm_ids, tally
+            netbox, owned, interface_ids, existing_vm_ids, tally, vrf_id=endpoint.vrf_id
         )
         await primary_ips_stage.apply(
             netbox, owned, interface_ids, ip_ids, removed_ip_ids, vm_outcomes, tally
@@ -352,6 +356,24 @@ class _Run:
         self.stage("disks", "started", total=count)
         await disks_stage.apply(netbox, owned, existing_vm_ids, tally)
         self.stage("disks", "finished", done=count)
+
+        await self.records(cluster_id, nodes, owned, device_ids)
+
+    async def records(self, cluster_id: int, nodes, owned, device_ids: dict[str, int]) -> None:
+        """Storages, backups, jobs, snapshots, replication and HA of the cluster."""
+        self.stage("records", "started", total=len(records_stage.TYPES))
+        records = await proxmox_records.read(self.proxmox.client, nodes, [g for _, g in owned])
+        self.report.warnings.extend(records.warnings)
+        links = records_stage.Links(device_ids, {g.vmid: vm_id for vm_id, g in owned})
+        await records_stage.apply(
+            self.netbox,
+            cluster_id,
+            records,
+            links,
+            self.tally,
+            first_sync=bool(self.report.cluster.get("created")),
+        )
+        self.stage("records", "finished", done=len(records_stage.TYPES))
 
 
 def reflection(tally: Tally, error: str | None = None) -> dict:

@@ -30,3 +30,51 @@ class SyncStatusChoices(ChoiceSet):
         (STATUS_SUCCEEDED, _("Succeeded"), "green"),
         (STATUS_FAILED, _("Failed"), "red"),
     )
+
+
+class BackupVerificationChoices(ChoiceSet):
+    """A vzdump archive's verification state (`verification.state` of the volume)."""
+
+    STATE_NONE = "none"
+    STATE_OK = "ok"
+    STATE_FAILED = "failed"
+
+    CHOICES = (
+        (STATE_NONE, _("Not verified"), "gray"),
+        (STATE_OK, _("Verified"), "green"),
+        (STATE_FAILED, _("Verification failed"), "red"),
+    )
+
+
+class ReplicationStateChoices(ChoiceSet):
+    """How a replication job's last run went."""
+
+    STATE_UNKNOWN = "unknown"
+    STATE_OK = "ok"
+    STATE_SYNCING = "syncing"
+    STATE_ERROR = "error"
+    STATE_DISABLED = "disabled"
+
+    CHOICES = (
+        (STATE_UNKNOWN, _("Not run yet"), "gray"),
+        (STATE_OK, _("OK"), "green"),
+        (STATE_SYNCING, _("Syncing"), "blue"),
+        (STATE_ERROR, _("Error"), "red"),
+        (STATE_DISABLED, _("Disabled"), "gray"),
+    )
+
+
+class HAStateChoices(ChoiceSet):
+    """The state an HA resource is requested to be in."""
+
+    STATE_STARTED = "started"
+    STATE_STOPPED = "stopped"
+    STATE_DISABLED = "disabled"
+    STATE_IGNORED = "ignored"
+
+    CHOICES = (
+        (STATE_STARTED, _("Started"), "green"),
+        (STATE_STOPPED, _("Stopped"), "red"),
+        (STATE_DISABLED, _("Disabled"), "gray"),
+        (STATE_IGNORED, _("Ignored"), "orange"),
+    )

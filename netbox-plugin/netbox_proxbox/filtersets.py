@@ -1,19 +1,44 @@
 import django_filters
-from dcim.models import Site
+from dcim.models import Device, DeviceRole, Site
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from ipam.models import VRF
 from netbox.filtersets import NetBoxModelFilterSet
 from tenancy.filtersets import TenancyFilterSet
 from utilities.filtersets import register_filterset
-from virtualization.models import Cluster
+from virtualization.models import Cluster, VirtualMachine
 
-from .choices import EndpointModeChoices, SyncStatusChoices
-from .models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from .choices import (
+    BackupVerificationChoices,
+    EndpointModeChoices,
+    HAStateChoices,
+    ReplicationStateChoices,
+    SyncStatusChoices,
+)
+from .models import (
+    ProxboxClusterSyncState,
+    ProxmoxBackup,
+    ProxmoxBackupJob,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxHAGroup,
+    ProxmoxHAResource,
+    ProxmoxReplicationJob,
+    ProxmoxSnapshot,
+    ProxmoxStorage,
+)
 
 __all__ = (
     "ProxboxClusterSyncStateFilterSet",
+    "ProxmoxBackupFilterSet",
+    "ProxmoxBackupJobFilterSet",
     "ProxmoxClusterFilterSet",
     "ProxmoxEndpointFilterSet",
+    "ProxmoxHAGroupFilterSet",
+    "ProxmoxHAResourceFilterSet",
+    "ProxmoxReplicationJobFilterSet",
+    "ProxmoxSnapshotFilterSet",
+    "ProxmoxStorageFilterSet",
 )
 
 
@@ -26,10 +51,26 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, NetBoxModelFilterSet):
     netbox_cluster_id = django_filters.ModelMultipleChoiceFilter(
         queryset=Cluster.objects.all(), label=_("Native cluster (ID)")
     )
+    vrf_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=VRF.objects.all(), label=_("VRF (ID)")
+    )
+    vm_role_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceRole.objects.all(), label=_("Default VM role (ID)")
+    )
 
     class Meta:
         model = ProxmoxEndpoint
-        fields = ("id", "name", "host", "port", "verify_tls", "token_id", "enabled", "description")
+        fields = (
+            "id",
+            "name",
+            "host",
+            "port",
+            "verify_tls",
+            "token_id",
+            "enabled",
+            "sync_descriptions",
+            "description",
+        )
 
     def search(self, queryset, name, value):
         if not value.strip():
@@ -87,3 +128,113 @@ class ProxboxClusterSyncStateFilterSet(NetBoxModelFilterSet):
         if not value.strip():
             return queryset
         return queryset.filter(Q(cluster__name__icontains=value) | Q(message__icontains=value))
+
+
+#
+# Inventory records
+#
+
+
+class InventoryFilterSet(NetBoxModelFilterSet):
+    """Every inventory record is filtered by its native cluster (the backend reads that way)."""
+
+    cluster_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Cluster.objects.all(), label=_("Cluster (ID)")
+    )
+    search_fields: tuple[str, ...] = ()
+
+    def search(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        query = Q()
+        for field in self.search_fields:
+            query |= Q(**{f"{field}__icontains": value})
+        return queryset.filter(query)
+
+
+def _vm_filter():
+    return django_filters.ModelMultipleChoiceFilter(
+        queryset=VirtualMachine.objects.all(), label=_("Virtual machine (ID)")
+    )
+
+
+@register_filterset
+class ProxmoxStorageFilterSet(InventoryFilterSet):
+    device_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Device.objects.all(), label=_("Node device (ID)")
+    )
+    search_fields = ("name", "node", "storage_type")
+
+    class Meta:
+        model = ProxmoxStorage
+        fields = ("id", "name", "node", "storage_type", "shared", "enabled")
+
+
+@register_filterset
+class ProxmoxBackupFilterSet(InventoryFilterSet):
+    storage_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=ProxmoxStorage.objects.all(), label=_("Storage (ID)")
+    )
+    virtual_machine_id = _vm_filter()
+    verification = django_filters.MultipleChoiceFilter(choices=BackupVerificationChoices)
+    search_fields = ("volume", "notes")
+
+    class Meta:
+        model = ProxmoxBackup
+        fields = ("id", "volume", "vmid", "backup_time", "format")
+
+
+@register_filterset
+class ProxmoxBackupJobFilterSet(InventoryFilterSet):
+    search_fields = ("job_id", "schedule", "storage", "comment")
+
+    class Meta:
+        model = ProxmoxBackupJob
+        fields = ("id", "job_id", "enabled", "schedule", "storage", "node", "mode")
+
+
+@register_filterset
+class ProxmoxSnapshotFilterSet(InventoryFilterSet):
+    virtual_machine_id = _vm_filter()
+    search_fields = ("name", "description")
+
+    class Meta:
+        model = ProxmoxSnapshot
+        fields = ("id", "name", "parent", "vmstate", "snapshot_time")
+
+
+@register_filterset
+class ProxmoxReplicationJobFilterSet(InventoryFilterSet):
+    virtual_machine_id = _vm_filter()
+    target_device_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Device.objects.all(), label=_("Target device (ID)")
+    )
+    state = django_filters.MultipleChoiceFilter(choices=ReplicationStateChoices)
+    search_fields = ("job_id", "target", "error")
+
+    class Meta:
+        model = ProxmoxReplicationJob
+        fields = ("id", "job_id", "vmid", "target", "enabled", "last_sync", "fail_count")
+
+
+@register_filterset
+class ProxmoxHAGroupFilterSet(InventoryFilterSet):
+    search_fields = ("name", "nodes", "comment")
+
+    class Meta:
+        model = ProxmoxHAGroup
+        fields = ("id", "name", "restricted", "nofailback")
+
+
+@register_filterset
+class ProxmoxHAResourceFilterSet(InventoryFilterSet):
+    virtual_machine_id = _vm_filter()
+    group_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=ProxmoxHAGroup.objects.all(), label=_("Group (ID)")
+    )
+    state = django_filters.MultipleChoiceFilter(choices=HAStateChoices)
+    search_fields = ("sid", "comment")
+
+    class Meta:
+        model = ProxmoxHAResource
+        fields = ("id", "sid", "vmid", "max_restart", "max_relocate")

@@ -2,6 +2,15 @@ from django.utils.translation import gettext_lazy as _
 from netbox.plugins import PluginMenu, PluginMenuButton, PluginMenuItem
 
 
+def _record(model, label):
+    """Inventory records are the sync's to write: no Add button."""
+    return PluginMenuItem(
+        link=f"plugins:netbox_proxbox:{model}_list",
+        link_text=label,
+        permissions=[f"netbox_proxbox.view_{model}"],
+    )
+
+
 def _item(model, label):
     return PluginMenuItem(
         link=f"plugins:netbox_proxbox:{model}_list",
@@ -28,6 +37,18 @@ menu = PluginMenu(
                 _item("proxmoxendpoint", _("Endpoints")),
                 _item("proxmoxcluster", _("Tracked clusters")),
                 _item("proxboxclustersyncstate", _("Cluster sync states")),
+            ),
+        ),
+        (
+            _("Inventory"),
+            (
+                _record("proxmoxstorage", _("Storages")),
+                _record("proxmoxbackup", _("Backups")),
+                _record("proxmoxbackupjob", _("Backup jobs")),
+                _record("proxmoxsnapshot", _("Snapshots")),
+                _record("proxmoxreplicationjob", _("Replication jobs")),
+                _record("proxmoxhagroup", _("HA groups")),
+                _record("proxmoxharesource", _("HA resources")),
             ),
         ),
     ),

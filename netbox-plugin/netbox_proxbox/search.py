@@ -1,6 +1,6 @@
 from netbox.search import SearchIndex
 
-from .models import ProxmoxCluster, ProxmoxEndpoint
+from .models import ProxmoxCluster, ProxmoxEndpoint, ProxmoxStorage
 
 
 class ProxmoxEndpointIndex(SearchIndex):
@@ -15,4 +15,10 @@ class ProxmoxClusterIndex(SearchIndex):
     display_attrs = ("endpoint", "mode")
 
 
-indexes = [ProxmoxEndpointIndex, ProxmoxClusterIndex]
+class ProxmoxStorageIndex(SearchIndex):
+    model = ProxmoxStorage
+    fields = (("name", 100), ("node", 110), ("storage_type", 300))
+    display_attrs = ("cluster", "node", "storage_type")
+
+
+indexes = [ProxmoxEndpointIndex, ProxmoxClusterIndex, ProxmoxStorageIndex]

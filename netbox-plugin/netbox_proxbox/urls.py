@@ -5,6 +5,16 @@ from . import views  # noqa: F401  (registers the model views)
 
 app_name = "netbox_proxbox"
 
+INVENTORY_PATHS = (
+    ("storages", "proxmoxstorage"),
+    ("backups", "proxmoxbackup"),
+    ("backup-jobs", "proxmoxbackupjob"),
+    ("snapshots", "proxmoxsnapshot"),
+    ("replication-jobs", "proxmoxreplicationjob"),
+    ("ha-groups", "proxmoxhagroup"),
+    ("ha-resources", "proxmoxharesource"),
+)
+
 urlpatterns = [
     path("endpoints/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint", detail=False))),
     path("endpoints/<int:pk>/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint"))),
@@ -17,5 +27,16 @@ urlpatterns = [
     path(
         "sync-states/<int:pk>/",
         include(get_model_urls("netbox_proxbox", "proxboxclustersyncstate")),
+    ),
+    *(
+        path(
+            f"inventory/{prefix}/",
+            include(get_model_urls("netbox_proxbox", model, detail=False)),
+        )
+        for prefix, model in INVENTORY_PATHS
+    ),
+    *(
+        path(f"inventory/{prefix}/<int:pk>/", include(get_model_urls("netbox_proxbox", model)))
+        for prefix, model in INVENTORY_PATHS
     ),
 ]

@@ -5,12 +5,24 @@ from django.shortcuts import redirect
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.generic import View
+from netbox.object_actions import BulkDelete, BulkExport, DeleteObject
 from netbox.views import generic
 from utilities.views import register_model_view
 from virtualization.models import Cluster
 
 from . import filtersets, forms, tables
-from .models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from .models import (
+    ProxboxClusterSyncState,
+    ProxmoxBackup,
+    ProxmoxBackupJob,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxHAGroup,
+    ProxmoxHAResource,
+    ProxmoxReplicationJob,
+    ProxmoxSnapshot,
+    ProxmoxStorage,
+)
 from .sync.jobs import SyncEndpointJob, counters_summary
 from .sync.service import (
     SyncNotFound,
@@ -19,6 +31,7 @@ from .sync.service import (
     may_request_sync,
     request_sync,
 )
+from .ui.panels import LAYOUTS
 
 RECENT_SYNC_JOBS = 5
 
@@ -195,3 +208,61 @@ class ProxboxClusterSyncStateBulkDeleteView(generic.BulkDeleteView):
     queryset = ProxboxClusterSyncState.objects.all()
     filterset = filtersets.ProxboxClusterSyncStateFilterSet
     table = tables.ProxboxClusterSyncStateTable
+
+
+#
+# Inventory records: written by the sync, so list, detail and deletion only
+#
+
+INVENTORY = (
+    (ProxmoxStorage, ("cluster", "device")),
+    (ProxmoxBackup, ("cluster", "storage", "virtual_machine")),
+    (ProxmoxBackupJob, ("cluster",)),
+    (ProxmoxSnapshot, ("cluster", "virtual_machine")),
+    (ProxmoxReplicationJob, ("cluster", "virtual_machine", "target_device")),
+    (ProxmoxHAGroup, ("cluster",)),
+    (ProxmoxHAResource, ("cluster", "virtual_machine", "group")),
+)
+
+
+def register_inventory_views(model, related: tuple[str, ...]) -> None:
+    name = model.__name__
+    table = getattr(tables, f"{name}Table")
+    filterset = getattr(filtersets, f"{name}FilterSet")
+    queryset = model.objects.select_related(*related)
+    views = {
+        "list": type(
+            f"{name}ListView",
+            (generic.ObjectListView,),
+            {
+                "queryset": queryset,
+                "table": table,
+                "filterset": filterset,
+                "actions": (BulkExport, BulkDelete),
+            },
+        ),
+        "": type(
+            f"{name}View",
+            (generic.ObjectView,),
+            {
+                "queryset": queryset,
+                "template_name": "generic/object.html",
+                "layout": LAYOUTS[model._meta.model_name],
+                "actions": (DeleteObject,),
+            },
+        ),
+        "delete": type(f"{name}DeleteView", (generic.ObjectDeleteView,), {"queryset": queryset}),
+        "bulk_delete": type(
+            f"{name}BulkDeleteView",
+            (generic.BulkDeleteView,),
+            {"queryset": queryset, "filterset": filterset, "table": table},
+        ),
+    }
+    register_model_view(model, "list", path="", detail=False)(views["list"])
+    register_model_view(model)(views[""])
+    register_model_view(model, "delete")(views["delete"])
+    register_model_view(model, "bulk_delete", path="delete", detail=False)(views["bulk_delete"])
+
+
+for _model, _related in INVENTORY:
+    register_inventory_views(_model, _related)

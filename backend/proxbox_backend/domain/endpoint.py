@@ -32,6 +32,11 @@ class Endpoint:
     site_id: int | None
     tenant_id: int | None
     netbox_cluster_id: int | None
+    # Sync policy: the VRF of synced addresses, the role of VMs the sync creates, and
+    # whether guests' Proxmox descriptions become the VMs' description and comments.
+    vrf_id: int | None = None
+    vm_role_id: int | None = None
+    sync_descriptions: bool = False
 
     @classmethod
     def from_api(cls, data: dict) -> Endpoint:
@@ -47,6 +52,9 @@ class Endpoint:
             site_id=_id(data.get("site")),
             tenant_id=_id(data.get("tenant")),
             netbox_cluster_id=_id(data.get("netbox_cluster")),
+            vrf_id=_id(data.get("vrf")),
+            vm_role_id=_id(data.get("vm_role")),
+            sync_descriptions=bool(data.get("sync_descriptions", False)),
         )
 
     @property

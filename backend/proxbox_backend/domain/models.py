@@ -96,6 +96,7 @@ class Guest:
     # True when the platform comes from the running guest's agent (get-osinfo); False
     # when it is only the config's `ostype` hint, which never replaces a platform set.
     platform_reported: bool = False
+    description: str = ""  # the guest's Proxmox notes (config `description`)
 
     @property
     def label(self) -> str:

@@ -40,7 +40,7 @@ VLAN_GROUPS = "/ipam/vlan-groups/"
 SOURCE_FIELD = "proxbox_source"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
-VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags"
+VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
 DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags"
 INTERFACE_FIELDS = (
     "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
@@ -48,7 +48,7 @@ INTERFACE_FIELDS = (
 )
 DEVICE_INTERFACE_FIELDS = "id,name,type,enabled,mtu,description,device,parent,lag,bridge,tags"
 DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
-IP_FIELDS = "id,address,status,assigned_object_type,assigned_object_id,tags"
+IP_FIELDS = "id,address,status,vrf,assigned_object_type,assigned_object_id,tags"
 
 
 class EndpointNotFound(LookupError):

@@ -1,5 +1,5 @@
 """The sync pipeline: cluster → nodes → node interfaces → guests → vlans → interfaces →
-ips → disks.
+ips → disks → records (storages, backups, jobs, snapshots, replication, HA).
 
 Each stage module has a pure `plan(...)` (desired state from Proxmox + current state
 from NetBox → a Plan) and an `apply(...)` that executes the plan with bulk writes.
@@ -14,4 +14,5 @@ STAGES = (
     "interfaces",
     "ips",
     "disks",
+    "records",
 )

@@ -58,6 +58,8 @@ class GuestPlacement:
     device_ids: dict[str, int]  # node name → device id
     disappeared: str = OFFLINE
     platforms: frozenset[str] = frozenset()  # slugs of the platforms NetBox has
+    role_id: int | None = None  # the endpoint's default VM role: set when a VM is created
+    sync_descriptions: bool = False  # the endpoint's opt-in: Proxmox notes → description
 
 
 def _vcpus(value) -> float | None:
@@ -75,6 +77,8 @@ def _current(vm: dict) -> dict:
         "device": nested_id(vm.get("device")),
         "site": nested_id(vm.get("site")),
         "tenant": nested_id(vm.get("tenant")),
+        "description": vm.get("description") or "",
+        "comments": vm.get("comments") or "",
     }
 
 
@@ -91,7 +95,16 @@ def desired(guest: Guest, placement: GuestPlacement) -> dict:
     # Without its node's device (the device failed), leave the host field as it is.
     if guest.node in placement.device_ids:
         fields["device"] = placement.device_ids[guest.node]
+    if placement.sync_descriptions:
+        fields.update(description_fields(guest.description))
     return fields
+
+
+def description_fields(notes: str) -> dict:
+    """Proxmox notes → the VM's description (its first line, as NetBox's 200 characters
+    allow) and comments (the whole Markdown text)."""
+    first = next((line.strip() for line in notes.splitlines() if line.strip()), "")
+    return {"description": first[:200], "comments": notes}
 
 
 def syncable(guests: list[Guest], templates: str = SKIP_TEMPLATES) -> list[Guest]:
@@ -162,6 +175,9 @@ def plan(
         wanted_tags = sync_tags(guest)
         if existing is None:
             payload = {**fields, "disk": guest.disk_mb, "custom_fields": {SOURCE_FIELD: key}}
+            if placement.role_id is not None:
+                # A default: an operator's later choice of role is never undone.
+                payload["role"] = placement.role_id
             payload = tags.with_sync_tags(payload, None, wanted_tags)
             payload.update(platform_change(guest, None, placement))
             result.creates.append(Create(key, guest.label, payload))

@@ -21,7 +21,7 @@ from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update
-from proxbox_backend.gateways.netbox import IP_ADDRESSES, NetBoxGateway
+from proxbox_backend.gateways.netbox import IP_ADDRESSES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
 
 OBJECT_TYPE = "ipam.ipaddress"
@@ -35,8 +35,12 @@ def _normalized(address: str) -> str:
 
 
 def plan(
-    owned: list[tuple[int, Guest]], interface_ids: dict[tuple[int, str], int], current: list[dict]
+    owned: list[tuple[int, Guest]],
+    interface_ids: dict[tuple[int, str], int],
+    current: list[dict],
+    vrf_id: int | None = None,
 ) -> Plan:
+    """`vrf_id`: the endpoint's VRF, where its addresses live (None: the global table)."""
     result = Plan(OBJECT_TYPE)
     guest_of_interface = {}
     for vm_id, guest in owned:
@@ -65,13 +69,14 @@ def plan(
                 payload = {
                     "address": address.address,
                     "status": "active",
+                    "vrf": vrf_id,
                     "assigned_object_type": ASSIGNED_TYPE,
                     "assigned_object_id": interface_id,
                 }
                 result.creates.append(
                     Create(slot, label, tags.with_sync_tags(payload, None, MANAGED))
                 )
-            elif changes := tags.with_sync_tags({}, found, MANAGED):
+            elif changes := tags.with_sync_tags(_vrf_change(found, vrf_id), found, MANAGED):
                 result.updates.append(Update(slot, label, found["id"], changes))
             else:
                 result.unchanged[slot] = found["id"]
@@ -89,6 +94,14 @@ def plan(
     return result
 
 
+def _vrf_change(ip: dict, vrf_id: int | None) -> dict:
+    # A VRF of `None` in the answer means the global table; the field is absent only in
+    # answers trimmed without it.
+    if "vrf" not in ip:
+        return {}
+    return {} if nested_id(ip.get("vrf")) == vrf_id else {"vrf": vrf_id}
+
+
 def marks_unconfirmed(the_plan: Plan) -> bool:
     """Whether the plan tags an address unconfirmed (so the tag must exist first)."""
     return any(
@@ -103,12 +116,14 @@ async def apply(
     interface_ids: dict[tuple[int, str], int],
     existing_vm_ids: set[int],
     tally: Tally,
+    *,
+    vrf_id: int | None = None,
 ) -> tuple[dict[tuple[int, str], int], set[int]]:
     """((interface id, address) → id of every synced address now in NetBox, ids deleted)."""
     # Only VMs that existed before this run can already have addresses.
     lookup = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
     current = await netbox.ip_addresses(lookup) if lookup else []
-    the_plan = plan(owned, interface_ids, current)
+    the_plan = plan(owned, interface_ids, current, vrf_id)
     if marks_unconfirmed(the_plan):
         await netbox.ensure_tag(tags.UNCONFIRMED, tally)
     ids = await apply_plan(netbox.client, IP_ADDRESSES, the_plan, tally)

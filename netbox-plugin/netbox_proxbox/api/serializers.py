@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dcim.api.serializers_.roles import DeviceRoleSerializer
 from dcim.api.serializers_.sites import SiteSerializer
 from dcim.models import Site
 from django.utils.translation import gettext as _
+from ipam.api.serializers_.vrfs import VRFSerializer
 from netbox.api.fields import ChoiceField
 from netbox.api.serializers import NetBoxModelSerializer
 from rest_framework import serializers
@@ -68,7 +70,7 @@ class VisibleNativeClusterSerializer(ClusterSerializer):
 
 
 class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
-    visible_references = ("site", "tenant")
+    visible_references = ("site", "tenant", "vrf", "vm_role")
 
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
     site = SiteSerializer(nested=True, required=False, allow_null=True)
@@ -82,6 +84,8 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
         help_text=_("Write-only. Omit to keep the stored secret; an empty string removes it."),
     )
     has_token_secret = serializers.BooleanField(read_only=True)
+    vrf = VRFSerializer(nested=True, required=False, allow_null=True)
+    vm_role = DeviceRoleSerializer(nested=True, required=False, allow_null=True)
 
     class Meta:
         model = ProxmoxEndpoint
@@ -102,6 +106,9 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
             "site",
             "tenant",
             "netbox_cluster",
+            "vrf",
+            "vm_role",
+            "sync_descriptions",
             "description",
             "comments",
             "tags",
@@ -213,3 +220,7 @@ class EndpointCredentialsSerializer(serializers.Serializer):
 
     token_id = serializers.CharField(read_only=True)
     token_secret = serializers.CharField(read_only=True)
+
+
+# NetBox finds a model's serializer in this module (`get_serializer_for_model`).
+from .serializers_inventory import *  # noqa: E402, F403

@@ -1,6 +1,6 @@
 from netbox.api.routers import NetBoxRouter
 
-from . import views
+from . import inventory, views
 
 router = NetBoxRouter()
 router.APIRootView = views.ProxboxRootView
@@ -9,6 +9,8 @@ router.APIRootView = views.ProxboxRootView
 router.register("endpoints/proxmox", views.ProxmoxEndpointViewSet)
 router.register("clusters", views.ProxmoxClusterViewSet)
 router.register("cluster-sync-states", views.ProxboxClusterSyncStateViewSet)
+for prefix, viewset in inventory.ROUTES:
+    router.register(f"inventory/{prefix}", viewset)
 
 app_name = "netbox_proxbox-api"
 urlpatterns = router.urls

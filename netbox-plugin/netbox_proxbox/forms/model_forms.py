@@ -1,6 +1,7 @@
-from dcim.models import Site
+from dcim.models import DeviceRole, Site
 from django import forms
 from django.utils.translation import gettext_lazy as _
+from ipam.models import VRF
 from netbox.forms import NetBoxModelForm
 from tenancy.forms import TenancyForm
 from utilities.forms.fields import CommentField, DynamicModelChoiceField
@@ -21,6 +22,13 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         widget=forms.PasswordInput(render_value=False),
         help_text=_("Write-only. Leave empty to keep the stored secret."),
     )
+    vrf = DynamicModelChoiceField(label=_("VRF"), queryset=VRF.objects.all(), required=False)
+    vm_role = DynamicModelChoiceField(
+        label=_("Default VM role"),
+        queryset=DeviceRole.objects.all(),
+        required=False,
+        query_params={"vm_role": "True"},
+    )
     comments = CommentField()
 
     fieldsets = (
@@ -37,6 +45,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         ),
         FieldSet("token_id", "token_secret", name=_("API token")),
         FieldSet("site", "tenant_group", "tenant", name=_("Placement")),
+        FieldSet("vrf", "vm_role", "sync_descriptions", name=_("Sync policy")),
     )
 
     class Meta:
@@ -51,6 +60,9 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             "mode",
             "site",
             "tenant",
+            "vrf",
+            "vm_role",
+            "sync_descriptions",
             "description",
             "comments",
             "tags",

@@ -1,3 +1,4 @@
+from .inventory import InventoryQuery
 from .schema import ProxboxQuery
 
-schema = [ProxboxQuery]
+schema = [ProxboxQuery, InventoryQuery]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models, transaction
 from django.urls import reverse
@@ -83,10 +84,50 @@ class ProxmoxEndpoint(JobsMixin, NetBoxModel):
         null=True,
         editable=False,
     )
+    # Sync policy of this endpoint (read by the backend at the start of each run).
+    vrf = models.ForeignKey(
+        to="ipam.VRF",
+        on_delete=models.PROTECT,
+        related_name="proxmox_endpoints",
+        verbose_name=_("VRF"),
+        blank=True,
+        null=True,
+        help_text=_("VRF of the IP addresses synced from this endpoint (none: global)"),
+    )
+    vm_role = models.ForeignKey(
+        to="dcim.DeviceRole",
+        on_delete=models.PROTECT,
+        related_name="proxmox_endpoints",
+        verbose_name=_("default VM role"),
+        blank=True,
+        null=True,
+        help_text=_("Role given to virtual machines the sync creates (a role allowed for VMs)"),
+    )
+    sync_descriptions = models.BooleanField(
+        verbose_name=_("sync descriptions"),
+        default=False,
+        # Rows written outside Django (restores, other tools) get the safe value too.
+        db_default=False,
+        help_text=_(
+            "Copy each guest's Proxmox description: its first line to the VM's description, "
+            "the whole text to its comments"
+        ),
+    )
     description = models.CharField(verbose_name=_("description"), max_length=200, blank=True)
     comments = models.TextField(verbose_name=_("comments"), blank=True)
 
-    clone_fields = ("host", "port", "verify_tls", "mode", "site", "tenant", "enabled")
+    clone_fields = (
+        "host",
+        "port",
+        "verify_tls",
+        "mode",
+        "site",
+        "tenant",
+        "enabled",
+        "vrf",
+        "vm_role",
+        "sync_descriptions",
+    )
 
     class Meta:
         ordering = ("name",)
@@ -110,6 +151,13 @@ class ProxmoxEndpoint(JobsMixin, NetBoxModel):
 
     def get_mode_color(self):
         return EndpointModeChoices.colors.get(self.mode)
+
+    def clean(self):
+        super().clean()
+        if self.vm_role_id is not None and not self.vm_role.vm_role:
+            raise ValidationError(
+                {"vm_role": _("This role may not be assigned to virtual machines.")}
+            )
 
     # --- the token secret: encrypted at rest, write-only everywhere outside this model ---
 

@@ -1,1 +1,2 @@
+from .inventory import *  # noqa: F403
 from .proxbox import *  # noqa: F403

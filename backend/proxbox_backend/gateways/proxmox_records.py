@@ -1,0 +1,103 @@
+"""Reading storage and data-protection inventory from Proxmox, with bounded concurrency.
+
+Per node: its storage list, the backup volumes of each backup storage it holds (a shared
+storage is listed once) and its replication status. Per guest: its snapshots. Cluster
+wide: backup jobs, replication jobs, HA groups and resources. Whatever does not answer
+(no permission, an offline node, a standalone host without HA) is a warning, and the
+records it would have produced stay as they are in NetBox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+from proxbox_backend.clients.http import TransportError
+from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxError
+from proxbox_backend.domain import records as parse
+from proxbox_backend.domain.models import Guest, ProxmoxNode
+from proxbox_backend.domain.records import Records
+
+UNREADABLE = (ProxmoxError, TransportError)
+
+
+async def read(client: ProxmoxClient, nodes: list[ProxmoxNode], guests: list[Guest]) -> Records:
+    records = Records()
+    online = [n.name for n in nodes if n.online]
+
+    async def attempt(what: str, coro):
+        try:
+            return await coro
+        except UNREADABLE as exc:
+            records.warnings.append(f"{what} unreadable: {exc}")
+            return None
+
+    async def node_storages(node: str) -> list[parse.Storage]:
+        entries = await attempt(
+            f"node {node}: storage", client.get(f"/nodes/{quote(node)}/storage")
+        )
+        if entries is None:
+            return []
+        records.storage_nodes.add(node)
+        return parse.storages(node, entries or [])
+
+    per_node = await asyncio.gather(*(node_storages(n) for n in online))
+    seen: dict[tuple[str, str], tuple[str, parse.Storage]] = {}
+    for node, found in zip(online, per_node, strict=True):
+        for storage in found:
+            # A shared storage answers on every node: the first node that lists it reads it.
+            seen.setdefault((storage.name, storage.node), (node, storage))
+    records.storages = [storage for _node, storage in seen.values()]
+
+    async def storage_backups(node: str, storage: parse.Storage) -> list[parse.Backup]:
+        path = f"/nodes/{quote(node)}/storage/{quote(storage.name)}/content"
+        entries = await attempt(
+            f"node {node}: backups on {storage.name}", client.get(path, content="backup")
+        )
+        if entries is None:
+            return []
+        records.backup_sources.add((storage.name, storage.node))
+        return parse.backups(storage, entries or [])
+
+    async def guest_snapshots(guest: Guest) -> list[parse.Snapshot]:
+        path = f"/nodes/{quote(guest.node)}/{guest.kind}/{guest.vmid}/snapshot"
+        entries = await attempt(f"{guest.label}: snapshots", client.get(path))
+        if entries is None:
+            return []
+        records.snapshot_vmids.add(guest.vmid)
+        return parse.snapshots(guest.vmid, entries or [])
+
+    async def listing(name: str, path: str):
+        entries = await attempt(name, client.get(path))
+        if entries is not None:
+            records.lists.add(name)
+        return entries or []
+
+    async def replication_status(node: str) -> list[dict]:
+        entries = await attempt(
+            f"node {node}: replication status", client.get(f"/nodes/{quote(node)}/replication")
+        )
+        return entries or []
+
+    backups, snapshots, jobs, replication, groups, resources, *statuses = await asyncio.gather(
+        asyncio.gather(
+            *(
+                storage_backups(node, storage)
+                for node, storage in seen.values()
+                if parse.holds_backups(storage)
+            )
+        ),
+        asyncio.gather(*(guest_snapshots(g) for g in guests if g.node in online)),
+        listing("backup-jobs", "/cluster/backup"),
+        listing("replication", "/cluster/replication"),
+        listing("ha-groups", "/cluster/ha/groups"),
+        listing("ha-resources", "/cluster/ha/resources"),
+        *(replication_status(node) for node in online),
+    )
+    records.backups = [b for found in backups for b in found]
+    records.snapshots = [s for found in snapshots for s in found]
+    records.backup_jobs = parse.backup_jobs(jobs)
+    records.replication = parse.replication(replication, [s for found in statuses for s in found])
+    records.ha_groups = parse.ha_groups(groups)
+    records.ha_resources = parse.ha_resources(resources)
+    return records

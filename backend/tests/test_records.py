@@ -1,0 +1,276 @@
+"""Storage and data-protection records: Proxmox parsing and the records planner (pure)."""
+
+import pytest
+
+from proxbox_backend.domain import records as parse
+from proxbox_backend.stages import records
+
+MANAGED = [{"id": 1, "name": "proxbox", "slug": "proxbox"}]
+CLUSTER = 7
+LINKS = records.Links(devices={"pve1": 11, "pve2": 12}, vms={101: 501, 102: 502})
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+
+def test_shared_storage_is_the_clusters_and_local_storage_the_nodes():
+    entries = [
+        {
+            "storage": "local",
+            "type": "dir",
+            "content": "vztmpl,iso,backup",
+            "shared": 0,
+            "active": 1,
+            "enabled": 1,
+            "total": 100,
+            "used": 40,
+        },
+        {"storage": "nfs", "type": "nfs", "content": "images", "shared": 1, "active": 0},
+    ]
+    local, nfs = parse.storages("pve1", entries)
+    assert (local.node, local.content, local.capacity, local.used) == (
+        "pve1",
+        "backup,iso,vztmpl",
+        100,
+        40,
+    )
+    assert (nfs.node, nfs.shared, nfs.enabled, nfs.capacity) == ("", True, False, None)
+    assert parse.holds_backups(local) and not parse.holds_backups(nfs)
+
+
+def test_backup_volumes_with_verification_and_time_as_netbox_renders_it():
+    storage = parse.storages("pve1", [{"storage": "local", "content": "backup"}])[0]
+    entries = [
+        {
+            "volid": "local:backup/a.vma.zst",
+            "content": "backup",
+            "ctime": 1735696800,
+            "size": 5,
+            "vmid": 101,
+            "format": "vma.zst",
+            "verification": {"state": "ok"},
+        },
+        {
+            "volid": "local:backup/b.tar.zst",
+            "ctime": 0,
+            "vmid": "102",
+            "verification": {"state": "weird"},
+        },
+        {"volid": "local:iso/x.iso", "content": "iso"},
+    ]
+    a, b = parse.backups(storage, entries)
+    assert (a.time, a.verification, a.vmid, a.node) == ("2025-01-01T02:00:00Z", "ok", 101, "pve1")
+    assert (b.time, b.verification, b.vmid) == (None, "none", 102)
+
+
+@pytest.mark.parametrize(
+    ("entry", "selection"),
+    [
+        ({"all": 1}, "all"),
+        ({"all": 1, "exclude": "101,102"}, "all except 101,102"),
+        ({"pool": "prod"}, "pool prod"),
+        ({"vmid": "101,103"}, "101,103"),
+    ],
+)
+def test_backup_job_selection(entry, selection):
+    (job,) = parse.backup_jobs([{"id": "backup-1", "schedule": "02:00", **entry}])
+    assert job.selection == selection
+
+
+def test_backup_job_retention_schedule_and_legacy_start_time():
+    new, old = parse.backup_jobs(
+        [
+            {
+                "id": "j1",
+                "schedule": "sat 02:00",
+                "prune-backups": "keep-weekly=4,keep-daily=7",
+                "enabled": 0,
+                "storage": "local",
+                "mode": "snapshot",
+            },
+            {"id": "j2", "starttime": "03:30", "dow": "sun", "maxfiles": 2},
+        ]
+    )
+    assert (new.retention, new.enabled, new.schedule) == (
+        "keep-daily=7,keep-weekly=4",
+        False,
+        "sat 02:00",
+    )
+    assert (old.schedule, old.retention, old.enabled) == ("sun 03:30", "2", True)
+
+
+def test_snapshots_skip_the_current_pseudo_entry():
+    entries = [
+        {"name": "before-upgrade", "snaptime": 1735696800, "vmstate": 1, "description": "x\n"},
+        {"name": "later", "parent": "before-upgrade"},
+        {"name": "current", "parent": "later", "running": 1},
+    ]
+    first, later = parse.snapshots(101, entries)
+    assert (first.vmstate, first.time, first.description) == (True, "2025-01-01T02:00:00Z", "x")
+    assert (later.parent, later.vmstate, later.time) == ("before-upgrade", False, None)
+
+
+@pytest.mark.parametrize(
+    ("job", "status", "state"),
+    [
+        ({}, {"last_sync": 1735696800}, "ok"),
+        ({}, {"last_sync": 0}, "unknown"),
+        ({}, {"fail_count": 2, "error": "no space"}, "error"),
+        ({"disable": 1}, {"fail_count": 2}, "disabled"),
+        ({}, {"pid": 4242, "last_sync": 1735696800}, "syncing"),
+    ],
+)
+def test_replication_state_from_the_source_nodes_status(job, status, state):
+    jobs = [{"id": "101-0", "guest": 101, "target": "pve2", **job}]
+    (result,) = parse.replication(jobs, [{"id": "101-0", **status}])
+    assert result.state == state
+    assert (result.vmid, result.target, result.schedule) == (101, "pve2", "*/15")
+
+
+def test_ha_groups_and_resources():
+    (group,) = parse.ha_groups([{"group": "prefer-1", "nodes": "pve1:2, pve2", "restricted": 1}])
+    assert (group.nodes, group.restricted, group.nofailback) == ("pve1:2,pve2", True, False)
+    vm, ct, bare = parse.ha_resources(
+        [
+            {"sid": "vm:101", "state": "enabled", "group": "prefer-1", "max_restart": 2},
+            {"sid": "ct:102", "state": "stopped"},
+            {"sid": "103"},
+        ]
+    )
+    assert (vm.vmid, vm.state, vm.group, vm.max_restart) == (101, "started", "prefer-1", 2)
+    assert (ct.vmid, ct.state, ct.group) == (102, "stopped", None)
+    assert (bare.vmid, bare.state) == (103, "started")
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+def storage_record(id_, name, node, **fields):
+    base = {
+        "id": id_,
+        "name": name,
+        "node": node,
+        "device": {"id": LINKS.devices[node]} if node else None,
+        "storage_type": "dir",
+        "content": "backup",
+        "shared": not node,
+        "enabled": True,
+        "capacity": 100,
+        "used": 40,
+        "tags": MANAGED,
+    }
+    return {**base, **fields}
+
+
+def inventory(**parts) -> parse.Records:
+    found = parse.Records(**parts)
+    found.storage_nodes = {"pve1", "pve2"}
+    return found
+
+
+LOCAL = parse.Storage("local", "pve1", "dir", "backup", False, True, 100, 40)
+
+
+def storage_plan(current, found=None):
+    found = found or inventory(storages=[LOCAL])
+    return records.plan(
+        records.STORAGES,
+        CLUSTER,
+        records.desired_storages(found, LINKS),
+        current,
+        lambda obj: obj.get("node") in found.storage_nodes,
+    )
+
+
+def test_new_record_is_created_in_the_cluster_with_the_proxbox_tag_and_its_device():
+    shaped = storage_plan([])
+    (create,) = shaped.creates
+    assert create.payload["cluster"] == CLUSTER
+    assert create.payload["device"] == 11
+    assert create.payload["tags"] == [{"slug": "proxbox"}]
+
+
+def test_equal_record_is_unchanged_and_only_differing_fields_are_written():
+    assert storage_plan([storage_record(3, "local", "pve1")]).unchanged == {("local", "pve1"): 3}
+    shaped = storage_plan([storage_record(3, "local", "pve1", used=10, tags=[])])
+    (update,) = shaped.updates
+    assert update.changes == {"used": 40, "tags": [{"slug": "proxbox"}]}
+
+
+def test_operator_tags_on_records_stay():
+    mine = [*MANAGED, {"id": 9, "slug": "audited"}]
+    assert storage_plan([storage_record(3, "local", "pve1", tags=mine)]).writes == 0
+
+
+def test_record_gone_from_a_read_source_is_deleted_and_an_unread_one_kept():
+    found = inventory(storages=[LOCAL])
+    found.storage_nodes = {"pve1"}  # pve2 did not answer
+    shaped = storage_plan(
+        [
+            storage_record(3, "local", "pve1"),
+            storage_record(4, "old", "pve1"),
+            storage_record(5, "local", "pve2"),
+        ],
+        found,
+    )
+    assert [d.id for d in shaped.deletes] == [4]
+    assert shaped.unchanged == {("local", "pve1"): 3, ("local", "pve2"): 5}
+
+
+def test_choices_nested_objects_and_datetimes_compare_normalized():
+    backup = parse.Backup(
+        "local", "pve1", "local:backup/a", 101, "2025-01-01T02:00:00Z", 5, "vma", "ok", ""
+    )
+    desired = records.desired_backups(inventory(backups=[backup]), LINKS, {("local", "pve1"): 3})
+    current = [
+        {
+            "id": 8,
+            "storage": {"id": 3, "name": "local"},
+            "volume": "local:backup/a",
+            "vmid": 101,
+            "virtual_machine": {"id": 501},
+            "backup_time": "2025-01-01T02:00:00+00:00",
+            "size": 5,
+            "format": "vma",
+            "verification": {"value": "ok", "label": "Verified"},
+            "notes": "",
+            "tags": MANAGED,
+        }
+    ]
+    shaped = records.plan(records.BACKUPS, CLUSTER, desired, current, lambda obj: True)
+    assert shaped.unchanged == {(3, "local:backup/a"): 8}
+
+
+def test_snapshots_need_their_vm_and_unknown_vms_are_left_out():
+    found = inventory(
+        snapshots=[
+            parse.Snapshot(101, "s1", "", None, False, ""),
+            parse.Snapshot(999, "s1", "", None, False, ""),
+        ]
+    )
+    assert set(records.desired_snapshots(found, LINKS)) == {(501, "s1")}
+
+
+def test_ha_resources_refer_to_their_group_by_id_and_replication_to_the_target_device():
+    found = inventory(
+        ha_resources=[parse.HAResource("vm:101", 101, "started", "g1", None, None, "")],
+        replication=[parse.Replication("101-0", 101, "pve2", "*/15", True, None, "unknown", 0, "")],
+    )
+    (resource,) = records.desired_ha_resources(found, LINKS, {("g1",): 4}).values()
+    assert (resource["group"], resource["virtual_machine"]) == (4, 501)
+    (job,) = records.desired_replication(found, LINKS).values()
+    assert (job["target_device"], job["virtual_machine"]) == (12, 501)
+
+
+def test_a_list_that_did_not_answer_deletes_nothing():
+    current = [{"id": 2, "job_id": "backup-1", "tags": MANAGED}]
+    silent = inventory()
+    shaped = records.plan(
+        records.BACKUP_JOBS, CLUSTER, {}, current, records._listed(silent, "backup-jobs")
+    )
+    assert shaped.deletes == [] and shaped.unchanged == {("backup-1",): 2}
+    silent.lists.add("backup-jobs")
+    shaped = records.plan(
+        records.BACKUP_JOBS, CLUSTER, {}, current, records._listed(silent, "backup-jobs")
+    )
+    assert [d.id for d in shaped.deletes] == [2]

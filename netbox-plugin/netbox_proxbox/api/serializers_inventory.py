@@ -1,0 +1,185 @@
+"""REST representations of the inventory records (storages, backups, backup jobs,
+snapshots, replication, HA). References to native objects must be visible to the writer,
+as everywhere in this plugin."""
+
+from __future__ import annotations
+
+from dcim.api.serializers_.devices import DeviceSerializer
+from netbox.api.fields import ChoiceField
+from netbox.api.serializers import NetBoxModelSerializer
+from virtualization.api.serializers_.clusters import ClusterSerializer
+from virtualization.api.serializers_.virtualmachines import VirtualMachineSerializer
+
+from ..choices import BackupVerificationChoices, HAStateChoices, ReplicationStateChoices
+from ..models import (
+    ProxmoxBackup,
+    ProxmoxBackupJob,
+    ProxmoxHAGroup,
+    ProxmoxHAResource,
+    ProxmoxReplicationJob,
+    ProxmoxSnapshot,
+    ProxmoxStorage,
+)
+from .serializers import VisibleReferencesMixin
+
+__all__ = (
+    "ProxmoxBackupJobSerializer",
+    "ProxmoxBackupSerializer",
+    "ProxmoxHAGroupSerializer",
+    "ProxmoxHAResourceSerializer",
+    "ProxmoxReplicationJobSerializer",
+    "ProxmoxSnapshotSerializer",
+    "ProxmoxStorageSerializer",
+)
+
+COMMON = ("id", "url", "display_url", "display", "cluster")
+TRAILER = ("tags", "custom_fields", "created", "last_updated")
+
+
+class InventorySerializer(VisibleReferencesMixin, NetBoxModelSerializer):
+    visible_references = ("cluster", "virtual_machine", "device", "target_device")
+
+    cluster = ClusterSerializer(nested=True)
+
+
+class ProxmoxStorageSerializer(InventorySerializer):
+    device = DeviceSerializer(nested=True, required=False, allow_null=True)
+
+    class Meta:
+        model = ProxmoxStorage
+        fields = (
+            *COMMON,
+            "name",
+            "node",
+            "device",
+            "storage_type",
+            "content",
+            "shared",
+            "enabled",
+            "capacity",
+            "used",
+            *TRAILER,
+        )
+        brief_fields = ("display", "id", "name", "node", "url")
+
+
+class ProxmoxBackupSerializer(InventorySerializer):
+    storage = ProxmoxStorageSerializer(nested=True)
+    virtual_machine = VirtualMachineSerializer(nested=True, required=False, allow_null=True)
+    verification = ChoiceField(choices=BackupVerificationChoices, required=False)
+
+    class Meta:
+        model = ProxmoxBackup
+        fields = (
+            *COMMON,
+            "storage",
+            "volume",
+            "vmid",
+            "virtual_machine",
+            "backup_time",
+            "size",
+            "format",
+            "verification",
+            "notes",
+            *TRAILER,
+        )
+        brief_fields = ("display", "id", "url", "volume")
+
+
+class ProxmoxBackupJobSerializer(InventorySerializer):
+    class Meta:
+        model = ProxmoxBackupJob
+        fields = (
+            *COMMON,
+            "job_id",
+            "enabled",
+            "schedule",
+            "selection",
+            "storage",
+            "node",
+            "mode",
+            "retention",
+            "comment",
+            *TRAILER,
+        )
+        brief_fields = ("display", "id", "job_id", "url")
+
+
+class ProxmoxSnapshotSerializer(InventorySerializer):
+    virtual_machine = VirtualMachineSerializer(nested=True)
+
+    class Meta:
+        model = ProxmoxSnapshot
+        fields = (
+            *COMMON,
+            "virtual_machine",
+            "name",
+            "parent",
+            "snapshot_time",
+            "vmstate",
+            "description",
+            *TRAILER,
+        )
+        brief_fields = ("display", "id", "name", "url")
+
+
+class ProxmoxReplicationJobSerializer(InventorySerializer):
+    virtual_machine = VirtualMachineSerializer(nested=True, required=False, allow_null=True)
+    target_device = DeviceSerializer(nested=True, required=False, allow_null=True)
+    state = ChoiceField(choices=ReplicationStateChoices, required=False)
+
+    class Meta:
+        model = ProxmoxReplicationJob
+        fields = (
+            *COMMON,
+            "job_id",
+            "vmid",
+            "virtual_machine",
+            "target",
+            "target_device",
+            "schedule",
+            "enabled",
+            "last_sync",
+            "state",
+            "fail_count",
+            "error",
+            *TRAILER,
+        )
+        brief_fields = ("display", "id", "job_id", "url")
+
+
+class ProxmoxHAGroupSerializer(InventorySerializer):
+    class Meta:
+        model = ProxmoxHAGroup
+        fields = (
+            *COMMON,
+            "name",
+            "nodes",
+            "restricted",
+            "nofailback",
+            "comment",
+            *TRAILER,
+        )
+        brief_fields = ("display", "id", "name", "url")
+
+
+class ProxmoxHAResourceSerializer(InventorySerializer):
+    virtual_machine = VirtualMachineSerializer(nested=True, required=False, allow_null=True)
+    group = ProxmoxHAGroupSerializer(nested=True, required=False, allow_null=True)
+    state = ChoiceField(choices=HAStateChoices, required=False)
+
+    class Meta:
+        model = ProxmoxHAResource
+        fields = (
+            *COMMON,
+            "sid",
+            "vmid",
+            "virtual_machine",
+            "state",
+            "group",
+            "max_restart",
+            "max_relocate",
+            "comment",
+            *TRAILER,
+        )
+        brief_fields = ("display", "id", "sid", "url")

@@ -1,0 +1,287 @@
+"""Inventory records (storages, backups, jobs, snapshots, replication, HA) and the endpoint's
+sync policy fields: REST, filters, GraphQL, list and detail pages."""
+
+from __future__ import annotations
+
+import json
+
+from dcim.models import Device, DeviceRole, DeviceType, Manufacturer
+from django.test import Client, TestCase
+from django.urls import reverse
+from ipam.models import VRF
+from users.models import User
+from virtualization.models import Cluster, VirtualMachine
+
+from netbox_proxbox.models import (
+    ProxmoxBackup,
+    ProxmoxHAGroup,
+    ProxmoxHAResource,
+    ProxmoxSnapshot,
+    ProxmoxStorage,
+)
+
+from .base import api_url, auth_header, grant, make_endpoint, make_references, make_user
+
+MODELS = (
+    "proxmoxstorage",
+    "proxmoxbackup",
+    "proxmoxbackupjob",
+    "proxmoxsnapshot",
+    "proxmoxreplicationjob",
+    "proxmoxhagroup",
+    "proxmoxharesource",
+)
+
+
+class InventoryFixture(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, cls.site, _tenant = make_references()
+        cls.cluster = Cluster.objects.create(name="pvesim", type=cls.cluster_type)
+        cls.other_cluster = Cluster.objects.create(name="elsewhere", type=cls.cluster_type)
+        maker = Manufacturer.objects.create(name="Proxmox", slug="proxmox")
+        device_type = DeviceType.objects.create(manufacturer=maker, model="node", slug="node")
+        role = DeviceRole.objects.create(name="node", slug="node")
+        cls.node = Device.objects.create(
+            name="pve1", site=cls.site, device_type=device_type, role=role, cluster=cls.cluster
+        )
+        cls.vm = VirtualMachine.objects.create(name="web-001", cluster=cls.cluster)
+
+    def writer(self, *models):
+        perms = [
+            f"netbox_proxbox.{action}_{model}"
+            for model in models
+            for action in ("view", "add", "change", "delete")
+        ]
+        perms += ["virtualization.view_cluster", "virtualization.view_virtualmachine"]
+        perms += ["dcim.view_device"]
+        _user, token = make_user(f"writer{User.objects.count()}", perms)
+        return auth_header(token)
+
+
+class InventoryRestTest(InventoryFixture):
+    def test_bulk_create_update_delete_and_filter_by_cluster(self):
+        headers = self.writer("proxmoxstorage", "proxmoxbackup", "proxmoxsnapshot")
+        made = self.client.post(
+            api_url("proxmoxstorage"),
+            data=json.dumps(
+                [
+                    {
+                        "cluster": self.cluster.pk,
+                        "name": "local",
+                        "node": "pve1",
+                        "device": self.node.pk,
+                        "storage_type": "dir",
+                        "content": "backup,iso",
+                        "capacity": 100,
+                        "used": 40,
+                    },
+                    {"cluster": self.other_cluster.pk, "name": "nfs", "storage_type": "nfs"},
+                ]
+            ),
+            content_type="application/json",
+            **headers,
+        )
+        self.assertEqual(made.status_code, 201, made.content)
+        local, _other = made.json()
+        self.assertEqual(local["device"]["id"], self.node.pk)
+        backup = self.client.post(
+            api_url("proxmoxbackup"),
+            data={
+                "cluster": self.cluster.pk,
+                "storage": local["id"],
+                "volume": "local:backup/vzdump-qemu-101.vma.zst",
+                "vmid": 101,
+                "virtual_machine": self.vm.pk,
+                "backup_time": "2025-01-01T02:00:00Z",
+                "size": 1024,
+                "verification": "ok",
+            },
+            content_type="application/json",
+            **headers,
+        )
+        self.assertEqual(backup.status_code, 201, backup.content)
+        self.assertEqual(backup.json()["verification"]["value"], "ok")
+
+        listed = self.client.get(
+            api_url("proxmoxstorage"), {"cluster_id": self.cluster.pk}, **headers
+        )
+        self.assertEqual([s["name"] for s in listed.json()["results"]], ["local"])
+
+        changed = self.client.patch(
+            api_url("proxmoxstorage"),
+            data=json.dumps([{"id": local["id"], "used": 50}]),
+            content_type="application/json",
+            **headers,
+        )
+        self.assertEqual(changed.status_code, 200, changed.content)
+        self.assertEqual(ProxmoxStorage.objects.get(pk=local["id"]).used, 50)
+
+        # A backup goes with its storage.
+        gone = self.client.delete(
+            api_url("proxmoxstorage"),
+            data=json.dumps([{"id": local["id"]}]),
+            content_type="application/json",
+            **headers,
+        )
+        self.assertEqual(gone.status_code, 204, gone.content)
+        self.assertFalse(ProxmoxBackup.objects.exists())
+
+    def test_the_natural_key_is_unique_and_bad_choices_name_the_field(self):
+        headers = self.writer("proxmoxsnapshot", "proxmoxbackup", "proxmoxstorage")
+        body = {"cluster": self.cluster.pk, "virtual_machine": self.vm.pk, "name": "before"}
+        first = self.client.post(
+            api_url("proxmoxsnapshot"), data=body, content_type="application/json", **headers
+        )
+        self.assertEqual(first.status_code, 201, first.content)
+        again = self.client.post(
+            api_url("proxmoxsnapshot"), data=body, content_type="application/json", **headers
+        )
+        self.assertEqual(again.status_code, 400)
+        self.assertEqual(ProxmoxSnapshot.objects.count(), 1)
+        storage = ProxmoxStorage.objects.create(
+            cluster=self.cluster, name="local", storage_type="dir"
+        )
+        bad = self.client.post(
+            api_url("proxmoxbackup"),
+            data={
+                "cluster": self.cluster.pk,
+                "storage": storage.pk,
+                "volume": "x",
+                "verification": "maybe",
+            },
+            content_type="application/json",
+            **headers,
+        )
+        self.assertEqual(bad.status_code, 400)
+        self.assertIn("verification", bad.json())
+
+    def test_references_must_be_visible_to_the_writer(self):
+        _user, token = make_user(
+            "blind",
+            [
+                "netbox_proxbox.add_proxmoxsnapshot",
+                "netbox_proxbox.view_proxmoxsnapshot",
+                "virtualization.view_cluster",
+            ],
+        )
+        answer = self.client.post(
+            api_url("proxmoxsnapshot"),
+            data={"cluster": self.cluster.pk, "virtual_machine": self.vm.pk, "name": "s"},
+            content_type="application/json",
+            **auth_header(token),
+        )
+        self.assertEqual(answer.status_code, 400)
+        self.assertIn("virtual_machine", answer.json())
+        self.assertFalse(ProxmoxSnapshot.objects.exists())
+
+    def test_ha_resources_link_their_group_and_deleting_the_vm_keeps_the_record(self):
+        group = ProxmoxHAGroup.objects.create(cluster=self.cluster, name="prefer-1", nodes="pve1:2")
+        resource = ProxmoxHAResource.objects.create(
+            cluster=self.cluster, sid="vm:101", vmid=101, virtual_machine=self.vm, group=group
+        )
+        snapshot = ProxmoxSnapshot.objects.create(
+            cluster=self.cluster, virtual_machine=self.vm, name="s"
+        )
+        headers = self.writer("proxmoxharesource", "proxmoxhagroup")
+        listed = self.client.get(api_url("proxmoxharesource"), {"group_id": group.pk}, **headers)
+        self.assertEqual([r["sid"] for r in listed.json()["results"]], ["vm:101"])
+        self.vm.delete()
+        resource.refresh_from_db()
+        self.assertIsNone(resource.virtual_machine)
+        self.assertFalse(ProxmoxSnapshot.objects.filter(pk=snapshot.pk).exists())
+
+    def test_graphql_lists_records_of_a_cluster(self):
+        ProxmoxStorage.objects.create(cluster=self.cluster, name="local", storage_type="dir")
+        headers = self.writer("proxmoxstorage")
+        query = (
+            f"{{ proxmox_storage_list(filters: {{cluster_id: {self.cluster.pk}}}) "
+            "{ name storage_type cluster { name } } }"
+        )
+        answer = self.client.post(
+            reverse("graphql"),
+            data={"query": query},
+            content_type="application/json",
+            **headers,
+        )
+        self.assertEqual(answer.status_code, 200, answer.content)
+        data = answer.json()
+        self.assertNotIn("errors", data, data)
+        self.assertEqual(
+            data["data"]["proxmox_storage_list"],
+            [{"name": "local", "storage_type": "dir", "cluster": {"name": "pvesim"}}],
+        )
+
+
+class InventoryPagesTest(InventoryFixture):
+    def test_list_and_detail_pages_render_the_records(self):
+        storage = ProxmoxStorage.objects.create(
+            cluster=self.cluster,
+            name="local-zfs",
+            node="pve1",
+            device=self.node,
+            storage_type="zfspool",
+        )
+        backup = ProxmoxBackup.objects.create(
+            cluster=self.cluster, storage=storage, volume="local-zfs:backup/vzdump-qemu-101.vma"
+        )
+        user = User.objects.create_user(username="viewer")
+        for model in MODELS:
+            grant(user, f"netbox_proxbox.view_{model}")
+        grant(user, "virtualization.view_cluster")
+        client = Client()
+        client.force_login(user)
+        for model in MODELS:
+            page = client.get(reverse(f"plugins:netbox_proxbox:{model}_list"))
+            self.assertEqual(page.status_code, 200, model)
+        detail = client.get(storage.get_absolute_url()).content.decode()
+        self.assertIn("zfspool", detail)
+        self.assertIn(f'href="{self.node.get_absolute_url()}"', detail)
+        # The storage's backups: a table the page loads (HTMX) filtered by the storage.
+        backups_list = reverse("plugins:netbox_proxbox:proxmoxbackup_list")
+        self.assertIn(f"{backups_list}?embedded=True&storage_id={storage.pk}", detail)
+        embedded = client.get(backups_list, {"embedded": "True", "storage_id": storage.pk})
+        self.assertIn(f'href="{backup.get_absolute_url()}"', embedded.content.decode())
+        page = client.get(backup.get_absolute_url())
+        self.assertEqual(page.status_code, 200)
+        self.assertIn("local-zfs:backup/vzdump-qemu-101.vma", page.content.decode())
+
+
+class EndpointPolicyTest(TestCase):
+    def test_policy_fields_over_rest_and_a_role_not_for_vms_is_refused(self):
+        vrf = VRF.objects.create(name="tenant-a")
+        vm_role = DeviceRole.objects.create(name="server", slug="server", vm_role=True)
+        node_role = DeviceRole.objects.create(name="switch", slug="switch", vm_role=False)
+        endpoint = make_endpoint("pve-policy")
+        _user, token = make_user(
+            "policy",
+            [
+                "netbox_proxbox.view_proxmoxendpoint",
+                "netbox_proxbox.change_proxmoxendpoint",
+                "ipam.view_vrf",
+                "dcim.view_devicerole",
+            ],
+        )
+        url = api_url("proxmoxendpoint", endpoint.pk)
+        answer = self.client.patch(
+            url,
+            data={"vrf": vrf.pk, "vm_role": vm_role.pk, "sync_descriptions": True},
+            content_type="application/json",
+            **auth_header(token),
+        )
+        self.assertEqual(answer.status_code, 200, answer.content)
+        body = answer.json()
+        self.assertEqual(
+            (body["vrf"]["id"], body["vm_role"]["id"], body["sync_descriptions"]),
+            (vrf.pk, vm_role.pk, True),
+        )
+        refused = self.client.patch(
+            url,
+            data={"vm_role": node_role.pk},
+            content_type="application/json",
+            **auth_header(token),
+        )
+        self.assertEqual(refused.status_code, 400)
+        self.assertIn("vm_role", refused.json())
+        endpoint.refresh_from_db()
+        self.assertEqual(endpoint.vm_role_id, vm_role.pk)
