@@ -22,6 +22,7 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
+from proxbox_backend.domain.policy import ACTIVE, OFF, PolicyError
 from proxbox_backend.gateways.netbox import (
     ClaimRefused,
     EndpointNotFound,
@@ -161,7 +162,7 @@ class SyncService:
         netbox = NetBoxGateway(netbox_client)
         try:
             endpoint = await netbox.endpoint(ref)
-        except EndpointNotFound as exc:
+        except (EndpointNotFound, PolicyError) as exc:
             raise SyncFailed(str(exc)) from exc
         report.endpoint = {"id": endpoint.id, "name": endpoint.name}
         if not endpoint.enabled:
@@ -180,7 +181,11 @@ class SyncService:
             run = _Run(
                 self.settings, endpoint, netbox, ProxmoxGateway(proxmox_client), report, emit
             )
-            await run.execute()
+            policy = ACTIVE.set(endpoint.policy)
+            try:
+                await run.execute()
+            finally:
+                ACTIVE.reset(policy)
         finally:
             report.proxmox_requests = proxmox_client.stats.as_dict()
             await proxmox_client.aclose()
@@ -276,10 +281,26 @@ class _Run:
 
         inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
         self.report.warnings.extend(inventory.warnings)
-        guests = guests_stage.syncable(inventory.guests, self.settings.templates)
-        await netbox.ensure_tags(
-            guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
-        )
+        policy = endpoint.policy
+        templates = self.settings.templates
+        if policy.sync_templates is not None:
+            templates = (
+                guests_stage.SYNC_TEMPLATES
+                if policy.sync_templates
+                else guests_stage.SKIP_TEMPLATES
+            )
+        # Excluded guests are left as they are in NetBox: like unreadable ones, never "gone".
+        excluded = {(g.kind, g.vmid) for g in inventory.guests if policy.excludes(g)}
+        unreadable = inventory.unreadable | excluded
+        guests = [
+            g
+            for g in guests_stage.syncable(inventory.guests, templates)
+            if (g.kind, g.vmid) not in excluded
+        ]
+        if policy.mode("extras.tag") != OFF:
+            await netbox.ensure_tags(
+                guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
+            )
         platforms = await netbox.ensure_platforms(guests_stage.guest_platforms(guests), tally)
 
         self.stage("nodes", "started", total=len(nodes))
@@ -309,11 +330,11 @@ class _Run:
             endpoint.site_id,
             endpoint.tenant_id,
             device_ids,
-            self.settings.disappeared,
+            policy.removed_guests or self.settings.disappeared,
             frozenset(platforms),
         )
         vm_ids, vm_outcomes = await guests_stage.apply(
-            netbox, guests, guest_placement, tally, inventory.unreadable
+            netbox, guests, guest_placement, tally, unreadable
         )
         existing_vm_ids = vm_outcomes.existing
         self.stage("guests", "finished", done=len(guests))

@@ -12,6 +12,7 @@ from virtualization.models import Cluster
 from . import filtersets, forms, tables
 from .models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from .sync.jobs import SyncEndpointJob, counters_summary
+from .sync.schedules import next_scheduled_sync, schedule_state
 from .sync.service import (
     SyncNotFound,
     SyncRequestError,
@@ -62,6 +63,8 @@ class ProxmoxEndpointView(generic.ObjectView):
             "can_sync": may_request_sync(request.user, instance),
             "recent_syncs": recent_syncs,
             "may_view_jobs": request.user.has_perm("core.view_job"),
+            "next_sync": next_scheduled_sync(instance),
+            "schedule_note": schedule_state(instance),
         }
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from proxbox_backend.domain.policy import SyncPolicy
 
 
 def _id(value) -> int | None:
@@ -32,6 +34,7 @@ class Endpoint:
     site_id: int | None
     tenant_id: int | None
     netbox_cluster_id: int | None
+    policy: SyncPolicy = field(default_factory=SyncPolicy)
 
     @classmethod
     def from_api(cls, data: dict) -> Endpoint:
@@ -47,6 +50,7 @@ class Endpoint:
             site_id=_id(data.get("site")),
             tenant_id=_id(data.get("tenant")),
             netbox_cluster_id=_id(data.get("netbox_cluster")),
+            policy=SyncPolicy.from_api(data.get("sync_policy")),
         )
 
     @property

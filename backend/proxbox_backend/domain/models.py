@@ -96,6 +96,7 @@ class Guest:
     # True when the platform comes from the running guest's agent (get-osinfo); False
     # when it is only the config's `ostype` hint, which never replaces a platform set.
     platform_reported: bool = False
+    pool: str | None = None  # the resource pool /cluster/resources names, if any
 
     @property
     def label(self) -> str:

@@ -383,4 +383,5 @@ def guest(
         tags=guest_tags(config.get("tags", resource.get("tags"))),
         platform=reported_platform or OSTYPE_PLATFORMS.get(str(config.get("ostype", ""))),
         platform_reported=reported_platform is not None,
+        pool=resource.get("pool") or None,
     )

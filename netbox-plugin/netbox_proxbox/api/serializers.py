@@ -5,6 +5,7 @@ from __future__ import annotations
 from dcim.api.serializers_.sites import SiteSerializer
 from dcim.models import Site
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema_field
 from netbox.api.fields import ChoiceField
 from netbox.api.serializers import NetBoxModelSerializer
 from rest_framework import serializers
@@ -13,9 +14,16 @@ from tenancy.models import Tenant
 from virtualization.api.serializers_.clusters import ClusterSerializer
 from virtualization.models import Cluster, ClusterType
 
-from ..choices import EndpointModeChoices, SyncStatusChoices
+from ..choices import (
+    EndpointModeChoices,
+    ProtectedFieldChoices,
+    RemovedGuestChoices,
+    SyncModeChoices,
+    SyncStatusChoices,
+)
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership.permissions import visible
+from ..sync.schedules import next_scheduled_sync, schedule_state
 
 __all__ = (
     "EndpointCredentialsSerializer",
@@ -82,6 +90,44 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
         help_text=_("Write-only. Omit to keep the stored secret; an empty string removes it."),
     )
     has_token_secret = serializers.BooleanField(read_only=True)
+    next_sync = serializers.SerializerMethodField(
+        help_text=_("When the schedule runs next (null: no schedule in place)")
+    )
+    schedule_note = serializers.SerializerMethodField(
+        help_text=_("Why a configured schedule does not run (null: it runs or none is set)")
+    )
+
+    removed_guests = ChoiceField(choices=RemovedGuestChoices, required=False)
+    guests_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    nodes_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    interfaces_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    ips_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    disks_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    vlans_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    tags_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    protected_fields = serializers.ListField(
+        child=serializers.ChoiceField(choices=ProtectedFieldChoices), required=False
+    )
+    sync_policy = serializers.SerializerMethodField(
+        help_text=_("The policy as the sync backend applies it (VMID ranges parsed)")
+    )
+
+    @extend_schema_field(serializers.JSONField())
+    def get_sync_policy(self, obj):
+        try:
+            return obj.policy()
+        except ValueError:
+            # Only rows written around validation (raw SQL) get here; the backend refuses.
+            return None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_next_sync(self, obj):
+        when = next_scheduled_sync(obj) if obj.pk else None
+        return serializers.DateTimeField().to_representation(when) if when else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_schedule_note(self, obj):
+        return schedule_state(obj)
 
     class Meta:
         model = ProxmoxEndpoint
@@ -102,6 +148,26 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
             "site",
             "tenant",
             "netbox_cluster",
+            "sync_interval",
+            "next_sync",
+            "schedule_note",
+            "removed_guests",
+            "sync_templates",
+            "guests_mode",
+            "nodes_mode",
+            "interfaces_mode",
+            "ips_mode",
+            "disks_mode",
+            "vlans_mode",
+            "tags_mode",
+            "protected_fields",
+            "keep_operator_objects",
+            "exclude_vmids",
+            "exclude_names",
+            "exclude_tags",
+            "exclude_nodes",
+            "exclude_pools",
+            "sync_policy",
             "description",
             "comments",
             "tags",

@@ -7,7 +7,22 @@ from utilities.forms.fields import CommentField, DynamicModelChoiceField
 from utilities.forms.rendering import FieldSet
 from virtualization.models import Cluster
 
+from ..choices import ProtectedFieldChoices
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models.policy import OBJECT_MODE_FIELDS
+
+POLICY_FORM_FIELDS = (
+    "removed_guests",
+    "sync_templates",
+    "keep_operator_objects",
+    "protected_fields",
+    *OBJECT_MODE_FIELDS,
+    "exclude_vmids",
+    "exclude_names",
+    "exclude_tags",
+    "exclude_nodes",
+    "exclude_pools",
+)
 
 __all__ = ("ProxboxClusterSyncStateForm", "ProxmoxClusterForm", "ProxmoxEndpointForm")
 
@@ -20,6 +35,13 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         strip=False,
         widget=forms.PasswordInput(render_value=False),
         help_text=_("Write-only. Leave empty to keep the stored secret."),
+    )
+    protected_fields = forms.MultipleChoiceField(
+        label=_("Protected fields"),
+        choices=ProtectedFieldChoices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("Fields a sync never overwrites once the object exists"),
     )
     comments = CommentField()
 
@@ -37,6 +59,23 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         ),
         FieldSet("token_id", "token_secret", name=_("API token")),
         FieldSet("site", "tenant_group", "tenant", name=_("Placement")),
+        FieldSet("sync_interval", name=_("Schedule")),
+        FieldSet(
+            "removed_guests",
+            "sync_templates",
+            "keep_operator_objects",
+            "protected_fields",
+            name=_("Sync policy"),
+        ),
+        FieldSet(*OBJECT_MODE_FIELDS, name=_("What the sync writes")),
+        FieldSet(
+            "exclude_vmids",
+            "exclude_names",
+            "exclude_tags",
+            "exclude_nodes",
+            "exclude_pools",
+            name=_("Exclusions"),
+        ),
     )
 
     class Meta:
@@ -51,6 +90,8 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             "mode",
             "site",
             "tenant",
+            "sync_interval",
+            *POLICY_FORM_FIELDS,
             "description",
             "comments",
             "tags",

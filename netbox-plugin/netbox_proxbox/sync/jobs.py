@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from core.choices import JobStatusChoices
 from core.exceptions import JobFailed
+from django.db import transaction
+from django_pg_utils import advisory_lock
 from netbox.jobs import JobRunner
 
+from ..constants import SYNC_LOCK_CLASS
 from .client import BackendClient, BackendError
 from .config import BackendNotConfigured, BackendSettings
 
@@ -30,8 +34,52 @@ class SyncEndpointJob(JobRunner):
     def run(self, *args, **kwargs):
         endpoint = self.job.object
         if endpoint is None:
+            self.job.interval = None
             self.job.error = "The Proxmox endpoint was deleted before its sync started."
             raise JobFailed()
+        if self.job.interval and not endpoint.enabled:
+            # Re-enabling the endpoint schedules again (ensure_schedule on save).
+            self.job.interval = None
+            self.job.error = (
+                f"Scheduled sync not run: endpoint {endpoint.name!r} is disabled; "
+                "its schedule resumes when it is enabled again."
+            )
+            raise JobFailed()
+        with advisory_lock((SYNC_LOCK_CLASS, endpoint.pk), wait=False) as acquired:
+            try:
+                if not acquired:
+                    self._coalesce(endpoint)
+                    return
+                self._sync(endpoint)
+            finally:
+                if self.job.interval:
+                    self._follow_schedule_changes(endpoint)
+
+    def _coalesce(self, endpoint) -> None:
+        other = active_sync_job(endpoint, running_only=True, exclude=self.job)
+        into = f" (job {other.pk})" if other is not None else ""
+        self.job.data = {"endpoint": endpoint.pk, "coalesced_into": getattr(other, "pk", None)}
+        self.logger.warning(
+            f"Another sync of endpoint {endpoint.name!r} is running{into}; "
+            "this one is coalesced into it and does not start a second run."
+        )
+
+    def _follow_schedule_changes(self, endpoint) -> None:
+        """A schedule edited while this occurrence ran: end the old chain, start the new one."""
+        current = type(endpoint).objects.filter(pk=endpoint.pk).values("sync_interval", "enabled")
+        current = current.first()
+        if current and current["enabled"] and current["sync_interval"] == self.job.interval:
+            return
+        self.logger.info(
+            "The endpoint's schedule changed during this run; the new schedule takes over."
+        )
+        self.job.interval = None
+        if current is not None:
+            from .schedules import ensure_schedule
+
+            transaction.on_commit(lambda: ensure_schedule(endpoint, ending=self.job))
+
+    def _sync(self, endpoint) -> None:
         try:
             settings = BackendSettings.load()
         except BackendNotConfigured as exc:
@@ -98,6 +146,19 @@ class SyncEndpointJob(JobRunner):
                 f"Sync {report.get('status', 'finished')}: "
                 f"{report.get('inventory_writes', 0)} NetBox writes"
             )
+
+
+def active_sync_job(endpoint, *, running_only=False, recurring=False, exclude=None):
+    """A sync Job of `endpoint` that is running (or queued to run now, unless running_only)."""
+    states = [JobStatusChoices.STATUS_RUNNING]
+    if not running_only:
+        states.append(JobStatusChoices.STATUS_PENDING)
+    jobs = SyncEndpointJob.get_jobs(endpoint).filter(status__in=states)
+    if recurring:
+        jobs = jobs.filter(interval__isnull=False)
+    if exclude is not None:
+        jobs = jobs.exclude(pk=exclude.pk)
+    return jobs.order_by("created").first()
 
 
 def failure_reason(report: dict) -> str:

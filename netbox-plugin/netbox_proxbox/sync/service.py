@@ -6,7 +6,7 @@ from django.utils.translation import gettext as _
 
 from ..ownership.permissions import permitted, visible
 from .config import rq_job_timeout
-from .jobs import SyncEndpointJob
+from .jobs import SyncEndpointJob, active_sync_job
 
 
 class SyncRequestError(Exception):
@@ -34,6 +34,11 @@ class SyncForbidden(SyncRequestError):
 class SyncEndpointDisabled(SyncRequestError):
     status_code = 409
     code = "endpoint_disabled"
+
+
+class SyncInProgress(SyncRequestError):
+    status_code = 409
+    code = "sync_in_progress"
 
 
 def find_endpoint(user, pk):
@@ -71,6 +76,15 @@ def request_sync(user, endpoint, *, immediate: bool = False):
             _("Endpoint {name!r} is disabled; enable it before synchronizing.").format(
                 name=endpoint.name
             )
+        )
+    active = active_sync_job(endpoint)
+    if active is not None:
+        # Two requests racing past this check still never run twice: the second Job is
+        # coalesced into the first by the endpoint's sync lock.
+        raise SyncInProgress(
+            _(
+                "A sync of endpoint {name!r} is already {state} (job {job}); wait for it to finish."
+            ).format(name=endpoint.name, state=active.get_status_display().lower(), job=active.pk)
         )
     return SyncEndpointJob.enqueue(
         instance=endpoint, user=user, immediate=immediate, job_timeout=rq_job_timeout()
