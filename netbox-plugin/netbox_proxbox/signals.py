@@ -101,13 +101,14 @@ def keep_sync_schedule(sender, instance, raw=False, **kwargs):
     """An endpoint's interval or enabled flag changed: its recurring Job follows on commit."""
     if raw:
         return
-    from .sync.schedules import ensure_schedule
+    from .sync.schedules import ensure_schedule, recurring_jobs
 
     pk = instance.pk
 
     def follow():
         endpoint = ProxmoxEndpoint.objects.filter(pk=pk).first()
-        if endpoint is not None:
+        # Most endpoints have no schedule: skip the schedule lock for them.
+        if endpoint is not None and (endpoint.sync_interval or recurring_jobs(endpoint).exists()):
             ensure_schedule(endpoint)
 
     transaction.on_commit(follow)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from core.choices import JobStatusChoices
 from core.exceptions import JobFailed
 from django.db import transaction
@@ -13,6 +15,7 @@ from .client import BackendClient, BackendError
 from .config import BackendNotConfigured, BackendSettings
 
 MAX_LOGGED_FAILURES = 20  # the full list stays in the Job's data
+PROGRESS_SAVE_INTERVAL = 1.0  # seconds between saves of a running Job's log and progress
 SUMMARY_OUTCOMES = ("created", "updated", "deleted", "failed")
 
 
@@ -104,8 +107,19 @@ class SyncEndpointJob(JobRunner):
 
     def _run_backend_sync(self, client: BackendClient, endpoint) -> dict:
         run_id = client.start_sync(endpoint.pk)
+        deadline = time.monotonic() + client.settings.sync_timeout
         self.job.data = {"endpoint": endpoint.pk, "backend_run": run_id}
         self.logger.info(f"Backend run {run_id} started for endpoint {endpoint.name!r}")
+        self._publish(force=True)
+        # Follow the run's event stream while it runs, so the Job's page and log show the
+        # stages as they happen; the run's final state still comes from GET /runs/{id}.
+        try:
+            for event in client.events(run_id):
+                self._log_event(event)
+                if time.monotonic() > deadline:
+                    break
+        except BackendError as exc:
+            self.logger.warning(f"Live progress interrupted ({exc}); waiting for the run")
         seen_states = set()
 
         def on_poll(run: dict) -> None:
@@ -114,18 +128,43 @@ class SyncEndpointJob(JobRunner):
                 seen_states.add(state)
                 self.logger.debug(f"Backend run {run_id} is {state}")
 
-        run = client.wait(run_id, on_poll=on_poll)
-        # Replaying the finished run's events is best effort: the report is what counts.
-        try:
-            for event in client.events(run_id):
-                self._log_event(event)
-        except BackendError as exc:
-            self.logger.warning(f"Could not replay the run's progress events: {exc}")
-        return run
+        return client.wait(run_id, on_poll=on_poll, deadline=deadline)
+
+    def _publish(self, *, force: bool = False) -> None:
+        """Save the Job's log and progress while it runs (at most every PROGRESS_SAVE_INTERVAL)."""
+        now = time.monotonic()
+        if not force and now - getattr(self, "_published", 0.0) < PROGRESS_SAVE_INTERVAL:
+            return
+        self._published = now
+        self.job.save(update_fields=["log_entries", "data"])
+
+    def _progress(self, stage, done, total) -> None:
+        progress = {"stage": stage, "done": done, "total": total}
+        if total:
+            progress["percent"] = min(100, round(100 * done / total))
+        self.job.data = {**(self.job.data or {}), "progress": progress}
 
     def _log_event(self, event: dict) -> None:
-        if event.get("event") == "stage" and event.get("state") == "finished":
-            self.logger.info(f"Stage {event.get('stage')}: {event.get('done', 0)} processed")
+        kind, stage = event.get("event"), event.get("stage")
+        if kind == "stage" and event.get("state") == "started":
+            self._progress(stage, 0, event.get("total"))
+            self.logger.info(f"Stage {stage}: started, {event.get('total', 0)} to process")
+            self._publish(force=True)
+        elif kind == "stage" and event.get("state") == "finished":
+            self._progress(stage, event.get("done", 0), event.get("done", 0))
+            self.logger.info(f"Stage {stage}: {event.get('done', 0)} processed")
+            self._publish(force=True)
+        elif kind == "progress":
+            done, total = event.get("done", 0), event.get("total") or 0
+            self._progress(stage, done, total)
+            # One log line per tenth of the stage; the data's progress follows every event.
+            step = max(1, total // 10)
+            if total and (done % step == 0 or done == total):
+                phase = f" ({event['phase']})" if event.get("phase") else ""
+                self.logger.info(
+                    f"Stage {stage}{phase}: {done}/{total} ({self.job.data['progress']['percent']}%)"
+                )
+            self._publish()
 
     def _log_report(self, report: dict) -> None:
         for warning in report.get("warnings") or []:

@@ -273,10 +273,7 @@ class ScheduledSyncWorkerTest(RealWorkerTestCase):
             self.assertEqual(successor.status, JobStatusChoices.STATUS_SCHEDULED)
             self.assertEqual(successor.interval, 10)
             self.assertEqual(successor.scheduled, first.scheduled + timedelta(minutes=10))
-
-            # Not due yet: another worker start neither runs it nor schedules a second one.
-            self.drain(url)
-            self.assertEqual(service.calls, [endpoint.pk])
+            # Exactly one occurrence waits: the one the run scheduled after itself.
             waiting = SyncEndpointJob.get_jobs(endpoint).filter(
                 status__in=JobStatusChoices.ENQUEUED_STATE_CHOICES
             )
@@ -291,7 +288,25 @@ class ScheduledSyncWorkerTest(RealWorkerTestCase):
             response = client.post(sync_url(endpoint), **auth_header(self.token))
             self.assertEqual(response.status_code, 202, response.content)
             first = Job.objects.get(pk=response.json()["id"])
-            wait_for(lambda: service.calls, "the first run to reach the backend")
+            wait_for(lambda: service.calls, "the first run to reach the backend", timeout=180)
+
+            # Live progress: the running Job's log and data show the stage in progress.
+            def job_api():
+                return client.get(f"/api/core/jobs/{first.pk}/", **auth_header(self.token)).json()
+
+            wait_for(
+                lambda: (
+                    "Stage guests: started, 1 to process"
+                    in [e["message"] for e in job_api()["log_entries"]]
+                ),
+                "the stage to appear in the running Job's log",
+            )
+            running = job_api()
+            self.assertEqual(running["status"]["value"], JobStatusChoices.STATUS_RUNNING)
+            self.assertEqual(
+                running["data"]["progress"],
+                {"stage": "guests", "done": 0, "total": 1, "percent": 0},
+            )
 
             second = client.post(sync_url(endpoint), **auth_header(self.token))
             self.assertEqual(second.status_code, 409)
