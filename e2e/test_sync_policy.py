@@ -4,9 +4,22 @@ simulator: exclusions, protected fields, create-only guests, operator-added comp
 The tests run in file order and build on each other (one endpoint, one small simulator).
 """
 
+import asyncio
+
 import pytest
 import sync_fixtures as fixtures
-from sync_fixtures import create_endpoint, create_site, list_all, run_sync
+from sync_fixtures import (
+    change_marker,
+    create_endpoint,
+    create_site,
+    list_all,
+    object_changes_since,
+    run_sync,
+    settings_for,
+)
+
+from proxbox_backend.domain.policy import Target
+from proxbox_backend.service import SyncService
 
 sync_workdir = fixtures.sync_workdir
 netbox_server = fixtures.netbox_server
@@ -102,6 +115,40 @@ def test_protected_name_and_operator_components_survive_a_resync(
         )
         assert api.get(f"/virtualization/interfaces/{nic.json()['id']}/").status_code == 404
         assert api.get(f"/virtualization/virtual-disks/{disk.json()['id']}/").status_code == 404
+
+
+def test_a_targeted_sync_touches_only_that_guest(
+    netbox_server, policy_simulator, endpoint, first_run, guests
+):
+    cluster_id = first_run.cluster["id"]
+    synced = sorted(vms(netbox_server, cluster_id).items())
+    assert len(synced) >= 2, "the profile has at least two synced guests"
+    (target_key, target_vm), (other_key, other_vm) = synced[0], synced[1]
+    with netbox_server.api() as api:
+        for vm in (target_vm, other_vm):
+            assert api.patch(
+                f"/virtualization/virtual-machines/{vm['id']}/", json={"status": "planned"}
+            ).is_success
+    kind, vmid = target_key.split("#")[0].split("/")[1:]
+    marker = change_marker(netbox_server)
+    service = SyncService(settings_for(netbox_server, policy_simulator))
+    report = asyncio.run(service.run(endpoint["id"], target=Target.parse(guest=f"{kind}/{vmid}")))
+    assert report.ok, report.as_dict()
+    assert report.endpoint["target"] == f"{kind}/{vmid}"
+    after = vms(netbox_server, cluster_id)
+    assert after[target_key]["status"]["value"] != "planned"  # the target was synced
+    assert after[other_key]["status"]["value"] == "planned"  # the other VM was not touched
+    touched = {
+        (c["changed_object_type"], c["changed_object_id"])
+        for c in object_changes_since(netbox_server, marker)
+    }
+    vm_changes = {oid for kind_, oid in touched if kind_ == "virtualization.virtualmachine"}
+    assert vm_changes == {target_vm["id"]}
+    assert not {k for k, _ in touched} & {"dcim.device", "dcim.interface"}
+
+    # A full sync puts the other one back in line.
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert vms(netbox_server, cluster_id)[other_key]["status"]["value"] != "planned"
 
 
 def test_create_only_guests_are_not_updated_and_lifting_the_exclusion_creates(

@@ -9,6 +9,7 @@ this endpoint does not own.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -22,7 +23,7 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
-from proxbox_backend.domain.policy import ACTIVE, OFF, PolicyError
+from proxbox_backend.domain.policy import ACTIVE, OFF, PolicyError, Target
 from proxbox_backend.gateways.netbox import (
     ClaimRefused,
     EndpointNotFound,
@@ -137,12 +138,15 @@ class SyncService:
             concurrency=s.proxmox_concurrency,
         )
 
-    async def run(self, endpoint_ref: str | int, emit: Emit = _no_events) -> RunReport:
+    async def run(
+        self, endpoint_ref: str | int, emit: Emit = _no_events, target: Target | None = None
+    ) -> RunReport:
+        """Sync the endpoint; with `target`, only that guest or node (same claim, planners)."""
         report = RunReport(started_at=dt.datetime.now(dt.UTC).isoformat())
         started = time.monotonic()
         netbox = self._netbox or self.netbox_client()
         try:
-            await self._run(endpoint_ref, netbox, report, emit)
+            await self._run(endpoint_ref, netbox, report, emit, target)
         except (SyncFailed, NetBoxError, ProxmoxError, TransportError) as exc:
             report.error = str(exc)
         except Exception as exc:
@@ -158,13 +162,20 @@ class SyncService:
         emit({"event": "finished", "report": report.as_dict()})
         return report
 
-    async def _run(self, ref, netbox_client: NetBoxClient, report: RunReport, emit: Emit) -> None:
+    async def _run(
+        self, ref, netbox_client: NetBoxClient, report: RunReport, emit: Emit, target=None
+    ) -> None:
         netbox = NetBoxGateway(netbox_client)
         try:
             endpoint = await netbox.endpoint(ref)
         except (EndpointNotFound, PolicyError) as exc:
             raise SyncFailed(str(exc)) from exc
+        endpoint = dataclasses.replace(endpoint, policy=endpoint.policy.targeting(target))
         report.endpoint = {"id": endpoint.id, "name": endpoint.name}
+        if target is not None:
+            report.endpoint["target"] = (
+                f"{target.guest[0]}/{target.guest[1]}" if target.guest else f"node {target.node}"
+            )
         if not endpoint.enabled:
             raise SyncFailed(f"endpoint {endpoint.name!r} is disabled")
         credentials = await netbox.credentials(endpoint) or self.settings.fallback_credentials(
@@ -282,6 +293,11 @@ class _Run:
         inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
         self.report.warnings.extend(inventory.warnings)
         policy = endpoint.policy
+        if policy.target is not None and policy.target.node is not None:
+            policy = dataclasses.replace(
+                policy, target=policy.target.with_inventory(inventory.guests)
+            )
+            ACTIVE.set(policy)  # the run's reset restores what was active before it
         templates = self.settings.templates
         if policy.sync_templates is not None:
             templates = (

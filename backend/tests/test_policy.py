@@ -8,7 +8,7 @@ from proxbox_backend.clients.netbox import BulkResult
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update
-from proxbox_backend.domain.policy import ACTIVE, PolicyError, SyncPolicy
+from proxbox_backend.domain.policy import ACTIVE, PolicyError, SyncPolicy, Target
 from proxbox_backend.stages.apply import apply_plan
 
 
@@ -153,3 +153,54 @@ def test_switching_keep_operator_objects_off_deletes_them_too():
     run_apply(netbox, disk_plan(), policy(keep_operator_objects=False))
     assert netbox.deleted == [11, 12]
     assert netbox.lookups == []
+
+
+def test_a_target_names_one_guest_or_one_node():
+    assert Target.parse() is None
+    assert Target.parse(guest="lxc/105").guest == ("lxc", 105)
+    assert Target.parse(node="pve2").node == "pve2"
+    for bad in ({"guest": "vm/100"}, {"guest": "qemu/7"}, {"guest": "qemu/100", "node": "pve1"}):
+        with pytest.raises(PolicyError):
+            Target.parse(**bad)
+
+
+def test_a_targeted_sync_leaves_every_other_guest_and_the_nodes_alone():
+    target = SyncPolicy().targeting(Target.parse(guest="qemu/100"))
+    assert target.excludes(guest(vmid=100)) is None
+    assert target.excludes(guest(vmid=101)) == "not the target of this sync"
+    plan = Plan(
+        "virtualization.virtualmachine",
+        creates=[Create("cluster-7/qemu/101", "other", {})],
+        updates=[
+            Update("cluster-7/qemu/100#abc", "target", 1, {"status": "active"}),
+            Update("cluster-7/qemu/102", "gone", 2, {"status": "offline"}),
+        ],
+        deletes=[Delete("cluster-7/lxc/100", "a container with the same VMID", 3)],
+    )
+    restricted = target.restrict(plan)
+    assert [u.key for u in restricted.updates] == ["cluster-7/qemu/100#abc"]
+    assert (restricted.creates, restricted.deletes) == ([], [])
+    assert restricted.unchanged == {"cluster-7/qemu/102": 2, "cluster-7/lxc/100": 3}
+    devices = Plan("dcim.device", updates=[Update("pve1", "pve1", 5, {"status": "offline"})])
+    assert target.restrict(devices).updates == []
+
+
+def test_a_node_target_covers_its_guests_and_its_own_device_only():
+    policy_ = SyncPolicy().targeting(Target.parse(node="pve1"))
+    assert policy_.excludes(guest(node="pve1")) is None
+    assert policy_.excludes(guest(node="pve2")) == "not the target of this sync"
+    inventory = [guest(vmid=100, node="pve1"), guest(vmid=101, node="pve2")]
+    policy_ = SyncPolicy(target=policy_.target.with_inventory(inventory))
+    devices = Plan(
+        "dcim.device",
+        updates=[Update("pve1", "pve1", 5, {"status": "active"}), Update("pve2", "pve2", 6, {})],
+    )
+    assert [u.key for u in policy_.restrict(devices).updates] == ["pve1"]
+    vms = Plan(
+        "virtualization.virtualmachine",
+        updates=[
+            Update("cluster-7/qemu/100", "a", 1, {"x": 1}),
+            Update("cluster-7/qemu/101", "b", 2, {"x": 1}),
+        ],
+    )
+    assert [u.key for u in policy_.restrict(vms).updates] == ["cluster-7/qemu/100"]

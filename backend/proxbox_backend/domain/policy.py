@@ -12,6 +12,7 @@ without each stage's signature carrying it.
 from __future__ import annotations
 
 import fnmatch
+import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
@@ -64,6 +65,8 @@ class SyncPolicy:
     tags: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
     pools: tuple[str, ...] = ()
+    # A targeted sync ("Sync now" on one VM or node): only these guests / this node.
+    target: Target | None = None
 
     @classmethod
     def from_api(cls, data: dict | None) -> SyncPolicy:
@@ -94,8 +97,13 @@ class SyncPolicy:
     def mode(self, object_type: str) -> str:
         return self.modes.get(MODE_OF.get(object_type, ""), ALWAYS)
 
+    def targeting(self, target: Target | None) -> SyncPolicy:
+        return self if target is None else replace(self, target=target)
+
     def excludes(self, guest) -> str | None:
         """Why the guest is left out of this run (None: it is synced)."""
+        if self.target is not None and not self.target.covers(guest):
+            return "not the target of this sync"
         if any(low <= guest.vmid <= high for low, high in self.vmids):
             return f"VMID {guest.vmid} excluded"
         if any(fnmatch.fnmatchcase(guest.name, pattern) for pattern in self.names):
@@ -110,6 +118,8 @@ class SyncPolicy:
 
     def restrict(self, plan: Plan) -> Plan:
         """The part of `plan` this policy lets the sync write."""
+        if self.target is not None:
+            plan = self.target.restrict(plan)
         mode = self.mode(plan.object_type)
         if mode == OFF:
             # Nothing written; what exists keeps its id so later stages can still link it.
@@ -140,6 +150,84 @@ class SyncPolicy:
         if mode != ALWAYS:
             unchanged.update({d.key: d.id for d in plan.deletes})
         return replace(plan, creates=creates, updates=updates, deletes=deletes, unchanged=unchanged)
+
+
+GUEST_REF = re.compile(r"^(qemu|lxc)/([1-9][0-9]{2,8})$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a targeted sync may write: one guest (`qemu/100`) or one node and its guests.
+
+    Every other guest is left out like an excluded one; the stages' plans are cut down to
+    the target's own objects (the node's device; never other nodes' or VMs' records).
+    """
+
+    guest: tuple[str, int] | None = None
+    node: str | None = None
+    # The guests on the targeted node, filled in once Proxmox's inventory is read.
+    node_guests: frozenset[tuple[str, int]] = frozenset()
+
+    @classmethod
+    def parse(cls, guest: str | None = None, node: str | None = None) -> Target | None:
+        if guest and node:
+            raise PolicyError("a targeted sync names a guest or a node, not both")
+        if guest:
+            match = GUEST_REF.match(guest)
+            if match is None:
+                raise PolicyError(f"guest {guest!r} is not of the form qemu/<vmid> or lxc/<vmid>")
+            return cls(guest=(match[1], int(match[2])))
+        if node:
+            return cls(node=node)
+        return None
+
+    def with_inventory(self, guests) -> Target:
+        if self.node is None:
+            return self
+        return replace(
+            self, node_guests=frozenset((g.kind, g.vmid) for g in guests if g.node == self.node)
+        )
+
+    def covers(self, guest) -> bool:
+        if self.guest is not None:
+            return (guest.kind, guest.vmid) == self.guest
+        return guest.node == self.node
+
+    def guests(self) -> frozenset[tuple[str, int]]:
+        return frozenset({self.guest}) if self.guest is not None else self.node_guests
+
+    def restrict(self, plan: Plan) -> Plan:
+        if plan.object_type == "virtualization.virtualmachine":
+            # Keys are source keys `<cluster>/<kind>/<vmid>[#…]`: a VM whose guest is gone is
+            # the target's business only when it is the target.
+            wanted = self.guests()
+
+            def mine(item) -> bool:
+                parts = str(item.key).split("#", 1)[0].split("/")
+                return (
+                    len(parts) == 3 and parts[2].isdigit() and (parts[1], int(parts[2])) in wanted
+                )
+
+            return _keep(plan, mine)
+        if plan.object_type == "dcim.device":
+            return _keep(plan, lambda item: self.node is not None and item.key == self.node)
+        if plan.object_type in ("dcim.interface", "ipam.vlan"):
+            # Node interfaces and VLANs are shared by the whole cluster: full syncs keep them.
+            return _keep(plan, lambda item: False, keep_creates=plan.object_type == "ipam.vlan")
+        return plan
+
+
+def _keep(plan: Plan, mine, *, keep_creates: bool = False) -> Plan:
+    unchanged = dict(plan.unchanged)
+    unchanged.update({u.key: u.id for u in plan.updates if not mine(u)})
+    unchanged.update({d.key: d.id for d in plan.deletes if not mine(d)})
+    return replace(
+        plan,
+        creates=[c for c in plan.creates if keep_creates or mine(c)],
+        updates=[u for u in plan.updates if mine(u)],
+        deletes=[d for d in plan.deletes if mine(d)],
+        unchanged=unchanged,
+    )
 
 
 DEFAULT = SyncPolicy()

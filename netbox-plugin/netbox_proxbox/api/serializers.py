@@ -32,6 +32,7 @@ __all__ = (
     "ProxmoxEndpointSerializer",
     "SyncClusterRequestSerializer",
     "SyncClusterResponseSerializer",
+    "SyncTargetSerializer",
 )
 
 
@@ -279,3 +280,34 @@ class EndpointCredentialsSerializer(serializers.Serializer):
 
     token_id = serializers.CharField(read_only=True)
     token_secret = serializers.CharField(read_only=True)
+
+
+class SyncTargetSerializer(serializers.Serializer):
+    """Optional body of the sync action: one VM or one node device instead of everything."""
+
+    virtual_machine = serializers.IntegerField(required=False, min_value=1)
+    device = serializers.IntegerField(required=False, min_value=1)
+
+    def validate(self, data):
+        if "virtual_machine" in data and "device" in data:
+            raise serializers.ValidationError(
+                {"device": [_("Give a virtual machine or a device, not both.")]}
+            )
+        return data
+
+    def target_object(self):
+        """The named VM or device (unsaved stand-in by ID; visibility is checked later)."""
+        from dcim.models import Device
+        from virtualization.models import VirtualMachine
+
+        from ..sync.service import SyncNotFound
+
+        for field, model in (("virtual_machine", VirtualMachine), ("device", Device)):
+            if field in self.validated_data:
+                obj = model.objects.filter(pk=self.validated_data[field]).first()
+                if obj is None:
+                    raise SyncNotFound(
+                        f"No {field.replace('_', ' ')} with ID {self.validated_data[field]}."
+                    )
+                return obj
+        return None

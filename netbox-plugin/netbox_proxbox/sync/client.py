@@ -59,8 +59,9 @@ class BackendClient:
                 f"({type(exc).__name__}: {_first_line(exc)})"
             ) from None
 
-    def start_sync(self, endpoint_id: int) -> str:
-        response = self._request("POST", f"/sync/{endpoint_id}")
+    def start_sync(self, endpoint_id: int, target: dict | None = None) -> str:
+        """Start a run; `target` ({"guest": "qemu/100"} or {"node": "pve1"}) narrows it."""
+        response = self._request("POST", f"/sync/{endpoint_id}", params=target or None)
         if response.status_code == 202:
             run_id = _json(response).get("run_id")
             if not run_id:

@@ -53,7 +53,7 @@ class SyncEndpointJob(JobRunner):
                 if not acquired:
                     self._coalesce(endpoint)
                     return
-                self._sync(endpoint)
+                self._sync(endpoint, kwargs.get("target"))
             finally:
                 if self.job.interval:
                     self._follow_schedule_changes(endpoint)
@@ -82,7 +82,7 @@ class SyncEndpointJob(JobRunner):
 
             transaction.on_commit(lambda: ensure_schedule(endpoint, ending=self.job))
 
-    def _sync(self, endpoint) -> None:
+    def _sync(self, endpoint, target=None) -> None:
         try:
             settings = BackendSettings.load()
         except BackendNotConfigured as exc:
@@ -91,7 +91,7 @@ class SyncEndpointJob(JobRunner):
 
         client = BackendClient(settings)
         try:
-            run = self._run_backend_sync(client, endpoint)
+            run = self._run_backend_sync(client, endpoint, target)
         except BackendError as exc:
             self.logger.error(str(exc))
             raise SyncJobError(str(exc)) from None
@@ -99,17 +99,25 @@ class SyncEndpointJob(JobRunner):
             client.close()
 
         report = run.get("report") or {}
-        self.job.data = {"endpoint": endpoint.pk, "backend_run": run.get("id"), "report": report}
+        self.job.data = {
+            **(self.job.data or {}),
+            "endpoint": endpoint.pk,
+            "backend_run": run.get("id"),
+            "report": report,
+        }
         self._log_report(report)
         if not report.get("ok"):
             self.job.error = failure_reason(report)
             raise JobFailed()
 
-    def _run_backend_sync(self, client: BackendClient, endpoint) -> dict:
-        run_id = client.start_sync(endpoint.pk)
+    def _run_backend_sync(self, client: BackendClient, endpoint, target=None) -> dict:
+        run_id = client.start_sync(endpoint.pk, target)
         deadline = time.monotonic() + client.settings.sync_timeout
         self.job.data = {"endpoint": endpoint.pk, "backend_run": run_id}
-        self.logger.info(f"Backend run {run_id} started for endpoint {endpoint.name!r}")
+        what = f" (only {', '.join(f'{k} {v}' for k, v in target.items())})" if target else ""
+        if target:
+            self.job.data["target"] = target
+        self.logger.info(f"Backend run {run_id} started for endpoint {endpoint.name!r}{what}")
         self._publish(force=True)
         # Follow the run's event stream while it runs, so the Job's page and log show the
         # stages as they happen; the run's final state still comes from GET /runs/{id}.

@@ -59,7 +59,7 @@ class BlockingSyncService(ScriptedSyncService):
         super().__init__(report(counters={"virtualization.virtualmachine": {"created": 1}}))
         self.release = threading.Event()
 
-    async def run(self, endpoint_id, emit):
+    async def run(self, endpoint_id, emit, target=None):
         self.calls.append(int(endpoint_id))
         emit({"event": "stage", "stage": "guests", "state": "started", "total": 1})
         await asyncio.to_thread(self.release.wait, 60)
