@@ -97,8 +97,17 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             "tags",
         )
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A form posted without them (scripts, older clients) keeps the defaults.
+        for name in OBJECT_MODE_FIELDS:
+            self.fields[name].required = False
+
     def clean(self):
         super().clean()
+        for name in OBJECT_MODE_FIELDS:
+            if not self.cleaned_data.get(name):
+                self.cleaned_data[name] = ProxmoxEndpoint._meta.get_field(name).default
         if self.cleaned_data.get("token_secret"):
             self.instance.token_secret = self.cleaned_data["token_secret"]
         return self.cleaned_data

@@ -314,6 +314,7 @@ class ScheduledSyncWorkerTest(RealWorkerTestCase):
             self.assertIn(f"job {first.pk}", second.json()["detail"])
 
             # A scheduled occurrence falling due meanwhile is coalesced, in another worker.
+            ProxmoxEndpoint.objects.filter(pk=endpoint.pk).update(sync_interval=30)
             occurrence = SyncEndpointJob.enqueue(instance=endpoint, interval=30)
             self.drain(url)
             occurrence.refresh_from_db()

@@ -129,15 +129,16 @@ class EndpointOperatorBrowserTest(StaticLiveServerTestCase):
             try:
                 wait_for(lambda: service.calls, "the run to reach the backend")
                 page = self.page()
-                page.goto(f"/core/jobs/{job.pk}/")
+                page.goto(f"/core/jobs/{job.pk}/log/")
                 wait_for(
                     lambda: (
                         page.reload() is not None
                         and "Stage guests: started, 1 to process" in page.content()
                     ),
-                    "the running stage on the Job page",
+                    "the running stage in the Job's log tab",
                     timeout=30,
                 )
+                page.goto(f"/core/jobs/{job.pk}/")
                 assert "Running" in page.locator("body").inner_text()
             finally:
                 service.release.set()
