@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
+from proxbox_backend.domain.policy import PolicyError, Target
 from proxbox_backend.runs import RunRegistry
 from proxbox_backend.service import SyncService
 
@@ -104,10 +105,18 @@ def create_app(
         **guarded,
         responses={
             **UNAUTHORIZED,
+            400: {"description": "the guest or node to target is malformed (or both given)"},
             409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
         },
     )
-    async def start_sync(endpoint_id: int) -> SyncStarted:
+    async def start_sync(
+        endpoint_id: int, guest: str | None = None, node: str | None = None
+    ) -> SyncStarted:
+        """Start a run; `?guest=qemu/100` or `?node=pve1` syncs only that guest or node."""
+        try:
+            target = Target.parse(guest=guest, node=node)
+        except PolicyError as exc:
+            raise HTTPException(400, str(exc)) from None
         key = str(endpoint_id)
         if active := registry.active_for(key):
             raise HTTPException(
@@ -117,7 +126,7 @@ def create_app(
 
         async def work() -> None:
             registry.record(run, {"event": "started", "endpoint": key})
-            await service.run(endpoint_id, lambda event: registry.record(run, event))
+            await service.run(endpoint_id, lambda event: registry.record(run, event), target)
 
         task = asyncio.create_task(work())
         background.add(task)

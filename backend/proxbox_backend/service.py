@@ -9,6 +9,7 @@ this endpoint does not own.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -22,6 +23,7 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
+from proxbox_backend.domain.policy import ACTIVE, OFF, PolicyError, Target
 from proxbox_backend.gateways import proxmox_records
 from proxbox_backend.gateways.netbox import (
     ClaimRefused,
@@ -138,12 +140,15 @@ class SyncService:
             concurrency=s.proxmox_concurrency,
         )
 
-    async def run(self, endpoint_ref: str | int, emit: Emit = _no_events) -> RunReport:
+    async def run(
+        self, endpoint_ref: str | int, emit: Emit = _no_events, target: Target | None = None
+    ) -> RunReport:
+        """Sync the endpoint; with `target`, only that guest or node (same claim, planners)."""
         report = RunReport(started_at=dt.datetime.now(dt.UTC).isoformat())
         started = time.monotonic()
         netbox = self._netbox or self.netbox_client()
         try:
-            await self._run(endpoint_ref, netbox, report, emit)
+            await self._run(endpoint_ref, netbox, report, emit, target)
         except (SyncFailed, NetBoxError, ProxmoxError, TransportError) as exc:
             report.error = str(exc)
         except Exception as exc:
@@ -159,13 +164,20 @@ class SyncService:
         emit({"event": "finished", "report": report.as_dict()})
         return report
 
-    async def _run(self, ref, netbox_client: NetBoxClient, report: RunReport, emit: Emit) -> None:
+    async def _run(
+        self, ref, netbox_client: NetBoxClient, report: RunReport, emit: Emit, target=None
+    ) -> None:
         netbox = NetBoxGateway(netbox_client)
         try:
             endpoint = await netbox.endpoint(ref)
-        except EndpointNotFound as exc:
+        except (EndpointNotFound, PolicyError) as exc:
             raise SyncFailed(str(exc)) from exc
+        endpoint = dataclasses.replace(endpoint, policy=endpoint.policy.targeting(target))
         report.endpoint = {"id": endpoint.id, "name": endpoint.name}
+        if target is not None:
+            report.endpoint["target"] = (
+                f"{target.guest[0]}/{target.guest[1]}" if target.guest else f"node {target.node}"
+            )
         if not endpoint.enabled:
             raise SyncFailed(f"endpoint {endpoint.name!r} is disabled")
         credentials = await netbox.credentials(endpoint) or self.settings.fallback_credentials(
@@ -182,7 +194,11 @@ class SyncService:
             run = _Run(
                 self.settings, endpoint, netbox, ProxmoxGateway(proxmox_client), report, emit
             )
-            await run.execute()
+            policy = ACTIVE.set(endpoint.policy)
+            try:
+                await run.execute()
+            finally:
+                ACTIVE.reset(policy)
         finally:
             report.proxmox_requests = proxmox_client.stats.as_dict()
             await proxmox_client.aclose()
@@ -278,10 +294,31 @@ class _Run:
 
         inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
         self.report.warnings.extend(inventory.warnings)
-        guests = guests_stage.syncable(inventory.guests, self.settings.templates)
-        await netbox.ensure_tags(
-            guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
-        )
+        policy = endpoint.policy
+        if policy.target is not None and policy.target.node is not None:
+            policy = dataclasses.replace(
+                policy, target=policy.target.with_inventory(inventory.guests)
+            )
+            ACTIVE.set(policy)  # the run's reset restores what was active before it
+        templates = self.settings.templates
+        if policy.sync_templates is not None:
+            templates = (
+                guests_stage.SYNC_TEMPLATES
+                if policy.sync_templates
+                else guests_stage.SKIP_TEMPLATES
+            )
+        # Excluded guests are left as they are in NetBox: like unreadable ones, never "gone".
+        excluded = {(g.kind, g.vmid) for g in inventory.guests if policy.excludes(g)}
+        unreadable = inventory.unreadable | excluded
+        guests = [
+            g
+            for g in guests_stage.syncable(inventory.guests, templates)
+            if (g.kind, g.vmid) not in excluded
+        ]
+        if policy.mode("extras.tag") != OFF:
+            await netbox.ensure_tags(
+                guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
+            )
         platforms = await netbox.ensure_platforms(guests_stage.guest_platforms(guests), tally)
 
         self.stage("nodes", "started", total=len(nodes))
@@ -311,13 +348,13 @@ class _Run:
             endpoint.site_id,
             endpoint.tenant_id,
             device_ids,
-            self.settings.disappeared,
+            policy.removed_guests or self.settings.disappeared,
             frozenset(platforms),
             role_id=endpoint.vm_role_id,
             sync_descriptions=endpoint.sync_descriptions,
         )
         vm_ids, vm_outcomes = await guests_stage.apply(
-            netbox, guests, guest_placement, tally, inventory.unreadable
+            netbox, guests, guest_placement, tally, unreadable
         )
         existing_vm_ids = vm_outcomes.existing
         self.stage("guests", "finished", done=len(guests))

@@ -24,7 +24,7 @@ EXAMPLES = int(os.environ.get("PROXBOX_FUZZ_EXAMPLES", "25"))
 class FinishingService:
     """Ends each run at once with a report, as the real service's boundary does."""
 
-    async def run(self, endpoint_id, emit):
+    async def run(self, endpoint_id, emit, target=None):
         emit({"event": "stage", "stage": "nodes", "state": "started", "total": 0})
         report = {"ok": False, "status": "failed", "error": f"no endpoint {endpoint_id}"}
         emit({"event": "finished", "report": report})
@@ -63,7 +63,7 @@ def test_backend_api_refuses_without_the_token_as_documented(case):
 
 
 class BlockingService:
-    async def run(self, endpoint_id, emit):
+    async def run(self, endpoint_id, emit, target=None):
         import asyncio
 
         await asyncio.Event().wait()

@@ -19,7 +19,7 @@ TOKEN = "backend-token-0123456789abcdef"
 class IdleService:
     """Runs nothing: the guard is what is under test."""
 
-    async def run(self, endpoint, emit=None):
+    async def run(self, endpoint, emit=None, target=None):
         return None
 
 

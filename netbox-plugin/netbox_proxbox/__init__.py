@@ -36,11 +36,14 @@ class ProxboxConfig(PluginConfig):
         "sync_timeout": DEFAULT_SYNC_TIMEOUT,
         "sync_poll_interval": DEFAULT_SYNC_POLL_INTERVAL,
         "backend_request_timeout": DEFAULT_BACKEND_REQUEST_TIMEOUT,
+        # Minutes between "sync all enabled endpoints" runs; None: no such schedule.
+        "sync_all_interval": None,
     }
 
     def ready(self):
         super().ready()
         from . import signals  # noqa: F401
+        from .sync import schedules  # noqa: F401  (registers the schedule-keeping system job)
 
 
 config = ProxboxConfig

@@ -78,3 +78,46 @@ class HAStateChoices(ChoiceSet):
         (STATE_DISABLED, _("Disabled"), "gray"),
         (STATE_IGNORED, _("Ignored"), "orange"),
     )
+
+
+class RemovedGuestChoices(ChoiceSet):
+    """What a sync does with a VM whose guest is gone from Proxmox."""
+
+    OFFLINE = "offline"
+    DELETE = "delete"
+    KEEP = "keep"
+
+    CHOICES = (
+        (OFFLINE, _("Mark offline"), "orange"),
+        (DELETE, _("Delete"), "red"),
+        (KEEP, _("Keep as it is"), "gray"),
+    )
+
+
+class SyncModeChoices(ChoiceSet):
+    """How much of one object type a sync may write."""
+
+    ALWAYS = "always"
+    CREATE_ONLY = "create_only"
+    OFF = "off"
+
+    CHOICES = (
+        (ALWAYS, _("Create, update and delete"), "green"),
+        (CREATE_ONLY, _("Create only"), "blue"),
+        (OFF, _("Off"), "gray"),
+    )
+
+
+class ProtectedFieldChoices(ChoiceSet):
+    """Fields operators edit by hand, which a sync then leaves as they are."""
+
+    CHOICES = (
+        ("name", _("Name")),
+        ("status", _("Status")),
+        ("role", _("Role")),
+        ("platform", _("Platform")),
+        ("tenant", _("Tenant")),
+        ("site", _("Site")),
+        ("description", _("Description")),
+        ("primary_ip", _("Primary IP")),
+    )

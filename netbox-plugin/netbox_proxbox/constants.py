@@ -10,3 +10,13 @@ DEFAULT_SYNC_POLL_INTERVAL = 2.0  # seconds between GET /runs/{id}
 DEFAULT_BACKEND_REQUEST_TIMEOUT = 30.0  # seconds per HTTP request to the backend
 # RQ kills a job at its job_timeout; give the Job room to record a timeout itself first.
 RQ_TIMEOUT_MARGIN = 120
+
+# Scheduled syncs (minutes). Below the minimum a run of a mid-sized cluster could still be
+# going when the next one is due; NetBox itself never reschedules sooner than one minute.
+MIN_SYNC_INTERVAL = 5
+MAX_SYNC_INTERVAL = 7 * 24 * 60
+# How often the system job re-checks that every endpoint's schedule is in place (minutes).
+SCHEDULE_KEEPER_INTERVAL = 15
+# PostgreSQL advisory lock (class id, endpoint pk) held while a sync Job of that endpoint
+# runs: a second Job of the same endpoint that starts meanwhile is coalesced into it.
+SYNC_LOCK_CLASS = 0x50425358  # "PBSX"

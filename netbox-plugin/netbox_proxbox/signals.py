@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from django.db.models.signals import post_delete, pre_delete
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 from django.utils.translation import gettext as _
 from virtualization.models import Cluster
@@ -93,3 +94,21 @@ def release_endpoint(sender, instance, **kwargs):
         )
         if late.exists():
             late.delete()
+
+
+@receiver(post_save, sender=ProxmoxEndpoint)
+def keep_sync_schedule(sender, instance, raw=False, **kwargs):
+    """An endpoint's interval or enabled flag changed: its recurring Job follows on commit."""
+    if raw:
+        return
+    from .sync.schedules import ensure_schedule, recurring_jobs
+
+    pk = instance.pk
+
+    def follow():
+        endpoint = ProxmoxEndpoint.objects.filter(pk=pk).first()
+        # Most endpoints have no schedule: skip the schedule lock for them.
+        if endpoint is not None and (endpoint.sync_interval or recurring_jobs(endpoint).exists()):
+            ensure_schedule(endpoint)
+
+    transaction.on_commit(follow)

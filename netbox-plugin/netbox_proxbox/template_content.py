@@ -33,4 +33,26 @@ class NativeClusterOwnerPanel(PluginTemplateExtension):
         )
 
 
-template_extensions = [NativeClusterOwnerPanel]
+class SyncObjectButton(PluginTemplateExtension):
+    """ "Sync now" on a synced VM's or node device's page, for users who may sync its endpoint."""
+
+    models = ["virtualization.virtualmachine", "dcim.device"]
+
+    def buttons(self):
+        from .sync.service import SyncRequestError, may_request_sync, target_of
+
+        obj = self.context["object"]
+        user = self.context["request"].user
+        try:
+            endpoint, _target = target_of(user, obj)
+        except SyncRequestError:
+            return ""
+        if not may_request_sync(user, endpoint):
+            return ""
+        return self.render(
+            "netbox_proxbox/inc/sync_object_button.html",
+            extra_context={"model": obj._meta.model_name, "endpoint": endpoint},
+        )
+
+
+template_extensions = [NativeClusterOwnerPanel, SyncObjectButton]

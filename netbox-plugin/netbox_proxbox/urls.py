@@ -1,7 +1,7 @@
 from django.urls import include, path
 from utilities.urls import get_model_urls
 
-from . import views  # noqa: F401  (registers the model views)
+from . import views
 
 app_name = "netbox_proxbox"
 
@@ -16,6 +16,11 @@ INVENTORY_PATHS = (
 )
 
 urlpatterns = [
+    path(
+        "sync-object/<str:model>/<int:pk>/",
+        views.SyncObjectView.as_view(),
+        name="sync_object",
+    ),
     path("endpoints/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint", detail=False))),
     path("endpoints/<int:pk>/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint"))),
     path("clusters/", include(get_model_urls("netbox_proxbox", "proxmoxcluster", detail=False))),

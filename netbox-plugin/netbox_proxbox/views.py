@@ -1,14 +1,16 @@
+from dcim.models import Device
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import Http404
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.generic import View
-from netbox.object_actions import BulkDelete, BulkExport, DeleteObject
+from netbox.object_actions import BulkDelete, BulkExport, DeleteObject, ObjectAction
 from netbox.views import generic
 from utilities.views import register_model_view
-from virtualization.models import Cluster
+from virtualization.models import Cluster, VirtualMachine
 
 from . import filtersets, forms, tables
 from .models import (
@@ -24,12 +26,15 @@ from .models import (
     ProxmoxStorage,
 )
 from .sync.jobs import SyncEndpointJob, counters_summary
+from .sync.schedules import next_scheduled_sync, schedule_state
 from .sync.service import (
     SyncNotFound,
     SyncRequestError,
     find_endpoint,
     may_request_sync,
     request_sync,
+    request_sync_all,
+    target_of,
 )
 from .ui.panels import LAYOUTS
 
@@ -40,9 +45,24 @@ RECENT_SYNC_JOBS = 5
 #
 
 
+class SyncAllEndpoints(ObjectAction):
+    """The "Sync all" button of the endpoint list (a CSRF-protected POST form)."""
+
+    name = "sync_all"
+    label = _("Sync all")
+    template_name = "netbox_proxbox/inc/sync_all_button.html"
+    permissions_required = {"change"}
+
+    @classmethod
+    def render(cls, context, obj, **kwargs):
+        # Rendered without the request's context processors: hand the form its CSRF token.
+        return super().render(context, obj, csrf_token=get_token(context["request"]), **kwargs)
+
+
 @register_model_view(ProxmoxEndpoint, "list", path="", detail=False)
 class ProxmoxEndpointListView(generic.ObjectListView):
     queryset = ProxmoxEndpoint.objects.select_related("site", "tenant", "netbox_cluster")
+    actions = (*generic.ObjectListView.actions, SyncAllEndpoints)
     table = tables.ProxmoxEndpointTable
     filterset = filtersets.ProxmoxEndpointFilterSet
     filterset_form = forms.ProxmoxEndpointFilterForm
@@ -75,7 +95,24 @@ class ProxmoxEndpointView(generic.ObjectView):
             "can_sync": may_request_sync(request.user, instance),
             "recent_syncs": recent_syncs,
             "may_view_jobs": request.user.has_perm("core.view_job"),
+            "next_sync": next_scheduled_sync(instance),
+            "schedule_note": schedule_state(instance),
         }
+
+
+@register_model_view(ProxmoxEndpoint, "sync_all", path="sync-all", detail=False)
+class ProxmoxEndpointSyncAllView(LoginRequiredMixin, View):
+    """Queue a sync of every enabled endpoint the user may sync (each checked like Sync now)."""
+
+    def post(self, request):
+        jobs, skipped = request_sync_all(request.user)
+        messages.success(
+            request,
+            _("{queued} endpoint sync(s) queued.").format(queued=len(jobs)),
+        )
+        for reason in skipped:
+            messages.warning(request, reason)
+        return redirect("plugins:netbox_proxbox:proxmoxendpoint_list")
 
 
 @register_model_view(ProxmoxEndpoint, "sync_now", path="sync")
@@ -107,6 +144,38 @@ class ProxmoxEndpointSyncView(LoginRequiredMixin, View):
                 request, _("Sync of {endpoint} queued.").format(endpoint=endpoint.name)
             )
         return redirect(endpoint.get_absolute_url())
+
+
+class SyncObjectView(LoginRequiredMixin, View):
+    """ "Sync now" on a VM or node device page: that guest or node only (same claim, planners)."""
+
+    models = {"virtualmachine": VirtualMachine, "device": Device}
+
+    def post(self, request, model, pk):
+        if model not in self.models:
+            raise Http404()
+        obj = self.models[model].objects.restrict(request.user, "view").filter(pk=pk).first()
+        if obj is None:
+            raise Http404()
+        try:
+            endpoint, target = target_of(request.user, obj)
+            job = request_sync(request.user, endpoint, target=target)
+        except SyncRequestError as exc:
+            messages.error(request, exc.detail)
+            return redirect(obj.get_absolute_url())
+        if request.user.has_perm("core.view_job"):
+            messages.success(
+                request,
+                format_html(
+                    _('Sync of {obj} queued as <a href="{url}">job {job}</a>.'),
+                    obj=str(obj),
+                    url=job.get_absolute_url(),
+                    job=job.pk,
+                ),
+            )
+        else:
+            messages.success(request, _("Sync of {obj} queued.").format(obj=obj))
+        return redirect(obj.get_absolute_url())
 
 
 @register_model_view(ProxmoxEndpoint, "add", detail=False)

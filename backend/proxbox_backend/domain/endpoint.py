@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from proxbox_backend.domain.policy import SyncPolicy
 
 
 def _id(value) -> int | None:
@@ -37,6 +39,7 @@ class Endpoint:
     vrf_id: int | None = None
     vm_role_id: int | None = None
     sync_descriptions: bool = False
+    policy: SyncPolicy = field(default_factory=SyncPolicy)
 
     @classmethod
     def from_api(cls, data: dict) -> Endpoint:
@@ -55,6 +58,7 @@ class Endpoint:
             vrf_id=_id(data.get("vrf")),
             vm_role_id=_id(data.get("vm_role")),
             sync_descriptions=bool(data.get("sync_descriptions", False)),
+            policy=SyncPolicy.from_api(data.get("sync_policy")),
         )
 
     @property

@@ -97,6 +97,7 @@ class Guest:
     # when it is only the config's `ostype` hint, which never replaces a platform set.
     platform_reported: bool = False
     description: str = ""  # the guest's Proxmox notes (config `description`)
+    pool: str | None = None  # the resource pool /cluster/resources names, if any
 
     @property
     def label(self) -> str:

@@ -384,4 +384,5 @@ def guest(
         platform=reported_platform or OSTYPE_PLATFORMS.get(str(config.get("ostype", ""))),
         platform_reported=reported_platform is not None,
         description=str(config.get("description") or "").strip(),
+        pool=resource.get("pool") or None,
     )

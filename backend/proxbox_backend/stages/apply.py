@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxbox_backend.clients.netbox import NetBoxClient
+from proxbox_backend.domain import policy, tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.plan import Plan
 
@@ -18,6 +19,7 @@ async def apply_plan(netbox: NetBoxClient, path: str, plan: Plan, tally: Tally) 
     Updated and unchanged objects keep their ids; a failed create has no id, so
     stages further down skip its components instead of guessing.
     """
+    plan = await restricted(netbox, path, plan)
     kind = plan.object_type
     ids: dict[Any, int] = dict(plan.unchanged)
     tally.add(kind, "unchanged", len(plan.unchanged))
@@ -46,3 +48,21 @@ async def apply_plan(netbox: NetBoxClient, path: str, plan: Plan, tally: Tally) 
             tally.fail(kind, plan.creates[position].label, reason)
 
     return ids
+
+
+async def restricted(netbox: NetBoxClient, path: str, plan: Plan) -> Plan:
+    """The run's sync policy applied; components without the proxbox tag are never deleted
+    while the policy keeps operator-added objects (one read per stage that deletes any)."""
+    active = policy.ACTIVE.get()
+    plan = active.restrict(plan)
+    if not (plan.deletes and active.keep_operator_objects):
+        return plan
+    if plan.object_type not in policy.OPERATOR_COMPONENTS:
+        return plan
+    ids = [d.id for d in plan.deletes]
+    params = {"tag": tags.PROXBOX.slug, "fields": "id"}
+    marked = {obj["id"] for obj in await netbox.list_by_ids(path, "id", ids, params)}
+    kept = {d.key: d.id for d in plan.deletes if d.id not in marked}
+    plan.deletes = [d for d in plan.deletes if d.id in marked]
+    plan.unchanged = {**plan.unchanged, **kept}
+    return plan

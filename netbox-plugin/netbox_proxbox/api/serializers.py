@@ -6,6 +6,7 @@ from dcim.api.serializers_.roles import DeviceRoleSerializer
 from dcim.api.serializers_.sites import SiteSerializer
 from dcim.models import Site
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema_field
 from ipam.api.serializers_.vrfs import VRFSerializer
 from netbox.api.fields import ChoiceField
 from netbox.api.serializers import NetBoxModelSerializer
@@ -15,9 +16,16 @@ from tenancy.models import Tenant
 from virtualization.api.serializers_.clusters import ClusterSerializer
 from virtualization.models import Cluster, ClusterType
 
-from ..choices import EndpointModeChoices, SyncStatusChoices
+from ..choices import (
+    EndpointModeChoices,
+    ProtectedFieldChoices,
+    RemovedGuestChoices,
+    SyncModeChoices,
+    SyncStatusChoices,
+)
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership.permissions import visible
+from ..sync.schedules import next_scheduled_sync, schedule_state
 
 __all__ = (
     "EndpointCredentialsSerializer",
@@ -26,6 +34,7 @@ __all__ = (
     "ProxmoxEndpointSerializer",
     "SyncClusterRequestSerializer",
     "SyncClusterResponseSerializer",
+    "SyncTargetSerializer",
 )
 
 
@@ -86,6 +95,44 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
     has_token_secret = serializers.BooleanField(read_only=True)
     vrf = VRFSerializer(nested=True, required=False, allow_null=True)
     vm_role = DeviceRoleSerializer(nested=True, required=False, allow_null=True)
+    next_sync = serializers.SerializerMethodField(
+        help_text=_("When the schedule runs next (null: no schedule in place)")
+    )
+    schedule_note = serializers.SerializerMethodField(
+        help_text=_("Why a configured schedule does not run (null: it runs or none is set)")
+    )
+
+    removed_guests = ChoiceField(choices=RemovedGuestChoices, required=False)
+    guests_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    nodes_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    interfaces_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    ips_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    disks_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    vlans_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    tags_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    protected_fields = serializers.ListField(
+        child=serializers.ChoiceField(choices=ProtectedFieldChoices), required=False
+    )
+    sync_policy = serializers.SerializerMethodField(
+        help_text=_("The policy as the sync backend applies it (VMID ranges parsed)")
+    )
+
+    @extend_schema_field(serializers.JSONField())
+    def get_sync_policy(self, obj):
+        try:
+            return obj.policy()
+        except ValueError:
+            # Only rows written around validation (raw SQL) get here; the backend refuses.
+            return None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_next_sync(self, obj):
+        when = next_scheduled_sync(obj) if obj.pk else None
+        return serializers.DateTimeField().to_representation(when) if when else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_schedule_note(self, obj):
+        return schedule_state(obj)
 
     class Meta:
         model = ProxmoxEndpoint
@@ -109,6 +156,26 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
             "vrf",
             "vm_role",
             "sync_descriptions",
+            "sync_interval",
+            "next_sync",
+            "schedule_note",
+            "removed_guests",
+            "sync_templates",
+            "guests_mode",
+            "nodes_mode",
+            "interfaces_mode",
+            "ips_mode",
+            "disks_mode",
+            "vlans_mode",
+            "tags_mode",
+            "protected_fields",
+            "keep_operator_objects",
+            "exclude_vmids",
+            "exclude_names",
+            "exclude_tags",
+            "exclude_nodes",
+            "exclude_pools",
+            "sync_policy",
             "description",
             "comments",
             "tags",
@@ -220,6 +287,37 @@ class EndpointCredentialsSerializer(serializers.Serializer):
 
     token_id = serializers.CharField(read_only=True)
     token_secret = serializers.CharField(read_only=True)
+
+
+class SyncTargetSerializer(serializers.Serializer):
+    """Optional body of the sync action: one VM or one node device instead of everything."""
+
+    virtual_machine = serializers.IntegerField(required=False, min_value=1)
+    device = serializers.IntegerField(required=False, min_value=1)
+
+    def validate(self, data):
+        if "virtual_machine" in data and "device" in data:
+            raise serializers.ValidationError(
+                {"device": [_("Give a virtual machine or a device, not both.")]}
+            )
+        return data
+
+    def target_object(self):
+        """The named VM or device (unsaved stand-in by ID; visibility is checked later)."""
+        from dcim.models import Device
+        from virtualization.models import VirtualMachine
+
+        from ..sync.service import SyncNotFound
+
+        for field, model in (("virtual_machine", VirtualMachine), ("device", Device)):
+            if field in self.validated_data:
+                obj = model.objects.filter(pk=self.validated_data[field]).first()
+                if obj is None:
+                    raise SyncNotFound(
+                        f"No {field.replace('_', ' ')} with ID {self.validated_data[field]}."
+                    )
+                return obj
+        return None
 
 
 # NetBox finds a model's serializer in this module (`get_serializer_for_model`).

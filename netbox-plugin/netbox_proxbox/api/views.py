@@ -20,7 +20,7 @@ from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
 from ..ownership.errors import ClaimError, ConcurrentInventoryChange, is_retryable
-from ..sync.service import SyncRequestError, find_endpoint, request_sync
+from ..sync.service import SyncRequestError, find_endpoint, request_sync, target_of
 from . import serializers
 
 # What the actions answer when they refuse (each carries `detail`): documented so that
@@ -103,13 +103,25 @@ class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
             )
         return _no_store(Response({"token_id": endpoint.token_id, "token_secret": secret}))
 
-    @extend_schema(request=None, responses={202: JobSerializer, **REFUSALS})
+    @extend_schema(
+        request=serializers.SyncTargetSerializer, responses={202: JobSerializer, **REFUSALS}
+    )
     @action(detail=True, methods=["post"], url_path="sync")
     def sync(self, request, pk):
-        """Sync now: enqueue a Job that has the Proxbox sync backend sync this endpoint."""
+        """Sync now: enqueue a Job that has the Proxbox sync backend sync this endpoint.
+
+        With `virtual_machine` or `device` (an ID) only that VM's guest or that node is synced.
+        """
+        body = serializers.SyncTargetSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
         try:
             endpoint = find_endpoint(request.user, pk)
-            job = request_sync(request.user, endpoint)
+            target = None
+            if obj := body.target_object():
+                owner, target = target_of(request.user, obj)
+                if owner.pk != endpoint.pk:
+                    raise SyncRequestError("That object belongs to another endpoint's cluster.")
+            job = request_sync(request.user, endpoint, target=target)
         except SyncRequestError as exc:
             return Response(exc.as_response_data(), status=exc.status_code)
         return Response(

@@ -8,7 +8,22 @@ from utilities.forms.fields import CommentField, DynamicModelChoiceField
 from utilities.forms.rendering import FieldSet
 from virtualization.models import Cluster
 
+from ..choices import ProtectedFieldChoices
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models.policy import OBJECT_MODE_FIELDS
+
+POLICY_FORM_FIELDS = (
+    "removed_guests",
+    "sync_templates",
+    "keep_operator_objects",
+    "protected_fields",
+    *OBJECT_MODE_FIELDS,
+    "exclude_vmids",
+    "exclude_names",
+    "exclude_tags",
+    "exclude_nodes",
+    "exclude_pools",
+)
 
 __all__ = ("ProxboxClusterSyncStateForm", "ProxmoxClusterForm", "ProxmoxEndpointForm")
 
@@ -29,6 +44,13 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         required=False,
         query_params={"vm_role": "True"},
     )
+    protected_fields = forms.MultipleChoiceField(
+        label=_("Protected fields"),
+        choices=ProtectedFieldChoices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("Fields a sync never overwrites once the object exists"),
+    )
     comments = CommentField()
 
     fieldsets = (
@@ -45,7 +67,26 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         ),
         FieldSet("token_id", "token_secret", name=_("API token")),
         FieldSet("site", "tenant_group", "tenant", name=_("Placement")),
-        FieldSet("vrf", "vm_role", "sync_descriptions", name=_("Sync policy")),
+        FieldSet("sync_interval", name=_("Schedule")),
+        FieldSet(
+            "removed_guests",
+            "sync_templates",
+            "keep_operator_objects",
+            "protected_fields",
+            "vrf",
+            "vm_role",
+            "sync_descriptions",
+            name=_("Sync policy"),
+        ),
+        FieldSet(*OBJECT_MODE_FIELDS, name=_("What the sync writes")),
+        FieldSet(
+            "exclude_vmids",
+            "exclude_names",
+            "exclude_tags",
+            "exclude_nodes",
+            "exclude_pools",
+            name=_("Exclusions"),
+        ),
     )
 
     class Meta:
@@ -63,13 +104,24 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             "vrf",
             "vm_role",
             "sync_descriptions",
+            "sync_interval",
+            *POLICY_FORM_FIELDS,
             "description",
             "comments",
             "tags",
         )
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A form posted without them (scripts, older clients) keeps the defaults.
+        for name in OBJECT_MODE_FIELDS:
+            self.fields[name].required = False
+
     def clean(self):
         super().clean()
+        for name in OBJECT_MODE_FIELDS:
+            if not self.cleaned_data.get(name):
+                self.cleaned_data[name] = ProxmoxEndpoint._meta.get_field(name).default
         if self.cleaned_data.get("token_secret"):
             self.instance.token_secret = self.cleaned_data["token_secret"]
         return self.cleaned_data

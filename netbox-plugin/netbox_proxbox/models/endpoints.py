@@ -6,14 +6,16 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models, transaction
 from django.urls import reverse
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 from netbox.models import NetBoxModel
 from netbox.models.features import JobsMixin
 
 from ..choices import EndpointModeChoices
-from ..constants import REVEAL_CREDENTIALS_ACTION
+from ..constants import MAX_SYNC_INTERVAL, MIN_SYNC_INTERVAL, REVEAL_CREDENTIALS_ACTION
 from ..encryption import decrypt_secret, encrypt_secret
 from ..ownership.errors import ConcurrentInventoryChange, concurrency_conflicts_as_retry
+from .policy import SyncPolicyFields
 
 __all__ = ("ProxmoxEndpoint",)
 
@@ -31,7 +33,7 @@ TOKEN_ID_VALIDATOR = RegexValidator(
 
 
 # JobsMixin first: its delete() batches the "Sync now" Jobs before NetBoxModel's delete runs.
-class ProxmoxEndpoint(JobsMixin, NetBoxModel):
+class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
     """A Proxmox VE API endpoint (a cluster or a standalone node) that Proxbox synchronizes."""
 
     name = models.CharField(verbose_name=_("name"), max_length=100, unique=True)
@@ -113,6 +115,16 @@ class ProxmoxEndpoint(JobsMixin, NetBoxModel):
             "the whole text to its comments"
         ),
     )
+    sync_interval = models.PositiveIntegerField(
+        verbose_name=_("sync interval"),
+        blank=True,
+        null=True,
+        validators=[MinValueValidator(MIN_SYNC_INTERVAL), MaxValueValidator(MAX_SYNC_INTERVAL)],
+        help_text=format_lazy(
+            _("Minutes between scheduled syncs (at least {minimum}); empty: no schedule"),
+            minimum=MIN_SYNC_INTERVAL,
+        ),
+    )
     description = models.CharField(verbose_name=_("description"), max_length=200, blank=True)
     comments = models.TextField(verbose_name=_("comments"), blank=True)
 
@@ -127,6 +139,7 @@ class ProxmoxEndpoint(JobsMixin, NetBoxModel):
         "vrf",
         "vm_role",
         "sync_descriptions",
+        "sync_interval",
     )
 
     class Meta:

@@ -49,10 +49,9 @@ class BackendClient:
 
     def _request(self, method: str, path: str, **kwargs) -> requests.Response:
         url = f"{self.settings.url}{path}"
+        kwargs.setdefault("timeout", self.settings.request_timeout)
         try:
-            return self.session.request(
-                method, url, timeout=self.settings.request_timeout, **kwargs
-            )
+            return self.session.request(method, url, **kwargs)
         except requests.RequestException as exc:
             # The exception's own text can be long and nested; its class says enough.
             raise BackendUnavailable(
@@ -60,8 +59,9 @@ class BackendClient:
                 f"({type(exc).__name__}: {_first_line(exc)})"
             ) from None
 
-    def start_sync(self, endpoint_id: int) -> str:
-        response = self._request("POST", f"/sync/{endpoint_id}")
+    def start_sync(self, endpoint_id: int, target: dict | None = None) -> str:
+        """Start a run; `target` ({"guest": "qemu/100"} or {"node": "pve1"}) narrows it."""
+        response = self._request("POST", f"/sync/{endpoint_id}", params=target or None)
         if response.status_code == 202:
             run_id = _json(response).get("run_id")
             if not run_id:
@@ -89,9 +89,11 @@ class BackendClient:
         on_poll: Callable[[dict], None] = lambda run: None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        deadline: float | None = None,
     ) -> dict:
-        """Poll the run until it has finished or the sync timeout has passed."""
-        deadline = clock() + self.settings.sync_timeout
+        """Poll the run until it has finished or the sync timeout (or `deadline`) has passed."""
+        if deadline is None:
+            deadline = clock() + self.settings.sync_timeout
         while True:
             run = self.run(run_id)
             on_poll(run)
@@ -107,17 +109,32 @@ class BackendClient:
             sleep(min(self.settings.poll_interval, remaining))
 
     def events(self, run_id: str) -> Iterator[dict]:
-        """The finished run's events, in order (SSE `data:` lines are JSON)."""
-        response = self._request("GET", f"/runs/{run_id}/events", stream=True)
+        """The run's events in order, live until it finishes (SSE `data:` lines are JSON).
+
+        A stream silent for longer than backend_request_timeout ends in BackendUnavailable.
+        """
+        # A hung run must not hold the Job past its sync timeout waiting for the next line.
+        read = min(self.settings.request_timeout, self.settings.sync_timeout)
+        response = self._request(
+            "GET",
+            f"/runs/{run_id}/events",
+            stream=True,
+            timeout=(self.settings.request_timeout, read),
+        )
         if response.status_code != 200:
             raise self._refused("GET /runs/…/events", response)
         with response:
-            for line in response.iter_lines(decode_unicode=True):
-                if line and line.startswith("data:"):
-                    try:
-                        yield json.loads(line[5:].strip())
-                    except ValueError:
-                        continue
+            try:
+                for line in response.iter_lines(decode_unicode=True):
+                    if line and line.startswith("data:"):
+                        try:
+                            yield json.loads(line[5:].strip())
+                        except ValueError:
+                            continue
+            except requests.RequestException as exc:
+                raise BackendUnavailable(
+                    f"the run's event stream broke off ({type(exc).__name__})"
+                ) from None
 
     def _refused(self, what: str, response: requests.Response) -> BackendError:
         if response.status_code == 401:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 from core.choices import JobStatusChoices
 from core.exceptions import JobFailed
+from django.db import transaction
+from django_pg_utils import advisory_lock
 from netbox.jobs import JobRunner
 
+from ..constants import SYNC_LOCK_CLASS
 from .client import BackendClient, BackendError
 from .config import BackendNotConfigured, BackendSettings
 
 MAX_LOGGED_FAILURES = 20  # the full list stays in the Job's data
+PROGRESS_SAVE_INTERVAL = 1.0  # seconds between saves of a running Job's log and progress
 SUMMARY_OUTCOMES = ("created", "updated", "deleted", "failed")
 
 
@@ -31,8 +37,52 @@ class SyncEndpointJob(JobRunner):
     def run(self, *args, **kwargs):
         endpoint = self.job.object
         if endpoint is None:
+            self.job.interval = None
             self.job.error = "The Proxmox endpoint was deleted before its sync started."
             raise JobFailed()
+        if self.job.interval and not endpoint.enabled:
+            # Re-enabling the endpoint schedules again (ensure_schedule on save).
+            self.job.interval = None
+            self.job.error = (
+                f"Scheduled sync not run: endpoint {endpoint.name!r} is disabled; "
+                "its schedule resumes when it is enabled again."
+            )
+            raise JobFailed()
+        with advisory_lock((SYNC_LOCK_CLASS, endpoint.pk), wait=False) as acquired:
+            try:
+                if not acquired:
+                    self._coalesce(endpoint)
+                    return
+                self._sync(endpoint, kwargs.get("target"))
+            finally:
+                if self.job.interval:
+                    self._follow_schedule_changes(endpoint)
+
+    def _coalesce(self, endpoint) -> None:
+        other = active_sync_job(endpoint, running_only=True, exclude=self.job)
+        into = f" (job {other.pk})" if other is not None else ""
+        self.job.data = {"endpoint": endpoint.pk, "coalesced_into": getattr(other, "pk", None)}
+        self.logger.warning(
+            f"Another sync of endpoint {endpoint.name!r} is running{into}; "
+            "this one is coalesced into it and does not start a second run."
+        )
+
+    def _follow_schedule_changes(self, endpoint) -> None:
+        """A schedule edited while this occurrence ran: end the old chain, start the new one."""
+        current = type(endpoint).objects.filter(pk=endpoint.pk).values("sync_interval", "enabled")
+        current = current.first()
+        if current and current["enabled"] and current["sync_interval"] == self.job.interval:
+            return
+        self.logger.info(
+            "The endpoint's schedule changed during this run; the new schedule takes over."
+        )
+        self.job.interval = None
+        if current is not None:
+            from .schedules import ensure_schedule
+
+            transaction.on_commit(lambda: ensure_schedule(endpoint, ending=self.job))
+
+    def _sync(self, endpoint, target=None) -> None:
         try:
             settings = BackendSettings.load()
         except BackendNotConfigured as exc:
@@ -41,7 +91,7 @@ class SyncEndpointJob(JobRunner):
 
         client = BackendClient(settings)
         try:
-            run = self._run_backend_sync(client, endpoint)
+            run = self._run_backend_sync(client, endpoint, target)
         except BackendError as exc:
             self.logger.error(str(exc))
             raise SyncJobError(str(exc)) from None
@@ -49,18 +99,36 @@ class SyncEndpointJob(JobRunner):
             client.close()
 
         report = run.get("report") or {}
-        self.job.data = {"endpoint": endpoint.pk, "backend_run": run.get("id"), "report": report}
+        self.job.data = {
+            **(self.job.data or {}),
+            "endpoint": endpoint.pk,
+            "backend_run": run.get("id"),
+            "report": report,
+        }
         self._log_report(report)
         if not report.get("ok"):
             self.job.error = failure_reason(report)
             raise JobFailed()
 
-    def _run_backend_sync(self, client: BackendClient, endpoint) -> dict:
-        run_id = client.start_sync(endpoint.pk)
+    def _run_backend_sync(self, client: BackendClient, endpoint, target=None) -> dict:
+        run_id = client.start_sync(endpoint.pk, target)
+        deadline = time.monotonic() + client.settings.sync_timeout
         self.job.data = {"endpoint": endpoint.pk, "backend_run": run_id}
+        what = f" (only {', '.join(f'{k} {v}' for k, v in target.items())})" if target else ""
+        if target:
+            self.job.data["target"] = target
+        self.logger.info(f"Backend run {run_id} started for endpoint {endpoint.name!r}{what}")
         # Saved now: should the worker die, the errored Job still names the run.
-        self.job.save(update_fields=["data"])
-        self.logger.info(f"Backend run {run_id} started for endpoint {endpoint.name!r}")
+        self._publish(force=True)
+        # Follow the run's event stream while it runs, so the Job's page and log show the
+        # stages as they happen; the run's final state still comes from GET /runs/{id}.
+        try:
+            for event in client.events(run_id):
+                self._log_event(event)
+                if time.monotonic() > deadline:
+                    break
+        except BackendError as exc:
+            self.logger.warning(f"Live progress interrupted ({exc}); waiting for the run")
         seen_states = set()
 
         def on_poll(run: dict) -> None:
@@ -69,18 +137,43 @@ class SyncEndpointJob(JobRunner):
                 seen_states.add(state)
                 self.logger.debug(f"Backend run {run_id} is {state}")
 
-        run = client.wait(run_id, on_poll=on_poll)
-        # Replaying the finished run's events is best effort: the report is what counts.
-        try:
-            for event in client.events(run_id):
-                self._log_event(event)
-        except BackendError as exc:
-            self.logger.warning(f"Could not replay the run's progress events: {exc}")
-        return run
+        return client.wait(run_id, on_poll=on_poll, deadline=deadline)
+
+    def _publish(self, *, force: bool = False) -> None:
+        """Save the Job's log and progress while it runs (at most every PROGRESS_SAVE_INTERVAL)."""
+        now = time.monotonic()
+        if not force and now - getattr(self, "_published", 0.0) < PROGRESS_SAVE_INTERVAL:
+            return
+        self._published = now
+        self.job.save(update_fields=["log_entries", "data"])
+
+    def _progress(self, stage, done, total) -> None:
+        progress = {"stage": stage, "done": done, "total": total}
+        if total:
+            progress["percent"] = min(100, round(100 * done / total))
+        self.job.data = {**(self.job.data or {}), "progress": progress}
 
     def _log_event(self, event: dict) -> None:
-        if event.get("event") == "stage" and event.get("state") == "finished":
-            self.logger.info(f"Stage {event.get('stage')}: {event.get('done', 0)} processed")
+        kind, stage = event.get("event"), event.get("stage")
+        if kind == "stage" and event.get("state") == "started":
+            self._progress(stage, 0, event.get("total"))
+            self.logger.info(f"Stage {stage}: started, {event.get('total', 0)} to process")
+            self._publish(force=True)
+        elif kind == "stage" and event.get("state") == "finished":
+            self._progress(stage, event.get("done", 0), event.get("done", 0))
+            self.logger.info(f"Stage {stage}: {event.get('done', 0)} processed")
+            self._publish(force=True)
+        elif kind == "progress":
+            done, total = event.get("done", 0), event.get("total") or 0
+            self._progress(stage, done, total)
+            # One log line per tenth of the stage; the data's progress follows every event.
+            step = max(1, total // 10)
+            if total and (done % step == 0 or done == total):
+                phase = f" ({event['phase']})" if event.get("phase") else ""
+                self.logger.info(
+                    f"Stage {stage}{phase}: {done}/{total} ({self.job.data['progress']['percent']}%)"
+                )
+            self._publish()
 
     def _log_report(self, report: dict) -> None:
         for warning in report.get("warnings") or []:
@@ -128,6 +221,19 @@ def job_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:
             + (f"; backend run {backend_run} may have completed on its own" if backend_run else "")
         ),
     )
+
+
+def active_sync_job(endpoint, *, running_only=False, recurring=False, exclude=None):
+    """A sync Job of `endpoint` that is running (or queued to run now, unless running_only)."""
+    states = [JobStatusChoices.STATUS_RUNNING]
+    if not running_only:
+        states.append(JobStatusChoices.STATUS_PENDING)
+    jobs = SyncEndpointJob.get_jobs(endpoint).filter(status__in=states)
+    if recurring:
+        jobs = jobs.filter(interval__isnull=False)
+    if exclude is not None:
+        jobs = jobs.exclude(pk=exclude.pk)
+    return jobs.order_by("created").first()
 
 
 def failure_reason(report: dict) -> str:

@@ -73,9 +73,11 @@ class ScriptedSyncService:
         self.report = run_report if run_report is not None else report()
         self.finish = finish
         self.calls: list[int] = []
+        self.targets: list = []
 
-    async def run(self, endpoint_id, emit):
+    async def run(self, endpoint_id, emit, target=None):
         self.calls.append(int(endpoint_id))
+        self.targets.append(target)
         for stage in ("cluster", "nodes", "guests"):
             emit({"event": "stage", "stage": stage, "state": "started", "total": 2})
             await asyncio.sleep(0.01)

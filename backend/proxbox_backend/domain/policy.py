@@ -1,0 +1,234 @@
+"""An endpoint's sync policy (the plugin's `sync_policy`), applied to the stages' plans.
+
+The planners stay policy-free: they say what Proxmox implies. `restrict` then takes out
+what the operator does not want written (object types switched off or create-only,
+protected fields) before `apply_plan` executes a plan, and `excludes` keeps filtered
+guests out of the run altogether (left in NetBox as they are, never counted as gone).
+
+The run's policy travels in a context variable so that every stage's `apply_plan` sees it
+without each stage's signature carrying it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+
+from proxbox_backend.domain.plan import Plan
+
+ALWAYS, CREATE_ONLY, OFF = "always", "create_only", "off"
+MODES = (ALWAYS, CREATE_ONLY, OFF)
+
+# NetBox object type → the policy's object-type switch.
+MODE_OF = {
+    "virtualization.virtualmachine": "guests",
+    "dcim.device": "nodes",
+    "virtualization.vminterface": "interfaces",
+    "dcim.interface": "interfaces",
+    "ipam.ipaddress": "ips",
+    "virtualization.virtualdisk": "disks",
+    "ipam.vlan": "vlans",
+    "extras.tag": "tags",
+}
+# A protected field → the NetBox fields it stands for.
+PROTECTED = {
+    "name": ("name",),
+    "status": ("status",),
+    "role": ("role",),
+    "platform": ("platform",),
+    "tenant": ("tenant",),
+    "site": ("site",),
+    "description": ("description",),
+    "primary_ip": ("primary_ip4", "primary_ip6"),
+}
+# Components an operator adds to a synced VM or node by hand.
+OPERATOR_COMPONENTS = frozenset(
+    {"virtualization.vminterface", "dcim.interface", "virtualization.virtualdisk"}
+)
+
+
+class PolicyError(ValueError):
+    """The endpoint's policy cannot be applied (the message names the setting)."""
+
+
+@dataclass(frozen=True)
+class SyncPolicy:
+    removed_guests: str | None = None  # None: the backend's own setting decides
+    sync_templates: bool | None = None  # None: the backend's own setting decides
+    modes: dict[str, str] = field(default_factory=dict)
+    protected_fields: frozenset[str] = frozenset()
+    keep_operator_objects: bool = True
+    vmids: tuple[tuple[int, int], ...] = ()
+    names: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    pools: tuple[str, ...] = ()
+    # A targeted sync ("Sync now" on one VM or node): only these guests / this node.
+    target: Target | None = None
+
+    @classmethod
+    def from_api(cls, data: dict | None) -> SyncPolicy:
+        """From the endpoint record's `sync_policy`; an old plugin without one: defaults."""
+        if not data:
+            return cls()
+        modes = dict(data.get("modes") or {})
+        for name, mode in modes.items():
+            if mode not in MODES:
+                raise PolicyError(f"sync policy: {name} mode {mode!r} is not one of {MODES}")
+        unknown = set(data.get("protected_fields") or ()) - set(PROTECTED)
+        if unknown:
+            raise PolicyError(f"sync policy: unknown protected field(s) {sorted(unknown)}")
+        exclude = data.get("exclude") or {}
+        return cls(
+            removed_guests=data.get("removed_guests"),
+            sync_templates=data.get("sync_templates"),
+            modes=modes,
+            protected_fields=frozenset(data.get("protected_fields") or ()),
+            keep_operator_objects=bool(data.get("keep_operator_objects", True)),
+            vmids=tuple((int(low), int(high)) for low, high in exclude.get("vmids") or ()),
+            names=tuple(exclude.get("names") or ()),
+            tags=tuple(exclude.get("tags") or ()),
+            nodes=tuple(exclude.get("nodes") or ()),
+            pools=tuple(exclude.get("pools") or ()),
+        )
+
+    def mode(self, object_type: str) -> str:
+        return self.modes.get(MODE_OF.get(object_type, ""), ALWAYS)
+
+    def targeting(self, target: Target | None) -> SyncPolicy:
+        return self if target is None else replace(self, target=target)
+
+    def excludes(self, guest) -> str | None:
+        """Why the guest is left out of this run (None: it is synced)."""
+        if self.target is not None and not self.target.covers(guest):
+            return "not the target of this sync"
+        if any(low <= guest.vmid <= high for low, high in self.vmids):
+            return f"VMID {guest.vmid} excluded"
+        if any(fnmatch.fnmatchcase(guest.name, pattern) for pattern in self.names):
+            return f"name {guest.name!r} excluded"
+        if self.nodes and guest.node in self.nodes:
+            return f"node {guest.node!r} excluded"
+        if self.tags and set(guest.tags) & set(self.tags):
+            return "tag excluded"
+        if self.pools and getattr(guest, "pool", None) in self.pools:
+            return f"pool {guest.pool!r} excluded"
+        return None
+
+    def restrict(self, plan: Plan) -> Plan:
+        """The part of `plan` this policy lets the sync write."""
+        if self.target is not None:
+            plan = self.target.restrict(plan)
+        mode = self.mode(plan.object_type)
+        if mode == OFF:
+            # Nothing written; what exists keeps its id so later stages can still link it.
+            unchanged = dict(plan.unchanged)
+            unchanged.update({u.key: u.id for u in plan.updates})
+            unchanged.update({d.key: d.id for d in plan.deletes})
+            return replace(plan, creates=[], updates=[], deletes=[], unchanged=unchanged)
+        protected = {name for field_ in self.protected_fields for name in PROTECTED[field_]}
+        if self.mode("extras.tag") != ALWAYS:
+            protected.add("tags")
+        updates, unchanged = [], dict(plan.unchanged)
+        if mode == ALWAYS:
+            for update in plan.updates:
+                changes = {k: v for k, v in update.changes.items() if k not in protected}
+                if changes:
+                    updates.append(replace(update, changes=changes))
+                else:
+                    unchanged[update.key] = update.id
+        else:
+            unchanged.update({u.key: u.id for u in plan.updates})
+        creates = plan.creates
+        if self.mode("extras.tag") == OFF:
+            creates = [
+                replace(c, payload={k: v for k, v in c.payload.items() if k != "tags"})
+                for c in creates
+            ]
+        deletes = plan.deletes if mode == ALWAYS else []
+        if mode != ALWAYS:
+            unchanged.update({d.key: d.id for d in plan.deletes})
+        return replace(plan, creates=creates, updates=updates, deletes=deletes, unchanged=unchanged)
+
+
+GUEST_REF = re.compile(r"^(qemu|lxc)/([1-9][0-9]{2,8})$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a targeted sync may write: one guest (`qemu/100`) or one node and its guests.
+
+    Every other guest is left out like an excluded one; the stages' plans are cut down to
+    the target's own objects (the node's device; never other nodes' or VMs' records).
+    """
+
+    guest: tuple[str, int] | None = None
+    node: str | None = None
+    # The guests on the targeted node, filled in once Proxmox's inventory is read.
+    node_guests: frozenset[tuple[str, int]] = frozenset()
+
+    @classmethod
+    def parse(cls, guest: str | None = None, node: str | None = None) -> Target | None:
+        if guest and node:
+            raise PolicyError("a targeted sync names a guest or a node, not both")
+        if guest:
+            match = GUEST_REF.match(guest)
+            if match is None:
+                raise PolicyError(f"guest {guest!r} is not of the form qemu/<vmid> or lxc/<vmid>")
+            return cls(guest=(match[1], int(match[2])))
+        if node:
+            return cls(node=node)
+        return None
+
+    def with_inventory(self, guests) -> Target:
+        if self.node is None:
+            return self
+        return replace(
+            self, node_guests=frozenset((g.kind, g.vmid) for g in guests if g.node == self.node)
+        )
+
+    def covers(self, guest) -> bool:
+        if self.guest is not None:
+            return (guest.kind, guest.vmid) == self.guest
+        return guest.node == self.node
+
+    def guests(self) -> frozenset[tuple[str, int]]:
+        return frozenset({self.guest}) if self.guest is not None else self.node_guests
+
+    def restrict(self, plan: Plan) -> Plan:
+        if plan.object_type == "virtualization.virtualmachine":
+            # Keys are source keys `<cluster>/<kind>/<vmid>[#…]`: a VM whose guest is gone is
+            # the target's business only when it is the target.
+            wanted = self.guests()
+
+            def mine(item) -> bool:
+                parts = str(item.key).split("#", 1)[0].split("/")
+                return (
+                    len(parts) == 3 and parts[2].isdigit() and (parts[1], int(parts[2])) in wanted
+                )
+
+            return _keep(plan, mine)
+        if plan.object_type == "dcim.device":
+            return _keep(plan, lambda item: self.node is not None and item.key == self.node)
+        if plan.object_type in ("dcim.interface", "ipam.vlan"):
+            # Node interfaces and VLANs are shared by the whole cluster: full syncs keep them.
+            return _keep(plan, lambda item: False, keep_creates=plan.object_type == "ipam.vlan")
+        return plan
+
+
+def _keep(plan: Plan, mine, *, keep_creates: bool = False) -> Plan:
+    unchanged = dict(plan.unchanged)
+    unchanged.update({u.key: u.id for u in plan.updates if not mine(u)})
+    unchanged.update({d.key: d.id for d in plan.deletes if not mine(d)})
+    return replace(
+        plan,
+        creates=[c for c in plan.creates if keep_creates or mine(c)],
+        updates=[u for u in plan.updates if mine(u)],
+        deletes=[d for d in plan.deletes if mine(d)],
+        unchanged=unchanged,
+    )
+
+
+DEFAULT = SyncPolicy()
+ACTIVE: ContextVar[SyncPolicy] = ContextVar("proxbox_sync_policy", default=DEFAULT)

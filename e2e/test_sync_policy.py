@@ -1,0 +1,170 @@
+"""An endpoint's sync policy, set through the plugin's REST API, in real syncs against the
+simulator: exclusions, protected fields, create-only guests, operator-added components.
+
+The tests run in file order and build on each other (one endpoint, one small simulator).
+"""
+
+import asyncio
+
+import pytest
+import sync_fixtures as fixtures
+from sync_fixtures import (
+    change_marker,
+    create_endpoint,
+    create_site,
+    list_all,
+    object_changes_since,
+    run_sync,
+    settings_for,
+)
+
+from proxbox_backend.domain.policy import Target
+from proxbox_backend.service import SyncService
+
+sync_workdir = fixtures.sync_workdir
+netbox_server = fixtures.netbox_server
+
+ENDPOINTS = "/plugins/proxbox/endpoints/proxmox/"
+
+
+@pytest.fixture(scope="module")
+def policy_simulator(sync_workdir):
+    simulator = fixtures.Simulator("policy", "single", 4, sync_workdir)
+    try:
+        simulator.start().renumber("10.79.0")
+        yield simulator
+    finally:
+        simulator.stop()
+
+
+@pytest.fixture(scope="module")
+def endpoint(netbox_server, policy_simulator):
+    site = create_site(netbox_server, "pbsync-policy")
+    return create_endpoint(netbox_server, "pve-policy", policy_simulator, site=site)
+
+
+def set_policy(netbox, endpoint, **policy) -> dict:
+    with netbox.api() as api:
+        response = api.patch(f"{ENDPOINTS}{endpoint['id']}/", json=policy)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def vms(netbox, cluster_id) -> dict[str, dict]:
+    found = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+    return {vm["custom_fields"]["proxbox_source"]: vm for vm in found}
+
+
+@pytest.fixture(scope="module")
+def guests(policy_simulator):
+    return sorted(policy_simulator.inventory()["guests"])  # [(kind, vmid), ...]
+
+
+@pytest.fixture(scope="module")
+def first_run(netbox_server, policy_simulator, endpoint, guests):
+    excluded_kind, excluded_vmid = guests[0]
+    set_policy(netbox_server, endpoint, exclude_vmids=str(excluded_vmid))
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    return report
+
+
+def test_an_excluded_guest_is_not_synced(netbox_server, first_run, guests):
+    synced = vms(netbox_server, first_run.cluster["id"])
+    keys = {key.split("/", 1)[1].split("#")[0] for key in synced}
+    kind, vmid = guests[0]
+    assert f"{kind}/{vmid}" not in keys
+    assert {f"{k}/{v}" for k, v in guests[1:]} <= keys
+
+
+def test_protected_name_and_operator_components_survive_a_resync(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    vm = next(iter(vms(netbox_server, cluster_id).values()))
+    set_policy(netbox_server, endpoint, protected_fields=["name"])
+    with netbox_server.api() as api:
+        assert api.patch(
+            f"/virtualization/virtual-machines/{vm['id']}/", json={"name": "operator-name"}
+        ).is_success
+        nic = api.post(
+            "/virtualization/interfaces/", json={"virtual_machine": vm["id"], "name": "mgmt9"}
+        )
+        disk = api.post(
+            "/virtualization/virtual-disks/",
+            json={"virtual_machine": vm["id"], "name": "operator-disk", "size": 10},
+        )
+        assert nic.status_code == 201 and disk.status_code == 201, (nic.text, disk.text)
+
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    with netbox_server.api() as api:
+        assert api.get(f"/virtualization/virtual-machines/{vm['id']}/").json()["name"] == (
+            "operator-name"
+        )
+        assert api.get(f"/virtualization/interfaces/{nic.json()['id']}/").status_code == 200
+        assert api.get(f"/virtualization/virtual-disks/{disk.json()['id']}/").status_code == 200
+
+    # Switched off, the sync deletes what it did not create too; unprotected, it renames.
+    set_policy(netbox_server, endpoint, protected_fields=[], keep_operator_objects=False)
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    with netbox_server.api() as api:
+        assert (
+            api.get(f"/virtualization/virtual-machines/{vm['id']}/").json()["name"] == (vm["name"])
+        )
+        assert api.get(f"/virtualization/interfaces/{nic.json()['id']}/").status_code == 404
+        assert api.get(f"/virtualization/virtual-disks/{disk.json()['id']}/").status_code == 404
+
+
+def test_a_targeted_sync_touches_only_that_guest(
+    netbox_server, policy_simulator, endpoint, first_run, guests
+):
+    cluster_id = first_run.cluster["id"]
+    synced = sorted(vms(netbox_server, cluster_id).items())
+    assert len(synced) >= 2, "the profile has at least two synced guests"
+    (target_key, target_vm), (other_key, other_vm) = synced[0], synced[1]
+    with netbox_server.api() as api:
+        for vm in (target_vm, other_vm):
+            assert api.patch(
+                f"/virtualization/virtual-machines/{vm['id']}/", json={"status": "planned"}
+            ).is_success
+    kind, vmid = target_key.split("#")[0].split("/")[1:]
+    marker = change_marker(netbox_server)
+    service = SyncService(settings_for(netbox_server, policy_simulator))
+    report = asyncio.run(service.run(endpoint["id"], target=Target.parse(guest=f"{kind}/{vmid}")))
+    assert report.ok, report.as_dict()
+    assert report.endpoint["target"] == f"{kind}/{vmid}"
+    after = vms(netbox_server, cluster_id)
+    assert after[target_key]["status"]["value"] != "planned"  # the target was synced
+    assert after[other_key]["status"]["value"] == "planned"  # the other VM was not touched
+    touched = {
+        (c["changed_object_type"], c["changed_object_id"])
+        for c in object_changes_since(netbox_server, marker)
+    }
+    vm_changes = {oid for kind_, oid in touched if kind_ == "virtualization.virtualmachine"}
+    assert vm_changes == {target_vm["id"]}
+    assert not {k for k, _ in touched} & {"dcim.device", "dcim.interface"}
+
+    # A full sync puts the other one back in line.
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert vms(netbox_server, cluster_id)[other_key]["status"]["value"] != "planned"
+
+
+def test_create_only_guests_are_not_updated_and_lifting_the_exclusion_creates(
+    netbox_server, policy_simulator, endpoint, first_run, guests
+):
+    cluster_id = first_run.cluster["id"]
+    vm = next(iter(vms(netbox_server, cluster_id).values()))
+    set_policy(netbox_server, endpoint, guests_mode="create_only", exclude_vmids="")
+    with netbox_server.api() as api:
+        assert api.patch(
+            f"/virtualization/virtual-machines/{vm['id']}/", json={"status": "planned"}
+        ).is_success
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    after = vms(netbox_server, cluster_id)
+    assert after[vm["custom_fields"]["proxbox_source"]]["status"]["value"] == "planned"
+    assert len(after) == len(guests)  # the guest no longer excluded was created
+    assert report.tally.counters["virtualization.virtualmachine"].created == 1
+    assert report.tally.counters["virtualization.virtualmachine"].updated == 0

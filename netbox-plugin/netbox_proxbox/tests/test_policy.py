@@ -1,0 +1,143 @@
+"""Per-endpoint sync policy over REST and the UI form: validated, and what the backend reads."""
+
+from __future__ import annotations
+
+from django.test import TestCase
+from django.urls import reverse
+from rest_framework.test import APIClient
+from users.models import Token, User
+
+from netbox_proxbox.models.policy import parse_vmid_ranges
+
+from .base import api_url, auth_header, grant, make_endpoint
+from .test_sync_now import CHANGE
+
+
+class SyncPolicyRestTest(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.endpoint = make_endpoint("pve-p")
+        cls.operator = User.objects.create_user(username="operator")
+        for name in CHANGE:
+            grant(cls.operator, name)
+        cls.token = Token.objects.create(user=cls.operator, write_enabled=True)
+
+    def patch(self, **body):
+        return APIClient().patch(
+            api_url("proxmoxendpoint", self.endpoint.pk),
+            body,
+            format="json",
+            **auth_header(self.token),
+        )
+
+    def test_defaults_are_the_safe_ones(self):
+        body = (
+            APIClient()
+            .get(api_url("proxmoxendpoint", self.endpoint.pk), **auth_header(self.token))
+            .json()
+        )
+        policy = body["sync_policy"]
+        # Unset: the backend's own settings decide (offline, skip templates by default).
+        self.assertIsNone(policy["removed_guests"])
+        self.assertIsNone(policy["sync_templates"])
+        self.assertTrue(policy["keep_operator_objects"])
+        self.assertEqual(set(policy["modes"].values()), {"always"})
+        self.assertEqual(
+            set(policy["modes"]), {"guests", "nodes", "interfaces", "ips", "disks", "vlans", "tags"}
+        )
+        self.assertEqual(policy["protected_fields"], [])
+
+    def test_every_switch_round_trips_into_the_policy_the_backend_reads(self):
+        response = self.patch(
+            removed_guests="delete",
+            sync_templates=True,
+            guests_mode="create_only",
+            disks_mode="off",
+            protected_fields=["name", "primary_ip"],
+            keep_operator_objects=False,
+            exclude_vmids="900-999, 150",
+            exclude_names=["test-*"],
+            exclude_tags=["nosync"],
+            exclude_nodes=["pve3"],
+            exclude_pools=["lab"],
+        )
+        self.assertEqual(response.status_code, 200, response.content)
+        policy = response.json()["sync_policy"]
+        self.assertEqual(policy["removed_guests"], "delete")
+        self.assertTrue(policy["sync_templates"])
+        self.assertEqual(policy["modes"]["guests"], "create_only")
+        self.assertEqual(policy["modes"]["disks"], "off")
+        self.assertEqual(policy["modes"]["nodes"], "always")
+        self.assertEqual(policy["protected_fields"], ["name", "primary_ip"])
+        self.assertFalse(policy["keep_operator_objects"])
+        self.assertEqual(
+            policy["exclude"],
+            {
+                "vmids": [[150, 150], [900, 999]],
+                "names": ["test-*"],
+                "tags": ["nosync"],
+                "nodes": ["pve3"],
+                "pools": ["lab"],
+            },
+        )
+
+    def test_bad_values_are_refused_naming_the_field_and_nothing_is_written(self):
+        cases = {
+            "guests_mode": "sometimes",
+            "removed_guests": "archive",
+            "protected_fields": ["name", "colour"],
+            "exclude_vmids": "100-199, 150-250",
+        }
+        for field, value in cases.items():
+            with self.subTest(field=field):
+                response = self.patch(**{field: value, "description": "must not stick"})
+                self.assertEqual(response.status_code, 400, response.content)
+                self.assertIn(field, response.json())
+        for field, value in {
+            "exclude_vmids": "abc",
+            "exclude_names": ["a", "a"],
+            "exclude_nodes": [" "],
+        }.items():
+            with self.subTest(field=field):
+                response = self.patch(**{field: value})
+                self.assertEqual(response.status_code, 400, response.content)
+                self.assertIn(field, response.json())
+        self.endpoint.refresh_from_db()
+        self.assertEqual(self.endpoint.description, "")
+        self.assertEqual(self.endpoint.guests_mode, "always")
+        self.assertEqual(self.endpoint.exclude_vmids, "")
+
+    def test_the_form_shows_a_field_error(self):
+        self.client.force_login(self.operator)
+        url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
+        response = self.client.post(
+            url,
+            {
+                "name": self.endpoint.name,
+                "host": self.endpoint.host,
+                "port": 8006,
+                "token_id": self.endpoint.token_id,
+                "mode": "cluster",
+                "enabled": "on",
+                "guests_mode": "always",
+                "nodes_mode": "always",
+                "interfaces_mode": "always",
+                "ips_mode": "always",
+                "disks_mode": "always",
+                "vlans_mode": "always",
+                "tags_mode": "always",
+                "keep_operator_objects": "on",
+                "exclude_vmids": "100-300, 200",
+            },
+        )
+        self.assertEqual(response.status_code, 200)
+        self.assertIn("ranges overlap at 200-200", response.content.decode())
+
+
+class VmidRangeTest(TestCase):
+    def test_parsing(self):
+        self.assertEqual(parse_vmid_ranges(""), [])
+        self.assertEqual(parse_vmid_ranges("250, 100-199"), [(100, 199), (250, 250)])
+        for bad in ("99", "200-100", "1-2-3", "x", "100-199,199"):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                parse_vmid_ranges(bad)

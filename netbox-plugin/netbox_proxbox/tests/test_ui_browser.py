@@ -1,0 +1,157 @@
+"""The endpoint's schedule and policy form, and a running sync Job's live log, in headless
+Chromium (Debian's /usr/bin/chromium through Playwright; no browser download).
+
+Skipped where that browser is missing, except under CI (`CI` set), where it is a failure.
+One browser for the whole class.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+
+import pytest
+from core.choices import JobStatusChoices
+from django.contrib.auth import get_user_model
+from django.contrib.staticfiles.testing import StaticLiveServerTestCase
+from django.db import connection
+from django.test import Client
+
+from netbox_proxbox.models import ProxmoxEndpoint
+from netbox_proxbox.sync.jobs import SyncEndpointJob
+
+from .backend import BACKEND_TOKEN, serve_backend
+from .base import make_endpoint
+from .test_schedules import BlockingSyncService, clear_queue, wait_for
+from .test_sync_now import plugin_config
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+if os.environ.get("CI") and not shutil.which(CHROMIUM):
+    raise RuntimeError(f"CI needs Debian's chromium at {CHROMIUM} (.ci/run installs it)")
+pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium")
+
+
+class EndpointOperatorBrowserTest(StaticLiveServerTestCase):
+    host = "127.0.0.1"
+
+    @classmethod
+    def setUpClass(cls):
+        # Playwright's sync API runs an event loop in this thread; the ORM calls the test
+        # makes between page actions are still synchronous.
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+        super().setUpClass()
+        from playwright.sync_api import sync_playwright
+
+        cls.playwright = sync_playwright().start()
+        cls.browser = cls.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.browser.close()
+        cls.playwright.stop()
+        super().tearDownClass()
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+    def setUp(self):
+        super().setUp()
+        clear_queue()
+        self.addCleanup(clear_queue)
+        self.admin = get_user_model().objects.create_superuser("admin", "a@example.com", "pw")
+        self.endpoint = make_endpoint("pve-ui")
+
+    def page(self):
+        client = Client()
+        client.force_login(self.admin)
+        context = self.browser.new_context(base_url=self.live_server_url)
+        context.add_cookies(
+            [
+                {
+                    "name": "sessionid",
+                    "value": client.cookies["sessionid"].value,
+                    "url": self.live_server_url,
+                }
+            ]
+        )
+        self.addCleanup(context.close)
+        return context.new_page()
+
+    def test_policy_and_schedule_form_refuses_bad_values_then_saves(self):
+        page = self.page()
+        page.goto(f"/plugins/proxbox/endpoints/{self.endpoint.pk}/edit/")
+        page.fill("input[name=sync_interval]", "2")
+        page.fill("input[name=exclude_vmids]", "100-300, 200")
+        page.locator("form.object-edit button[type=submit][name=_update]").click()
+        page.wait_for_load_state()
+        body = page.locator("body").inner_text()
+        assert "Ensure this value is greater than or equal to 5" in body
+        assert "ranges overlap at 200-200" in body
+        self.endpoint.refresh_from_db()
+        self.assertIsNone(self.endpoint.sync_interval)
+
+        page.fill("input[name=sync_interval]", "30")
+        page.fill("input[name=exclude_vmids]", "900-999")
+        page.select_option("select[name=guests_mode]", "create_only")
+        page.check("input[name=protected_fields][value=name]")
+        page.locator("form.object-edit button[type=submit][name=_update]").click()
+        page.wait_for_url(f"**/plugins/proxbox/endpoints/{self.endpoint.pk}/")
+        assert "Every 30 min" in page.locator("#sync-schedule").inner_text()
+        # The recurring Job exists once the save committed; the page names its next run.
+        assert page.locator("#next-sync").inner_text().strip() not in ("", "—")
+        endpoint = ProxmoxEndpoint.objects.get(pk=self.endpoint.pk)
+        self.assertEqual(
+            (endpoint.sync_interval, endpoint.exclude_vmids, endpoint.guests_mode),
+            (30, "900-999", "create_only"),
+        )
+        self.assertEqual(endpoint.protected_fields, ["name"])
+        self.assertEqual(SyncEndpointJob.get_jobs(endpoint).get().interval, 30)
+
+    def test_the_job_page_shows_progress_while_the_sync_runs(self):
+        service = BlockingSyncService()
+        with (
+            serve_backend(service) as url,
+            plugin_config(backend_url=url, backend_token=BACKEND_TOKEN, sync_poll_interval=0.05),
+        ):
+            job = SyncEndpointJob.enqueue(instance=self.endpoint, user=self.admin)
+            # What a worker would do, in a thread with its own database connection.
+            worker = threading.Thread(target=self._run_job, args=(job.pk,))
+            worker.start()
+            try:
+                wait_for(lambda: service.calls, "the run to reach the backend")
+                page = self.page()
+                page.goto(f"/core/jobs/{job.pk}/log/")
+                wait_for(
+                    lambda: (
+                        page.reload() is not None
+                        and "Stage guests: started, 1 to process" in page.content()
+                    ),
+                    "the running stage in the Job's log tab",
+                    timeout=30,
+                )
+                page.goto(f"/core/jobs/{job.pk}/")
+                assert "Running" in page.locator("body").inner_text()
+            finally:
+                service.release.set()
+                worker.join(60)
+        job.refresh_from_db()
+        self.assertEqual(job.status, JobStatusChoices.STATUS_COMPLETED, job.error)
+
+    @staticmethod
+    def _run_job(pk):
+        from core.models import Job
+
+        try:
+            job = Job.objects.get(pk=pk)
+            SyncEndpointJob.handle(job)
+        finally:
+            connection.close()
