@@ -6,14 +6,14 @@ import asyncio
 import hmac
 import json
 import os
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
-from proxbox_backend.domain.policy import PolicyError, Target
+from proxbox_backend.domain.policy import TARGET_REF, PolicyError, Target
 from proxbox_backend.runs import RunRegistry
 from proxbox_backend.service import SyncService
 
@@ -105,18 +105,24 @@ def create_app(
         **guarded,
         responses={
             **UNAUTHORIZED,
-            400: {"description": "the guest or node to target is malformed (or both given)"},
             409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
         },
     )
     async def start_sync(
-        endpoint_id: int, guest: str | None = None, node: str | None = None
+        endpoint_id: int,
+        target: Annotated[
+            str | None,
+            Query(
+                pattern=TARGET_REF,
+                description="sync only this guest (`qemu/100`, `lxc/105`) or node (`node/pve1`)",
+            ),
+        ] = None,
     ) -> SyncStarted:
-        """Start a run; `?guest=qemu/100` or `?node=pve1` syncs only that guest or node."""
+        """Start a run; `?target=qemu/100` or `?target=node/pve1` syncs only that guest or node."""
         try:
-            target = Target.parse(guest=guest, node=node)
-        except PolicyError as exc:
-            raise HTTPException(400, str(exc)) from None
+            wanted = Target.from_ref(target)
+        except PolicyError as exc:  # the pattern admits only what parses; kept as a guard
+            raise HTTPException(422, str(exc)) from None
         key = str(endpoint_id)
         if active := registry.active_for(key):
             raise HTTPException(
@@ -126,7 +132,7 @@ def create_app(
 
         async def work() -> None:
             registry.record(run, {"event": "started", "endpoint": key})
-            await service.run(endpoint_id, lambda event: registry.record(run, event), target)
+            await service.run(endpoint_id, lambda event: registry.record(run, event), wanted)
 
         task = asyncio.create_task(work())
         background.add(task)

@@ -204,3 +204,37 @@ def test_a_node_target_covers_its_guests_and_its_own_device_only():
         ],
     )
     assert [u.key for u in policy_.restrict(vms).updates] == ["cluster-7/qemu/100"]
+
+
+def test_the_sync_route_takes_one_target_a_guest_or_a_node():
+    from fastapi.testclient import TestClient
+
+    from proxbox_backend import api
+    from proxbox_backend.config import Settings
+    from proxbox_backend.secrets import Secret
+
+    asked = []
+
+    class RecordingService:
+        async def run(self, endpoint_id, emit=None, target=None):
+            asked.append(target)
+
+    settings = Settings(netbox_url="http://127.0.0.1:9", netbox_token=Secret("x" * 40))
+    app = api.create_app(settings, service=RecordingService(), api_token="t" * 32)
+    headers = {"Authorization": "Bearer " + "t" * 32}
+    with TestClient(app) as client:
+        # One endpoint each: a second run of one endpoint is refused while the first is active.
+        for endpoint_id, ref in enumerate(("qemu/100", "lxc/105", "node/pve2", None), start=1):
+            params = {"target": ref} if ref else None
+            answer = client.post(f"/sync/{endpoint_id}", params=params, headers=headers)
+            assert answer.status_code == 202, ref
+        for bad in ("qemu/1", "node/", "vm/100", "qemu/100&node=pve1", "pve1"):
+            answer = client.post("/sync/7", params={"target": bad}, headers=headers)
+            assert answer.status_code == 422, bad
+            assert answer.json()["detail"][0]["loc"] == ["query", "target"]
+    assert [(t.guest, t.node) if t else None for t in asked] == [
+        (("qemu", 100), None),
+        (("lxc", 105), None),
+        (None, "pve2"),
+        None,
+    ]

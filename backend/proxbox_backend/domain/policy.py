@@ -153,6 +153,9 @@ class SyncPolicy:
 
 
 GUEST_REF = re.compile(r"^(qemu|lxc)/([1-9][0-9]{2,8})$")
+# The backend API's one `target` parameter: a guest (`qemu/100`) or a node (`node/pve1`),
+# so "a guest and a node at once" cannot be asked for.
+TARGET_REF = r"^((qemu|lxc)/[1-9][0-9]{2,8}|node/[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)$"
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,13 @@ class Target:
         if node:
             return cls(node=node)
         return None
+
+    @classmethod
+    def from_ref(cls, ref: str | None) -> Target | None:
+        """`qemu/100`, `lxc/105` or `node/pve1` (the backend API's `target`), or None."""
+        if ref and ref.startswith("node/"):
+            return cls.parse(node=ref.removeprefix("node/"))
+        return cls.parse(guest=ref)
 
     def with_inventory(self, guests) -> Target:
         if self.node is None:

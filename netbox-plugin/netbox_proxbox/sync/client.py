@@ -61,7 +61,11 @@ class BackendClient:
 
     def start_sync(self, endpoint_id: int, target: dict | None = None) -> str:
         """Start a run; `target` ({"guest": "qemu/100"} or {"node": "pve1"}) narrows it."""
-        response = self._request("POST", f"/sync/{endpoint_id}", params=target or None)
+        params = None
+        if target:
+            # The backend takes one `target`: `qemu/100` or `node/pve1`.
+            params = {"target": target["guest"] if "guest" in target else f"node/{target['node']}"}
+        response = self._request("POST", f"/sync/{endpoint_id}", params=params)
         if response.status_code == 202:
             run_id = _json(response).get("run_id")
             if not run_id:
