@@ -87,9 +87,12 @@ def main(argv: list[str]) -> int:
         at = argv.index("--progress")
         label = argv[at + 1]
         del argv[at : at + 2]
-    from django.core.management import call_command
+    from django.core.management import call_command, get_commands, load_command_class
 
-    call_command(_counting_migrate(label) if label else "migrate", *argv)
+    parsed = load_command_class(get_commands()["migrate"], "migrate")
+    # The count is the whole plan: with an app or target named, migrate uncounted.
+    counted = label and not parsed.create_parser("netbox", "migrate").parse_args(argv).app_label
+    call_command(_counting_migrate(label) if counted else "migrate", *argv)
     return 0
 
 
