@@ -148,3 +148,16 @@ def test_plain_progress_lines_replay_as_the_same_steps():
     assert all(replayed.replay(line) for line in written)
     assert not replayed.replay("starting netbox")
     assert again[:-1] == written[:-1]
+
+
+def test_a_terminal_gets_bars_instead_of_lines():
+    written: list[str] = []
+    bars = Reporter(written.append, stream=Captured(True))
+    with bars.step("starting netbox"):
+        bars.event({"label": "migrating NetBox", "done": 3, "total": 10})
+        bars.event({"label": "migrating NetBox", "end": True})
+    task = bars._progress.tasks[0]
+    assert (task.description, task.completed, task.total) == ("starting netbox", 1, 1)
+    assert bars._progress.tasks[1].completed == bars._progress.tasks[1].total == 10
+    bars.close()
+    assert written == []
