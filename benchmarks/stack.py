@@ -4,7 +4,11 @@ Measured, in this order, from a data dir of its own (a temp dir):
 
 1. cold `proxbox up -d` until an authenticated `GET /api/status/` answers:
    empty data dir, embedded PostgreSQL and Redis initialised from scratch,
-   NetBox migrated into a new template, database cloned, admin created;
+   NetBox migrated into a new template (an empty template cache), database
+   cloned, admin created, demo seeded and synced once;
+1b. `proxbox template build` (the dump of that template), then cold again on a
+   second empty data dir with that cache: the template restored from the dump
+   instead of migrated; printed with its ratio to 1 (same run, same machine);
 2. warm restart: `proxbox down`, then `proxbox up -d` again in the same data
    dir until the API answers (servers restart, template and database reused);
 3. the NetBox plugin test suites, first run then second run, against the
@@ -16,7 +20,7 @@ With `--external`, steps run against PROXBOX_DATABASE_URL/PROXBOX_REDIS_URL
 instead (the template may already exist there, so "cold" is then a first run
 on a new data dir, not a first migration). Every process is stopped at the end.
 
-    uv run python benchmarks/stack.py [--external] [--keep-home]
+    uv run python benchmarks/stack.py [--external] [--keep-home] [--cold-only]
 """
 
 from __future__ import annotations
@@ -92,18 +96,27 @@ def timed_suite(env: dict[str, str]) -> tuple[float, str]:
     return elapsed, (lines[-1] if lines else f"exit {result.returncode}")
 
 
+class _Done(Exception):
+    """Ends the measured steps early (--cold-only)."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--external", action="store_true", help="use the servers in the env URLs")
     parser.add_argument("--keep-home", action="store_true", help="keep the temp data dir")
     parser.add_argument("--port", type=int, default=0, help="NetBox port (default: a free one)")
+    parser.add_argument(
+        "--cold-only", action="store_true", help="only the two cold starts (no warm, no suites)"
+    )
     args = parser.parse_args()
 
     from proxbox_devstack.ports import ephemeral_port
 
     port = args.port or ephemeral_port()
     home = Path(tempfile.mkdtemp(prefix="proxbox-bench-"))
-    env = dict(os.environ, PROXBOX_HOME=str(home))
+    # A private template cache: the first cold start must find no dump.
+    cache = Path(tempfile.mkdtemp(prefix="proxbox-bench-cache-"))
+    env = dict(os.environ, PROXBOX_HOME=str(home), PROXBOX_TEMPLATE_CACHE=str(cache))
     env["PROXBOX_NETBOX_DATABASE"] = f"devstack_bench_{os.getpid()}"
     if not args.external:
         for name in URL_ENVS:
@@ -117,10 +130,33 @@ def main() -> int:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"servers: {'external (env URLs)' if args.external else 'embedded'}; data dir {home}")
     figures: list[tuple[str, str]] = []
+    second_home = Path(tempfile.mkdtemp(prefix="proxbox-bench-"))
+    second_env = dict(env, PROXBOX_HOME=str(second_home))
     try:
         cold = timed_up(env, home, port)
-        figures.append(("cold proxbox up -> API ready", f"{cold:.1f} s"))
+        figures.append(("cold proxbox up (migrating) -> API ready", f"{cold:.1f} s"))
         proxbox(env, "down")
+        began = time.monotonic()
+        proxbox(env, "template", "build")
+        built = time.monotonic() - began
+        dumps = list(cache.glob("*.dump"))
+        size = sum(d.stat().st_size for d in dumps) / 1e6
+        figures.append(("proxbox template build", f"{built:.1f} s ({size:.1f} MB)"))
+        if args.external:
+            # The template itself survives on the shared server; only a new server
+            # shows the restore, so the dump run is embedded-only.
+            figures.append(("cold proxbox up (from the dump)", "skipped with --external"))
+        else:
+            restored = timed_up(second_env, second_home, port)
+            proxbox(second_env, "down")
+            figures.append(
+                (
+                    "cold proxbox up (from the dump) -> API ready",
+                    f"{restored:.1f} s (x{restored / cold:.2f} of migrating)",
+                )
+            )
+        if args.cold_only:
+            raise _Done
         warm = timed_up(env, home, port)
         figures.append(("warm restart (down, up -d) -> API ready", f"{warm:.1f} s"))
         proxbox(env, "down")
@@ -137,10 +173,19 @@ def main() -> int:
         figures.append(("test suite, first run", f"{first:.1f} s ({first_summary})"))
         second, second_summary = timed_suite(suite_env)
         figures.append(("test suite, second run", f"{second:.1f} s ({second_summary})"))
+    except _Done:
+        pass
     finally:
-        subprocess.run(
-            [sys.executable, "-m", "proxbox_devstack.cli", "down"], env=env, capture_output=True
-        )
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for stack_env in (env, second_env):
+            subprocess.run(
+                [sys.executable, "-m", "proxbox_devstack.cli", "down"],
+                env=stack_env,
+                capture_output=True,
+            )
+        shutil.rmtree(cache, ignore_errors=True)
+        if not args.keep_home:
+            shutil.rmtree(second_home, ignore_errors=True)
         if args.external:
             import psycopg
 

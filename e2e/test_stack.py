@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,22 @@ def test_up_prints_urls_and_where_the_credentials_are(stack):
     assert stack.credentials["token"] not in stack.up_output
     assert stack.credentials["password"] not in stack.up_output
     assert (stack.home / "credentials.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_up_d_shows_the_progress_of_every_long_step(stack):
+    """`up -d` draws the detached run's steps from its log (plain lines when captured)."""
+    for step in (
+        "starting PostgreSQL and Redis",
+        "preparing netbox",
+        "cloning the NetBox database",
+        "starting netbox",
+        "preparing simulator",
+        "starting backend",
+        "first sync of the demo endpoint",
+    ):
+        assert re.search(rf"^{re.escape(step)}: done in [\d.]+ s$", stack.up_output, re.M), (
+            stack.up_output
+        )
 
 
 def test_status_lists_both_plugins(stack):

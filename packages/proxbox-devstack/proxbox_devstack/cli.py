@@ -4,6 +4,7 @@ proxbox up [-d] [--port 8000] [--host 127.0.0.1] [--web-workers 2]
 proxbox down
 proxbox status [--json]
 proxbox services up [-d] | down
+proxbox template build
 proxbox --version
 """
 
@@ -67,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     services_up = services_commands.add_parser("up", help="start them and print their URLs")
     services_up.add_argument("-d", "--detach", action="store_true", help="return once they run")
     services_commands.add_parser("down", help="stop the embedded services")
+
+    template = commands.add_parser("template", help="the migrated NetBox template's dump")
+    template_commands = template.add_subparsers(dest="template_command", required=True)
+    template_commands.add_parser(
+        "build",
+        help="write it to the template cache ($PROXBOX_TEMPLATE_CACHE, else ~/.cache/proxbox/"
+        "templates); a first `up` restores it instead of migrating",
+    )
     return parser
 
 
@@ -98,7 +107,7 @@ def _services_up(data_dir, detach: bool) -> int:
 def run(argv: list[str]) -> int:
     from .components import UpOptions
     from .paths import data_dir as default_data_dir
-    from .stack import down, status, up, up_detached
+    from .stack import down, status, template_build, up, up_detached
 
     args = build_parser().parse_args(argv)
     data_dir = default_data_dir()
@@ -112,6 +121,8 @@ def run(argv: list[str]) -> int:
         return down(data_dir, log=_emit)
     if args.command == "status":
         return status(data_dir, log=_emit, as_json=args.json)
+    if args.command == "template":
+        return template_build(data_dir, log=_emit)
     if args.services_command == "up":
         return _services_up(data_dir, args.detach)
     from .services import stop_services

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .errors import StackError
 from .processes import ProcessSpec
+from .progress import Reporter, parse_event
 from .services import Services
 
 NETBOX_CONFIGURATION = "proxbox_devstack.netbox_configuration"
@@ -41,6 +42,8 @@ class StackContext:
     urls: dict[str, str] = field(default_factory=dict)
     # Facts components report to the launcher, e.g. that credentials were created.
     notes: dict[str, object] = field(default_factory=dict)
+    # Shows the long steps (migrations, clone, first sync) as they run.
+    reporter: Reporter = field(default_factory=lambda: Reporter(stream=sys.stderr))
 
     def log_file(self, name: str) -> Path:
         return self.data_dir / "logs" / f"{name}.log"
@@ -54,6 +57,8 @@ class Component:
     prepare: Callable[[StackContext], None] | None = None
     # Runs once every component is up (e.g. a first sync).
     after_start: Callable[[StackContext], None] | None = None
+    # How the progress display names the after_start step.
+    after_start_label: str | None = None
 
 
 def http_answers(host: str, port: int, path: str) -> bool:
@@ -69,18 +74,15 @@ def http_answers(host: str, port: int, path: str) -> bool:
         return False
 
 
-def prepare_netbox_database(ctx: StackContext) -> None:
-    """Clone/migrate the NetBox database and create the admin on first run (in a child)."""
-    from .demo import assign_backend_url
-
-    # NetBox's configuration names the backend's URL, so its port is chosen first.
-    assign_backend_url(ctx)
-    log_file = ctx.log_file("netbox-setup")
+def run_setup_child(
+    ctx: StackContext, argv: list[str], log_file: Path, what: str
+) -> dict[str, object]:
+    """Run a NetBox setup child, showing its progress; its last stdout line is JSON."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     stderr_lines: list[str] = []
     with open(log_file, "a", encoding="utf-8") as log:
         child = subprocess.Popen(
-            [sys.executable, "-m", "proxbox_devstack.netbox_db"],
+            [sys.executable, "-m", *argv],
             env=ctx.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -88,21 +90,40 @@ def prepare_netbox_database(ctx: StackContext) -> None:
             text=True,
         )
         assert child.stderr is not None and child.stdout is not None
-        # Progress lines reach the terminal as they come: a first run builds the
-        # migrated template for minutes.
+        # Progress reaches the terminal as it comes: a first run without a
+        # template dump migrates for minutes.
         for line in child.stderr:
+            event = parse_event(line)
+            if event is not None:
+                ctx.reporter.event(event)
+                continue
             stderr_lines.append(line.rstrip("\n"))
             log.write(line)
             log.flush()
             if not line.startswith((" ", "Traceback")):
-                print(line.rstrip("\n"), file=sys.stderr, flush=True)
+                ctx.reporter.log(line.rstrip("\n"))
         stdout = child.stdout.read()
         log.write(stdout)
     if child.wait() != 0:
         reasons = [line for line in stderr_lines if line.strip()]
         reason = reasons[-1] if reasons else f"exit code {child.returncode}"
-        raise StackError(f"preparing the NetBox database failed: {reason} (see {log_file})")
-    ctx.notes.update(json.loads(stdout.strip().splitlines()[-1]))
+        raise StackError(f"{what} failed: {reason} (see {log_file})")
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def prepare_netbox_database(ctx: StackContext) -> None:
+    """Clone/migrate the NetBox database and create the admin on first run (in a child)."""
+    from .demo import assign_backend_url
+
+    # NetBox's configuration names the backend's URL, so its port is chosen first.
+    assign_backend_url(ctx)
+    result = run_setup_child(
+        ctx,
+        ["proxbox_devstack.netbox_db"],
+        ctx.log_file("netbox-setup"),
+        "preparing the NetBox database",
+    )
+    ctx.notes.update(result)
 
 
 def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
@@ -149,7 +170,12 @@ def _demo_components() -> list[Component]:
 
     return [
         Component(name="simulator", specs=simulator_specs, prepare=prepare_simulator),
-        Component(name="backend", specs=backend_specs, after_start=first_sync),
+        Component(
+            name="backend",
+            specs=backend_specs,
+            after_start=first_sync,
+            after_start_label="first sync of the demo endpoint",
+        ),
     ]
 
 

@@ -8,6 +8,10 @@ applies whatever the template lacks (normally nothing). The admin user and an
 API token are created once and stored in `<data dir>/credentials.json` (0600).
 
 Prints one JSON object: {"database": ..., "cloned": bool, "credentials_created": bool}.
+
+`python -m proxbox_devstack.netbox_db template-build` (`proxbox template build`)
+instead writes the migrated template's dump to the template cache and prints
+{"dump": path, "bytes": size}. Progress goes to stderr (`progress` protocol).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 from pathlib import Path
 
 from .paths import data_dir as default_data_dir
+from .progress import emit
 from .secrets import write_private_file
 
 CREDENTIALS_FILE = "credentials.json"
@@ -49,6 +54,7 @@ BACKEND_WRITES = (
     "virtualization.virtualdisk",
 )
 BACKEND_READS = ("dcim.site", "tenancy.tenant")
+CLONE_STEP = "cloning the NetBox database"
 ADMIN_USERNAME = "admin"
 TOKEN_DESCRIPTION = "proxbox dev stack"
 
@@ -72,10 +78,19 @@ def _ensure_database(settings_dict: dict) -> bool:
     with maintenance_connection(settings_dict) as conn:
         if database_exists(conn, name):
             return False
-    template = ensure_template(settings_dict, log=lambda line: print(line, file=sys.stderr))
+    template = ensure_template(
+        settings_dict, log=lambda line: print(line, file=sys.stderr), progress=report_progress
+    )
+    emit(CLONE_STEP)
     with maintenance_connection(settings_dict) as conn:
         clone_database(conn, template, name)
+    emit(CLONE_STEP, end=True)
     return True
+
+
+def report_progress(event: dict) -> None:
+    """Forward a template build's progress to the launcher (stderr, `progress` protocol)."""
+    emit(event["label"], event.get("done"), event.get("total"), end=bool(event.get("end")))
 
 
 def _ensure_admin(data_dir: Path) -> bool:
@@ -195,6 +210,16 @@ def main() -> int:
     from django.core.management import call_command
     from django.db import connections
 
+    if sys.argv[1:] == ["template-build"]:
+        from .testdb import build_dump
+
+        path = build_dump(
+            connections["default"].settings_dict,
+            log=lambda line: print(line, file=sys.stderr),
+            progress=report_progress,
+        )
+        print(json.dumps({"dump": str(path), "bytes": path.stat().st_size}))
+        return 0
     data_dir = default_data_dir()
     cloned = _ensure_database(connections["default"].settings_dict)
     call_command("migrate", interactive=False, verbosity=0)

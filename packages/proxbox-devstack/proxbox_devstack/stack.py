@@ -24,11 +24,13 @@ from .netbox_db import credentials_path, load_credentials
 from .paths import HOME_ENV
 from .ports import port_is_free
 from .processes import ProcessRecord, ProcessSpec, spawn, stop, wait_ready
+from .progress import Reporter
 from .state import StackState
 
 Log = Callable[[str], None]
 DETACHED_LOG = "proxbox-up.log"
 SHUTDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SERVICES_STEP = "starting PostgreSQL and Redis"
 
 
 def running_supervisor(data_dir: Path) -> ProcessRecord | None:
@@ -183,7 +185,9 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
     preflight(data_dir, options)
     supervisor = Supervisor(data_dir, log)
     _install_signal_handlers(supervisor)
-    services = services_mod.start_services(data_dir, log=log)
+    reporter = Reporter(log)
+    with reporter.step(SERVICES_STEP):
+        services = services_mod.start_services(data_dir, log=log)
     lease: redis_databases.RedisLease | None = None
     exit_code = 0
     try:
@@ -198,22 +202,28 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
                 [lease.databases.tasks, lease.databases.caching] if lease else None
             )
             state.save(data_dir)
-        ctx = StackContext(data_dir, options, services, stack_env(data_dir, services, lease))
+        ctx = StackContext(
+            data_dir, options, services, stack_env(data_dir, services, lease), reporter=reporter
+        )
         for component in COMPONENTS:
             if supervisor.stopping.is_set():
                 break
             if component.prepare is not None:
                 try:
-                    component.prepare(ctx)
+                    with reporter.step(f"preparing {component.name}"):
+                        component.prepare(ctx)
                 except StackError:
                     # Ctrl-C reaches the preparation child too; that is a stop, not a failure.
                     if supervisor.stopping.is_set():
                         break
                     raise
-            supervisor.start(component.specs(ctx))
+            with reporter.step(f"starting {component.name}"):
+                supervisor.start(component.specs(ctx))
         for component in COMPONENTS:
             if component.after_start is not None and not supervisor.stopping.is_set():
-                component.after_start(ctx)
+                with reporter.step(component.after_start_label or f"{component.name}: after start"):
+                    component.after_start(ctx)
+        reporter.close()
         if not supervisor.stopping.is_set():
             _announce_ready(data_dir, ctx, log, show_secrets=not detached_child)
             died = supervisor.watch()
@@ -221,6 +231,7 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
                 log(f"{died} exited unexpectedly; stopping the stack (see {ctx.log_file(died)})")
                 exit_code = EXIT_FAILURE
     finally:
+        reporter.close()
         # A second Ctrl-C during shutdown must not abandon children half-stopped.
         for sig in SHUTDOWN_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
@@ -287,6 +298,9 @@ def up_detached(data_dir: Path, argv: list[str], options: UpOptions, log: Log = 
     log_file = data_dir / "logs" / DETACHED_LOG
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as out:
+        # The detached child logs its progress as plain lines; they are drawn
+        # here again, from where this run's output starts.
+        offset = out.tell()
         child = subprocess.Popen(
             [sys.executable, "-m", "proxbox_devstack.cli", *argv, "--detached-child"],
             env=dict(os.environ, **{HOME_ENV: str(data_dir)}),
@@ -295,24 +309,79 @@ def up_detached(data_dir: Path, argv: list[str], options: UpOptions, log: Log = 
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    while True:
-        code = child.poll()
-        if code is not None:
-            raise StackError(
-                _last_line(log_file) or f"proxbox up exited with code {code}", code or 1
+    reporter = Reporter(log)
+    try:
+        while True:
+            code = child.poll()
+            state = StackState.load(data_dir)
+            ready = (
+                state is not None
+                and bool(state.urls)
+                and state.supervisor is not None
+                and int(state.supervisor["pid"]) == child.pid
             )
-        state = StackState.load(data_dir)
-        if (
-            state is not None
-            and state.urls
-            and state.supervisor is not None
-            and int(state.supervisor["pid"]) == child.pid
-        ):
-            for line in describe(data_dir, show_secrets=state.credentials_created):
-                log(line)
-            log(f"running in the background (pid {child.pid}); stop with `proxbox down`")
-            return 0
-        time.sleep(0.3)
+            offset = _follow(log_file, offset, reporter, progress_only=ready or code is not None)
+            if code is not None:
+                reporter.close()
+                raise StackError(
+                    _last_line(log_file) or f"proxbox up exited with code {code}", code or 1
+                )
+            if ready:
+                reporter.close()
+                for line in describe(data_dir, show_secrets=state.credentials_created):
+                    log(line)
+                log(f"running in the background (pid {child.pid}); stop with `proxbox down`")
+                return 0
+            time.sleep(0.3)
+    finally:
+        reporter.close()
+
+
+def _follow(path: Path, offset: int, reporter: Reporter, progress_only: bool) -> int:
+    """Show the complete lines written to `path` after `offset`; the new offset.
+
+    Once the child is ready (or gone) only progress lines are shown: it prints
+    its URLs (or its error) then, and the caller prints them itself.
+    """
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+    except OSError:
+        return offset
+    complete = chunk[: chunk.rfind(b"\n") + 1]
+    for line in complete.decode("utf-8", "replace").splitlines():
+        if not reporter.replay(line) and not progress_only and line.strip():
+            reporter.log(line)
+    return offset + len(complete)
+
+
+def template_build(data_dir: Path, log: Log = print) -> int:
+    """`proxbox template build`: the migrated template's dump in the template cache.
+
+    Uses the stack's servers (the environment's, or the embedded ones, started
+    for the build and stopped afterwards unless they were running already).
+    """
+    from .components import run_setup_child
+
+    reporter = Reporter(log)
+    with reporter.step(SERVICES_STEP):
+        services = services_mod.start_services(data_dir, log=log)
+    try:
+        ctx = StackContext(
+            data_dir, UpOptions(), services, stack_env(data_dir, services), reporter=reporter
+        )
+        result = run_setup_child(
+            ctx,
+            ["proxbox_devstack.netbox_db", "template-build"],
+            ctx.log_file("template-build"),
+            "building the template dump",
+        )
+    finally:
+        reporter.close()
+        services_mod.stop_services(data_dir, tuple(services.started))
+    log(f"template dump: {result['dump']} ({int(result['bytes']) / 1e6:.1f} MB)")
+    return 0
 
 
 def _last_line(path: Path) -> str:

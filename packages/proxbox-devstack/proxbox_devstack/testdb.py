@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from psycopg import sql
 
 from .netbox_settings import NETBOX_DATABASE_ENV, PLUGINS
 from .paths import repo_root
+from .progress import parse_event
+
+# Receives the progress events of a template build (see `progress.emit`).
+Progress = Callable[[dict], None]
 
 BASE_PREFIX = "proxbox_tpl_base_"
 FULL_PREFIX = "proxbox_tpl_full_"
@@ -92,21 +97,50 @@ def clone_database(conn: psycopg.Connection, template: str, name: str) -> None:
     )
 
 
-def run_netbox_migrate(database: str, *args: str, icu: bool = True) -> None:
+def run_netbox_migrate(
+    database: str,
+    *args: str,
+    icu: bool = True,
+    progress: Progress | None = None,
+    label: str | None = None,
+) -> None:
+    """`netbox migrate` into `database` in a child; `progress` gets its counted events."""
     env = dict(os.environ, **{NETBOX_DATABASE_ENV: database})
     env.setdefault("NETBOX_CONFIGURATION", "proxbox_devstack.netbox_configuration")
     # Without ICU, NetBox's natural-sort collation needs a stand-in (see the module).
-    entry = ["netbox", "migrate"] if icu else ["proxbox_devstack.migrate_without_icu"]
-    result = subprocess.run(
-        [sys.executable, "-m", *entry, *args, "--no-input", "--verbosity", "0"],
+    entry = ["proxbox_devstack.migrate_without_icu", *([] if not icu else ["--with-icu"])]
+    label = label or f"migrating {database.removesuffix('_building')}"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            *entry,
+            "--progress",
+            label,
+            *args,
+            "--no-input",
+            "--verbosity",
+            "0",
+        ],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
         text=True,
     )
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"netbox migrate into {database} failed:\n{result.stdout}\n{result.stderr}"
-        )
+    assert child.stdout is not None and child.stderr is not None
+    errors: list[str] = []
+    for line in child.stderr:
+        event = parse_event(line)
+        if event is None:
+            errors.append(line)
+        elif progress is not None:
+            progress(event)
+    stdout = child.stdout.read()
+    if child.wait() != 0:
+        raise RuntimeError(f"netbox migrate into {database} failed:\n{stdout}\n{''.join(errors)}")
+    if progress is not None:
+        progress({"label": label, "end": True})
 
 
 def server_supports_icu(conn: psycopg.Connection) -> bool:
@@ -119,19 +153,37 @@ def server_supports_icu(conn: psycopg.Connection) -> bool:
     return True
 
 
-def _build(conn: psycopg.Connection, name: str, source: str | None) -> None:
+@contextmanager
+def _step(progress: Progress | None, label: str):
+    if progress is not None:
+        progress({"label": label})
+    try:
+        yield
+    finally:
+        if progress is not None:
+            progress({"label": label, "end": True})
+
+
+def _build(
+    conn: psycopg.Connection, name: str, source: str | None, progress: Progress | None = None
+) -> None:
     building = name + "_building"
     if source is None:
         drop_database(conn, building)
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
-        run_netbox_migrate(building, icu=server_supports_icu(conn))
-    else:
-        clone_database(conn, source, building)
-        run_netbox_migrate(building)
-    conn.execute(
-        sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
-            sql.Identifier(building), sql.Identifier(name)
+        run_netbox_migrate(
+            building, icu=server_supports_icu(conn), progress=progress, label="migrating NetBox"
         )
+    else:
+        with _step(progress, "cloning the NetBox template"):
+            clone_database(conn, source, building)
+        run_netbox_migrate(building, progress=progress, label="migrating the plugins")
+    _rename(conn, building, name)
+
+
+def _rename(conn: psycopg.Connection, old: str, new: str) -> None:
+    conn.execute(
+        sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(old), sql.Identifier(new))
     )
 
 
@@ -142,28 +194,175 @@ def _drop_stale(conn: psycopg.Connection, prefix: str, keep: str) -> None:
             drop_database(conn, name)
 
 
-def ensure_template(settings_dict: dict, log=print) -> str:
-    """The name of an up-to-date fully migrated template, building it when needed."""
+# The migrated template as a compressed dump (pg_dump's custom format), so a
+# server with no template (a new data dir, a fresh CI server) restores it in
+# seconds instead of running every migration.
+CACHE_ENV = "PROXBOX_TEMPLATE_CACHE"
+
+
+def cache_dir() -> Path:
+    """`$PROXBOX_TEMPLATE_CACHE`, else `$XDG_CACHE_HOME/proxbox/templates` (~/.cache)."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "proxbox" / "templates"
+
+
+def dump_path(conn: psycopg.Connection, full_key: str) -> Path:
+    """The dump of template `full_key` for this server's major version and ICU support.
+
+    The full key covers NetBox's and the plugins' migrations and `uv.lock`; a
+    dump from another major version or the other collation provider is never restored.
+    """
+    major = conn.info.server_version // 10000
+    icu = "icu" if server_supports_icu(conn) else "noicu"
+    return cache_dir() / f"netbox-{full_key}-pg{major}-{icu}.dump"
+
+
+def _client_env(settings_dict: dict) -> tuple[list[str], dict[str, str]]:
+    args = []
+    for flag, key in (("--host", "HOST"), ("--port", "PORT"), ("--username", "USER")):
+        if settings_dict.get(key):
+            args += [flag, str(settings_dict[key])]
+    env = dict(os.environ)
+    if settings_dict.get("PASSWORD"):
+        env["PGPASSWORD"] = str(settings_dict["PASSWORD"])
+    return args, env
+
+
+def _client(name: str, server_major: int) -> str:
+    """`pg_dump`/`pg_restore` of the server's major version, else the embedded (newest) one.
+
+    A newer client writes settings an older server rejects (`SET transaction_timeout`
+    from 17 on), so a matching one is preferred: Debian's versioned directory, then PATH.
+    """
+    from .postgres_server import POSTGRES_BIN_PATH
+
+    candidates = [Path(f"/usr/lib/postgresql/{server_major}/bin/{name}")]
+    on_path = shutil.which(name)
+    if on_path:
+        candidates.append(Path(on_path))
+    for candidate in candidates:
+        if candidate.is_file() and _client_major(candidate) == server_major:
+            return str(candidate)
+    return str(POSTGRES_BIN_PATH / name)
+
+
+def _client_major(binary: Path) -> int | None:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    digits = out.split()[-1].split(".")[0] if out.split() else ""
+    return int(digits) if digits.isdigit() else None
+
+
+def _restore(conn: psycopg.Connection, settings_dict: dict, dump: Path, name: str, log) -> bool:
+    """Restore `dump` as database `name`; False (one line logged) when it cannot be."""
+    building = name + "_building"
+    drop_database(conn, building)
+    conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(building)))
+    args, env = _client_env(settings_dict)
+    result = subprocess.run(
+        [
+            _client("pg_restore", conn.info.server_version // 10000),
+            *args,
+            "--no-owner",
+            "--exit-on-error",
+            "--dbname",
+            building,
+        ]
+        + [str(dump)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        drop_database(conn, building)
+        reason = next(
+            (line for line in reversed(result.stderr.splitlines()) if line.strip()),
+            f"exit code {result.returncode}",
+        )
+        log(f"template dump {dump} is unusable ({reason.strip()}); migrating instead")
+        return False
+    _rename(conn, building, name)
+    return True
+
+
+def _lock_builds(conn: psycopg.Connection, progress: Progress | None) -> None:
+    """Take the template build lock; waiting for another session's build is a shown step."""
+    if conn.execute("SELECT pg_try_advisory_lock(%s)", [BUILD_LOCK_KEY]).fetchone()[0]:
+        return
+    with _step(progress, "waiting for another session's template build"):
+        conn.execute("SELECT pg_advisory_lock(%s)", [BUILD_LOCK_KEY])
+
+
+def ensure_template(
+    settings_dict: dict, log=print, progress: Progress | None = None, restore: bool = True
+) -> str:
+    """The name of an up-to-date fully migrated template, building it when needed.
+
+    A missing template is restored from its dump in `cache_dir()` when one
+    matches its key (and `restore`), else migrated.
+    """
     base_key, full_key = template_keys()
     base, full = BASE_PREFIX + base_key, FULL_PREFIX + full_key
     with maintenance_connection(settings_dict) as conn:
         if database_exists(conn, full):
             return full
-        conn.execute("SELECT pg_advisory_lock(%s)", [BUILD_LOCK_KEY])
+        _lock_builds(conn, progress)
         try:
-            if not database_exists(conn, base):
+            dump = dump_path(conn, full_key)
+            if not database_exists(conn, full) and restore and dump.is_file():
+                with _step(progress, "restoring the NetBox template"):
+                    if _restore(conn, settings_dict, dump, full, log):
+                        log(f"Restored template {full} from {dump}")
+                        _drop_stale(conn, FULL_PREFIX, keep=full)
+            if not database_exists(conn, full) and not database_exists(conn, base):
                 log(
-                    f"Migrating NetBox into template {base} (once per NetBox release, a few minutes)"
+                    f"Migrating NetBox into template {base} (once per NetBox release, a few minutes;"
+                    f" `proxbox template build` keeps a dump that restores in seconds)"
                 )
-                _build(conn, base, source=None)
+                _build(conn, base, source=None, progress=progress)
                 _drop_stale(conn, BASE_PREFIX, keep=base)
             if not database_exists(conn, full):
                 log(f"Applying plugin migrations into template {full}")
-                _build(conn, full, source=base)
+                _build(conn, full, source=base, progress=progress)
                 _drop_stale(conn, FULL_PREFIX, keep=full)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
     return full
+
+
+def build_dump(settings_dict: dict, log=print, progress: Progress | None = None) -> Path:
+    """Write the dump of the current template to the cache (migrating it first if needed)."""
+    template = ensure_template(settings_dict, log=log, progress=progress, restore=False)
+    full_key = template.removeprefix(FULL_PREFIX)
+    with maintenance_connection(settings_dict) as conn:
+        path = dump_path(conn, full_key)
+        pg_dump = _client("pg_dump", conn.info.server_version // 10000)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + f".{os.getpid()}.partial")
+    args, env = _client_env(settings_dict)
+    with _step(progress, "dumping the NetBox template"):
+        result = subprocess.run(
+            [pg_dump, *args, "--format", "custom", "--no-owner", "--file", str(partial)]
+            + [template],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"pg_dump of {template} failed: {result.stderr.strip()}")
+    # Renamed into place whole: a concurrent `up` never restores a half-written dump.
+    partial.replace(path)
+    variant = path.name.split("-", 2)[2]  # pg<major>-<icu|noicu>.dump
+    for stale in path.parent.glob(f"netbox-*-{variant}"):
+        if stale != path:
+            stale.unlink(missing_ok=True)
+    return path
 
 
 @contextmanager

@@ -1,0 +1,163 @@
+"""The migrated template's dump: restored when its key matches, migrated when it does not
+or when the dump is unusable; and the progress lines `proxbox up -d` draws again.
+
+The template here is a small database standing in for NetBox's (a real migration
+takes minutes); dumping and restoring run the real pg_dump/pg_restore against the
+embedded server. Migrating is recorded, not run.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+
+from proxbox_devstack import testdb
+from proxbox_devstack.progress import Reporter
+
+
+@pytest.fixture
+def server(embedded, tmp_path, monkeypatch):
+    """The embedded server's settings, a private dump cache and a recording migrator."""
+    _data_dir, started = embedded
+    url = urlsplit(started.database_url)
+    settings = {"HOST": url.hostname, "PORT": url.port, "USER": url.username, "PASSWORD": ""}
+    monkeypatch.setenv(testdb.CACHE_ENV, str(tmp_path / "cache"))
+    migrated: list[str] = []
+
+    def migrate(conn, name, source, progress=None):
+        migrated.append(name)
+        conn.execute(f'CREATE DATABASE "{name}"')
+        with psycopg.connect(started.database_url.rsplit("/", 1)[0] + f"/{name}") as db:
+            db.execute("CREATE TABLE migrated (origin text)")
+            db.execute("INSERT INTO migrated VALUES (%s)", [name])
+
+    monkeypatch.setattr(testdb, "_build", migrate)
+    yield settings, started.database_url, migrated
+    with testdb.maintenance_connection(settings) as conn:
+        for prefix in (testdb.BASE_PREFIX, testdb.FULL_PREFIX):
+            testdb._drop_stale(conn, prefix, keep="")
+
+
+def use_keys(monkeypatch, base: str, full: str) -> None:
+    monkeypatch.setattr(testdb, "template_keys", lambda: (base, full))
+
+
+def drop_templates(settings) -> None:
+    with testdb.maintenance_connection(settings) as conn:
+        for prefix in (testdb.BASE_PREFIX, testdb.FULL_PREFIX):
+            testdb._drop_stale(conn, prefix, keep="")
+
+
+def origin(url: str, database: str) -> str:
+    with psycopg.connect(url.rsplit("/", 1)[0] + f"/{database}") as db:
+        return db.execute("SELECT origin FROM migrated").fetchone()[0]
+
+
+def databases(settings) -> set[str]:
+    with testdb.maintenance_connection(settings) as conn:
+        return {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
+
+
+def test_a_matching_dump_is_restored_instead_of_migrating(server, monkeypatch):
+    settings, url, migrated = server
+    use_keys(monkeypatch, "b1", "f1")
+    dump = testdb.build_dump(settings, log=lambda _line: None)
+    assert dump.is_file() and dump.name.startswith("netbox-f1-pg")
+    assert migrated == ["proxbox_tpl_base_b1", "proxbox_tpl_full_f1"]
+    drop_templates(settings)
+
+    lines, events = [], []
+    template = testdb.ensure_template(settings, log=lines.append, progress=events.append)
+
+    assert template == "proxbox_tpl_full_f1"
+    assert migrated == ["proxbox_tpl_base_b1", "proxbox_tpl_full_f1"]  # nothing migrated again
+    assert origin(url, template) == "proxbox_tpl_full_f1"
+    assert lines == [f"Restored template {template} from {dump}"]
+    assert {"label": "restoring the NetBox template", "end": True} in events
+
+
+def test_a_dump_of_another_key_is_not_restored(server, monkeypatch):
+    settings, _url, migrated = server
+    use_keys(monkeypatch, "b1", "f1")
+    testdb.build_dump(settings, log=lambda _line: None)
+    drop_templates(settings)
+    migrated.clear()
+
+    use_keys(monkeypatch, "b1", "f2")  # e.g. uv.lock or a plugin migration changed
+    assert testdb.ensure_template(settings, log=lambda _line: None) == "proxbox_tpl_full_f2"
+    assert migrated == ["proxbox_tpl_base_b1", "proxbox_tpl_full_f2"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_an_unusable_dump_falls_back_to_migrating_with_one_line(server, monkeypatch, damage):
+    settings, url, migrated = server
+    use_keys(monkeypatch, "b1", "f3")
+    dump = testdb.build_dump(settings, log=lambda _line: None)
+    drop_templates(settings)
+    migrated.clear()
+    data = dump.read_bytes()
+    dump.write_bytes(b"not a dump" * 100 if damage == "garbage" else data[: len(data) // 2])
+
+    lines: list[str] = []
+    template = testdb.ensure_template(settings, log=lines.append)
+
+    assert migrated == ["proxbox_tpl_base_b1", "proxbox_tpl_full_f3"]
+    assert origin(url, template) == "proxbox_tpl_full_f3"
+    unusable = [line for line in lines if "unusable" in line]
+    assert len(unusable) == 1
+    assert unusable[0].startswith(f"template dump {dump} is unusable (")
+    assert unusable[0].endswith("; migrating instead")
+    assert not any(name.endswith("_building") for name in databases(settings))
+
+
+def test_a_new_dump_replaces_the_stale_one(server, monkeypatch):
+    settings, _url, _migrated = server
+    use_keys(monkeypatch, "b1", "f4")
+    old = testdb.build_dump(settings, log=lambda _line: None)
+    use_keys(monkeypatch, "b1", "f5")
+    new = testdb.build_dump(settings, log=lambda _line: None)
+    assert new.is_file() and not old.exists()
+
+
+class Captured:
+    def __init__(self, tty: bool):
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_plain_progress_lines_replay_as_the_same_steps():
+    written: list[str] = []
+    plain = Reporter(written.append, stream=Captured(False))
+    plain.event({"label": "migrating NetBox", "done": 0, "total": 200})
+    for done in range(1, 201):
+        plain.event({"label": "migrating NetBox", "done": done, "total": 200})
+    plain.event({"label": "migrating NetBox", "end": True})
+
+    # One line per tenth, not per migration: a log stays readable.
+    assert written[:2] == ["migrating NetBox ...", "migrating NetBox ... 0/200"]
+    assert written[-2] == "migrating NetBox ... 200/200"
+    assert written[-1].startswith("migrating NetBox: done in ")
+    assert len(written) == 13
+
+    again: list[str] = []
+    replayed = Reporter(again.append, stream=Captured(False))
+    assert all(replayed.replay(line) for line in written)
+    assert not replayed.replay("starting netbox")
+    assert again[:-1] == written[:-1]
+
+
+def test_a_terminal_gets_bars_instead_of_lines():
+    written: list[str] = []
+    bars = Reporter(written.append, stream=Captured(True))
+    with bars.step("starting netbox"):
+        bars.event({"label": "migrating NetBox", "done": 3, "total": 10})
+        bars.event({"label": "migrating NetBox", "end": True})
+    task = bars._progress.tasks[0]
+    assert (task.description, task.completed, task.total) == ("starting netbox", 1, 1)
+    assert bars._progress.tasks[1].completed == bars._progress.tasks[1].total == 10
+    bars.close()
+    assert written == []
