@@ -23,14 +23,14 @@ class ProxboxConfig(PluginConfig):
     base_url = "proxbox"
     min_version = "4.7.0"
     max_version = "4.7.99"
-    # encryption_key: a Fernet key encrypting endpoint token secrets at rest (required).
+    # encryption_key: the Fernet key encrypting endpoint token secrets at rest, or a list of
+    # keys, newest first, while rotating (required: NetBox refuses to start without it).
     # backend_url / backend_token: where "Sync now" Jobs reach the Proxbox sync backend and
     # the bearer token it expects (its PROXBOX_BACKEND_API_TOKEN). sync_timeout: seconds a Job
     # waits for the backend's run; sync_poll_interval / backend_request_timeout: seconds.
     # See README "Sync now".
-    required_settings = []
+    required_settings = ["encryption_key"]
     default_settings = {
-        "encryption_key": None,
         "backend_url": None,
         "backend_token": "",
         "sync_timeout": DEFAULT_SYNC_TIMEOUT,

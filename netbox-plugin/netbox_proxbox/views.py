@@ -335,3 +335,29 @@ def register_inventory_views(model, related: tuple[str, ...]) -> None:
 
 for _model, _related in INVENTORY:
     register_inventory_views(_model, _related)
+
+
+@register_model_view(ProxmoxEndpoint, "bulk_import", path="import", detail=False)
+class ProxmoxEndpointBulkImportView(generic.BulkImportView):
+    """NetBox's bulk import, kept from ever holding a pasted token secret beyond the request."""
+
+    queryset = ProxmoxEndpoint.objects.all()
+    model_form = forms.ProxmoxEndpointImportForm
+
+    def post(self, request):
+        # A background import would serialize the whole request, plaintext secrets included,
+        # into the job queue; endpoint imports are small, so they always run in the request.
+        # The copy is mutable, so get_extra_context() can scrub what a failed import echoes.
+        request.POST = request.POST.copy()
+        request.POST.pop("background_job", None)
+        return super().post(request)
+
+    def get_extra_context(self, request):
+        # Only a failed import re-renders the form: never send pasted secrets back to the page.
+        if request.method == "POST" and "token_secret" in request.POST.get("data", ""):
+            request.POST["data"] = ""
+            messages.warning(
+                request,
+                _("The pasted data contained token secrets and was cleared: paste it again."),
+            )
+        return super().get_extra_context(request)

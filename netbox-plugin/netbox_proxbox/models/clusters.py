@@ -11,6 +11,7 @@ from utilities.exceptions import AbortRequest
 
 from ..choices import EndpointModeChoices, SyncStatusChoices
 from ..ownership.errors import ConcurrentInventoryChange, concurrency_conflicts_as_retry
+from ..ownership.locks import InventoryLocks
 
 __all__ = ("ProxboxClusterSyncState", "ProxmoxCluster")
 
@@ -154,8 +155,6 @@ class ProxmoxCluster(LoadedValuesMixin, NetBoxModel):
             return self._save_ordinary(*args, **kwargs)
 
     def _save_ordinary(self, *args, **kwargs):
-        from ..ownership.locks import InventoryLocks
-
         if self._state.adding:
             self.netbox_cluster = None
             with transaction.atomic(using=kwargs.get("using")):
@@ -278,8 +277,6 @@ class ProxboxClusterSyncState(LoadedValuesMixin, NetBoxModel):
             return self._save_ordinary(*args, **kwargs)
 
     def _save_ordinary(self, *args, **kwargs):
-        from ..ownership.locks import InventoryLocks
-
         if self._state.adding:
             self.proxmox_cluster = None
             with transaction.atomic(using=kwargs.get("using")):

@@ -7,6 +7,10 @@ cluster → sidecar) skip the leading ranks but never go backwards, so no two
 writers can wait on each other in a cycle. `InventoryLocks.acquire` is the
 single place that issues the locks; it refuses out-of-order requests instead
 of silently risking a deadlock.
+
+The models' own save() paths take these locks, so this module must not import
+`netbox_proxbox.models`: it finds the locked models through Django's app registry,
+which is complete before any lock can be taken.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from django.apps import apps
 from django.db import transaction
 
 RANK_ENDPOINT = 1
@@ -54,9 +59,10 @@ class InventoryLocks:
         A requested row that no longer exists is recorded as None (the caller
         decides whether a concurrent deletion is a conflict).
         """
-        from virtualization.models import Cluster
-
-        from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+        Cluster = apps.get_model("virtualization", "Cluster")
+        ProxmoxEndpoint = apps.get_model("netbox_proxbox", "ProxmoxEndpoint")
+        ProxmoxCluster = apps.get_model("netbox_proxbox", "ProxmoxCluster")
+        ProxboxClusterSyncState = apps.get_model("netbox_proxbox", "ProxboxClusterSyncState")
 
         if not transaction.get_connection().in_atomic_block:
             raise LockOrderError("inventory locks are only meaningful inside a transaction")
