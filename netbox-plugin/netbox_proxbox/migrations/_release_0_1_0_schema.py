@@ -414,7 +414,10 @@ def read_catalog(cursor, table: str):
         "SELECT con.conname, con.contype, con.conkey, con.confrelid::regclass::text, con.confkey, "
         "con.convalidated, con.conbin::text, pg_get_constraintdef(con.oid), "
         "con.conrelid = %s AS outgoing, con.conrelid::regclass::text "
-        "FROM pg_constraint con WHERE (con.conrelid = %s AND con.contype NOT IN ('p', 'u', 'x')) "
+        # PostgreSQL 18 records each NOT NULL as a constraint ('n'); a validated one is the
+        # column's nullability, checked with the column. A NOT VALID one is reported (unexpected).
+        "FROM pg_constraint con WHERE (con.conrelid = %s AND con.contype NOT IN ('p', 'u', 'x') "
+        "AND NOT (con.contype = 'n' AND con.convalidated)) "
         "OR (con.confrelid = %s AND con.contype = 'f' AND con.conrelid <> %s) ORDER BY con.conname",
         [oid, oid, oid, oid],
     )
