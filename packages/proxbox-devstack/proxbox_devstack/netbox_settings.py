@@ -99,6 +99,9 @@ def build_configuration(data_dir: Path | None = None) -> dict[str, Any]:
 def install_redaction(configuration: dict[str, Any]) -> None:
     """Mask the configuration's secrets in every log record and traceback of the process."""
     plugin = configuration["PLUGINS_CONFIG"]["netbox_proxbox"]
+    # One key, or a list of keys newest first (key rotation): each key is a secret.
+    keys = plugin["encryption_key"]
+    encryption_keys = [keys] if isinstance(keys, str) else list(keys)
     redis_passwords = [
         urlsplit(section["URL"]).password for section in configuration["REDIS"].values()
     ]
@@ -106,7 +109,7 @@ def install_redaction(configuration: dict[str, Any]) -> None:
         secrets=[
             configuration["SECRET_KEY"],
             *configuration["API_TOKEN_PEPPERS"].values(),
-            plugin["encryption_key"],
+            *encryption_keys,
             plugin["backend_token"],
             configuration["DATABASES"]["default"]["PASSWORD"],
             *(password for password in redis_passwords if password),
