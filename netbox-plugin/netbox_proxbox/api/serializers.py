@@ -26,6 +26,7 @@ from ..choices import (
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership.permissions import visible
 from ..sync.schedules import next_scheduled_sync, schedule_state
+from .visibility import VisibleReferencesMixin
 
 __all__ = (
     "EndpointCredentialsSerializer",
@@ -36,29 +37,6 @@ __all__ = (
     "SyncClusterResponseSerializer",
     "SyncTargetSerializer",
 )
-
-
-class VisibleReferencesMixin:
-    """Referenced objects must be visible to the caller, even when given by numeric ID.
-
-    NetBox itself resolves a bare ID without a view check; ownership data must not
-    leak or link through objects the caller cannot see.
-    """
-
-    visible_references: tuple[str, ...] = ()
-
-    def validate(self, data):
-        request = self.context.get("request")
-        if request is not None and not self.nested:
-            for field in self.visible_references:
-                obj = data.get(field)
-                if obj is None:
-                    continue
-                if not type(obj).objects.restrict(request.user, "view").filter(pk=obj.pk).exists():
-                    raise serializers.ValidationError(
-                        {field: [_("Related object not found using the provided attributes.")]}
-                    )
-        return super().validate(data)
 
 
 class VisibleNativeClusterSerializer(ClusterSerializer):

@@ -20,7 +20,7 @@ from ..models import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
-from .serializers import VisibleReferencesMixin
+from .visibility import VisibleReferencesMixin
 
 __all__ = (
     "ProxmoxBackupJobSerializer",

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 from core.choices import JobStatusChoices
 from core.exceptions import JobFailed
 from django.db import transaction
+from django.utils import timezone
 from django_pg_utils import advisory_lock
+from netbox.constants import ADVISORY_LOCK_KEYS
 from netbox.jobs import JobRunner
 
 from ..constants import SYNC_LOCK_CLASS
 from .client import BackendClient, BackendError
-from .config import BackendNotConfigured, BackendSettings
+from .config import BackendNotConfigured, BackendSettings, rq_job_timeout
 
 MAX_LOGGED_FAILURES = 20  # the full list stays in the Job's data
 PROGRESS_SAVE_INTERVAL = 1.0  # seconds between saves of a running Job's log and progress
@@ -78,8 +81,6 @@ class SyncEndpointJob(JobRunner):
         )
         self.job.interval = None
         if current is not None:
-            from .schedules import ensure_schedule
-
             transaction.on_commit(lambda: ensure_schedule(endpoint, ending=self.job))
 
     def _sync(self, endpoint, target=None) -> None:
@@ -260,3 +261,58 @@ def counters_summary(data) -> str | None:
         for outcome in SUMMARY_OUTCOMES:
             totals[outcome] += int((outcomes or {}).get(outcome) or 0)
     return ", ".join(f"{number} {outcome}" for outcome, number in totals.items())
+
+
+# The recurring Job of an endpoint: kept here, beside the Job that reschedules itself
+# when its endpoint's schedule changed during a run.
+
+WAITING = JobStatusChoices.ENQUEUED_STATE_CHOICES  # pending or scheduled
+
+
+def recurring_jobs(endpoint):
+    """The endpoint's waiting recurring sync Jobs (normally at most one)."""
+    return SyncEndpointJob.get_jobs(endpoint).filter(interval__isnull=False, status__in=WAITING)
+
+
+def _first_run(endpoint, interval: int):
+    # After a restart, keep the rhythm of the last sync rather than syncing every endpoint
+    # at once; an endpoint that never synced (or is overdue) syncs right away.
+    last = (
+        SyncEndpointJob.get_jobs(endpoint)
+        .filter(completed__isnull=False)
+        .order_by("-completed")
+        .values_list("completed", flat=True)
+        .first()
+    )
+    now = timezone.now()
+    if last is None:
+        return now
+    return max(now, last + timedelta(minutes=interval))
+
+
+def ensure_schedule(endpoint, *, ending=None) -> object | None:
+    """Make the endpoint's recurring Job match its settings; return the waiting Job or None.
+
+    A disabled endpoint keeps no waiting schedule (the page says why); re-enabling it
+    schedules again. Idempotent, serialized with NetBox's own schedule lock. `ending` is
+    a running occurrence that will not schedule a successor (its schedule changed).
+    """
+    with transaction.atomic(), advisory_lock(ADVISORY_LOCK_KEYS["job-schedules"]):
+        endpoint.refresh_from_db(fields=["sync_interval", "enabled"])
+        interval = endpoint.sync_interval if endpoint.enabled else None
+        waiting = list(recurring_jobs(endpoint).order_by("scheduled"))
+        keep = next((job for job in waiting if job.interval == interval), None)
+        for job in waiting:
+            if job is not keep:
+                job.delete()
+        if interval is None or keep is not None:
+            return keep
+        if active_sync_job(endpoint, running_only=True, recurring=True, exclude=ending):
+            # The running occurrence schedules its own successor when it ends.
+            return None
+        return SyncEndpointJob.enqueue(
+            instance=endpoint,
+            schedule_at=_first_run(endpoint, interval),
+            interval=interval,
+            job_timeout=rq_job_timeout(),
+        )

@@ -25,16 +25,9 @@ from netbox.plugins import get_plugin_config
 
 from ..constants import MAX_SYNC_INTERVAL, MIN_SYNC_INTERVAL, SCHEDULE_KEEPER_INTERVAL
 from .config import PLUGIN, BackendNotConfigured, rq_job_timeout
-from .jobs import SyncEndpointJob, active_sync_job
+from .jobs import WAITING, SyncEndpointJob, active_sync_job, ensure_schedule, recurring_jobs
 
 logger = logging.getLogger("netbox_proxbox.schedules")
-
-WAITING = JobStatusChoices.ENQUEUED_STATE_CHOICES  # pending or scheduled
-
-
-def recurring_jobs(endpoint):
-    """The endpoint's waiting recurring sync Jobs (normally at most one)."""
-    return SyncEndpointJob.get_jobs(endpoint).filter(interval__isnull=False, status__in=WAITING)
 
 
 def next_scheduled_sync(endpoint):
@@ -52,50 +45,6 @@ def schedule_state(endpoint) -> str | None:
     if not endpoint.enabled:
         return "Scheduled syncs do not run: the endpoint is disabled."
     return None
-
-
-def _first_run(endpoint, interval: int):
-    # After a restart, keep the rhythm of the last sync rather than syncing every endpoint
-    # at once; an endpoint that never synced (or is overdue) syncs right away.
-    last = (
-        SyncEndpointJob.get_jobs(endpoint)
-        .filter(completed__isnull=False)
-        .order_by("-completed")
-        .values_list("completed", flat=True)
-        .first()
-    )
-    now = timezone.now()
-    if last is None:
-        return now
-    return max(now, last + timedelta(minutes=interval))
-
-
-def ensure_schedule(endpoint, *, ending=None) -> object | None:
-    """Make the endpoint's recurring Job match its settings; return the waiting Job or None.
-
-    A disabled endpoint keeps no waiting schedule (the page says why); re-enabling it
-    schedules again. Idempotent, serialized with NetBox's own schedule lock. `ending` is
-    a running occurrence that will not schedule a successor (its schedule changed).
-    """
-    with transaction.atomic(), advisory_lock(ADVISORY_LOCK_KEYS["job-schedules"]):
-        endpoint.refresh_from_db(fields=["sync_interval", "enabled"])
-        interval = endpoint.sync_interval if endpoint.enabled else None
-        waiting = list(recurring_jobs(endpoint).order_by("scheduled"))
-        keep = next((job for job in waiting if job.interval == interval), None)
-        for job in waiting:
-            if job is not keep:
-                job.delete()
-        if interval is None or keep is not None:
-            return keep
-        if active_sync_job(endpoint, running_only=True, recurring=True, exclude=ending):
-            # The running occurrence schedules its own successor when it ends.
-            return None
-        return SyncEndpointJob.enqueue(
-            instance=endpoint,
-            schedule_at=_first_run(endpoint, interval),
-            interval=interval,
-            job_timeout=rq_job_timeout(),
-        )
 
 
 def sync_all_interval() -> int | None:

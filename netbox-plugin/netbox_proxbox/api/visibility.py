@@ -1,0 +1,29 @@
+"""Serializer rules for references: what the caller may link to, not only what exists."""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext as _
+from rest_framework import serializers
+
+
+class VisibleReferencesMixin:
+    """Referenced objects must be visible to the caller, even when given by numeric ID.
+
+    NetBox itself resolves a bare ID without a view check; ownership data must not
+    leak or link through objects the caller cannot see.
+    """
+
+    visible_references: tuple[str, ...] = ()
+
+    def validate(self, data):
+        request = self.context.get("request")
+        if request is not None and not self.nested:
+            for field in self.visible_references:
+                obj = data.get(field)
+                if obj is None:
+                    continue
+                if not type(obj).objects.restrict(request.user, "view").filter(pk=obj.pk).exists():
+                    raise serializers.ValidationError(
+                        {field: [_("Related object not found using the provided attributes.")]}
+                    )
+        return super().validate(data)
