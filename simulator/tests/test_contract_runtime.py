@@ -14,6 +14,7 @@ import pytest
 from openapi_spec_validator import validate as validate_openapi
 from simtest_support import Session, metric_value, official_apidoc, run
 
+from proxbox_devstack.browser import launch, requires_chromium
 from proxmox_simulator.cli import main
 from proxmox_simulator.contracts import sources
 from proxmox_simulator.contracts.registry import ContractRegistry
@@ -249,31 +250,13 @@ def test_metrics_count_requests_latency_tasks_reclaims_and_faults(server, root, 
     )
 
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
+@requires_chromium()
 def test_contract_page_in_a_browser(lab):
     """The operator's swap through the page's form, in headless Chromium."""
-    import os
-    import shutil
-
-    if not shutil.which(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"CI needs Debian's chromium at {CHROMIUM}")
-        pytest.skip("needs Debian's chromium")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(pw)
         try:
             page = browser.new_page(ignore_https_errors=True)
             page.goto(lab.base_url + "/ui/contract")

@@ -6,30 +6,15 @@ skipped where it is missing, a failure under CI.
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import httpx
 import pytest
 from simtest_support import ROOT_PASSWORD, Session, create_database, drop_database, run
 
+from proxbox_devstack.browser import launch, requires_chromium
 from proxmox_simulator.cli import seed_database
 from proxmox_simulator.config import Settings
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-if os.environ.get("CI") and not shutil.which(CHROMIUM):
-    raise RuntimeError(f"CI needs Debian's chromium at {CHROMIUM}")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium")
+pytestmark = requires_chromium()
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +42,7 @@ def page(ui_server):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(pw)
         page = browser.new_page(base_url=ui_server.base_url)
         yield page
         browser.close()

@@ -8,10 +8,8 @@ One browser for the whole class.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 
-import pytest
 from core.choices import JobStatusChoices
 from django.contrib.auth import get_user_model
 from django.contrib.staticfiles.testing import StaticLiveServerTestCase
@@ -20,26 +18,14 @@ from django.test import Client
 
 from netbox_proxbox.models import ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
+from proxbox_devstack.browser import launch, requires_chromium
 
 from .backend import BACKEND_TOKEN, serve_backend
 from .base import make_endpoint
 from .test_schedules import BlockingSyncService, clear_queue, wait_for
 from .test_sync_now import plugin_config
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-if os.environ.get("CI") and not shutil.which(CHROMIUM):
-    raise RuntimeError(f"CI needs Debian's chromium at {CHROMIUM} (.ci/run installs it)")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium")
+pytestmark = requires_chromium()
 
 
 class EndpointOperatorBrowserTest(StaticLiveServerTestCase):
@@ -54,7 +40,7 @@ class EndpointOperatorBrowserTest(StaticLiveServerTestCase):
         from playwright.sync_api import sync_playwright
 
         cls.playwright = sync_playwright().start()
-        cls.browser = cls.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        cls.browser = launch(cls.playwright)
 
     @classmethod
     def tearDownClass(cls):

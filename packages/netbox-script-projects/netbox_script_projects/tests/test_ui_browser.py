@@ -8,9 +8,7 @@ CI (`CI` set), where a missing browser is a failure: .ci/run installs it.
 from __future__ import annotations
 
 import os
-import shutil
 
-import pytest
 from core.models import ObjectType
 from django.contrib.auth import get_user_model
 from django.contrib.staticfiles.testing import StaticLiveServerTestCase
@@ -21,26 +19,14 @@ from netbox_script_projects.choices import ActivationPolicyChoices
 from netbox_script_projects.choices import RevisionStatusChoices as Status
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
 from netbox_script_projects.storage.service import stage_upload
+from proxbox_devstack.browser import launch, requires_chromium
 
 from .support import archive_upload, zip_bytes
 from .test_activation import validate_in_process
 from .test_runtime import SOURCE
 from .workers import RealWorkerMixin
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-if os.environ.get("CI") and not shutil.which(CHROMIUM):
-    raise RuntimeError(f"CI needs Debian's chromium at {CHROMIUM} (.ci/run installs it)")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium")
+pytestmark = requires_chromium()
 
 
 def grant(user, actions, model):
@@ -61,7 +47,7 @@ class RevisionsTabBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
         from playwright.sync_api import sync_playwright
 
         cls.playwright = sync_playwright().start()
-        cls.browser = cls.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        cls.browser = launch(cls.playwright)
 
     @classmethod
     def tearDownClass(cls):
