@@ -58,6 +58,7 @@ def _mode_field(label):
         max_length=20,
         choices=SyncModeChoices,
         default=SyncModeChoices.ALWAYS,
+        db_default=SyncModeChoices.ALWAYS,
     )
 
 
@@ -67,11 +68,14 @@ def _names_field(label, help_text):
         verbose_name=label,
         blank=True,
         default=list,
+        db_default=[],
         help_text=help_text,
     )
 
 
 class SyncPolicyFields(models.Model):
+    # Every NOT NULL column has a database default too: rows written outside Django
+    # (restores, other tools, raw SQL) get today's behaviour instead of an error.
     # Empty / null: the backend's own setting (PROXBOX_DISAPPEARED_GUESTS, PROXBOX_TEMPLATES).
     removed_guests = models.CharField(
         verbose_name=_("removed guests"),
@@ -79,6 +83,7 @@ class SyncPolicyFields(models.Model):
         choices=RemovedGuestChoices,
         blank=True,
         default="",
+        db_default="",
         help_text=_(
             "What happens to a VM whose guest is gone from Proxmox; empty: the backend's "
             "setting (offline unless configured)"
@@ -106,17 +111,21 @@ class SyncPolicyFields(models.Model):
         verbose_name=_("protected fields"),
         blank=True,
         default=list,
+        db_default=[],
         help_text=_("Fields a sync never overwrites once the object exists"),
     )
     keep_operator_objects = models.BooleanField(
         verbose_name=_("keep operator-added interfaces and disks"),
         default=True,
+        db_default=True,
         help_text=_("Interfaces and disks without the proxbox tag are never deleted"),
     )
     exclude_vmids = models.CharField(
         verbose_name=_("excluded VMIDs"),
         max_length=500,
         blank=True,
+        default="",
+        db_default="",
         help_text=_("VMIDs and ranges, e.g. 100-199, 250"),
     )
     exclude_names = _names_field(
