@@ -34,6 +34,8 @@ FUZZ_SUITES = ["backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.
 # Needs a live NetBox (pytest-django loads its settings) and the session's services.
 FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
+# The slowest tests of each run, printed so CI's time budget can be watched.
+DURATIONS = "--durations=15"
 CHAOS_SUITES = ["e2e/test_chaos.py", "e2e/test_chaos_workers.py"]
 # The NetBox the `release` session installs the plugin wheels into.
 RELEASE_NETBOX = "netbox==4.7.*"
@@ -92,14 +94,21 @@ def tests(session: nox.Session) -> None:
     """Every package's suite: the NetBox plugins and devstack, then the rest."""
     django_suites = [path for path in DJANGO_SUITES if has_tests(path)]
     plain_suites = [path for path in PLAIN_SUITES if has_tests(path)]
+    runs = []
+    if django_suites:
+        runs.append((" ".join(django_suites), [*django_suites]))
+    # One process per package: each suite has its own conftest and helpers.
+    runs += [(suite, [suite, "-p", "no:django"]) for suite in plain_suites]
+    failed = []
     with stack_services(session) as env:
-        if django_suites:
-            session.run("pytest", *django_suites, *session.posargs, env=env, external=True)
-        # One process per package: each suite has its own conftest and helpers.
-        for suite in plain_suites:
-            session.run(
-                "pytest", suite, "-p", "no:django", *session.posargs, env=env, external=True
-            )
+        # Every suite runs even when an earlier one fails, so one CI run reports them all.
+        for name, args in runs:
+            try:
+                session.run("pytest", *args, DURATIONS, *session.posargs, env=env, external=True)
+            except nox.command.CommandFailed:
+                failed.append(name)
+    if failed:
+        session.error(f"failing suites: {', '.join(failed)}")
 
 
 @nox.session
@@ -110,7 +119,14 @@ def e2e(session: nox.Session) -> None:
     with stack_services(session) as env:
         # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
         session.run(
-            "pytest", E2E_SUITE, "-m", "not chaos_slow", *session.posargs, env=env, external=True
+            "pytest",
+            E2E_SUITE,
+            "-m",
+            "not chaos_slow",
+            DURATIONS,
+            *session.posargs,
+            env=env,
+            external=True,
         )
 
 
