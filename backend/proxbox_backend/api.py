@@ -109,6 +109,7 @@ def create_app(
         },
     )
     async def start_sync(
+        request: Request,
         endpoint_id: int,
         target: Annotated[
             str | None,
@@ -119,6 +120,16 @@ def create_app(
         ] = None,
     ) -> SyncStarted:
         """Start a run; `?target=qemu/100` or `?target=node/pve1` syncs only that guest or node."""
+        # A mistyped parameter (`?taget=qemu/100`) must not start a sync of everything.
+        unknown = sorted(set(request.query_params) - {"target"})
+        if unknown:
+            raise HTTPException(
+                422,
+                [
+                    {"loc": ["query", name], "msg": "unknown parameter", "type": "extra_forbidden"}
+                    for name in unknown
+                ],
+            )
         try:
             wanted = Target.from_ref(target)
         except PolicyError as exc:  # the pattern admits only what parses; kept as a guard

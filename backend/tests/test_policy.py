@@ -228,6 +228,8 @@ def test_the_sync_route_takes_one_target_a_guest_or_a_node():
             params = {"target": ref} if ref else None
             answer = client.post(f"/sync/{endpoint_id}", params=params, headers=headers)
             assert answer.status_code == 202, ref
+        answer = client.post("/sync/9", params={"taget": "qemu/100"}, headers=headers)
+        assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["query", "taget"]
         for bad in ("qemu/1", "node/", "vm/100", "qemu/100&node=pve1", "pve1"):
             answer = client.post("/sync/7", params={"target": bad}, headers=headers)
             assert answer.status_code == 422, bad

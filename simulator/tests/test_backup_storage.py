@@ -339,3 +339,17 @@ def test_restore_from_a_vzdump_archive_allocates_fresh_disks(root, unique_vmid):
         500,
         "from a qemu archive",
     )
+
+
+def test_coverage_reads_a_stored_exclude_list_that_holds_no_vmids(root):
+    """The fuzzer stored `exclude` text that is no VMID list; coverage still answers."""
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    expect_data(
+        root.post("/cluster/backup", data={"id": job_id, "all": 1, "exclude": "\u008c\u00a8"})
+    )
+    try:
+        expect_data(
+            root.get("/cluster/backup-info/not-backed-up"), "/cluster/backup-info/not-backed-up"
+        )
+    finally:
+        expect_data(root.delete(f"/cluster/backup/{job_id}"))

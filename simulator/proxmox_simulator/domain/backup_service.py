@@ -141,7 +141,12 @@ async def _require_backup_storage(conn, storage_name: str, node: str):
 async def _selected_guests(conn, node: str | None, params: dict) -> list:
     """The guests a vzdump/job selection names: vmid list, all (minus exclude) or pool."""
     if params.get("all"):
-        excluded = {int(v) for v in sections.split_list(params.get("exclude"))}
+        # A stored job's list is read leniently: what is not a VMID excludes nothing.
+        excluded = {
+            int(v)
+            for v in sections.split_list(params.get("exclude"))
+            if v.isascii() and v.isdigit()
+        }
         guests = [g for g in await guest_repo.list_all(conn) if g["vmid"] not in excluded]
     elif params.get("pool"):
         guests = list(await guest_repo.list_pool(conn, params["pool"]))
