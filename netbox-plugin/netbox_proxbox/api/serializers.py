@@ -80,7 +80,8 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
         help_text=_("Why a configured schedule does not run (null: it runs or none is set)")
     )
 
-    removed_guests = ChoiceField(choices=RemovedGuestChoices, required=False)
+    # "" is stored and answered: the backend's own setting applies.
+    removed_guests = ChoiceField(choices=RemovedGuestChoices, required=False, allow_blank=True)
     guests_mode = ChoiceField(choices=SyncModeChoices, required=False)
     nodes_mode = ChoiceField(choices=SyncModeChoices, required=False)
     interfaces_mode = ChoiceField(choices=SyncModeChoices, required=False)

@@ -16,6 +16,10 @@ class VisibleReferencesMixin:
     visible_references: tuple[str, ...] = ()
 
     def validate(self, data):
+        # PostgreSQL text cannot hold NUL: refuse it naming the field instead of a 500.
+        for field, value in data.items():
+            if isinstance(value, str) and "\x00" in value:
+                raise serializers.ValidationError({field: [_("NUL characters are not allowed.")]})
         request = self.context.get("request")
         if request is not None and not self.nested:
             for field in self.visible_references:
