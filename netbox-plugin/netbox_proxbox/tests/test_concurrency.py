@@ -397,27 +397,33 @@ def test_tracking_creation_waits_for_a_claim_holding_the_endpoint(live_netbox, c
     assert response.status_code == 201, response.text
 
 
+def _patch_while_deleted(url, body, token, *, lock, delete):
+    """PATCH `url` while another connection holds `lock` (table, id) and has deleted the
+    row `delete` (table, id); the deletion commits once the PATCH waits on the lock."""
+    settings = connection_settings()
+    with psycopg.connect(**settings) as deleter, ThreadPoolExecutor(max_workers=1) as pool:
+        deleter.execute(f"SELECT 1 FROM {lock[0]} WHERE id = %s FOR UPDATE", [lock[1]])
+        deleter.execute(f"DELETE FROM {delete[0]} WHERE id = %s", [delete[1]])
+        pending = pool.submit(
+            httpx.patch, url, json=body, headers={"Authorization": bearer(token)}, timeout=60
+        )
+        wait_for_lock_waiters(settings, 1)
+        deleter.commit()
+        return pending.result()
+
+
 def test_tracking_save_hit_by_a_concurrent_deletion_is_a_409(live_netbox, committed_inventory):
     inv = committed_inventory
     endpoint = inv.endpoint("vanishing-row")
     _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
     row = ProxmoxCluster.objects.create(endpoint=endpoint, name="doomed-row")
-    settings = connection_settings()
-    with psycopg.connect(**settings) as deleter, ThreadPoolExecutor(max_workers=1) as pool:
-        deleter.execute(
-            "SELECT 1 FROM netbox_proxbox_proxmoxendpoint WHERE id = %s FOR UPDATE", [endpoint.pk]
-        )
-        deleter.execute("DELETE FROM netbox_proxbox_proxmoxcluster WHERE id = %s", [row.pk])
-        pending = pool.submit(
-            httpx.patch,
-            live_netbox + f"/api/plugins/proxbox/clusters/{row.pk}/",
-            json={"version": "9.0"},
-            headers={"Authorization": bearer(token)},
-            timeout=60,
-        )
-        wait_for_lock_waiters(settings, 1)
-        deleter.commit()
-        response = pending.result()
+    response = _patch_while_deleted(
+        live_netbox + f"/api/plugins/proxbox/clusters/{row.pk}/",
+        {"version": "9.0"},
+        token,
+        lock=("netbox_proxbox_proxmoxendpoint", endpoint.pk),
+        delete=("netbox_proxbox_proxmoxcluster", row.pk),
+    )
     assert response.status_code == 409, response.text
     assert response.json()["code"] == "retry"
     assert "deleted meanwhile" in response.json()["detail"]
@@ -436,24 +442,13 @@ def test_sidecar_save_hit_by_a_concurrent_deletion_is_a_409(live_netbox, committ
     assert claimed.status_code == 201, claimed.text
     cluster_id = claimed.json()["cluster"]["id"]
     sidecar = ProxboxClusterSyncState.objects.get(cluster_id=cluster_id)
-    settings = connection_settings()
-    with psycopg.connect(**settings) as deleter, ThreadPoolExecutor(max_workers=1) as pool:
-        deleter.execute(
-            "SELECT 1 FROM virtualization_cluster WHERE id = %s FOR UPDATE", [cluster_id]
-        )
-        deleter.execute(
-            "DELETE FROM netbox_proxbox_proxboxclustersyncstate WHERE id = %s", [sidecar.pk]
-        )
-        pending = pool.submit(
-            httpx.patch,
-            live_netbox + f"/api/plugins/proxbox/cluster-sync-states/{sidecar.pk}/",
-            json={"status": "succeeded"},
-            headers={"Authorization": bearer(token)},
-            timeout=60,
-        )
-        wait_for_lock_waiters(settings, 1)
-        deleter.commit()
-        response = pending.result()
+    response = _patch_while_deleted(
+        live_netbox + f"/api/plugins/proxbox/cluster-sync-states/{sidecar.pk}/",
+        {"status": "succeeded"},
+        token,
+        lock=("virtualization_cluster", cluster_id),
+        delete=("netbox_proxbox_proxboxclustersyncstate", sidecar.pk),
+    )
     assert response.status_code == 409, response.text
     assert response.json()["code"] == "retry"
 
