@@ -16,12 +16,16 @@ class VisibleReferencesMixin:
     visible_references: tuple[str, ...] = ()
 
     def validate(self, data):
+        # A nested serializer validates the related object it resolved, not the
+        # caller's fields, so only the top-level payload is checked here.
+        if self.nested:
+            return super().validate(data)
         # PostgreSQL text cannot hold NUL: refuse it naming the field instead of a 500.
         for field, value in data.items():
             if isinstance(value, str) and "\x00" in value:
                 raise serializers.ValidationError({field: [_("NUL characters are not allowed.")]})
         request = self.context.get("request")
-        if request is not None and not self.nested:
+        if request is not None:
             for field in self.visible_references:
                 obj = data.get(field)
                 if obj is None:
