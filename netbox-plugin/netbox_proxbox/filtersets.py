@@ -1,3 +1,5 @@
+import copy
+
 import django_filters
 from dcim.models import Device, DeviceRole, Site
 from django.db.models import Q
@@ -42,8 +44,28 @@ __all__ = (
 )
 
 
+# Lookups whose value "null" is a real search term; django-filter maps "null" to None
+# for every multi-value filter, and NetBox core answers `?name__ic=null` with a 500.
+LOOKUPS_WITH_A_NULL_MEANING = {"exact", "iexact", "isnull"}
+
+
+class PluginFilterSet(NetBoxModelFilterSet):
+    """NetBox's model filterset, with "null" read literally by text and range lookups."""
+
+    @classmethod
+    def get_filters(cls):
+        filters = super().get_filters()
+        for name, query_filter in filters.items():
+            lookup = getattr(query_filter, "lookup_expr", "exact")
+            if hasattr(query_filter, "null_value") and lookup not in LOOKUPS_WITH_A_NULL_MEANING:
+                # A copy: inherited declared filters are shared with NetBox's own filtersets.
+                filters[name] = copy.copy(query_filter)
+                filters[name].null_value = None
+        return filters
+
+
 @register_filterset
-class ProxmoxEndpointFilterSet(TenancyFilterSet, NetBoxModelFilterSet):
+class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
     mode = django_filters.MultipleChoiceFilter(choices=EndpointModeChoices)
     site_id = django_filters.ModelMultipleChoiceFilter(
         queryset=Site.objects.all(), label=_("Site (ID)")
@@ -81,7 +103,7 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, NetBoxModelFilterSet):
 
 
 @register_filterset
-class ProxmoxClusterFilterSet(NetBoxModelFilterSet):
+class ProxmoxClusterFilterSet(PluginFilterSet):
     endpoint_id = django_filters.ModelMultipleChoiceFilter(
         queryset=ProxmoxEndpoint.objects.all(), label=_("Endpoint (ID)")
     )
@@ -104,7 +126,7 @@ class ProxmoxClusterFilterSet(NetBoxModelFilterSet):
 
 
 @register_filterset
-class ProxboxClusterSyncStateFilterSet(NetBoxModelFilterSet):
+class ProxboxClusterSyncStateFilterSet(PluginFilterSet):
     cluster_id = django_filters.ModelMultipleChoiceFilter(
         queryset=Cluster.objects.all(), label=_("Native cluster (ID)")
     )
@@ -135,7 +157,7 @@ class ProxboxClusterSyncStateFilterSet(NetBoxModelFilterSet):
 #
 
 
-class InventoryFilterSet(NetBoxModelFilterSet):
+class InventoryFilterSet(PluginFilterSet):
     """Every inventory record is filtered by its native cluster (the backend reads that way)."""
 
     cluster_id = django_filters.ModelMultipleChoiceFilter(

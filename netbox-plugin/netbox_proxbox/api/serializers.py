@@ -80,8 +80,11 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
         help_text=_("Why a configured schedule does not run (null: it runs or none is set)")
     )
 
-    # "" is stored and answered: the backend's own setting applies.
-    removed_guests = ChoiceField(choices=RemovedGuestChoices, required=False, allow_blank=True)
+    # Unset ("" stored, null answered and accepted, as the schema documents): the
+    # backend's own setting applies.
+    removed_guests = ChoiceField(
+        choices=RemovedGuestChoices, required=False, allow_blank=True, allow_null=True
+    )
     guests_mode = ChoiceField(choices=SyncModeChoices, required=False)
     nodes_mode = ChoiceField(choices=SyncModeChoices, required=False)
     interfaces_mode = ChoiceField(choices=SyncModeChoices, required=False)
@@ -95,6 +98,9 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
     sync_policy = serializers.SerializerMethodField(
         help_text=_("The policy as the sync backend applies it (VMID ranges parsed)")
     )
+
+    def validate_removed_guests(self, value):
+        return value or ""
 
     @extend_schema_field(serializers.JSONField())
     def get_sync_policy(self, obj):

@@ -102,3 +102,20 @@ class FilterTest(TestCase):
         )
         response = APIClient().get(api_url("proxmoxcluster"), **auth_header(token))
         self.assertEqual([row["id"] for row in response.json()["results"]], [self.unlinked.pk])
+
+
+class NullSearchTermTest(FilterTest):
+    """`null` is a search term for text and range lookups: NetBox core answers
+    `/api/virtualization/clusters/?name__ic=null` with a 500 (found by schemathesis)."""
+
+    def test_null_is_searched_literally_by_text_lookups(self):
+        nullable = ProxmoxCluster.objects.create(endpoint=self.b, name="nullable")
+        self.assertEqual(self.ids("proxmoxcluster", "?name__ic=null"), [nullable.pk])
+        self.assertEqual(
+            self.ids("proxmoxcluster", "?name__ic=nullab"),
+            self.ids("proxmoxcluster", "?name=nullable"),
+        )
+        self.assertEqual(self.ids("proxmoxendpoint", "?token_id__regex=null"), [])
+        self.assertEqual(self.ids("proxmoxendpoint", "?host__ic=null"), [])
+        # `null` keeps its meaning where it has one: exact matches and exclusions.
+        self.assertEqual(len(self.ids("proxmoxendpoint", "?host__n=null")), 2)

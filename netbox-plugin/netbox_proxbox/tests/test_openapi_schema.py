@@ -34,6 +34,8 @@ def test_an_endpoint_without_a_native_cluster_is_documented(openapi):
     assert endpoint["properties"]["netbox_cluster"].get("nullable") is True
     for relation in ("site", "tenant"):
         assert endpoint["properties"][relation].get("nullable") is True
+    # An unset removed-guest policy is answered as null (the backend's setting applies).
+    assert endpoint["properties"]["removed_guests"].get("nullable") is True
 
 
 def test_the_actions_document_their_refusals(openapi):

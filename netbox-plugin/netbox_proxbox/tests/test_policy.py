@@ -113,6 +113,11 @@ class SyncPolicyRestTest(TestCase):
         answer = self.patch(removed_guests="")
         self.assertEqual(answer.status_code, 200, answer.content)
         self.assertIsNone(answer.json()["removed_guests"])  # not set: the backend decides
+        self.assertEqual(self.patch(removed_guests="keep").status_code, 200)
+        answer = self.patch(removed_guests=None)  # the schema documents null: it unsets
+        self.assertEqual(answer.status_code, 200, answer.content)
+        self.endpoint.refresh_from_db()
+        self.assertEqual(self.endpoint.removed_guests, "")
         answer = self.patch(exclude_vmids="100\x00")
         self.assertEqual(answer.status_code, 400, answer.content)
         self.assertIn("exclude_vmids", answer.json())
