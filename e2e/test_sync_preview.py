@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections import Counter, defaultdict
 
 import httpx
@@ -242,6 +245,49 @@ def test_a_preview_of_changes_shows_old_and_new_values_and_matches_the_sync(
     )
     assert real.ok, real.as_dict()
     assert_preview_matches(preview, real, recording)
+
+
+def cli(netbox, simulator, *args: str) -> subprocess.CompletedProcess:
+    """`proxbox-sync run …` as an operator runs it, against the NetBox and simulator."""
+    env = dict(
+        os.environ,
+        PROXBOX_NETBOX_URL=netbox.url,
+        PROXBOX_NETBOX_TOKEN=netbox.admin_token,
+        PROXBOX_PROXMOX_URL=simulator.url,
+        PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
+        PROXBOX_PROXMOX_TOKEN=simulator.token_secret,
+        COLUMNS="200",
+    )
+    argv = [sys.executable, "-m", "proxbox_backend.cli", "run", *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_cli_previews_a_cluster_rename_and_the_sync_applies_it(
+    netbox_server, preview_simulator, endpoint
+):
+    preview_simulator.rename("pvesim-preview")
+    since = change_marker(netbox_server)
+    shown = cli(netbox_server, preview_simulator, "--endpoint", "pve-preview", "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert "nothing was written" in shown.stdout
+    assert "virtualization.cluster: 0 to create, 1 to update, 0 to delete" in shown.stdout
+    assert 'name: "pvesim" → "pvesim-preview"' in shown.stdout
+    answer = cli(
+        netbox_server, preview_simulator, "--endpoint", "pve-preview", "--dry-run", "--json"
+    )
+    assert answer.returncode == 0, answer.stderr
+    report = json.loads(answer.stdout)
+    assert report["dry_run"] is True and report["status"] == "previewed"
+    assert report["netbox_requests"]["writes"] == 0
+    (update,) = report["plan"]["object_types"]["virtualization.cluster"]["updates"]
+    assert update["changes"] == {"name": {"old": "pvesim", "new": "pvesim-preview"}}
+    assert object_changes_since(netbox_server, since) == []
+
+    real, _recording = run(netbox_server, preview_simulator, endpoint["id"], dry_run=False)
+    assert real.ok, real.as_dict()
+    assert real.cluster["changed"] and real.cluster["name"] == "pvesim-preview"
+    assert real.tally.of("virtualization.cluster").updated == 1
+    assert written_counters(real) == {"virtualization.cluster": (0, 1, 0)}
 
 
 def test_a_preview_of_an_unchanged_cluster_plans_nothing(
