@@ -1,17 +1,19 @@
 """Preview sync: the endpoint page's button, the page listing the backend's dry-run plan
-per object type, and "Apply" (the Sync now form), through the real backend app."""
+per object type, "Apply" (the Sync now form), and the REST action, through the real
+backend app."""
 
 from __future__ import annotations
 
 from core.choices import JobStatusChoices
 from django.test import Client
 from django.urls import reverse
-from users.models import User
+from rest_framework.test import APIClient
+from users.models import Token, User
 
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 
 from .backend import PlanningSyncService, free_port
-from .base import grant, make_endpoint
+from .base import auth_header, grant, make_endpoint
 from .test_sync_now import CHANGE, SyncNowTestCase, backend, plugin_config
 
 
@@ -79,3 +81,49 @@ class PreviewPageTest(SyncNowTestCase):
             response = self.client_for(self.operator).get(preview_url(self.endpoint), follow=True)
         self.assertContains(response, "is unreachable")
         self.assertEqual(response.redirect_chain[-1][0], self.endpoint.get_absolute_url())
+
+
+def preview_api_url(endpoint_or_pk) -> str:
+    pk = getattr(endpoint_or_pk, "pk", endpoint_or_pk)
+    return reverse("plugins-api:netbox_proxbox-api:proxmoxendpoint-preview", kwargs={"pk": pk})
+
+
+class PreviewRestTest(SyncNowTestCase):
+    def preview(self, token=None, endpoint=None):
+        return APIClient().post(
+            preview_api_url(endpoint or self.endpoint), **auth_header(token or self.token)
+        )
+
+    def test_the_action_answers_the_plan_and_writes_nothing(self):
+        service = PlanningSyncService()
+        with backend(service):
+            response = self.preview()
+        self.assertEqual(response.status_code, 200, response.content)
+        body = response.json()
+        self.assertEqual((body["dry_run"], body["status"]), (True, "previewed"))
+        vms = body["plan"]["object_types"]["virtualization.virtualmachine"]
+        self.assertEqual(vms["updates"][0]["changes"], {"memory": {"old": 2048, "new": 4096}})
+        self.assertEqual([d["label"] for d in vms["deletes"]], ["old-vm"])
+        self.assertEqual(service.previews, [self.endpoint.pk])
+        self.assertEqual(service.calls, [])
+        self.assertFalse(SyncEndpointJob.get_jobs(self.endpoint).exists())
+
+    def test_refusals(self):
+        viewer = User.objects.create_user(username="viewer")
+        grant(viewer, CHANGE[0])
+        read_only = Token.objects.create(user=self.operator, write_enabled=False)
+        disabled = make_endpoint("pve-off", enabled=False)
+        service = PlanningSyncService()
+        with backend(service):
+            self.assertEqual(self.preview(token=read_only).status_code, 403)
+            viewer_token = Token.objects.create(user=viewer, write_enabled=True)
+            refused = self.preview(token=viewer_token)
+            self.assertEqual(refused.status_code, 403)
+            self.assertEqual(refused.json()["code"], "permission_denied")
+            self.assertEqual(self.preview(endpoint=disabled).status_code, 409)
+            self.assertEqual(self.preview(endpoint=disabled.pk + 1000).status_code, 404)
+        self.assertEqual(service.previews, [])
+        with plugin_config(backend_url=None):
+            unset = self.preview()
+        self.assertEqual(unset.status_code, 502)
+        self.assertIn('["backend_url"] is not set', unset.json()["detail"])
