@@ -77,6 +77,8 @@ def collection_of(path: str) -> tuple[str, int | None]:
 
 
 class PreviewNetBoxClient(NetBoxClient):
+    """A read-only view of `inner`: same transport (and counters), no client of its own."""
+
     def __init__(self, inner: NetBoxClient, recorder: PlanRecorder):
         self.base_url = inner.base_url
         self.transport = inner.transport
