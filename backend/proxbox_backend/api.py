@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.domain.policy import TARGET_REF, PolicyError, Target
@@ -33,6 +33,38 @@ class RunState(BaseModel):
     state: Literal["queued", "running", "finished"]
     events: int
     report: dict | None
+
+
+class PlannedTypes(BaseModel):
+    create: int
+    update: int
+    delete: int
+    creates: list[dict]  # {placeholder, label, payload}
+    updates: list[dict]  # {id, label, changes: {field: {old, new}}}
+    deletes: list[dict]  # {id, label}
+
+
+class Plan(BaseModel):
+    object_types: dict[str, PlannedTypes]
+    placeholders: dict[str, dict]  # placeholder id → {object_type, label}
+    notes: list[str]
+
+
+class Preview(BaseModel):
+    """A dry run's report: the run report's fields (counters as predicted) and the plan."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ok: bool
+    status: Literal["previewed", "previewed_with_errors", "failed"]
+    dry_run: Literal[True]
+    endpoint: dict
+    cluster: dict
+    counters: dict[str, dict[str, int]]
+    failures: list[dict]
+    warnings: list[str]
+    error: str | None
+    plan: Plan
 
 
 class Problem(BaseModel):
@@ -67,6 +99,15 @@ EVENT_STREAM = {
 }
 
 
+TargetQuery = Annotated[
+    str | None,
+    Query(
+        pattern=TARGET_REF,
+        description="sync only this guest (`qemu/100`, `lxc/105`) or node (`node/pve1`)",
+    ),
+]
+
+
 def create_app(
     settings: Settings, service: SyncService | None = None, api_token: str | None = None
 ) -> FastAPI:
@@ -99,27 +140,7 @@ def create_app(
     async def health() -> Health:
         return Health(status="ok")
 
-    @app.post(
-        "/sync/{endpoint_id}",
-        status_code=202,
-        **guarded,
-        responses={
-            **UNAUTHORIZED,
-            409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
-        },
-    )
-    async def start_sync(
-        request: Request,
-        endpoint_id: int,
-        target: Annotated[
-            str | None,
-            Query(
-                pattern=TARGET_REF,
-                description="sync only this guest (`qemu/100`, `lxc/105`) or node (`node/pve1`)",
-            ),
-        ] = None,
-    ) -> SyncStarted:
-        """Start a run; `?target=qemu/100` or `?target=node/pve1` syncs only that guest or node."""
+    def requested_target(request: Request, target: str | None) -> Target | None:
         # A mistyped parameter (`?taget=qemu/100`) must not start a sync of everything.
         unknown = sorted(set(request.query_params) - {"target"})
         if unknown:
@@ -131,9 +152,24 @@ def create_app(
                 ],
             )
         try:
-            wanted = Target.from_ref(target)
+            return Target.from_ref(target)
         except PolicyError as exc:  # the pattern admits only what parses; kept as a guard
             raise HTTPException(422, str(exc)) from None
+
+    @app.post(
+        "/sync/{endpoint_id}",
+        status_code=202,
+        **guarded,
+        responses={
+            **UNAUTHORIZED,
+            409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
+        },
+    )
+    async def start_sync(
+        request: Request, endpoint_id: int, target: TargetQuery = None
+    ) -> SyncStarted:
+        """Start a run; `?target=qemu/100` or `?target=node/pve1` syncs only that guest or node."""
+        wanted = requested_target(request, target)
         key = str(endpoint_id)
         if active := registry.active_for(key):
             raise HTTPException(
@@ -149,6 +185,23 @@ def create_app(
         background.add(task)
         task.add_done_callback(background.discard)
         return SyncStarted(run_id=run.id, url=f"/runs/{run.id}")
+
+    @app.post(
+        "/sync/{endpoint_id}/preview",
+        **guarded,
+        responses={
+            200: {"description": "the plan; `ok` false and `error` set when planning failed"},
+            **UNAUTHORIZED,
+        },
+    )
+    async def preview_sync(
+        request: Request, endpoint_id: int, target: TargetQuery = None
+    ) -> Preview:
+        """Preview (dry run): plan the sync against NetBox's current state and answer with
+        what it would create, update (field: old → new) and delete; nothing is written."""
+        wanted = requested_target(request, target)
+        report = await service.run(endpoint_id, lambda _event: None, wanted, dry_run=True)
+        return Preview(**report.as_dict())
 
     @app.get(
         "/runs/{run_id}",

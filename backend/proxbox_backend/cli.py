@@ -17,8 +17,8 @@ from proxbox_backend.stages.guests import DISAPPEARED_POLICIES
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
 EXIT_CODES = """\
 exit codes:
-  0  success (run: every object synced)
-  1  run: the sync finished with failures or an error (the report lists them)
+  0  success (run: every object synced; run --dry-run: every object planned)
+  1  run: the sync (or preview) finished with failures or an error (the report lists them)
   2  usage or configuration error: a bad option, a missing NetBox URL or token, or a
      bad PROXBOX_* value (one line on stderr naming the variable)"""
 
@@ -80,7 +80,49 @@ def render_summary(report: RunReport, console) -> None:
         console.print(f"[bold red]error[/] {report.error}")
 
 
-async def _run_with_progress(service: SyncService, endpoint: str, redactor) -> RunReport:
+def _value(value) -> str:
+    return "—" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def render_plan(report: RunReport, console) -> None:
+    """A preview's plan, per object type: + create, ~ update (field: old → new), - delete."""
+    from rich.markup import escape
+
+    plan = report.plan.as_dict() if report.plan is not None else {"object_types": {}}
+    console.print(
+        f"[bold]Preview[/] of endpoint {report.endpoint.get('name', '?')}: nothing was written"
+    )
+    if not plan["object_types"] and report.error is None:
+        console.print("Nothing to change: NetBox matches Proxmox.")
+    for object_type, types in plan["object_types"].items():
+        console.print(
+            f"[bold]{object_type}[/]: {types['create']} to create, {types['update']} to update, "
+            f"{types['delete']} to delete"
+        )
+        for create in types["creates"]:
+            console.print(f"  [green]+[/] {escape(create['label'])} (new #{create['placeholder']})")
+        for update in types["updates"]:
+            console.print(f"  [yellow]~[/] {escape(update['label'])} (#{update['id']})")
+            for name, change in update["changes"].items():
+                old, new = _value(change["old"]), _value(change["new"])
+                console.print(f"      {escape(name)}: {escape(old)} → {escape(new)}")
+        for delete in types["deletes"]:
+            console.print(f"  [red]-[/] {escape(delete['label'])} (#{delete['id']})")
+    for note in plan.get("notes", []):
+        console.print(f"[cyan]note[/] {escape(note)}")
+    if plan.get("placeholders"):
+        console.print("Negative ids (new #-n) stand for objects the run would create.")
+    for failure in report.tally.failures:
+        console.print(f"[red]failed[/] {failure.object_type} {failure.label}: {failure.reason}")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {warning}")
+    if report.error:
+        console.print(f"[bold red]error[/] {report.error}")
+
+
+async def _run_with_progress(
+    service: SyncService, endpoint: str, redactor, dry_run: bool = False
+) -> RunReport:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -117,11 +159,11 @@ async def _run_with_progress(service: SyncService, endpoint: str, redactor) -> R
             progress.update(task, completed=total)
 
     with progress:
-        report = await service.run(endpoint, on_event)
+        report = await service.run(endpoint, on_event, dry_run=dry_run)
     # Failure reasons quote NetBox's and Proxmox's answers: scrubbed like log records.
     summary = Console()
     with summary.capture() as captured:
-        render_summary(report, summary)
+        (render_plan if dry_run else render_summary)(report, summary)
     sys.stdout.write(redactor(captured.get()))
     return report
 
@@ -135,10 +177,12 @@ def cmd_run(args) -> int:
     redactor = _install_redaction(settings)
     service = SyncService(settings)
     if args.json:
-        report = asyncio.run(service.run(args.endpoint))
+        report = asyncio.run(service.run(args.endpoint, dry_run=args.dry_run))
         print(json.dumps(redactor.data(report.as_dict()), indent=2, sort_keys=True))
     else:
-        report = asyncio.run(_run_with_progress(service, args.endpoint, redactor))
+        report = asyncio.run(
+            _run_with_progress(service, args.endpoint, redactor, dry_run=args.dry_run)
+        )
     return EXIT_OK if report.ok else EXIT_FAILURES
 
 
@@ -203,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="sync one endpoint now")
     run.add_argument("--endpoint", required=True, help="the endpoint's NetBox id or name")
     run.add_argument("--json", action="store_true", help="print the report as JSON")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="preview: plan the sync against NetBox's current state and print what it would "
+        "create, update (field: old → new) and delete, writing nothing",
+    )
     _common(run)
     run.set_defaults(func=cmd_run)
     serve = sub.add_parser("serve", help="run the HTTP service")

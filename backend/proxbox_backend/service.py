@@ -24,6 +24,7 @@ from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
 from proxbox_backend.domain.policy import ACTIVE, OFF, PolicyError, Target
+from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.gateways import proxmox_records
 from proxbox_backend.gateways.netbox import (
     ClaimRefused,
@@ -31,6 +32,7 @@ from proxbox_backend.gateways.netbox import (
     NetBoxGateway,
     Prerequisites,
 )
+from proxbox_backend.gateways.preview import PreviewNetBoxClient, PreviewNetBoxGateway
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
 from proxbox_backend.secrets import scrub
 from proxbox_backend.stages import cluster as cluster_stage
@@ -61,6 +63,9 @@ class RunReport:
     started_at: str = ""
     duration_s: float = 0.0
     sync_state: str = ""
+    # A dry run: nothing was written; `plan` says what the run would write.
+    dry_run: bool = False
+    plan: PlanRecorder | None = None
 
     @property
     def ok(self) -> bool:
@@ -70,7 +75,8 @@ class RunReport:
     def status(self) -> str:
         if self.error is not None:
             return "failed"
-        return "completed" if self.tally.failed == 0 else "completed_with_errors"
+        done = "previewed" if self.dry_run else "completed"
+        return done if self.tally.failed == 0 else f"{done}_with_errors"
 
     def as_dict(self) -> dict:
         """What adapters show or send: messages quoting remote answers are scrubbed."""
@@ -92,6 +98,8 @@ class RunReport:
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "sync_state": self.sync_state,
+            "dry_run": self.dry_run,
+            "plan": self.plan.as_dict() if self.plan is not None else None,
         }
 
 
@@ -141,14 +149,28 @@ class SyncService:
         )
 
     async def run(
-        self, endpoint_ref: str | int, emit: Emit = _no_events, target: Target | None = None
+        self,
+        endpoint_ref: str | int,
+        emit: Emit = _no_events,
+        target: Target | None = None,
+        *,
+        dry_run: bool = False,
     ) -> RunReport:
-        """Sync the endpoint; with `target`, only that guest or node (same claim, planners)."""
-        report = RunReport(started_at=dt.datetime.now(dt.UTC).isoformat())
+        """Sync the endpoint; with `target`, only that guest or node (same claim, planners).
+
+        With `dry_run`, the same planners run against NetBox's current state but nothing is
+        written: the report's `plan` lists what the run would create, update and delete.
+        """
+        report = RunReport(started_at=dt.datetime.now(dt.UTC).isoformat(), dry_run=dry_run)
         started = time.monotonic()
         netbox = self._netbox or self.netbox_client()
         try:
-            await self._run(endpoint_ref, netbox, report, emit, target)
+            if dry_run:
+                report.plan = PlanRecorder()
+                preview = PreviewNetBoxClient(netbox, report.plan)
+                await self._run(endpoint_ref, preview, report, emit, target)
+            else:
+                await self._run(endpoint_ref, netbox, report, emit, target)
         except (SyncFailed, NetBoxError, ProxmoxError, TransportError) as exc:
             report.error = str(exc)
         except Exception as exc:
@@ -164,10 +186,18 @@ class SyncService:
         emit({"event": "finished", "report": report.as_dict()})
         return report
 
+    async def preview(
+        self, endpoint_ref: str | int, emit: Emit = _no_events, target: Target | None = None
+    ) -> RunReport:
+        return await self.run(endpoint_ref, emit, target, dry_run=True)
+
     async def _run(
         self, ref, netbox_client: NetBoxClient, report: RunReport, emit: Emit, target=None
     ) -> None:
-        netbox = NetBoxGateway(netbox_client)
+        if isinstance(netbox_client, PreviewNetBoxClient):
+            netbox: NetBoxGateway = PreviewNetBoxGateway(netbox_client)
+        else:
+            netbox = NetBoxGateway(netbox_client)
         try:
             endpoint = await netbox.endpoint(ref)
         except (EndpointNotFound, PolicyError) as exc:

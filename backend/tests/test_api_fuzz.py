@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, settings
 
 from proxbox_backend.api import create_app
 from proxbox_backend.config import Settings
+from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.secrets import Secret
+from proxbox_backend.service import RunReport
 
 TOKEN = "fuzz-backend-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -24,10 +26,11 @@ EXAMPLES = int(os.environ.get("PROXBOX_FUZZ_EXAMPLES", "25"))
 class FinishingService:
     """Ends each run at once with a report, as the real service's boundary does."""
 
-    async def run(self, endpoint_id, emit, target=None):
+    async def run(self, endpoint_id, emit, target=None, dry_run=False):
         emit({"event": "stage", "stage": "nodes", "state": "started", "total": 0})
-        report = {"ok": False, "status": "failed", "error": f"no endpoint {endpoint_id}"}
-        emit({"event": "finished", "report": report})
+        report = RunReport(dry_run=dry_run, plan=PlanRecorder() if dry_run else None)
+        report.error = f"no endpoint {endpoint_id}"
+        emit({"event": "finished", "report": report.as_dict()})
         return report
 
 
@@ -63,7 +66,7 @@ def test_backend_api_refuses_without_the_token_as_documented(case):
 
 
 class BlockingService:
-    async def run(self, endpoint_id, emit, target=None):
+    async def run(self, endpoint_id, emit, target=None, dry_run=False):
         import asyncio
 
         await asyncio.Event().wait()

@@ -3,7 +3,7 @@ from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import Http404
 from django.middleware.csrf import get_token
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.generic import View
@@ -32,6 +32,7 @@ from .sync.service import (
     SyncRequestError,
     find_endpoint,
     may_request_sync,
+    preview_sync,
     request_sync,
     request_sync_all,
     target_of,
@@ -144,6 +145,76 @@ class ProxmoxEndpointSyncView(LoginRequiredMixin, View):
                 request, _("Sync of {endpoint} queued.").format(endpoint=endpoint.name)
             )
         return redirect(endpoint.get_absolute_url())
+
+
+@register_model_view(ProxmoxEndpoint, "preview", path="preview")
+class ProxmoxEndpointPreviewView(LoginRequiredMixin, View):
+    """ "Preview sync": the backend's dry run, per object type; "Apply" is the Sync now form.
+
+    A GET (the backend only reads), with the same permission and state checks as Sync now.
+    """
+
+    def get(self, request, pk):
+        try:
+            endpoint = find_endpoint(request.user, pk)
+        except SyncNotFound:
+            raise Http404(_("No Proxmox endpoint matches the given query.")) from None
+        try:
+            report = preview_sync(request.user, endpoint)
+        except SyncRequestError as exc:
+            messages.error(request, exc.detail)
+            return redirect(endpoint.get_absolute_url())
+        return render(
+            request,
+            "netbox_proxbox/proxmoxendpoint_preview.html",
+            {"object": endpoint, "report": report, "plan": plan_sections(report)},
+        )
+
+
+def plan_sections(report: dict) -> list[dict]:
+    """The plan as the page lists it: per object type, creates / updates / deletes, with
+    placeholder ids (objects the run would create) named instead of shown as numbers."""
+    plan = report.get("plan") or {}
+    placeholders = plan.get("placeholders") or {}
+
+    def shown(value):
+        if isinstance(value, int) and not isinstance(value, bool) and str(value) in placeholders:
+            entry = placeholders[str(value)]
+            return _("new {object_type} {label}").format(**entry)
+        if isinstance(value, list):
+            return ", ".join(str(shown(v)) for v in value) or "[]"
+        if value is None or value == "":
+            return "—"
+        return value
+
+    sections = []
+    for object_type, types in (plan.get("object_types") or {}).items():
+        sections.append(
+            {
+                "object_type": object_type,
+                "counts": (types["create"], types["update"], types["delete"]),
+                "creates": [
+                    {
+                        "label": c["label"],
+                        "fields": [(k, shown(v)) for k, v in sorted(c["payload"].items())],
+                    }
+                    for c in types["creates"]
+                ],
+                "updates": [
+                    {
+                        "id": u["id"],
+                        "label": u["label"],
+                        "changes": [
+                            (name, shown(change["old"]), shown(change["new"]))
+                            for name, change in u["changes"].items()
+                        ],
+                    }
+                    for u in types["updates"]
+                ],
+                "deletes": types["deletes"],
+            }
+        )
+    return sections
 
 
 class SyncObjectView(LoginRequiredMixin, View):

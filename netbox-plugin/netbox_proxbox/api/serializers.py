@@ -267,6 +267,23 @@ class SyncClusterResponseSerializer(serializers.Serializer):
     changed = serializers.BooleanField(read_only=True)
 
 
+class SyncPreviewSerializer(serializers.Serializer):
+    """Documents the preview action: the sync backend's dry-run report (nothing written).
+
+    `plan.object_types` maps each NetBox object type to its `creates` (placeholder, label,
+    payload), `updates` (id, label, changes: {field: {old, new}}) and `deletes` (id, label).
+    """
+
+    ok = serializers.BooleanField(read_only=True)
+    status = serializers.CharField(read_only=True)
+    dry_run = serializers.BooleanField(read_only=True)
+    error = serializers.CharField(read_only=True, allow_null=True)
+    counters = serializers.DictField(read_only=True)
+    failures = serializers.ListField(child=serializers.DictField(), read_only=True)
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+    plan = serializers.DictField(read_only=True)
+
+
 class EndpointCredentialsSerializer(serializers.Serializer):
     """Documents GET …/endpoints/proxmox/{pk}/credentials/ (holders of reveal_credentials only)."""
 

@@ -20,7 +20,13 @@ from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
 from ..ownership.errors import ClaimError, ConcurrentInventoryChange, is_retryable
-from ..sync.service import SyncRequestError, find_endpoint, request_sync, target_of
+from ..sync.service import (
+    SyncRequestError,
+    find_endpoint,
+    preview_sync,
+    request_sync,
+    target_of,
+)
 from . import serializers
 
 # What the actions answer when they refuse (each carries `detail`): documented so that
@@ -66,7 +72,7 @@ class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     filterset_class = filtersets.ProxmoxEndpointFilterSet
 
     def get_permissions(self):
-        if self.action in ("sync_cluster", "sync"):
+        if self.action in ("sync_cluster", "sync", "preview"):
             # Object-level checks (endpoint, native cluster, references) happen in the service.
             return [IsAuthenticated(), WriteEnabledCredentials()]
         if self.action == "credentials":
@@ -128,6 +134,27 @@ class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
             JobSerializer(job, context={"request": request}).data,
             status=status.HTTP_202_ACCEPTED,
         )
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: serializers.SyncPreviewSerializer,
+            **REFUSALS,
+            502: OpenApiResponse(description="The sync backend is unset, unreachable or refused."),
+        },
+    )
+    @action(detail=True, methods=["post"], url_path="preview")
+    def preview(self, request, pk):
+        """Preview sync: the sync backend's dry run of this endpoint; nothing is written.
+
+        The same permission and state as Sync now; answers the plan per object type.
+        """
+        try:
+            endpoint = find_endpoint(request.user, pk)
+            report = preview_sync(request.user, endpoint)
+        except SyncRequestError as exc:
+            return Response(exc.as_response_data(), status=exc.status_code)
+        return Response(report)
 
     @extend_schema(
         request=serializers.SyncClusterRequestSerializer,

@@ -3,7 +3,7 @@
 `POST /sync/{endpoint_id}` starts a run (202 {"run_id", "url"}; 409 while one is
 active), `GET /runs/{run_id}` reads its state and, once finished, its report, and
 `GET /runs/{run_id}/events` replays its events (a finite SSE stream once the run
-has finished). Every failure becomes a `BackendError` whose message says what to
+has finished); `POST /sync/{endpoint_id}/preview` answers with a dry run's plan. Every failure becomes a `BackendError` whose message says what to
 fix; the bearer token never appears in one.
 """
 
@@ -79,6 +79,23 @@ class BackendClient:
                 + (f" (run {active})" if active else "")
             )
         raise self._refused("POST /sync", response)
+
+    def preview(self, endpoint_id: int) -> dict:
+        """A dry run's report (`POST /sync/{id}/preview`): the plan, nothing written.
+
+        The backend plans while the request waits, so it may take as long as a sync's reads.
+        """
+        response = self._request(
+            "POST",
+            f"/sync/{endpoint_id}/preview",
+            timeout=(self.settings.request_timeout, self.settings.sync_timeout),
+        )
+        if response.status_code != 200:
+            raise self._refused("POST /sync/…/preview", response)
+        report = _json(response)
+        if not isinstance(report.get("plan"), dict):
+            raise BackendRefused("the sync backend's preview answer has no plan")
+        return report
 
     def run(self, run_id: str) -> dict:
         response = self._request("GET", f"/runs/{run_id}")

@@ -6,7 +6,8 @@ from django.utils.translation import gettext as _
 from rq import Callback
 
 from ..ownership.permissions import permitted, visible
-from .config import rq_job_timeout
+from .client import BackendClient, BackendError
+from .config import BackendNotConfigured, BackendSettings, rq_job_timeout
 from .jobs import SyncEndpointJob, active_sync_job, job_lost
 
 
@@ -65,12 +66,12 @@ def may_request_sync(user, endpoint) -> bool:
     )
 
 
-def request_sync(user, endpoint, *, immediate: bool = False, target: dict | None = None):
-    """Enqueue a "Sync now" Job for `endpoint` on behalf of `user`; return the Job.
+class SyncPreviewFailed(SyncRequestError):
+    status_code = 502
+    code = "preview_failed"
 
-    `immediate` runs the Job inline (NetBox's own switch for interactive use and tests);
-    `target` ({"guest": "qemu/100"} or {"node": "pve1"}, see `target_of`) narrows the run.
-    """
+
+def _check_may_sync(user, endpoint) -> None:
     if not may_request_sync(user, endpoint):
         raise SyncForbidden(_("You may not change this Proxmox endpoint, so you may not sync it."))
     if not endpoint.enabled:
@@ -79,6 +80,34 @@ def request_sync(user, endpoint, *, immediate: bool = False, target: dict | None
                 name=endpoint.name
             )
         )
+
+
+def preview_sync(user, endpoint) -> dict:
+    """ "Preview sync": the backend's dry run of `endpoint` (its report, with the plan).
+
+    The same permission and state as "Sync now": a preview reads the endpoint's
+    credentials through the backend and shows what a sync would change.
+    """
+    _check_may_sync(user, endpoint)
+    try:
+        client = BackendClient(BackendSettings.load())
+    except BackendNotConfigured as exc:
+        raise SyncPreviewFailed(str(exc)) from None
+    try:
+        return client.preview(endpoint.pk)
+    except BackendError as exc:
+        raise SyncPreviewFailed(str(exc)) from None
+    finally:
+        client.close()
+
+
+def request_sync(user, endpoint, *, immediate: bool = False, target: dict | None = None):
+    """Enqueue a "Sync now" Job for `endpoint` on behalf of `user`; return the Job.
+
+    `immediate` runs the Job inline (NetBox's own switch for interactive use and tests);
+    `target` ({"guest": "qemu/100"} or {"node": "pve1"}, see `target_of`) narrows the run.
+    """
+    _check_may_sync(user, endpoint)
     active = active_sync_job(endpoint)
     if active is not None:
         # Two requests racing past this check still never run twice: the second Job is

@@ -86,3 +86,38 @@ class ScriptedSyncService:
             # A run that outlives the Job's sync_timeout (cancelled with the server's loop).
             await asyncio.Event().wait()
         emit({"event": "finished", "report": self.report})
+
+
+def planned_report(endpoint_id: int = 0):
+    """A dry run's report as the backend builds it: a VM to create (on a new node), one to
+    update, one to delete; the recorder is the backend's own."""
+    from proxbox_backend.domain.preview import PlanRecorder
+
+    plan = PlanRecorder()
+    node = plan.create("dcim.device", {"name": "pve9", "status": "active"})
+    plan.create("virtualization.virtualmachine", {"name": "db", "memory": 1024, "device": node})
+    plan.update(
+        "virtualization.virtualmachine", 12, {"memory": 4096}, {"name": "web", "memory": 2048}
+    )
+    plan.delete("virtualization.virtualmachine", 13, {"name": "old-vm"})
+    tally = Tally()
+    tally.add("dcim.device", "created")
+    for outcome in ("created", "updated", "deleted"):
+        tally.add("virtualization.virtualmachine", outcome)
+    return RunReport(
+        endpoint={"id": endpoint_id, "name": "scripted"}, tally=tally, dry_run=True, plan=plan
+    )
+
+
+class PlanningSyncService(ScriptedSyncService):
+    """A backend service that also previews: a dry run answers with `planned_report`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.previews: list[int] = []
+
+    async def run(self, endpoint_id, emit, target=None, dry_run=False):
+        if dry_run:
+            self.previews.append(int(endpoint_id))
+            return planned_report(int(endpoint_id))
+        return await super().run(endpoint_id, emit, target)

@@ -41,6 +41,7 @@ def test_an_endpoint_without_a_native_cluster_is_documented(openapi):
 def test_the_actions_document_their_refusals(openapi):
     actions = [
         ("/api/plugins/proxbox/endpoints/proxmox/{id}/sync/", "post"),
+        ("/api/plugins/proxbox/endpoints/proxmox/{id}/preview/", "post"),
         ("/api/plugins/proxbox/endpoints/proxmox/{id}/sync-cluster/", "post"),
         ("/api/plugins/proxbox/endpoints/proxmox/{id}/credentials/", "get"),
         # The other plugin's lifecycle actions, found undocumented by the e2e fuzzing.

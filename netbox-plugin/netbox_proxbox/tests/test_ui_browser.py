@@ -1,5 +1,6 @@
-"""The endpoint's schedule and policy form, and a running sync Job's live log, in headless
-Chromium (Debian's /usr/bin/chromium through Playwright; no browser download).
+"""The endpoint's schedule and policy form, its sync preview, and a running sync Job's live
+log, in headless Chromium (Debian's /usr/bin/chromium through Playwright; no browser
+download).
 
 Skipped where that browser is missing, except under CI (`CI` set), where it is a failure.
 One browser for the whole class.
@@ -20,7 +21,7 @@ from netbox_proxbox.models import ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 from proxbox_devstack.browser import launch, requires_chromium
 
-from .backend import BACKEND_TOKEN, serve_backend
+from .backend import BACKEND_TOKEN, PlanningSyncService, serve_backend
 from .base import make_endpoint
 from .test_schedules import BlockingSyncService, clear_queue, wait_for
 from .test_sync_now import plugin_config
@@ -131,6 +132,31 @@ class EndpointOperatorBrowserTest(StaticLiveServerTestCase):
                 worker.join(60)
         job.refresh_from_db()
         self.assertEqual(job.status, JobStatusChoices.STATUS_COMPLETED, job.error)
+
+    def test_preview_page_lists_the_plan_and_apply_queues_the_sync(self):
+        service = PlanningSyncService()
+        with (
+            serve_backend(service) as url,
+            plugin_config(backend_url=url, backend_token=BACKEND_TOKEN),
+        ):
+            page = self.page()
+            page.goto(f"/plugins/proxbox/endpoints/{self.endpoint.pk}/")
+            page.locator("#preview-sync").click()
+            page.wait_for_url(f"**/plugins/proxbox/endpoints/{self.endpoint.pk}/preview/")
+            vms = page.locator('[data-object-type="virtualization.virtualmachine"]')
+            text = vms.inner_text()
+            assert "1 to create, 1 to update, 1 to delete" in text
+            assert "memory: 2048 → 4096" in text
+            assert "old-vm (#13)" in text
+            assert "device: new dcim.device pve9" in text
+            assert service.previews == [self.endpoint.pk] and service.calls == []
+            self.assertFalse(SyncEndpointJob.get_jobs(self.endpoint).exists())
+            # No worker runs here: Apply queues the same Job as Sync now.
+            page.locator("#apply-sync button[type=submit]").click()
+            page.wait_for_url(f"**/plugins/proxbox/endpoints/{self.endpoint.pk}/")
+            assert "queued as" in page.locator("body").inner_text()
+        job = SyncEndpointJob.get_jobs(self.endpoint).get()
+        self.assertEqual(job.user, self.admin)
 
     @staticmethod
     def _run_job(pk):
