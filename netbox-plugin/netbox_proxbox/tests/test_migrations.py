@@ -24,15 +24,40 @@ VALIDATOR = (APP, "0005_ownership_schema_validation")
 ENDPOINTS = "netbox_proxbox_proxmoxendpoint"
 
 
-@pytest.fixture
-def scratch(django_db_setup, django_db_blocker):
-    """A private database (prefix own_) cloned from the fully migrated template."""
+@pytest.fixture(scope="module")
+def before_template(django_db_setup, django_db_blocker):
+    """The migrated template taken back to BEFORE once: each test starts from a copy of it
+    instead of reversing the plugin's migrations itself (each reversal renders NetBox's
+    whole model state several times over)."""
     default = connections["default"].settings_dict
-    name = f"own_migrations_{os.getpid()}"
+    name = f"own_migrations_before_{os.getpid()}"
+    alias = f"{ALIAS}_before"
     with django_db_blocker.unblock():
         template = ensure_template(default)
         with maintenance_connection(default) as conn:
             clone_database(conn, template, name)
+        connections.settings[alias] = {**default, "NAME": name, "CONN_MAX_AGE": 0}
+        try:
+            MigrationExecutor(connections[alias]).migrate([BEFORE])
+        finally:
+            connections[alias].close()
+            del connections[alias]
+            del connections.settings[alias]
+        try:
+            yield name
+        finally:
+            with maintenance_connection(default) as conn:
+                drop_database(conn, name)
+
+
+@pytest.fixture
+def scratch(before_template, django_db_blocker):
+    """A private database (prefix own_) at BEFORE, cloned from the module's template."""
+    default = connections["default"].settings_dict
+    name = f"own_migrations_{os.getpid()}"
+    with django_db_blocker.unblock():
+        with maintenance_connection(default) as conn:
+            clone_database(conn, before_template, name)
         connections.settings[ALIAS] = {**default, "NAME": name, "CONN_MAX_AGE": 0}
         try:
             yield Scratch(connections[ALIAS])
