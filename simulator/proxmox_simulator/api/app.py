@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import time
 import uuid
@@ -33,7 +34,7 @@ from proxmox_simulator.domain.errors import (
     ParameterError,
     PveError,
 )
-from proxmox_simulator.observability import metrics
+from proxmox_simulator.observability import metrics, tracing
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.repositories.migrations import is_ready
@@ -59,6 +60,8 @@ def create_app(
     settings = settings or Settings.from_env()
     contract = contract or resolve_contract(settings.contract, settings.data_dir)
     clock = clock or clock_from_spec(settings.clock)
+    # None unless the OpenTelemetry environment configures an exporter.
+    tracer = tracing.from_env(os.environ)
     contracts = ContractState(
         build_selection(
             contract, settings.profile, settings.data_dir, origin="configured", generation=0
@@ -84,6 +87,7 @@ def create_app(
                 lease_seconds=settings.lease_seconds,
                 concurrency=settings.task_workers,
                 faults=rt.faults,
+                tracing=tracer,
             )
             await worker.start()
         app.state.rt = rt
@@ -94,6 +98,8 @@ def create_app(
             if worker is not None:
                 await worker.stop(grace=settings.shutdown_grace)
             await rt.close()
+            if tracer is not None:
+                tracer.shutdown()
 
     app = FastAPI(
         title="Proxmox VE API simulator",
@@ -104,6 +110,9 @@ def create_app(
         openapi_url=None,
     )
     app.state.contracts = contracts
+    app.state.tracing = tracer
+    if tracer is not None:
+        app.add_middleware(tracing.TracingMiddleware, tracing=tracer)
 
     async def api_entry(request: Request) -> Response:
         fmt = request.path_params["fmt"]
@@ -214,6 +223,9 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
     response.headers["x-request-id"] = request_id
     elapsed = time.perf_counter() - started
     metrics.record_request(template, method, response.status_code, elapsed)
+    tracer: tracing.Tracing | None = request.app.state.tracing
+    if tracer is not None:
+        tracer.annotate_request(template if template != "-" else metrics.UNMATCHED, request_id)
     if log.isEnabledFor(logging.INFO):
         log.info(
             "%s %s %s",
