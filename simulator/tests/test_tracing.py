@@ -8,9 +8,11 @@ exporter the simulator does not ship is refused at startup with one line.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -197,6 +199,7 @@ def test_requests_and_tasks_are_exported_as_spans(database, tmp_path_factory, mo
             assert task["attributes"]["pvesim.task.node"] == node
             assert task["attributes"]["pvesim.task.exitstatus"] == "OK"
             assert task["attributes"]["pvesim.task.attempt"] == 1
+            assert task["attributes"]["pvesim.task.worker"]
 
             login = receiver.wait_for(lambda s: s["name"] == "POST /access/ticket")
             assert login["attributes"]["http.response.status_code"] == 200
@@ -264,3 +267,60 @@ def test_serve_refuses_an_exporter_it_does_not_ship(database, variable, value, f
 )
 def test_which_environment_switches_tracing_on(environ, expected):
     assert configured_exporters(environ) == expected
+
+
+def test_console_exporter_prints_spans(database, tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    with (
+        SimulatorProcess(_settings(database, tmp_path_factory)) as sim,
+        httpx.Client(base_url=sim.base_url + "/api2/json", timeout=30) as client,
+    ):
+        pve = Session(client)
+        assert pve.get("/version", headers={"x-request-id": "console-1"}).status_code == 200
+        deadline = time.monotonic() + 20
+        while '"pvesim.request_id": "console-1"' not in sim.output():
+            assert time.monotonic() < deadline, sim.output()[-2000:]
+            time.sleep(0.1)
+        assert '"name": "GET /version"' in sim.output()
+
+
+def test_a_standalone_worker_exports_task_spans(database, tmp_path_factory, monkeypatch):
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    settings = dataclasses.replace(_settings(database, tmp_path_factory), task_workers=0)
+    with Receiver() as receiver:
+        env = {
+            **os.environ,
+            "PROXMOX_SIMULATOR_DATABASE_URL": database,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint + "/v1/traces",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_SERVICE_NAME": "pvesim-worker",
+        }
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "proxmox_simulator", "worker", "--workers", "1"]
+            + ["--clock", "instant", "--worker-id", "traced-worker"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            assert "running" in worker.stdout.readline().decode()
+            with (
+                SimulatorProcess(settings) as sim,
+                httpx.Client(base_url=sim.base_url + "/api2/json", timeout=30) as client,
+            ):
+                pve = Session(client)
+                node, vmid = _first_guest(pve)
+                response = pve.post(f"/nodes/{node}/qemu/{vmid}/config", data={"description": "w"})
+                upid = response.json()["data"]
+                assert pve.wait(upid, timeout=30)["exitstatus"] == "OK"
+            task = receiver.wait_for(lambda s: s["attributes"].get("pvesim.task.upid") == upid)
+        finally:
+            worker.send_signal(signal.SIGINT)
+            worker.wait(timeout=30)
+        assert task["attributes"]["pvesim.task.worker"] == "traced-worker"
+        assert task["resource"]["service.name"] == "pvesim-worker"
+        # The API process had no exporter configured: only the worker's task span arrived.
+        assert {s["name"] for s in receiver.spans} == {task["name"]}

@@ -121,7 +121,7 @@ class Tracing:
 
     # -- tasks --------------------------------------------------------------
 
-    def task_span(self, task_type: str, node: str, upid: str, attempt: int):
+    def task_span(self, task_type: str, node: str, upid: str, attempt: int, worker: str):
         from proxmox_simulator.api.logging import redact
 
         return self.tracer.start_as_current_span(
@@ -132,6 +132,7 @@ class Tracing:
                 "pvesim.task.node": node,
                 "pvesim.task.upid": redact(upid),
                 "pvesim.task.attempt": attempt,
+                "pvesim.task.worker": worker,
             },
             record_exception=False,
         )

@@ -189,7 +189,9 @@ class TaskWorker:
         if self.tracing is None:
             await self._run(row)
             return
-        with self.tracing.task_span(row["type"], row["node"], row["upid"], row["attempts"]) as span:
+        with self.tracing.task_span(
+            row["type"], row["node"], row["upid"], row["attempts"], self.worker_id
+        ) as span:
             ctx = await self._run(row)
             self.tracing.finish_task(span, ctx.exitstatus)
 
