@@ -190,6 +190,7 @@ def test_requests_and_tasks_are_exported_as_spans(database, tmp_path_factory, mo
                 lambda s: s["name"] == "POST /nodes/{node}/qemu/{vmid}/config"
             )
             assert write["attributes"]["pvesim.request_id"] == response.headers["x-request-id"]
+            assert write["attributes"]["pvesim.task.upid"] == upid  # correlates with the task
             receiver.wait_for(lambda s: s["name"] == "GET /healthz" and s["kind"] == 2)
 
             task_type = upid.split(":")[5]

@@ -171,6 +171,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
     request_id = supplied if _REQUEST_ID.fullmatch(supplied) else uuid.uuid4().hex
     method = request.method
     template = "-"
+    upid = None
     principal = ANONYMOUS
     rt: Runtime = request.app.state.rt
     # The request keeps the table it started with, even if a hot-swap lands meanwhile.
@@ -215,6 +216,8 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 response = render.success(data.data, fmt, extra=data.extra)
             else:
                 response = render.success(data, fmt)
+                if isinstance(data, str) and data.startswith("UPID:"):
+                    upid = data
         except PveError as exc:
             response = render.error(exc, fmt)
         except Exception:
@@ -225,7 +228,8 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
     metrics.record_request(template, method, response.status_code, elapsed)
     tracer: tracing.Tracing | None = request.app.state.tracing
     if tracer is not None:
-        tracer.annotate_request(template if template != "-" else metrics.UNMATCHED, request_id)
+        route = template if template != "-" else metrics.UNMATCHED
+        tracer.annotate_request(route, request_id, upid)
     if log.isEnabledFor(logging.INFO):
         log.info(
             "%s %s %s",

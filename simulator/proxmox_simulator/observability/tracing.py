@@ -98,8 +98,11 @@ class Tracing:
             set_status_on_exception=True,
         )
 
-    def annotate_request(self, route: str | None, request_id: str | None) -> None:
-        """Name the current server span after its route template; add the request ID."""
+    def annotate_request(
+        self, route: str | None, request_id: str | None, upid: str | None = None
+    ) -> None:
+        """Name the current server span after its route template; add the request ID
+        and, when the request started a task, its UPID (the task's span carries it too)."""
         span = self._trace.get_current_span()
         if not span.is_recording():
             return
@@ -107,6 +110,10 @@ class Tracing:
             span.set_attribute("http.route", route)
         if request_id:
             span.set_attribute("pvesim.request_id", request_id)
+        if upid:
+            from proxmox_simulator.api.logging import redact
+
+            span.set_attribute("pvesim.task.upid", redact(upid))
 
     def finish_request(self, span, method: str, route: str | None, status: int | None) -> None:
         from opentelemetry.trace import Status, StatusCode
