@@ -434,6 +434,7 @@ def cmd_serve(args) -> int:
 def cmd_worker(args) -> int:
     """A task worker without the HTTP server (scale-out, crash tests)."""
     from proxmox_simulator.api.logging import install_redaction
+    from proxmox_simulator.observability import tracing
     from proxmox_simulator.repositories import db
     from proxmox_simulator.runtime import follow_faults
     from proxmox_simulator.simulation.clock import clock_from_spec
@@ -443,6 +444,8 @@ def cmd_worker(args) -> int:
 
     settings = _settings(args)
     install_redaction(settings.database_url)
+    # Spans of executed tasks, when the OpenTelemetry environment configures an exporter.
+    tracer = tracing.from_env(os.environ)
 
     async def run():
         pool = await db.create_pool(
@@ -461,6 +464,7 @@ def cmd_worker(args) -> int:
             concurrency=settings.task_workers,
             worker_id=args.worker_id,
             faults=faults,
+            tracing=tracer,
         )
         await worker.start()
         print(f"worker {worker.worker_id} running", flush=True)
@@ -470,6 +474,8 @@ def cmd_worker(args) -> int:
             await worker.stop()
             await fault_listener.close()
             await pool.close()
+            if tracer is not None:
+                tracer.shutdown()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run())

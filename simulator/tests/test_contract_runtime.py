@@ -12,7 +12,14 @@ import asyncpg
 import httpx
 import pytest
 from openapi_spec_validator import validate as validate_openapi
-from simtest_support import Session, metric_value, official_apidoc, run
+from simtest_support import (
+    OFFICIAL_VERSIONS,
+    Session,
+    assert_conforms,
+    metric_value,
+    official_apidoc,
+    run,
+)
 
 from proxbox_devstack.browser import launch, requires_chromium
 from proxmox_simulator.cli import main
@@ -183,6 +190,65 @@ def test_contract_page_swaps_through_its_form(lab):
         assert posted.status_code == 303 and posted.headers["location"] == "/ui/contract"
         assert f"PVE {EIGHT}" in c.get("/ui/contract").text
         assert _apply(c, major=9).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def every_major_settings(settings, seeded, tmp_path_factory):
+    """The session database, a data dir holding the official 6.4, 7.4 and 8.4 snapshots."""
+    data_dir = tmp_path_factory.mktemp("majors")
+    registry = ContractRegistry(data_dir)
+    for version in OFFICIAL_VERSIONS:
+        artifact = sources.read_file(official_apidoc(version))
+        registry.store(artifact, sources.parse_artifact(artifact, version))
+    return dataclasses.replace(settings, data_dir=data_dir, lab_enabled=True)
+
+
+# The kernel series each major shipped: what its nodes report running.
+KERNEL_SERIES = {6: "5.4.", 7: "5.15.", 8: "6.8.", 9: "6.14."}
+
+
+def test_node_versions_follow_a_hot_swap(every_major_settings):
+    """Every answer that names the release (``/version``, the node's version and status,
+    its package list, the operator UI's inventory) follows the applied major."""
+    with (
+        SimulatorServer(every_major_settings, tls=True) as sim,
+        _client(sim) as admin,
+        httpx.Client(base_url=sim.base_url + "/api2/json", verify=False, timeout=30) as client,
+    ):
+        api = Session(client)
+        node = api.get("/nodes").json()["data"][0]["node"]
+        for major, version in zip(
+            (6, 7, 8, 9, 6), (*OFFICIAL_VERSIONS, NINE, "6.4-15"), strict=True
+        ):
+            applied = _apply(admin, major=major)
+            assert applied.status_code == 200, applied.text
+            assert applied.json()["data"]["version"] == version
+            kernel = KERNEL_SERIES[major]
+
+            assert api.get("/version").json()["data"]["version"] == version
+            node_version = api.get(f"/nodes/{node}/version").json()["data"]
+            assert node_version["version"] == version
+            assert node_version["release"] == version.replace("-", ".").rsplit(".", 1)[0]
+
+            status = assert_conforms(
+                "/nodes/{node}/status",
+                "GET",
+                api.get(f"/nodes/{node}/status").json()["data"],
+                majors=(major,),
+            )
+            assert status["pveversion"].startswith(f"pve-manager/{version}/"), status
+            assert status["kversion"].startswith(f"Linux {kernel}"), status
+            assert status["current-kernel"]["release"].startswith(kernel)
+            assert status["current-kernel"]["version"].startswith("#1 SMP")
+
+            packages = {
+                p["Package"]: p for p in api.get(f"/nodes/{node}/apt/versions").json()["data"]
+            }
+            assert packages["pve-manager"]["Version"] == version
+            assert packages["proxmox-ve"]["ManagerVersion"] == version
+            assert packages["proxmox-ve"]["RunningKernel"].startswith(kernel)
+
+            assert status["pveversion"] in admin.get("/ui/").text
 
 
 def test_cli_apply_is_process_local_and_restart_restores_the_snapshot(lab_settings, capsys):

@@ -30,6 +30,16 @@ def test_pve6_adapter():
         "inet6": "fd00::5/64",
     }
     assert adapter.qemu_migrate_extras() == {}
+    assert adapter.kernel_release == "5.4.203-1-pve"
+
+
+def test_each_major_runs_its_own_kernel_series():
+    releases = [adapter_for(major).kernel_release for major in (6, 7, 8, 9)]
+    assert [r.rsplit(".", 1)[0] for r in releases] == ["5.4", "5.15", "6.8", "6.14"]
+    assert all(
+        adapter_for(m).kversion.startswith(f"Linux {r} #1 SMP")
+        for m, r in zip((6, 7, 8, 9), releases, strict=True)
+    )
 
 
 def test_pve7_adapter():

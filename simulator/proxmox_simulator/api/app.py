@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import time
 import uuid
@@ -33,7 +34,7 @@ from proxmox_simulator.domain.errors import (
     ParameterError,
     PveError,
 )
-from proxmox_simulator.observability import metrics
+from proxmox_simulator.observability import metrics, tracing
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.repositories.migrations import is_ready
@@ -59,6 +60,8 @@ def create_app(
     settings = settings or Settings.from_env()
     contract = contract or resolve_contract(settings.contract, settings.data_dir)
     clock = clock or clock_from_spec(settings.clock)
+    # None unless the OpenTelemetry environment configures an exporter.
+    tracer = tracing.from_env(os.environ)
     contracts = ContractState(
         build_selection(
             contract, settings.profile, settings.data_dir, origin="configured", generation=0
@@ -84,6 +87,7 @@ def create_app(
                 lease_seconds=settings.lease_seconds,
                 concurrency=settings.task_workers,
                 faults=rt.faults,
+                tracing=tracer,
             )
             await worker.start()
         app.state.rt = rt
@@ -94,6 +98,8 @@ def create_app(
             if worker is not None:
                 await worker.stop(grace=settings.shutdown_grace)
             await rt.close()
+            if tracer is not None:
+                tracer.shutdown()
 
     app = FastAPI(
         title="Proxmox VE API simulator",
@@ -104,6 +110,9 @@ def create_app(
         openapi_url=None,
     )
     app.state.contracts = contracts
+    app.state.tracing = tracer
+    if tracer is not None:
+        app.add_middleware(tracing.TracingMiddleware, tracing=tracer)
 
     async def api_entry(request: Request) -> Response:
         fmt = request.path_params["fmt"]
@@ -162,6 +171,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
     request_id = supplied if _REQUEST_ID.fullmatch(supplied) else uuid.uuid4().hex
     method = request.method
     template = "-"
+    upid = None
     principal = ANONYMOUS
     rt: Runtime = request.app.state.rt
     # The request keeps the table it started with, even if a hot-swap lands meanwhile.
@@ -206,6 +216,8 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 response = render.success(data.data, fmt, extra=data.extra)
             else:
                 response = render.success(data, fmt)
+                if isinstance(data, str) and data.startswith("UPID:"):
+                    upid = data
         except PveError as exc:
             response = render.error(exc, fmt)
         except Exception:
@@ -214,6 +226,10 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
     response.headers["x-request-id"] = request_id
     elapsed = time.perf_counter() - started
     metrics.record_request(template, method, response.status_code, elapsed)
+    tracer: tracing.Tracing | None = request.app.state.tracing
+    if tracer is not None:
+        route = template if template != "-" else metrics.UNMATCHED
+        tracer.annotate_request(route, request_id, upid)
     if log.isEnabledFor(logging.INFO):
         log.info(
             "%s %s %s",

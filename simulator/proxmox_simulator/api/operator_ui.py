@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from proxmox_simulator.api import simulation_lab
-from proxmox_simulator.domain import fault_service
+from proxmox_simulator.domain import fault_service, inventory_service
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
@@ -154,13 +154,14 @@ async def _inventory_section(rt: Runtime) -> str:
         guests = await guest_repo.resource_rows(conn)
         storages = await inventory.storages(conn)
     offline = rt.faults.offline_nodes()
+    pveversion = inventory_service.node_release(rt.contract.version, rt.adapter)["pveversion"]
     node_rows = [
         [
             escape(n["node"]),
             "online" if n["online"] and n["node"] not in offline else "offline",
             str(n["cpus"]),
             f"{n['maxmem'] / 2**30:.0f} GiB",
-            escape(n["pve_version"]),
+            escape(pveversion),
         ]
         for n in nodes
     ]

@@ -1,13 +1,15 @@
 """The node's package view: installed Proxmox packages, updates, changelogs.
 
 The simulated node is up to date: ``apt update`` refreshes (a task) and finds
-nothing to upgrade.  Versions derive from the node's ``pveversion``.
+nothing to upgrade.  Versions are the active contract's release and its major's
+kernel (``inventory_service.node_release``), so they follow a hot-swap.
 """
 
 from __future__ import annotations
 
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.domain.guest_service import require_node
+from proxmox_simulator.domain.inventory_service import node_release
 from proxmox_simulator.tasks.service import enqueue
 
 # (package, title, section) of what ``pveversion -v`` lists first.
@@ -22,17 +24,11 @@ _PACKAGES = (
 )
 
 
-def _manager_version(node_row) -> str:
-    # pve_version looks like "pve-manager/9.2.12/simulated"
-    parts = str(node_row["pve_version"]).split("/")
-    return parts[1] if len(parts) > 1 else str(node_row["pve_version"])
-
-
 async def versions(rt, node: str) -> list[dict]:
     async with rt.pool.acquire() as conn:
-        node_row = await require_node(conn, node)
-    version = _manager_version(node_row)
-    kernel = str(node_row["kversion"]).split()[1] if " " in str(node_row["kversion"]) else ""
+        await require_node(conn, node)
+    release = node_release(rt.contract.version, rt.adapter)
+    version, kernel = release["manager"], release["kernel"]
     out = []
     for package, title, section in _PACKAGES:
         entry = {

@@ -27,6 +27,20 @@ def pve_release(version: str) -> dict:
     }
 
 
+def node_release(version: str, adapter) -> dict:
+    """What a node reports about the release it runs.
+
+    Every simulated node runs the active contract's release, so these follow a
+    runtime hot-swap like ``/version`` does; the ``pve_version``/``kversion``
+    columns of ``nodes`` only record what the seed (or join) wrote."""
+    return {
+        "pveversion": f"pve-manager/{version}/{pve_release(version)['repoid'][:8]}",
+        "manager": version,
+        "kversion": adapter.kversion,
+        "kernel": adapter.kernel_release,
+    }
+
+
 def fingerprint(node: str) -> str:
     digest = hashlib.sha256(f"pvesim:{node}".encode()).digest()
     return ":".join(f"{b:02X}" for b in digest)
@@ -233,6 +247,7 @@ async def node_status(rt, node_name: str) -> dict:
         node = await require_node(conn, node_name)
         usage = (await inventory.node_usage(conn)).get(node_name)
     entry = _node_entry(node, usage, now)
+    release = node_release(rt.contract.version, rt.adapter)
     return {
         "uptime": entry["uptime"],
         "cpu": entry["cpu"],
@@ -258,12 +273,12 @@ async def node_status(rt, node_name: str) -> dict:
             "flags": "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr",
             "user_hz": 100,
         },
-        "kversion": node["kversion"],
-        "pveversion": node["pve_version"],
+        "kversion": release["kversion"],
+        "pveversion": release["pveversion"],
         "current-kernel": {
             "sysname": "Linux",
-            "release": node["kversion"].split()[1] if " " in node["kversion"] else node["kversion"],
-            "version": node["kversion"],
+            "release": release["kernel"],
+            "version": release["kversion"].split(" ", 2)[2],
             "machine": "x86_64",
         },
         "boot-info": {"mode": "efi", "secureboot": 0},

@@ -14,6 +14,13 @@ class Pve6:
     # machine type a new VM gets (``running-machine``).
     qemu_version = "5.2.0"
     machine = "pc-i440fx-5.2"
+    # The kernel every node runs (``uname -a`` as node status reports it).
+    kversion = "Linux 5.4.203-1-pve #1 SMP PVE 5.4.203-1 (Fri, 26 Aug 2022 14:43:35 +0200)"
+
+    @property
+    def kernel_release(self) -> str:
+        """``uname -r``: the running kernel's release."""
+        return self.kversion.split()[1]
 
     def running_qemu(self) -> dict:
         return {"running-qemu": self.qemu_version, "running-machine": self.machine}
@@ -37,12 +44,14 @@ class Pve7(Pve6):
     major = 7
     qemu_version = "7.2.0"
     machine = "pc-i440fx-7.2+pve0"
+    kversion = "Linux 5.15.158-2-pve #1 SMP PVE 5.15.158-2 (2024-07-26T14:12Z)"
 
 
 class Pve8(Pve7):
     major = 8
     qemu_version = "9.2.0"
     machine = "pc-i440fx-9.2+pve1"
+    kversion = "Linux 6.8.12-8-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-8 (2025-01-24T12:32Z)"
 
     def lxc_interface(self, name: str, hwaddr: str, addresses: list[dict]) -> dict:
         # 8.x also reports the guest-agent style fields.
@@ -56,6 +65,7 @@ class Pve9(Pve8):
     major = 9
     qemu_version = "10.0.2"
     machine = "pc-i440fx-10.0+pve1"
+    kversion = "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.8-2 (2025-07-22T10:04Z)"
 
     def qemu_migrate_extras(self) -> dict:
         # 9.x reports whether the VM's state includes D-Bus VMstate (none simulated).

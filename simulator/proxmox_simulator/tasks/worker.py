@@ -15,6 +15,7 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -24,6 +25,9 @@ from proxmox_simulator.repositories import db
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.simulation.clock import Clock
 from proxmox_simulator.simulation.faults import FaultEngine
+
+if TYPE_CHECKING:
+    from proxmox_simulator.observability.tracing import Tracing
 
 log = logging.getLogger("proxmox_simulator.tasks")
 
@@ -39,6 +43,7 @@ class TaskContext:
         self.payload: dict = row["payload"]
         self.warnings = 0
         self.completed = False
+        self.exitstatus: str | None = None  # set when the task finishes
         # Simulated durations run from the task's creation on the simulation
         # clock, not from the claim: a task queued behind others (or reclaimed
         # after a crash) is due when it would have been due anyway.
@@ -79,6 +84,7 @@ class TaskContext:
                 warnings=self.warnings,
             )
         self.completed = True
+        self.exitstatus = exitstatus
 
     async def fail(self, message: str) -> None:
         async with self.worker.pool.acquire() as conn, conn.transaction():
@@ -92,6 +98,7 @@ class TaskContext:
                 warnings=self.warnings,
             )
         self.completed = True
+        self.exitstatus = message
 
 
 Executor = Callable[[TaskContext], Awaitable[None]]
@@ -110,6 +117,7 @@ class TaskWorker:
         worker_id: str | None = None,
         poll_seconds: float | None = None,
         faults: FaultEngine | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.pool = pool
         self.dsn = dsn
@@ -120,6 +128,7 @@ class TaskWorker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.poll_seconds = poll_seconds or min(1.0, lease_seconds / 2)
         self.faults = faults
+        self.tracing = tracing
         self._wake = asyncio.Event()
         self._stopping = False
         self._loops: list[asyncio.Task] = []
@@ -177,6 +186,16 @@ class TaskWorker:
                     return
 
     async def _execute(self, row: asyncpg.Record) -> None:
+        if self.tracing is None:
+            await self._run(row)
+            return
+        with self.tracing.task_span(
+            row["type"], row["node"], row["upid"], row["attempts"], self.worker_id
+        ) as span:
+            ctx = await self._run(row)
+            self.tracing.finish_task(span, ctx.exitstatus)
+
+    async def _run(self, row: asyncpg.Record) -> TaskContext:
         ctx = TaskContext(self, row)
         renewer = asyncio.create_task(self._renew(row["upid"]))
         try:
@@ -188,7 +207,7 @@ class TaskWorker:
             )
             if executor is None:
                 await ctx.fail(f"unknown task type '{row['type']}'")
-                return
+                return ctx
             fault = (
                 self.faults.on_task(row["type"], row["node"], row["upid"]) if self.faults else None
             )
@@ -197,7 +216,7 @@ class TaskWorker:
                     await ctx.warn("simulated fault (task_warnings)")
                 if fault.failure is not None:
                     await ctx.fail(fault.failure)
-                    return
+                    return ctx
             try:
                 await executor(ctx)
                 if not ctx.completed:
@@ -218,3 +237,4 @@ class TaskWorker:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await renewer
+        return ctx
