@@ -382,6 +382,7 @@ class _Run:
             frozenset(platforms),
             role_id=endpoint.vm_role_id,
             sync_descriptions=endpoint.sync_descriptions,
+            adopt=policy.adopt_existing,
         )
         vm_ids, vm_outcomes = await guests_stage.apply(
             netbox, guests, guest_placement, tally, unreadable
