@@ -358,6 +358,7 @@ class _Run:
             endpoint.tenant_id,
             prerequisites.device_role_id,
             prerequisites.device_type_id,
+            adopt=policy.adopt_existing,
         )
         device_ids = await nodes_stage.apply(netbox, nodes, placement, tally)
         self.stage("nodes", "finished", done=len(nodes))

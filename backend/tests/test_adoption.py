@@ -4,11 +4,12 @@ from dataclasses import replace
 
 import pytest
 
+from proxbox_backend.domain.models import ProxmoxNode
 from proxbox_backend.domain.policy import SyncPolicy
 from proxbox_backend.gateways.netbox import SOURCE_FIELD
-from proxbox_backend.stages import guests
+from proxbox_backend.stages import guests, nodes
 
-from .test_planners import GUEST_PLACEMENT, guest
+from .test_planners import GUEST_PLACEMENT, PLACEMENT, guest
 
 ADOPTING = replace(GUEST_PLACEMENT, adopt=True)
 KEY = "cluster-7/qemu/101"
@@ -93,3 +94,47 @@ def test_the_policy_reads_the_opt_in_strictly():
     assert SyncPolicy.from_api({"adopt_existing": False}).adopt_existing is False
     assert SyncPolicy.from_api({"adopt_existing": "yes"}).adopt_existing is False
     assert SyncPolicy.from_api({"adopt_existing": True}).adopt_existing is True
+
+
+NODE_ADOPTING = replace(PLACEMENT, adopt=True)
+
+
+def site_device(id_=60, name="pve1", tags=("proxbox-adopt",), site=3, cluster_id=None):
+    return {
+        "id": id_,
+        "name": name,
+        "status": {"value": "planned"},
+        "site": {"id": site},
+        "tenant": None,
+        "cluster": {"id": cluster_id} if cluster_id else None,
+        "tags": [{"id": 9, "slug": slug, "name": slug} for slug in tags],
+    }
+
+
+def test_a_marked_device_at_the_endpoints_site_is_adopted_into_the_cluster():
+    node = ProxmoxNode("pve1", True)
+    plan = nodes.plan([node], [], NODE_ADOPTING, [site_device(tags=("proxbox-adopt", "rack"))])
+    assert plan.creates == []
+    (update,) = plan.updates
+    assert (update.key, update.id) == ("pve1", 60)
+    assert update.changes["cluster"] == 7 and update.changes["status"] == "active"
+    assert sorted(t["slug"] for t in update.changes["tags"]) == ["proxbox", "rack"]
+
+
+@pytest.mark.parametrize(
+    "device, placement",
+    [
+        pytest.param(site_device(tags=()), NODE_ADOPTING, id="no marker"),
+        pytest.param(site_device(), PLACEMENT, id="adoption off"),
+        pytest.param(site_device(site=4), NODE_ADOPTING, id="another site"),
+        pytest.param(site_device(cluster_id=8), NODE_ADOPTING, id="another cluster"),
+        pytest.param(site_device(name="PVE1"), NODE_ADOPTING, id="not the exact name"),
+        pytest.param(
+            site_device(tags=("proxbox-adopt", "proxbox")), NODE_ADOPTING, id="already managed"
+        ),
+    ],
+)
+def test_a_device_is_never_adopted_without_the_marker_or_out_of_scope(device, placement):
+    plan = nodes.plan([ProxmoxNode("pve1", True)], [], placement, [device])
+    assert [c.key for c in plan.creates] == ["pve1"]
+    assert plan.updates == []
