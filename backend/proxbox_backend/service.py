@@ -358,6 +358,7 @@ class _Run:
             endpoint.tenant_id,
             prerequisites.device_role_id,
             prerequisites.device_type_id,
+            adopt=policy.adopt_existing,
         )
         device_ids = await nodes_stage.apply(netbox, nodes, placement, tally)
         self.stage("nodes", "finished", done=len(nodes))
@@ -382,6 +383,7 @@ class _Run:
             frozenset(platforms),
             role_id=endpoint.vm_role_id,
             sync_descriptions=endpoint.sync_descriptions,
+            adopt=policy.adopt_existing,
         )
         vm_ids, vm_outcomes = await guests_stage.apply(
             netbox, guests, guest_placement, tally, unreadable

@@ -60,6 +60,8 @@ class SyncPolicy:
     modes: dict[str, str] = field(default_factory=dict)
     protected_fields: frozenset[str] = frozenset()
     keep_operator_objects: bool = True
+    # Take over unmanaged objects an operator marked `proxbox-adopt` (exact match in scope).
+    adopt_existing: bool = False
     vmids: tuple[tuple[int, int], ...] = ()
     names: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
@@ -87,6 +89,7 @@ class SyncPolicy:
             modes=modes,
             protected_fields=frozenset(data.get("protected_fields") or ()),
             keep_operator_objects=bool(data.get("keep_operator_objects", True)),
+            adopt_existing=data.get("adopt_existing") is True,
             vmids=tuple((int(low), int(high)) for low, high in exclude.get("vmids") or ()),
             names=tuple(exclude.get("names") or ()),
             tags=tuple(exclude.get("tags") or ()),

@@ -44,6 +44,16 @@ PROXBOX = TagDefinition(
     "shape (tags you add stay).",
 )
 
+# An operator's mark on an object they already keep in NetBox: "let the sync take this
+# over" (when the endpoint's policy allows adoption). The sync removes it on adoption.
+ADOPT = TagDefinition(
+    slug="proxbox-adopt",
+    name="proxbox: adopt",
+    color="ffc107",
+    description="Put by an operator on a VM, device or IP address already in NetBox: the "
+    "Proxbox sync adopts it (when its endpoint allows adoption) and then removes this tag.",
+)
+
 TEMPLATE = TagDefinition(
     slug="proxbox-template",
     name="proxbox: template",
@@ -75,7 +85,7 @@ def guest_tag(name: str, color: str | None = None) -> TagDefinition:
 
 def is_sync_tag(slug: str) -> bool:
     """Tags the sync sets and takes away on its objects; every other tag is an operator's."""
-    return slug in (PROXBOX.slug, UNCONFIRMED.slug, TEMPLATE.slug) or slug.startswith(
+    return slug in (PROXBOX.slug, UNCONFIRMED.slug, TEMPLATE.slug, ADOPT.slug) or slug.startswith(
         GUEST_TAG_PREFIX
     )
 

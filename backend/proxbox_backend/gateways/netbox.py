@@ -299,6 +299,10 @@ class NetBoxGateway:
     async def devices(self, cluster_id: int) -> list[dict]:
         return await self.client.list(DEVICES, {"cluster_id": cluster_id, "fields": DEVICE_FIELDS})
 
+    async def site_devices(self, site_id: int) -> list[dict]:
+        """The devices at a site (adoption looks for marked ones among them)."""
+        return await self.client.list(DEVICES, {"site_id": site_id, "fields": DEVICE_FIELDS})
+
     async def virtual_machines(self, cluster_id: int) -> list[dict]:
         return await self.client.list(
             VIRTUAL_MACHINES, {"cluster_id": cluster_id, "fields": VM_FIELDS}

@@ -60,6 +60,7 @@ class GuestPlacement:
     platforms: frozenset[str] = frozenset()  # slugs of the platforms NetBox has
     role_id: int | None = None  # the endpoint's default VM role: set when a VM is created
     sync_descriptions: bool = False  # the endpoint's opt-in: Proxmox notes → description
+    adopt: bool = False  # the endpoint's opt-in: take over marked VMs (see `adoptable`)
 
 
 def _vcpus(value) -> float | None:
@@ -153,6 +154,24 @@ def sync_tags(guest: Guest) -> set[str]:
     return wanted | {tags.TEMPLATE.slug} if guest.template else wanted
 
 
+def adoptable(current: list[dict], placement: GuestPlacement) -> dict[str, dict]:
+    """Lower-cased name → the VM a guest of that name may take over: only with adoption
+    switched on, only VMs in the endpoint's own cluster that no sync manages (no source
+    key) and that an operator marked `proxbox-adopt`. A name alone never adopts."""
+    if not placement.adopt:
+        return {}
+    found: dict[str, dict] = {}
+    for vm in current:
+        if nested_id(vm.get("cluster")) != placement.cluster_id:
+            continue
+        if (vm.get("custom_fields") or {}).get(SOURCE_FIELD):
+            continue
+        if tags.ADOPT.slug not in tags.tag_slugs(vm) or tags.PROXBOX.slug in tags.tag_slugs(vm):
+            continue
+        found.setdefault((vm.get("name") or "").lower(), vm)
+    return found
+
+
 def plan(
     guests: list[Guest],
     current: list[dict],
@@ -166,6 +185,7 @@ def plan(
         key = (vm.get("custom_fields") or {}).get(SOURCE_FIELD)
         if parse_source_key(prefix, key) is not None:
             ours.setdefault(key, vm)
+    marked = adoptable(current, placement)
     wanted = set()
     for guest in guests:
         key = source_key(prefix, guest)
@@ -173,6 +193,15 @@ def plan(
         fields = desired(guest, placement)
         existing = ours.get(key)
         wanted_tags = sync_tags(guest)
+        if existing is None and guest.name.lower() in marked:
+            vm = marked.pop(guest.name.lower())
+            # Adopted: the source key and `proxbox` tag make it ours, `proxbox-adopt` goes;
+            # its fields follow Proxmox like any synced VM's (protected fields stay).
+            changes = {**diff(fields, _current(vm)), "custom_fields": {SOURCE_FIELD: key}}
+            changes = tags.with_sync_tags(changes, vm, wanted_tags)
+            changes.update(platform_change(guest, vm, placement))
+            result.updates.append(Update(key, f"{guest.label} (adopted)", vm["id"], changes))
+            continue
         if existing is None:
             payload = {**fields, "disk": guest.disk_mb, "custom_fields": {SOURCE_FIELD: key}}
             if placement.role_id is not None:

@@ -26,6 +26,26 @@ class NodePlacement:
     tenant_id: int | None
     role_id: int
     device_type_id: int
+    adopt: bool = False  # the endpoint's opt-in: take over marked devices at its site
+
+
+def adoptable(site_devices: list[dict], placement: NodePlacement) -> dict[str, dict]:
+    """Name → a device at the endpoint's site that a node of that name may take over: only
+    with adoption on, only in no cluster (or this one) and marked `proxbox-adopt`."""
+    if not placement.adopt or placement.site_id is None:
+        return {}
+    found: dict[str, dict] = {}
+    for device in site_devices:
+        slugs = tags.tag_slugs(device)
+        if (
+            device.get("name")
+            and nested_id(device.get("site")) == placement.site_id
+            and nested_id(device.get("cluster")) in (None, placement.cluster_id)
+            and tags.ADOPT.slug in slugs
+            and tags.PROXBOX.slug not in slugs
+        ):
+            found.setdefault(device["name"], device)
+    return found
 
 
 def _current(device: dict) -> dict:
@@ -38,9 +58,15 @@ def _current(device: dict) -> dict:
     }
 
 
-def plan(nodes: list[ProxmoxNode], current: list[dict], placement: NodePlacement) -> Plan:
+def plan(
+    nodes: list[ProxmoxNode],
+    current: list[dict],
+    placement: NodePlacement,
+    site_devices: list[dict] = (),
+) -> Plan:
     result = Plan(OBJECT_TYPE)
     by_name = {d["name"]: d for d in current if d.get("name")}
+    marked = adoptable(site_devices, placement)
     for node in nodes:
         desired = {
             "status": "active" if node.online else "offline",
@@ -49,7 +75,14 @@ def plan(nodes: list[ProxmoxNode], current: list[dict], placement: NodePlacement
             "cluster": placement.cluster_id,
         }
         existing = by_name.get(node.name)
-        if existing is not None:
+        if existing is None and node.name in marked:
+            # Adopted: it joins the cluster, gets `proxbox`, loses `proxbox-adopt`.
+            device = marked[node.name]
+            changes = tags.with_sync_tags(diff(desired, _current(device)), device, MANAGED)
+            result.updates.append(
+                Update(node.name, f"{node.name} (adopted)", device["id"], changes)
+            )
+        elif existing is not None:
             changes = tags.with_sync_tags(diff(desired, _current(existing)), existing, MANAGED)
             if changes:
                 result.updates.append(Update(node.name, node.name, existing["id"], changes))
@@ -76,4 +109,8 @@ async def apply(
 ) -> dict[str, int]:
     """Node name → device id for every node that has a device now."""
     current = await netbox.devices(placement.cluster_id)
-    return await apply_plan(netbox.client, DEVICES, plan(nodes, current, placement), tally)
+    site_devices = []
+    if placement.adopt and placement.site_id is not None:
+        site_devices = await netbox.site_devices(placement.site_id)
+    the_plan = plan(nodes, current, placement, site_devices)
+    return await apply_plan(netbox.client, DEVICES, the_plan, tally)

@@ -155,6 +155,7 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
             "tags_mode",
             "protected_fields",
             "keep_operator_objects",
+            "adopt_existing",
             "exclude_vmids",
             "exclude_names",
             "exclude_tags",

@@ -120,6 +120,15 @@ class SyncPolicyFields(models.Model):
         db_default=True,
         help_text=_("Interfaces and disks without the proxbox tag are never deleted"),
     )
+    adopt_existing = models.BooleanField(
+        verbose_name=_("adopt existing objects"),
+        default=False,
+        db_default=False,
+        help_text=_(
+            "Take over devices, VMs and IP addresses already in NetBox that carry the "
+            "proxbox-adopt tag and match exactly inside this endpoint's cluster and site"
+        ),
+    )
     exclude_vmids = models.CharField(
         verbose_name=_("excluded VMIDs"),
         max_length=500,
@@ -167,6 +176,7 @@ class SyncPolicyFields(models.Model):
             },
             "protected_fields": list(self.protected_fields),
             "keep_operator_objects": self.keep_operator_objects,
+            "adopt_existing": self.adopt_existing,
             "exclude": {
                 "vmids": parse_vmid_ranges(self.exclude_vmids),
                 "names": list(self.exclude_names),

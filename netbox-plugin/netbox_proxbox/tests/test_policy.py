@@ -41,6 +41,8 @@ class SyncPolicyRestTest(TestCase):
         self.assertIsNone(policy["removed_guests"])
         self.assertIsNone(policy["sync_templates"])
         self.assertTrue(policy["keep_operator_objects"])
+        self.assertIs(policy["adopt_existing"], False)  # adoption is opt-in
+        self.assertIs(body["adopt_existing"], False)
         self.assertEqual(set(policy["modes"].values()), {"always"})
         self.assertEqual(
             set(policy["modes"]), {"guests", "nodes", "interfaces", "ips", "disks", "vlans", "tags"}
@@ -55,6 +57,7 @@ class SyncPolicyRestTest(TestCase):
             disks_mode="off",
             protected_fields=["name", "primary_ip"],
             keep_operator_objects=False,
+            adopt_existing=True,
             exclude_vmids="900-999, 150",
             exclude_names=["test-*"],
             exclude_tags=["nosync"],
@@ -70,6 +73,7 @@ class SyncPolicyRestTest(TestCase):
         self.assertEqual(policy["modes"]["nodes"], "always")
         self.assertEqual(policy["protected_fields"], ["name", "primary_ip"])
         self.assertFalse(policy["keep_operator_objects"])
+        self.assertIs(policy["adopt_existing"], True)
         self.assertEqual(
             policy["exclude"],
             {
@@ -147,6 +151,29 @@ class SyncPolicyRestTest(TestCase):
         )
         self.assertEqual(response.status_code, 200)
         self.assertIn("ranges overlap at 200-200", response.content.decode())
+
+    def test_adoption_is_switched_on_in_the_form_and_shown_on_the_endpoint(self):
+        self.client.force_login(self.operator)
+        url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
+        fields = {
+            "name": self.endpoint.name,
+            "host": self.endpoint.host,
+            "port": 8006,
+            "token_id": self.endpoint.token_id,
+            "mode": "cluster",
+            "enabled": "on",
+            **{f"{kind}_mode": "always" for kind in ("guests", "nodes", "interfaces", "ips")},
+            **{f"{kind}_mode": "always" for kind in ("disks", "vlans", "tags")},
+            "keep_operator_objects": "on",
+            "adopt_existing": "on",
+        }
+        response = self.client.post(url, fields)
+        self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
+        self.endpoint.refresh_from_db()
+        self.assertTrue(self.endpoint.adopt_existing)
+        page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
+        row = page.split('id="adopt-existing"', 1)[1].split("</td>", 1)[0]
+        self.assertIn("mdi-check-bold", row)
 
 
 class VmidRangeTest(TestCase):
