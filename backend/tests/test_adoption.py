@@ -1,13 +1,18 @@
 """Adoption: a guest takes over an existing NetBox VM only with the marker, in scope, opted in."""
 
+import asyncio
 from dataclasses import replace
 
 import pytest
 
+from proxbox_backend.clients.netbox import BulkResult
+from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import ProxmoxNode
-from proxbox_backend.domain.policy import SyncPolicy
+from proxbox_backend.domain.plan import Plan, Update
+from proxbox_backend.domain.policy import ACTIVE, SyncPolicy
 from proxbox_backend.gateways.netbox import SOURCE_FIELD
 from proxbox_backend.stages import guests, nodes
+from proxbox_backend.stages.apply import apply_plan
 
 from .test_planners import GUEST_PLACEMENT, PLACEMENT, guest
 
@@ -138,3 +143,66 @@ def test_a_device_is_never_adopted_without_the_marker_or_out_of_scope(device, pl
     plan = nodes.plan([ProxmoxNode("pve1", True)], [], placement, [device])
     assert [c.key for c in plan.creates] == ["pve1"]
     assert plan.updates == []
+
+
+# -- adoption under the other policy switches ---------------------------------------------
+
+ADOPTION = {
+    "custom_fields": {SOURCE_FIELD: KEY},
+    "tags": [{"slug": "proxbox"}],
+    "memory": 2048,
+    "status": "active",
+}
+
+
+def adoption_plan() -> Plan:
+    return Plan(
+        "virtualization.virtualmachine",
+        updates=[
+            Update(KEY, "web-001 (adopted)", 40, dict(ADOPTION), adopts=True),
+            Update("ours", "synced", 41, {"memory": 4096}),
+        ],
+    )
+
+
+def test_create_only_adopts_with_the_ownership_marker_alone():
+    restricted = SyncPolicy.from_api({"modes": {"guests": "create_only"}}).restrict(adoption_plan())
+    (adoption,) = restricted.updates
+    assert adoption.id == 40
+    assert set(adoption.changes) == {"custom_fields", "tags"}
+    assert restricted.unchanged == {"ours": 41}
+
+
+def test_with_guests_off_an_adoption_is_dropped_and_its_vm_not_followed():
+    restricted = SyncPolicy.from_api({"modes": {"guests": "off"}}).restrict(adoption_plan())
+    assert restricted.updates == []
+    assert restricted.unchanged == {"ours": 41}  # the operator's VM: no later stage touches it
+
+
+def test_protected_fields_stay_but_the_marker_is_written():
+    active = SyncPolicy.from_api({"protected_fields": ["status"], "modes": {"tags": "off"}})
+    (_synced, adoption) = active.restrict(adoption_plan()).updates
+    assert set(adoption.changes) == {"custom_fields", "tags", "memory"}
+
+
+class FailingUpdates:
+    """NetBox refusing every update of a bulk write."""
+
+    async def bulk_update(self, path, rows):
+        return BulkResult(failed={position: "refused" for position in range(len(rows))})
+
+
+def test_a_failed_adoption_gives_later_stages_no_id():
+    token = ACTIVE.set(SyncPolicy())
+    try:
+        tally = Tally()
+        ids = asyncio.run(
+            apply_plan(
+                FailingUpdates(), "/api/virtualization/virtual-machines/", adoption_plan(), tally
+            )
+        )
+    finally:
+        ACTIVE.reset(token)
+    # A failed update of a VM the sync owns still leaves it the sync's; an adoption does not.
+    assert ids == {"ours": 41}
+    assert tally.failed == 2

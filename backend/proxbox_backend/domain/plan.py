@@ -19,6 +19,9 @@ class Update:
     label: str
     id: int
     changes: dict  # only the fields that differ
+    # Takes over an operator's object: until it is written, the object is not the sync's,
+    # so no later stage may follow its id.
+    adopts: bool = False
 
 
 @dataclass(frozen=True)

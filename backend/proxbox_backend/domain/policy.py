@@ -124,8 +124,11 @@ class SyncPolicy:
         if self.target is not None:
             plan = self.target.restrict(plan)
         mode = self.mode(plan.object_type)
+        adoptions = [u for u in plan.updates if u.adopts]
+        plan = replace(plan, updates=[u for u in plan.updates if not u.adopts])
         if mode == OFF:
-            # Nothing written; what exists keeps its id so later stages can still link it.
+            # Nothing written; what exists keeps its id so later stages can still link it
+            # (not what an adoption would have taken over: it stays the operator's).
             unchanged = dict(plan.unchanged)
             unchanged.update({u.key: u.id for u in plan.updates})
             unchanged.update({d.key: d.id for d in plan.deletes})
@@ -143,6 +146,14 @@ class SyncPolicy:
                     unchanged[update.key] = update.id
         else:
             unchanged.update({u.key: u.id for u in plan.updates})
+        # An adoption is the sync's first write of an object, like a create: it happens in
+        # create-only mode too, there with the ownership marker alone (source key, tags).
+        for adoption in adoptions:
+            if mode == ALWAYS:
+                kept = {k: v for k, v in adoption.changes.items() if k not in protected - OWNERSHIP}
+            else:
+                kept = {k: v for k, v in adoption.changes.items() if k in OWNERSHIP}
+            updates.append(replace(adoption, changes=kept))
         creates = plan.creates
         if self.mode("extras.tag") == OFF:
             creates = [
@@ -153,6 +164,10 @@ class SyncPolicy:
         if mode != ALWAYS:
             unchanged.update({d.key: d.id for d in plan.deletes})
         return replace(plan, creates=creates, updates=updates, deletes=deletes, unchanged=unchanged)
+
+
+# What makes an object the sync's: written on adoption whatever the field switches say.
+OWNERSHIP = {"custom_fields", "tags"}
 
 
 GUEST_REF = re.compile(r"^(qemu|lxc)/([1-9][0-9]{2,8})$")

@@ -36,8 +36,12 @@ async def apply_plan(netbox: NetBoxClient, path: str, plan: Plan, tally: Tally) 
         tally.add(kind, "updated", len(result.succeeded))
         for position, reason in result.failed.items():
             tally.fail(kind, plan.updates[position].label, reason)
-        # A failed update leaves the object where it was; components can still follow it.
-        ids.update({u.key: u.id for u in plan.updates})
+        # A failed update leaves the object where it was; components can still follow it,
+        # unless it was an adoption: then the object is still the operator's.
+        failed = set(result.failed)
+        ids.update(
+            {u.key: u.id for i, u in enumerate(plan.updates) if not (u.adopts and i in failed)}
+        )
 
     if plan.creates:
         result = await netbox.bulk_create(path, [c.payload for c in plan.creates])

@@ -200,7 +200,9 @@ def plan(
             changes = {**diff(fields, _current(vm)), "custom_fields": {SOURCE_FIELD: key}}
             changes = tags.with_sync_tags(changes, vm, wanted_tags)
             changes.update(platform_change(guest, vm, placement))
-            result.updates.append(Update(key, f"{guest.label} (adopted)", vm["id"], changes))
+            result.updates.append(
+                Update(key, f"{guest.label} (adopted)", vm["id"], changes, adopts=True)
+            )
             continue
         if existing is None:
             payload = {**fields, "disk": guest.disk_mb, "custom_fields": {SOURCE_FIELD: key}}

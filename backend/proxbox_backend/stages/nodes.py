@@ -80,7 +80,7 @@ def plan(
             device = marked[node.name]
             changes = tags.with_sync_tags(diff(desired, _current(device)), device, MANAGED)
             result.updates.append(
-                Update(node.name, f"{node.name} (adopted)", device["id"], changes)
+                Update(node.name, f"{node.name} (adopted)", device["id"], changes, adopts=True)
             )
         elif existing is not None:
             changes = tags.with_sync_tags(diff(desired, _current(existing)), existing, MANAGED)
