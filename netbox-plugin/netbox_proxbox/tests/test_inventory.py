@@ -191,6 +191,29 @@ class InventoryRestTest(InventoryFixture):
         self.assertIsNone(resource.virtual_machine)
         self.assertFalse(ProxmoxSnapshot.objects.filter(pk=snapshot.pk).exists())
 
+    def test_a_nul_anywhere_in_the_payload_is_refused_naming_the_field(self):
+        # Found by the e2e schemathesis run: NetBox resolves nested references and tags by
+        # query before validating, so a NUL there was a 500 (PostgreSQL text).
+        headers = self.writer("proxmoxharesource")
+        base = {"cluster": self.cluster.pk, "sid": "vm:101", "vmid": 101}
+        cases = {
+            "cluster": {**base, "cluster": {"name": "pve\x00sim"}},
+            "tags": {**base, "tags": [{"name": "x", "slug": "a\x00"}]},
+            "custom_fields": {**base, "custom_fields": {"k\x00": 1}},
+            "sid": {**base, "sid": "vm:\x00"},
+        }
+        for field, body in cases.items():
+            with self.subTest(field=field):
+                answer = self.client.post(
+                    api_url("proxmoxharesource"),
+                    data=json.dumps([body]),
+                    content_type="application/json",
+                    **headers,
+                )
+                self.assertEqual(answer.status_code, 400, answer.content)
+                self.assertIn(field, json.dumps(answer.json()))
+        self.assertFalse(ProxmoxHAResource.objects.exists())
+
     def test_graphql_lists_records_of_a_cluster(self):
         ProxmoxStorage.objects.create(cluster=self.cluster, name="local", storage_type="dir")
         headers = self.writer("proxmoxstorage")
