@@ -101,6 +101,34 @@ class ProxmoxEndpointView(generic.ObjectView):
         }
 
 
+def endpoint_or_404(user, pk) -> ProxmoxEndpoint:
+    """The endpoint `user` may sync, or the 404 NetBox gives for objects out of reach."""
+    try:
+        return find_endpoint(user, pk)
+    except SyncNotFound:
+        raise Http404(_("No Proxmox endpoint matches the given query.")) from None
+
+
+def refused(request, exc: SyncRequestError, obj):
+    """Back to the page the button was on, saying why nothing was queued."""
+    messages.error(request, exc.detail)
+    return redirect(obj.get_absolute_url())
+
+
+def announce_queued(request, job, subject: str) -> None:
+    """The success message; it links the Job only for users who may view Jobs."""
+    if request.user.has_perm("core.view_job"):
+        message = format_html(
+            _('Sync of {subject} queued as <a href="{url}">job {job}</a>.'),
+            subject=subject,
+            url=job.get_absolute_url(),
+            job=job.pk,
+        )
+    else:
+        message = _("Sync of {subject} queued.").format(subject=subject)
+    messages.success(request, message)
+
+
 @register_model_view(ProxmoxEndpoint, "sync_all", path="sync-all", detail=False)
 class ProxmoxEndpointSyncAllView(LoginRequiredMixin, View):
     """Queue a sync of every enabled endpoint the user may sync (each checked like Sync now)."""
@@ -121,29 +149,12 @@ class ProxmoxEndpointSyncView(LoginRequiredMixin, View):
     """The "Sync now" button: POST only (CSRF-protected), change permission on the endpoint."""
 
     def post(self, request, pk):
-        try:
-            endpoint = find_endpoint(request.user, pk)
-        except SyncNotFound:
-            raise Http404(_("No Proxmox endpoint matches the given query.")) from None
+        endpoint = endpoint_or_404(request.user, pk)
         try:
             job = request_sync(request.user, endpoint)
         except SyncRequestError as exc:
-            messages.error(request, exc.detail)
-            return redirect(endpoint.get_absolute_url())
-        if request.user.has_perm("core.view_job"):
-            messages.success(
-                request,
-                format_html(
-                    _('Sync of {endpoint} queued as <a href="{url}">job {job}</a>.'),
-                    endpoint=endpoint.name,
-                    url=job.get_absolute_url(),
-                    job=job.pk,
-                ),
-            )
-        else:
-            messages.success(
-                request, _("Sync of {endpoint} queued.").format(endpoint=endpoint.name)
-            )
+            return refused(request, exc, endpoint)
+        announce_queued(request, job, endpoint.name)
         return redirect(endpoint.get_absolute_url())
 
 
@@ -155,15 +166,11 @@ class ProxmoxEndpointPreviewView(LoginRequiredMixin, View):
     """
 
     def get(self, request, pk):
-        try:
-            endpoint = find_endpoint(request.user, pk)
-        except SyncNotFound:
-            raise Http404(_("No Proxmox endpoint matches the given query.")) from None
+        endpoint = endpoint_or_404(request.user, pk)
         try:
             report = preview_sync(request.user, endpoint)
         except SyncRequestError as exc:
-            messages.error(request, exc.detail)
-            return redirect(endpoint.get_absolute_url())
+            return refused(request, exc, endpoint)
         return render(
             request,
             "netbox_proxbox/proxmoxendpoint_preview.html",
@@ -232,20 +239,8 @@ class SyncObjectView(LoginRequiredMixin, View):
             endpoint, target = target_of(request.user, obj)
             job = request_sync(request.user, endpoint, target=target)
         except SyncRequestError as exc:
-            messages.error(request, exc.detail)
-            return redirect(obj.get_absolute_url())
-        if request.user.has_perm("core.view_job"):
-            messages.success(
-                request,
-                format_html(
-                    _('Sync of {obj} queued as <a href="{url}">job {job}</a>.'),
-                    obj=str(obj),
-                    url=job.get_absolute_url(),
-                    job=job.pk,
-                ),
-            )
-        else:
-            messages.success(request, _("Sync of {obj} queued.").format(obj=obj))
+            return refused(request, exc, obj)
+        announce_queued(request, job, str(obj))
         return redirect(obj.get_absolute_url())
 
 
