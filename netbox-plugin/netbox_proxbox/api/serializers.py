@@ -26,6 +26,7 @@ from ..choices import (
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership.permissions import visible
 from ..sync.schedules import next_scheduled_sync, schedule_state
+from .payloads import NulFreePayloadMixin
 from .visibility import VisibleReferencesMixin
 
 __all__ = (
@@ -56,7 +57,7 @@ class VisibleNativeClusterSerializer(ClusterSerializer):
         return super().to_representation(instance) if cache[instance.pk] else None
 
 
-class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
+class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):
     visible_references = ("site", "tenant", "vrf", "vm_role")
 
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
@@ -172,7 +173,7 @@ class ProxmoxEndpointSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
         brief_fields = ("description", "display", "host", "id", "name", "url")
 
 
-class ProxmoxClusterSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
+class ProxmoxClusterSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):
     visible_references = ("endpoint", "netbox_cluster")
 
     endpoint = ProxmoxEndpointSerializer(nested=True)
@@ -203,7 +204,9 @@ class ProxmoxClusterSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
         brief_fields = ("cluster_id", "display", "id", "name", "url")
 
 
-class ProxboxClusterSyncStateSerializer(VisibleReferencesMixin, NetBoxModelSerializer):
+class ProxboxClusterSyncStateSerializer(
+    NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer
+):
     visible_references = ("cluster", "proxmox_cluster")
 
     cluster = VisibleNativeClusterSerializer(nested=True)

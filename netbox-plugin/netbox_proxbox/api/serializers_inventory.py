@@ -20,6 +20,7 @@ from ..models import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .payloads import NulFreePayloadMixin
 from .visibility import VisibleReferencesMixin
 
 __all__ = (
@@ -36,7 +37,7 @@ COMMON = ("id", "url", "display_url", "display", "cluster")
 TRAILER = ("tags", "custom_fields", "created", "last_updated")
 
 
-class InventorySerializer(VisibleReferencesMixin, NetBoxModelSerializer):
+class InventorySerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):
     visible_references = ("cluster", "virtual_machine", "device", "target_device")
 
     cluster = ClusterSerializer(nested=True)
