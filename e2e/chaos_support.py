@@ -21,10 +21,12 @@ import httpx
 import psutil
 from sync_fixtures import (
     NetBoxServer,
+    cli_environment,
     free_port,
     list_all,
     netbox_inventory,
     object_changes_since,
+    of_vms,
     stop,
     wait_for_http,
 )
@@ -74,10 +76,10 @@ def assert_consistent(netbox: NetBoxServer, cluster_id: int) -> dict:
     interface_vm = {i["id"]: i["virtual_machine"]["id"] for i in interfaces}
     ips = [
         ip
-        for ip in list_all(netbox, "/ipam/ip-addresses/")
+        for ip in of_vms(netbox, "/ipam/ip-addresses/", vm_ids)
         if ip["assigned_object_type"] == "virtualization.vminterface"
-        and ip["assigned_object_id"] in interface_vm
     ]
+    assert {ip["assigned_object_id"] for ip in ips} <= set(interface_vm)
     addresses = Counter(ip["address"] for ip in ips)
     assert not [a for a, n in addresses.items() if n > 1], addresses
     ip_vm = {ip["id"]: interface_vm[ip["assigned_object_id"]] for ip in ips}
@@ -85,10 +87,9 @@ def assert_consistent(netbox: NetBoxServer, cluster_id: int) -> dict:
         for family in ("primary_ip4", "primary_ip6"):
             if vm[family]:
                 assert ip_vm.get(vm[family]["id"]) == vm["id"], (vm["name"], family)
-    disks = list_all(netbox, "/virtualization/virtual-disks/", cluster_id=cluster_id)
+    disks = of_vms(netbox, "/virtualization/virtual-disks/", vm_ids)
     per_vm_disk = Counter((d["virtual_machine"]["id"], d["name"]) for d in disks)
     assert not [key for key, n in per_vm_disk.items() if n > 1], per_vm_disk
-    assert {d["virtual_machine"]["id"] for d in disks} <= vm_ids
     return netbox_inventory(netbox, cluster_id)
 
 
@@ -236,13 +237,5 @@ class BackendServer:
 
 def sync_command(netbox: NetBoxServer, simulator, endpoint_name: str) -> tuple[list[str], dict]:
     """`proxbox-sync run --json` of one endpoint as a subprocess, and its environment."""
-    env = dict(
-        os.environ,
-        PROXBOX_NETBOX_URL=netbox.url,
-        PROXBOX_NETBOX_TOKEN=netbox.admin_token,
-        PROXBOX_PROXMOX_URL=simulator.url,
-        PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
-        PROXBOX_PROXMOX_TOKEN=simulator.token_secret,
-    )
     argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", endpoint_name]
-    return argv + ["--json"], env
+    return argv + ["--json"], cli_environment(netbox, simulator)

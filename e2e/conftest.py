@@ -21,6 +21,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from stack_support import UP_TIMEOUT, Stack, drop_database
 
+# One NetBox (and work dir) for every sync suite of the session: a fixture assigned in
+# each module would be a session fixture per module, one NetBox start (a minute) each.
+# A suite that writes arbitrary data (the API fuzzing) assigns its own.
+from sync_fixtures import netbox_server, sync_workdir  # noqa: F401
+
 from proxbox_devstack.paths import data_dir as default_data_dir
 from proxbox_devstack.ports import ephemeral_port
 from proxbox_devstack.services import start_services, stop_services

@@ -343,6 +343,38 @@ def settings_for(
     return Settings(**values)
 
 
+def cli_environment(
+    netbox: NetBoxServer, simulator: Simulator, token: str | None = None, **variables: str
+) -> dict[str, str]:
+    """The environment `proxbox-sync` runs with against `netbox` and `simulator` (token
+    auth unless `variables` names other Proxmox credentials)."""
+    proxmox = {"PROXBOX_PROXMOX_TOKEN": simulator.token_secret}
+    if any(name.startswith("PROXBOX_PROXMOX_") for name in variables):
+        proxmox = {}
+    return dict(
+        os.environ,
+        PROXBOX_NETBOX_URL=netbox.url,
+        PROXBOX_NETBOX_TOKEN=token or netbox.admin_token,
+        PROXBOX_PROXMOX_URL=simulator.url,
+        PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
+        **proxmox,
+        **variables,
+    )
+
+
+def run_cli(
+    netbox: NetBoxServer, simulator: Simulator, *args: str, token: str | None = None, **variables
+) -> subprocess.CompletedProcess:
+    """`proxbox-sync ARGS…` as an operator runs it, against the NetBox and simulator."""
+    return subprocess.run(
+        [sys.executable, "-m", "proxbox_backend.cli", *args],
+        env=cli_environment(netbox, simulator, token, **variables),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def run_sync(
     netbox: NetBoxServer,
     simulator: Simulator,
@@ -497,18 +529,24 @@ def expected_inventory(inventory: dict) -> dict:
     return {"nodes": nodes, "vms": vms, "interfaces": interfaces, "ips": ips, "disks": disks}
 
 
+def of_vms(netbox: NetBoxServer, path: str, vm_ids) -> list[dict]:
+    """The objects at `path` of these VMs. Virtual disks have no cluster filter (NetBox
+    ignores `cluster_id` there), and one NetBox holds every suite's clusters."""
+    vm_ids = sorted(vm_ids)
+    found = []
+    for start in range(0, len(vm_ids), 50):
+        found += list_all(netbox, path, virtual_machine_id=vm_ids[start : start + 50])
+    return found
+
+
 def netbox_inventory(netbox: NetBoxServer, cluster_id: int) -> dict:
     devices = list_all(netbox, "/dcim/devices/", cluster_id=cluster_id)
     vms = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id)
     names = {vm["id"]: vm["name"] for vm in vms}
     ifaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
     iface_by_id = {i["id"]: (names[i["virtual_machine"]["id"]], i["name"]) for i in ifaces}
-    vm_ids = list(names)
-    ips, disks = [], []
-    for start in range(0, len(vm_ids), 50):
-        chunk = vm_ids[start : start + 50]
-        ips += list_all(netbox, "/ipam/ip-addresses/", virtual_machine_id=chunk)
-        disks += list_all(netbox, "/virtualization/virtual-disks/", virtual_machine_id=chunk)
+    ips = of_vms(netbox, "/ipam/ip-addresses/", names)
+    disks = of_vms(netbox, "/virtualization/virtual-disks/", names)
     return {
         "nodes": {d["name"] for d in devices},
         "vms": {

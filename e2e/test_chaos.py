@@ -20,7 +20,6 @@ import time
 
 import psycopg
 import pytest
-import sync_fixtures as fixtures
 from chaos_support import (
     INVENTORY_TYPES,
     assert_consistent,
@@ -39,9 +38,6 @@ from sync_fixtures import (
     expected_inventory,
     server_dsn,
 )
-
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import time
 
 import httpx
 import pytest
-import sync_fixtures as fixtures
 from chaos_support import (
     INVENTORY_TYPES,
     assert_consistent,
@@ -26,9 +25,6 @@ from chaos_support import (
     sync_state,
 )
 from sync_fixtures import Simulator, create_endpoint, create_site, expected_inventory
-
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
 
 # Sparse enough that no read fails all four of the backend's attempts
 # (RetryPolicy.attempts); a burst of two hits the next matching read as well.
@@ -52,7 +48,7 @@ class LabSimulator(Simulator):
 def faulty_simulator(sync_workdir):
     simulator = LabSimulator("faults", "small", 23, sync_workdir)
     try:
-        simulator.start().renumber("10.92.0")
+        simulator.start().renumber("10.94.0")
         yield simulator
     finally:
         simulator.stop()

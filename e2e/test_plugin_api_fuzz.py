@@ -34,6 +34,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+# A NetBox of its own: the generated writes must not reach the other suites' objects.
 sync_workdir = fixtures.sync_workdir
 netbox_server = fixtures.netbox_server
 

@@ -1,6 +1,9 @@
 """`proxbox up` with the demo: the simulator and the sync backend run under the
 supervisor, the demo endpoint is registered and synced once, NetBox's "Sync now"
-reaches the backend, and `proxbox down` stops them all."""
+reaches the backend, and `proxbox down` stops them all.
+
+It runs on the session's shared stack (conftest.py), after test_stack.py; starting a
+stack of its own would cost a `proxbox up` (minutes on CI)."""
 
 from __future__ import annotations
 
@@ -24,12 +27,6 @@ def rival(start_stack):
     rival = start_stack("rival")
     yield rival
     rival.stop()
-
-
-@pytest.fixture(scope="module")
-def stack(start_stack, rival):
-    """A stack of its own: test_stack.py stops the shared one."""
-    return start_stack("demo")
 
 
 def _pve(stack) -> httpx.Client:

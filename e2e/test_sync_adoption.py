@@ -14,9 +14,6 @@ from sync_fixtures import create_endpoint, create_site, list_all, run_sync, sett
 
 from proxbox_backend.service import SyncService
 
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
-
 ENDPOINTS = "/plugins/proxbox/endpoints/proxmox/"
 VMS = "/virtualization/virtual-machines/"
 VM_TYPE = "virtualization.virtualmachine"

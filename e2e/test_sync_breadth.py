@@ -10,7 +10,6 @@ The tests run in file order and build on each other (one NetBox, one simulator).
 """
 
 import pytest
-import sync_fixtures as fixtures
 from sync_fixtures import (
     Simulator,
     assert_only_reflection_written,
@@ -21,9 +20,6 @@ from sync_fixtures import (
     object_changes_since,
     run_sync,
 )
-
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
 
 
 @pytest.fixture(scope="module")

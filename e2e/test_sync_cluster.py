@@ -19,8 +19,6 @@ from sync_fixtures import (
 )
 
 # The session's live servers (pytest finds fixtures among module globals).
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
 cluster_simulator = fixtures.cluster_simulator
 
 

@@ -5,9 +5,6 @@ The tests run in file order and build on each other.
 """
 
 import json
-import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -19,11 +16,10 @@ from sync_fixtures import (
     expected_inventory,
     netbox_inventory,
     object_changes_since,
+    run_cli,
     run_sync,
 )
 
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
 second_simulator = fixtures.second_simulator
 third_simulator = fixtures.third_simulator
 
@@ -155,26 +151,8 @@ def test_standalone_node_with_a_partial_failure(netbox_server, third_simulator, 
     assert vm[f"primary_ip{family}"]["address"] == blocked
 
 
-def cli(netbox_server, simulator, *args, token=None, proxmox_env=None):
-    env = dict(
-        os.environ,
-        PROXBOX_NETBOX_URL=netbox_server.url,
-        PROXBOX_NETBOX_TOKEN=token or netbox_server.admin_token,
-        PROXBOX_PROXMOX_URL=simulator.url,
-        PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
-        **(proxmox_env or {"PROXBOX_PROXMOX_TOKEN": simulator.token_secret}),
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "proxbox_backend.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_cli_json_and_exit_status(netbox_server, third_simulator, standalone, view_only_token):
-    result = cli(netbox_server, third_simulator, "run", "--endpoint", "pve-edge", "--json")
+    result = run_cli(netbox_server, third_simulator, "run", "--endpoint", "pve-edge", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] and report["inventory_writes"] == 0
@@ -183,7 +161,7 @@ def test_cli_json_and_exit_status(netbox_server, third_simulator, standalone, vi
     assert third_simulator.token_secret not in result.stdout + result.stderr
     assert netbox_server.admin_token not in result.stdout + result.stderr
 
-    refused = cli(
+    refused = run_cli(
         netbox_server,
         third_simulator,
         "run",
@@ -196,14 +174,15 @@ def test_cli_json_and_exit_status(netbox_server, third_simulator, standalone, vi
 
 
 def test_ticket_login_instead_of_a_token(netbox_server, third_simulator, standalone):
-    result = cli(
+    result = run_cli(
         netbox_server,
         third_simulator,
         "run",
         "--endpoint",
         "pve-edge",
         "--json",
-        proxmox_env={"PROXBOX_PROXMOX_USER": "root@pam", "PROXBOX_PROXMOX_PASSWORD": "proxmox"},
+        PROXBOX_PROXMOX_USER="root@pam",
+        PROXBOX_PROXMOX_PASSWORD="proxmox",
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)

@@ -7,7 +7,6 @@ The tests run in file order and build on each other (one NetBox, one simulator).
 
 import psycopg
 import pytest
-import sync_fixtures as fixtures
 from psycopg.types.json import Jsonb
 from sync_fixtures import (
     Simulator,
@@ -20,9 +19,6 @@ from sync_fixtures import (
     server_dsn,
 )
 
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
-
 UNCONFIRMED = "proxbox-unconfirmed"
 LEASE = "10.79.9.50"  # an address only the guest agent knows (DHCP), never in the config
 
@@ -31,7 +27,7 @@ LEASE = "10.79.9.50"  # an address only the guest agent knows (DHCP), never in t
 def simulator(sync_workdir):
     sim = Simulator("kept", "single", 5, sync_workdir)
     try:
-        sim.start().renumber("10.79.0")
+        sim.start().renumber("10.85.0")
         yield sim
     finally:
         sim.stop()

@@ -21,9 +21,6 @@ from sync_fixtures import (
 from proxbox_backend.domain.policy import Target
 from proxbox_backend.service import SyncService
 
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
-
 ENDPOINTS = "/plugins/proxbox/endpoints/proxmox/"
 
 

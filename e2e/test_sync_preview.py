@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections import Counter, defaultdict
 
 import httpx
@@ -21,15 +19,13 @@ from sync_fixtures import (
     create_endpoint,
     create_site,
     object_changes_since,
+    run_cli,
     settings_for,
 )
 
 from proxbox_backend.clients.netbox import NetBoxClient
 from proxbox_backend.gateways.preview import collection_of, object_type_of
 from proxbox_backend.service import SyncService
-
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
 
 # The plugin's reflection metadata (tracking record's last seen, sidecar) and the claim
 # action are the run's bookkeeping, not inventory a preview plans.
@@ -248,18 +244,8 @@ def test_a_preview_of_changes_shows_old_and_new_values_and_matches_the_sync(
 
 
 def cli(netbox, simulator, *args: str) -> subprocess.CompletedProcess:
-    """`proxbox-sync run …` as an operator runs it, against the NetBox and simulator."""
-    env = dict(
-        os.environ,
-        PROXBOX_NETBOX_URL=netbox.url,
-        PROXBOX_NETBOX_TOKEN=netbox.admin_token,
-        PROXBOX_PROXMOX_URL=simulator.url,
-        PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
-        PROXBOX_PROXMOX_TOKEN=simulator.token_secret,
-        COLUMNS="200",
-    )
-    argv = [sys.executable, "-m", "proxbox_backend.cli", "run", *args]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    """`proxbox-sync run …`, wide enough that the plan's lines are not wrapped."""
+    return run_cli(netbox, simulator, "run", *args, COLUMNS="200")
 
 
 def test_the_cli_previews_a_cluster_rename_and_the_sync_applies_it(
