@@ -18,7 +18,7 @@ from django.db import connection
 from django.test import Client
 from virtualization.models import Cluster
 
-from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxEndpoint
+from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 from proxbox_devstack.browser import ScreenshotsOnFailure, launch, requires_chromium
 
@@ -91,8 +91,15 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
 
     def test_endpoint_and_native_cluster_pages_link_each_other(self):
         cluster, sync_state = self.link_native_cluster()
+        tracking = ProxmoxCluster.objects.create(
+            endpoint=self.endpoint, name="pve-cl", cluster_id="cl-42"
+        )
         page = self.page()
         page.goto(self.endpoint.get_absolute_url())
+        # The tracking records table is fetched by HTMX after the page loaded.
+        records = page.locator(".card", has_text="Tracking records")
+        records.locator(f'a[href="{tracking.get_absolute_url()}"]').wait_for()
+        assert "cl-42" in records.inner_text()
         native = page.locator("#native-cluster a")
         assert native.inner_text() == "native-ui"
         assert page.locator("#cluster-sync-state a").get_attribute("href") == (
