@@ -10,7 +10,7 @@ from django.views.generic import View
 from netbox.object_actions import BulkDelete, BulkExport, DeleteObject, ObjectAction
 from netbox.views import generic
 from utilities.views import register_model_view
-from virtualization.models import Cluster, VirtualMachine
+from virtualization.models import VirtualMachine
 
 from . import filtersets, forms, tables
 from .models import (
@@ -25,8 +25,6 @@ from .models import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
-from .sync.jobs import SyncEndpointJob, counters_summary
-from .sync.schedules import next_scheduled_sync, schedule_state
 from .sync.service import (
     SyncNotFound,
     SyncRequestError,
@@ -37,9 +35,12 @@ from .sync.service import (
     request_sync_all,
     target_of,
 )
-from .ui.panels import LAYOUTS
-
-RECENT_SYNC_JOBS = 5
+from .ui.panels import (
+    ENDPOINT_LAYOUT,
+    LAYOUTS,
+    PROXMOX_CLUSTER_LAYOUT,
+    SYNC_STATE_LAYOUT,
+)
 
 #
 # Endpoints
@@ -69,36 +70,45 @@ class ProxmoxEndpointListView(generic.ObjectListView):
     filterset_form = forms.ProxmoxEndpointFilterForm
 
 
+class EndpointSyncAction(ObjectAction):
+    """A sync button of the endpoint page, for viewers who may sync this very endpoint
+    (object-level permission, beyond the model-level check NetBox makes)."""
+
+    permissions_required = {"change"}
+    url_kwargs = ["pk"]
+
+    @classmethod
+    def render(cls, context, obj, **kwargs):
+        if not may_request_sync(context["request"].user, obj):
+            return ""
+        return super().render(context, obj, object=obj, **kwargs)
+
+
+class PreviewSync(EndpointSyncAction):
+    name = "preview"
+    label = _("Preview sync")
+    template_name = "netbox_proxbox/inc/preview_sync_button.html"
+
+
+class SyncNow(EndpointSyncAction):
+    """A CSRF-protected POST form; disabled, with the reason, on a disabled endpoint."""
+
+    name = "sync_now"
+    label = _("Sync now")
+    template_name = "netbox_proxbox/inc/sync_now_button.html"
+
+    @classmethod
+    def render(cls, context, obj, **kwargs):
+        # Rendered without the request's context processors: hand the form its CSRF token.
+        return super().render(context, obj, csrf_token=get_token(context["request"]), **kwargs)
+
+
 @register_model_view(ProxmoxEndpoint)
 class ProxmoxEndpointView(generic.ObjectView):
     queryset = ProxmoxEndpoint.objects.all()
-
-    def get_extra_context(self, request, instance):
-        # The relation is shown as a link only to viewers who may see the native cluster.
-        native_cluster = None
-        if instance.netbox_cluster_id is not None:
-            native_cluster = (
-                Cluster.objects.restrict(request.user, "view")
-                .filter(pk=instance.netbox_cluster_id)
-                .first()
-            )
-        tracking = ProxmoxCluster.objects.restrict(request.user, "view").filter(endpoint=instance)
-        recent_syncs = [
-            (job, counters_summary(job.data))
-            for job in SyncEndpointJob.get_jobs(instance)
-            .restrict(request.user, "view")
-            .defer("log_entries")
-            .order_by("-created")[:RECENT_SYNC_JOBS]
-        ]
-        return {
-            "native_cluster": native_cluster,
-            "tracking_records": tracking,
-            "can_sync": may_request_sync(request.user, instance),
-            "recent_syncs": recent_syncs,
-            "may_view_jobs": request.user.has_perm("core.view_job"),
-            "next_sync": next_scheduled_sync(instance),
-            "schedule_note": schedule_state(instance),
-        }
+    template_name = "generic/object.html"
+    layout = ENDPOINT_LAYOUT
+    actions = (PreviewSync, SyncNow, *generic.ObjectView.actions)
 
 
 def endpoint_or_404(user, pk) -> ProxmoxEndpoint:
@@ -287,6 +297,8 @@ class ProxmoxClusterListView(generic.ObjectListView):
 @register_model_view(ProxmoxCluster)
 class ProxmoxClusterView(generic.ObjectView):
     queryset = ProxmoxCluster.objects.all()
+    template_name = "generic/object.html"
+    layout = PROXMOX_CLUSTER_LAYOUT
 
 
 @register_model_view(ProxmoxCluster, "add", detail=False)
@@ -324,6 +336,8 @@ class ProxboxClusterSyncStateListView(generic.ObjectListView):
 @register_model_view(ProxboxClusterSyncState)
 class ProxboxClusterSyncStateView(generic.ObjectView):
     queryset = ProxboxClusterSyncState.objects.all()
+    template_name = "generic/object.html"
+    layout = SYNC_STATE_LAYOUT
 
 
 @register_model_view(ProxboxClusterSyncState, "add", detail=False)

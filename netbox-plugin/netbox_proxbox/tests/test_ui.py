@@ -7,7 +7,7 @@ from django.urls import reverse
 from users.models import User
 from virtualization.models import Cluster
 
-from netbox_proxbox.models import ProxboxClusterSyncState
+from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster
 
 from .base import grant, make_endpoint, make_references
 
@@ -66,6 +66,57 @@ class OwnershipLinksTest(TestCase):
         page = self.cluster_page(cluster_only)
         self.assertNotIn('id="proxbox-endpoint-panel"', page)
         self.assertNotIn(f'href="{endpoint_url}"', page)
+
+    def test_tracking_record_and_sync_state_pages_link_only_what_the_viewer_may_see(self):
+        tracking = ProxmoxCluster(
+            endpoint=self.endpoint,
+            name="pve-cl",
+            cluster_id="cl-7",
+            netbox_cluster=self.cluster,
+            version="8.2.4",
+            node_count=3,
+        )
+        tracking.save(claim=True)
+        state = ProxboxClusterSyncState(
+            cluster=self.cluster, proxmox_cluster=tracking, status="failed", objects_created=11
+        )
+        state.message = "guests: 2 failed"
+        state.save(claim=True)
+        links = (self.endpoint, self.cluster, tracking)
+        everything = self.viewer(
+            "netbox_proxbox.view_proxmoxendpoint",
+            "virtualization.view_cluster",
+            "netbox_proxbox.view_proxmoxcluster",
+            "netbox_proxbox.view_proxboxclustersyncstate",
+        )
+        tracking_page = everything.get(tracking.get_absolute_url()).content.decode()
+        for shown in (
+            "cl-7",
+            "8.2.4",
+            "Reflection",
+            *(f'href="{o.get_absolute_url()}"' for o in links[:2]),
+        ):
+            self.assertIn(shown, tracking_page)
+        state_page = everything.get(state.get_absolute_url()).content.decode()
+        for shown in (
+            "Failed",
+            "11",
+            "guests: 2 failed",
+            *(f'href="{o.get_absolute_url()}"' for o in links[1:]),
+        ):
+            self.assertIn(shown, state_page)
+        # The records alone: no link to the endpoint or the native cluster, nor the latter's name
+        # (the tracking record's own name includes its endpoint's).
+        records_only = self.viewer(
+            "netbox_proxbox.view_proxmoxcluster", "netbox_proxbox.view_proxboxclustersyncstate"
+        )
+        tracking_page = records_only.get(tracking.get_absolute_url()).content.decode()
+        state_page = records_only.get(state.get_absolute_url()).content.decode()
+        self.assertIn("cl-7", tracking_page)
+        for page in (tracking_page, state_page):
+            self.assertNotIn(f'href="{self.endpoint.get_absolute_url()}"', page)
+            self.assertNotIn(f'href="{self.cluster.get_absolute_url()}"', page)
+            self.assertNotIn("native-one", page)
 
     def test_list_and_edit_pages_render(self):
         client = self.viewer(

@@ -1,9 +1,9 @@
-"""The endpoint's schedule and policy form, its sync preview, and a running sync Job's live
-log, in headless Chromium (Debian's /usr/bin/chromium through Playwright; no browser
-download).
+"""The endpoint page's relations (with and without view permission) and Sync now, its
+schedule and policy form, its sync preview, and a running sync Job's live log, in headless
+Chromium (Debian's /usr/bin/chromium through Playwright; no browser download).
 
 Skipped where that browser is missing, except under CI (`CI` set), where it is a failure.
-One browser for the whole class.
+One browser for the whole class; a failed test keeps screenshots of its pages.
 """
 
 from __future__ import annotations
@@ -16,20 +16,21 @@ from django.contrib.auth import get_user_model
 from django.contrib.staticfiles.testing import StaticLiveServerTestCase
 from django.db import connection
 from django.test import Client
+from virtualization.models import Cluster
 
-from netbox_proxbox.models import ProxmoxEndpoint
+from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
-from proxbox_devstack.browser import launch, requires_chromium
+from proxbox_devstack.browser import ScreenshotsOnFailure, launch, requires_chromium
 
 from .backend import BACKEND_TOKEN, PlanningSyncService, serve_backend
-from .base import make_endpoint
+from .base import grant, make_endpoint, make_references
 from .test_schedules import BlockingSyncService, clear_queue, wait_for
 from .test_sync_now import plugin_config
 
 pytestmark = requires_chromium()
 
 
-class EndpointOperatorBrowserTest(StaticLiveServerTestCase):
+class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase):
     host = "127.0.0.1"
 
     @classmethod
@@ -57,9 +58,9 @@ class EndpointOperatorBrowserTest(StaticLiveServerTestCase):
         self.admin = get_user_model().objects.create_superuser("admin", "a@example.com", "pw")
         self.endpoint = make_endpoint("pve-ui")
 
-    def page(self):
+    def page(self, user=None):
         client = Client()
-        client.force_login(self.admin)
+        client.force_login(user or self.admin)
         context = self.browser.new_context(base_url=self.live_server_url)
         context.add_cookies(
             [
@@ -71,7 +72,77 @@ class EndpointOperatorBrowserTest(StaticLiveServerTestCase):
             ]
         )
         self.addCleanup(context.close)
-        return context.new_page()
+        return self.keep_screenshot(context.new_page())
+
+    def link_native_cluster(self):
+        """The endpoint owns a native cluster that has a typed sync state."""
+        cluster_type, _site, _tenant = make_references()
+        cluster = Cluster.objects.create(name="native-ui", type=cluster_type)
+        self.endpoint.netbox_cluster = cluster
+        self.endpoint.save(assign_native_cluster=True)
+        sync_state = ProxboxClusterSyncState.objects.create(cluster=cluster)
+        return cluster, sync_state
+
+    def viewer(self, *perms):
+        user = get_user_model().objects.create_user(f"viewer{get_user_model().objects.count()}")
+        for name in perms:
+            grant(user, name)
+        return user
+
+    def test_endpoint_and_native_cluster_pages_link_each_other(self):
+        cluster, sync_state = self.link_native_cluster()
+        tracking = ProxmoxCluster.objects.create(
+            endpoint=self.endpoint, name="pve-cl", cluster_id="cl-42"
+        )
+        page = self.page()
+        page.goto(self.endpoint.get_absolute_url())
+        # The tracking records table is fetched by HTMX after the page loaded.
+        records = page.locator(".card", has_text="Tracking records")
+        records.locator(f'a[href="{tracking.get_absolute_url()}"]').wait_for()
+        assert "cl-42" in records.inner_text()
+        native = page.locator("#native-cluster a")
+        assert native.inner_text() == "native-ui"
+        assert page.locator("#cluster-sync-state a").get_attribute("href") == (
+            sync_state.get_absolute_url()
+        )
+        native.click()
+        page.wait_for_url(f"**{cluster.get_absolute_url()}")
+        panel = page.locator("#proxbox-endpoint-panel")
+        assert panel.locator(f'a[href="{self.endpoint.get_absolute_url()}"]').inner_text() == (
+            "pve-ui"
+        )
+        panel.locator(f'a[href="{sync_state.get_absolute_url()}"]').click()
+        page.wait_for_url(f"**{sync_state.get_absolute_url()}")
+        assert page.locator(f'a[href="{cluster.get_absolute_url()}"]').count() > 0
+
+    def test_relations_stay_hidden_from_viewers_without_permission(self):
+        cluster, _sync_state = self.link_native_cluster()
+        # May see the cluster, not the endpoint: its page neither shows nor names the endpoint.
+        page = self.page(self.viewer("virtualization.view_cluster"))
+        page.goto(cluster.get_absolute_url())
+        assert "native-ui" in page.locator("h1.page-title").inner_text()
+        assert page.locator("#proxbox-endpoint-panel").count() == 0
+        assert "pve-ui" not in page.locator("body").inner_text()
+        assert page.locator(f'a[href="{self.endpoint.get_absolute_url()}"]').count() == 0
+        # May see the endpoint, not the cluster: no link, no name, and no sync buttons.
+        page = self.page(self.viewer("netbox_proxbox.view_proxmoxendpoint"))
+        page.goto(self.endpoint.get_absolute_url())
+        assert page.locator("#native-cluster").inner_text().strip() == "—"
+        assert "native-ui" not in page.content()
+        assert page.locator(f'a[href="{cluster.get_absolute_url()}"]').count() == 0
+        assert page.locator("#sync-now, #preview-sync").count() == 0
+
+    def test_sync_now_posts_with_csrf_and_queues_the_job(self):
+        page = self.page()
+        page.goto(self.endpoint.get_absolute_url())
+        page.locator("#sync-now button[type=submit]").click()
+        page.wait_for_url(f"**{self.endpoint.get_absolute_url()}")
+        job = SyncEndpointJob.get_jobs(self.endpoint).get()
+        self.assertEqual(job.user, self.admin)
+        assert f"queued as job {job.pk}" in page.locator("body").inner_text()
+        # The queued run is listed on the page it was started from.
+        recent = page.locator("#recent-syncs")
+        assert recent.locator(f'a[href="{job.get_absolute_url()}"]').count() == 1
 
     def test_policy_and_schedule_form_refuses_bad_values_then_saves(self):
         page = self.page()

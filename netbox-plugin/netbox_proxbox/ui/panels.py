@@ -1,8 +1,138 @@
-"""Detail-page panels of the inventory records (NetBox's declarative UI layouts)."""
+"""Detail-page panels and layouts (NetBox's declarative UI) of every Proxbox model."""
 
 from django.utils.translation import gettext_lazy as _
 from extras.ui.panels import CustomFieldsPanel, TagsPanel
 from netbox.ui import attrs, layout, panels
+
+from ..sync.jobs import SyncEndpointJob, counters_summary
+from .attrs import (
+    AnchoredBooleanAttr,
+    HostAttr,
+    NextSyncAttr,
+    SyncScheduleAttr,
+    TokenSecretAttr,
+    ViewableObjectAttr,
+)
+
+RECENT_SYNC_JOBS = 5
+
+#
+# Endpoints, tracking records, sync states
+#
+
+
+class ProxmoxEndpointPanel(panels.ObjectAttributesPanel):
+    title = _("Proxmox endpoint")
+    name = attrs.TextAttr("name")
+    host = HostAttr("host")
+    verify_tls = attrs.BooleanAttr("verify_tls", label=_("Verify TLS"))
+    mode = attrs.ChoiceAttr("mode")
+    enabled = attrs.BooleanAttr("enabled")
+    token_id = attrs.TextAttr("token_id", label=_("API token ID"))
+    token_secret = TokenSecretAttr("token_secret_ciphertext", label=_("API token secret"))
+    site = attrs.RelatedObjectAttr("site", linkify=True)
+    tenant = attrs.RelatedObjectAttr("tenant", linkify=True)
+    netbox_cluster = ViewableObjectAttr(
+        "netbox_cluster", linkify=True, label=_("Native cluster"), dom_id="native-cluster"
+    )
+    sync_state = ViewableObjectAttr(
+        "netbox_cluster.proxbox_sync_state",
+        linkify=True,
+        label=_("Cluster sync state"),
+        dom_id="cluster-sync-state",
+    )
+    sync_schedule = SyncScheduleAttr("sync_interval", dom_id="sync-schedule")
+    next_sync = NextSyncAttr("sync_interval", label=_("Next scheduled sync"), dom_id="next-sync")
+    adopt_existing = AnchoredBooleanAttr(
+        "adopt_existing", label=_("Adopt existing objects"), dom_id="adopt-existing"
+    )
+    description = attrs.TextAttr("description")
+
+
+class RecentSyncsPanel(panels.ObjectPanel):
+    """The endpoint's latest sync Jobs with their counters, for viewers of Jobs."""
+
+    template_name = "netbox_proxbox/panels/recent_syncs.html"
+    title = _("Recent syncs")
+
+    def get_context(self, context):
+        ctx = super().get_context(context)
+        jobs = (
+            SyncEndpointJob.get_jobs(ctx["object"])
+            .restrict(ctx["request"].user, "view")
+            .defer("log_entries")
+            .order_by("-created")[:RECENT_SYNC_JOBS]
+        )
+        return {**ctx, "recent_syncs": [(job, counters_summary(job.data)) for job in jobs]}
+
+    def should_render(self, context):
+        return context["request"].user.has_perm("core.view_job")
+
+
+class ProxmoxClusterPanel(panels.ObjectAttributesPanel):
+    title = _("Tracking record")
+    endpoint = ViewableObjectAttr("endpoint", linkify=True)
+    name = attrs.TextAttr("name", label=_("Source name"))
+    cluster_id = attrs.TextAttr("cluster_id", label=_("Source identity"))
+    mode = attrs.ChoiceAttr("mode")
+    netbox_cluster = ViewableObjectAttr("netbox_cluster", linkify=True, label=_("Native cluster"))
+
+
+class ReflectionPanel(panels.ObjectAttributesPanel):
+    title = _("Reflection")
+    version = attrs.TextAttr("version")
+    quorate = attrs.BooleanAttr("quorate")
+    node_count = attrs.NumericAttr("node_count")
+    last_seen = attrs.DateTimeAttr("last_seen")
+
+
+class ProxboxClusterSyncStatePanel(panels.ObjectAttributesPanel):
+    title = _("Cluster sync state")
+    cluster = ViewableObjectAttr("cluster", linkify=True, label=_("Native cluster"))
+    proxmox_cluster = ViewableObjectAttr(
+        "proxmox_cluster", linkify=True, label=_("Tracking record")
+    )
+    status = attrs.ChoiceAttr("status")
+    last_sync = attrs.DateTimeAttr("last_sync")
+
+
+class SyncCountersPanel(panels.ObjectAttributesPanel):
+    title = _("Counters")
+    objects_created = attrs.NumericAttr("objects_created")
+    objects_updated = attrs.NumericAttr("objects_updated")
+    objects_deleted = attrs.NumericAttr("objects_deleted")
+    errors = attrs.NumericAttr("errors")
+    message = attrs.TextAttr("message")
+
+
+ENDPOINT_LAYOUT = layout.SimpleLayout(
+    left_panels=[ProxmoxEndpointPanel(), CustomFieldsPanel(), TagsPanel()],
+    right_panels=[
+        panels.ObjectsTablePanel(
+            "netbox_proxbox.proxmoxcluster",
+            title=_("Tracking records"),
+            filters={"endpoint_id": lambda ctx: ctx["object"].pk},
+            include_columns=["name", "cluster_id", "netbox_cluster", "last_seen"],
+            exclude_columns=["endpoint"],
+        ),
+        RecentSyncsPanel(),
+        panels.CommentsPanel(),
+    ],
+)
+
+PROXMOX_CLUSTER_LAYOUT = layout.SimpleLayout(
+    left_panels=[ProxmoxClusterPanel(), TagsPanel()],
+    right_panels=[ReflectionPanel(), CustomFieldsPanel()],
+)
+
+SYNC_STATE_LAYOUT = layout.SimpleLayout(
+    left_panels=[ProxboxClusterSyncStatePanel(), TagsPanel()],
+    right_panels=[SyncCountersPanel(), CustomFieldsPanel()],
+)
+
+#
+# Inventory records
+#
 
 
 class ProxmoxStoragePanel(panels.ObjectAttributesPanel):

@@ -1,0 +1,86 @@
+"""Attributes the endpoint, tracking-record and sync-state panels need beyond NetBox's own."""
+
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+from netbox.ui import attrs
+
+from ..sync.schedules import next_scheduled_sync, schedule_state
+
+
+class AnchoredMixin:
+    """Wraps the rendered value in an element with a stable id, for tests and deep links."""
+
+    def __init__(self, *args, dom_id=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dom_id = dom_id
+
+    def render(self, obj, context):
+        rendered = super().render(obj, context)
+        if self.dom_id is None:
+            return rendered
+        return format_html('<span id="{}">{}</span>', self.dom_id, rendered)
+
+
+class _ViewableObjectAttr(attrs.RelatedObjectAttr):
+    """A related object, shown (and linked) only to a viewer allowed to see it.
+
+    NetBox's RelatedObjectAttr renders any related object; a relation across models (the
+    native cluster, its sync state) must not name an object the viewer may not see.
+    """
+
+    def render(self, obj, context):
+        value = self.get_value(obj)
+        if value is None:
+            return self.placeholder
+        user = context["perms"].user
+        if not type(value).objects.restrict(user, "view").filter(pk=value.pk).exists():
+            return self.placeholder
+        return super().render(obj, context)
+
+
+class ViewableObjectAttr(AnchoredMixin, _ViewableObjectAttr):
+    pass
+
+
+class AnchoredTextAttr(AnchoredMixin, attrs.TextAttr):
+    pass
+
+
+class AnchoredBooleanAttr(AnchoredMixin, attrs.BooleanAttr):
+    pass
+
+
+class HostAttr(attrs.TextAttr):
+    def get_value(self, obj):
+        return f"{obj.host}:{obj.port}"
+
+
+class TokenSecretAttr(attrs.TextAttr):
+    """Whether a secret is stored; never anything derived from it."""
+
+    def get_value(self, obj):
+        return _("Stored (write-only)") if obj.has_token_secret else None
+
+
+class SyncScheduleAttr(AnchoredTextAttr):
+    def get_value(self, obj):
+        if not obj.sync_interval:
+            return None
+        return _("Every {minutes} min").format(minutes=obj.sync_interval)
+
+
+class _NextSyncAttr(attrs.DateTimeAttr):
+    """The recurring Job's next run, or why scheduled syncs do not run."""
+
+    def get_value(self, obj):
+        return next_scheduled_sync(obj)
+
+    def render(self, obj, context):
+        note = schedule_state(obj)
+        if note:
+            return format_html('<span class="text-warning">{}</span>', note)
+        return super().render(obj, context)
+
+
+class NextSyncAttr(AnchoredMixin, _NextSyncAttr):
+    pass
