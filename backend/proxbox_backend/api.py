@@ -79,6 +79,8 @@ class SyncRunning(BaseModel):
 # Every answer a route can give is in the schema: clients and fuzzers rely on it.
 UNAUTHORIZED = {401: {"model": Problem, "description": "missing or wrong bearer token"}}
 NO_SUCH_RUN = {404: {"model": Problem, "description": "no run with this id"}}
+# Only with PROXBOX_BACKEND_REDIS_URL: the runs are there, for every replica.
+STORE_DOWN = {503: {"model": Problem, "description": "the run store (Redis) does not answer"}}
 BEARER = {"bearer": []}
 EVENT_STREAM = {
     200: {
@@ -180,6 +182,7 @@ def create_app(
         responses={
             **UNAUTHORIZED,
             409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
+            **STORE_DOWN,
         },
     )
     async def start_sync(
@@ -227,7 +230,7 @@ def create_app(
     @app.get(
         "/runs/{run_id}",
         **guarded,
-        responses={**UNAUTHORIZED, **NO_SUCH_RUN},
+        responses={**UNAUTHORIZED, **NO_SUCH_RUN, **STORE_DOWN},
     )
     async def get_run(run_id: str) -> RunState:
         run = await store.get(run_id)
@@ -239,7 +242,7 @@ def create_app(
         "/runs/{run_id}/events",
         **guarded,
         response_class=StreamingResponse,
-        responses={**EVENT_STREAM, **UNAUTHORIZED, **NO_SUCH_RUN},
+        responses={**EVENT_STREAM, **UNAUTHORIZED, **NO_SUCH_RUN, **STORE_DOWN},
     )
     async def run_events(run_id: str) -> StreamingResponse:
         if await store.get(run_id) is None:

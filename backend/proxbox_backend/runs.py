@@ -293,14 +293,15 @@ class RedisRunStore:
     async def follow(self, run_id: str) -> AsyncIterator[dict]:
         """Every event of the run, past ones first, until it finishes (on any replica)."""
         endpoint = await self.redis.hget(_run_key(run_id), "endpoint")
+        if endpoint is None:  # expired since the caller looked it up
+            return
         last = "0-0"
         while True:
             answer = await self.redis.xread(
                 {_events_key(run_id): last}, block=self.poll_ms, count=100
             )
             if not answer:
-                if endpoint is not None:
-                    await self._abandon_if_orphaned(run_id, endpoint)
+                await self._abandon_if_orphaned(run_id, endpoint)
                 continue
             for entry_id, entry in answer[0][1]:
                 last = entry_id

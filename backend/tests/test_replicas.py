@@ -223,3 +223,25 @@ def test_a_killed_replicas_lease_expires_and_its_run_ends_failed(replicas, netbo
     assert orphan["state"] == "finished"
     assert orphan["report"]["ok"] is False and "stopped" in orphan["report"]["error"]
     assert [e["event"] for e in events(b, run_id)] == ["started", "finished"]
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["run", "--endpoint", "7"]])
+def test_an_unreachable_redis_is_one_line_and_exit_2(netbox, command):
+    nobody = f"redis://127.0.0.1:{free_port()}/0"
+    argv = [sys.executable, "-m", "proxbox_backend.cli", *command]
+    cli = subprocess.run(
+        argv, env=backend_env(netbox, nobody), capture_output=True, text=True, timeout=60
+    )
+    assert cli.returncode == 2
+    [line] = cli.stderr.strip().splitlines()
+    assert line.startswith(f"proxbox-sync: PROXBOX_BACKEND_REDIS_URL={nobody} does not answer")
+
+
+def test_a_replica_whose_redis_stops_answers_503(netbox, redis_url, tmp_path):
+    import redis
+
+    with replica(backend_env(netbox, redis_url), tmp_path / "a.log") as (a, _):
+        redis.Redis.from_url(redis_url).shutdown(nosave=True)
+        refused = start(a)
+        assert refused.status_code == 503
+        assert "PROXBOX_BACKEND_REDIS_URL" in refused.json()["detail"]
