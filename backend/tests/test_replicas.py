@@ -206,6 +206,30 @@ def test_a_cli_run_of_the_endpoint_is_refused_while_a_replica_runs_it(replicas, 
     ]
 
 
+def test_a_replica_refuses_the_endpoint_while_a_cli_run_syncs_it_and_shows_that_run(
+    replicas, netbox, redis_url
+):
+    (a, _), _ = replicas
+    argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", str(ENDPOINT)]
+    cli = subprocess.Popen(
+        argv, env=backend_env(netbox, redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        wait_until(lambda: netbox.lookups, 30, "the CLI run never asked NetBox")
+        refused = start(a)
+        assert refused.status_code == 409
+        cli_run = refused.json()["detail"]["run_id"]
+        shown = httpx.get(f"{a}/runs/{cli_run}", headers=AUTH, timeout=10).json()
+        assert shown["state"] == "running" and shown["endpoint"] == str(ENDPOINT)
+        netbox.release()
+        assert cli.wait(60) == 1  # the run failed: NetBox has no such endpoint
+        assert [e["event"] for e in events(a, cli_run)] == ["started", "finished"]
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(10)
+
+
 def test_a_killed_replicas_lease_expires_and_its_run_ends_failed(replicas, netbox):
     (a, process_a), (b, _) = replicas
     run_id = start(a).json()["run_id"]
