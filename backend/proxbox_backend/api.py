@@ -6,15 +6,16 @@ import asyncio
 import hmac
 import json
 import os
+from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.domain.policy import TARGET_REF, PolicyError, Target
-from proxbox_backend.runs import RunRegistry
+from proxbox_backend.runs import RunActive, RunStoreUnavailable, open_store
 from proxbox_backend.service import SyncService
 
 
@@ -78,6 +79,8 @@ class SyncRunning(BaseModel):
 # Every answer a route can give is in the schema: clients and fuzzers rely on it.
 UNAUTHORIZED = {401: {"model": Problem, "description": "missing or wrong bearer token"}}
 NO_SUCH_RUN = {404: {"model": Problem, "description": "no run with this id"}}
+# Only with PROXBOX_BACKEND_REDIS_URL: the runs are there, for every replica.
+STORE_DOWN = {503: {"model": Problem, "description": "the run store (Redis) does not answer"}}
 BEARER = {"bearer": []}
 EVENT_STREAM = {
     200: {
@@ -121,10 +124,26 @@ def create_app(
         )
     expected = api_token.encode("utf-8")
     # The schema is served behind the token like every route but /health.
-    app = FastAPI(title="Proxbox sync backend", openapi_url=None, docs_url=None, redoc_url=None)
-    registry = RunRegistry()
+    store = open_store(settings.redis_url, lease_ttl=settings.lease_ttl)
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        yield
+        await store.close()
+
+    app = FastAPI(
+        title="Proxbox sync backend",
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
     service = service or SyncService(settings)
     background: set[asyncio.Task] = set()
+
+    @app.exception_handler(RunStoreUnavailable)
+    async def store_unavailable(_request: Request, exc: RunStoreUnavailable):
+        return JSONResponse({"detail": str(exc)}, status_code=503)
 
     def authorized(request: Request) -> None:
         header = request.headers.get("authorization", "")
@@ -163,6 +182,7 @@ def create_app(
         responses={
             **UNAUTHORIZED,
             409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
+            **STORE_DOWN,
         },
     )
     async def start_sync(
@@ -171,15 +191,19 @@ def create_app(
         """Start a run; `?target=qemu/100` or `?target=node/pve1` syncs only that guest or node."""
         wanted = requested_target(request, target)
         key = str(endpoint_id)
-        if active := registry.active_for(key):
+        try:
+            run = await store.start(key)
+        except RunActive as active:
             raise HTTPException(
-                409, {"detail": "a sync of this endpoint is running", "run_id": active.id}
-            )
-        run = registry.new(key)
+                409, {"detail": "a sync of this endpoint is running", "run_id": active.run_id}
+            ) from None
 
         async def work() -> None:
-            registry.record(run, {"event": "started", "endpoint": key})
-            await service.run(endpoint_id, lambda event: registry.record(run, event), wanted)
+            try:
+                run.record({"event": "started", "endpoint": key})
+                await service.run(endpoint_id, run.record, wanted)
+            finally:
+                await run.finish()
 
         task = asyncio.create_task(work())
         background.add(task)
@@ -206,27 +230,26 @@ def create_app(
     @app.get(
         "/runs/{run_id}",
         **guarded,
-        responses={**UNAUTHORIZED, **NO_SUCH_RUN},
+        responses={**UNAUTHORIZED, **NO_SUCH_RUN, **STORE_DOWN},
     )
     async def get_run(run_id: str) -> RunState:
-        run = registry.get(run_id)
+        run = await store.get(run_id)
         if run is None:
             raise HTTPException(404, f"no run {run_id}")
-        return RunState(**run.as_dict())
+        return RunState(**run)
 
     @app.get(
         "/runs/{run_id}/events",
         **guarded,
         response_class=StreamingResponse,
-        responses={**EVENT_STREAM, **UNAUTHORIZED, **NO_SUCH_RUN},
+        responses={**EVENT_STREAM, **UNAUTHORIZED, **NO_SUCH_RUN, **STORE_DOWN},
     )
     async def run_events(run_id: str) -> StreamingResponse:
-        run = registry.get(run_id)
-        if run is None:
+        if await store.get(run_id) is None:
             raise HTTPException(404, f"no run {run_id}")
 
         async def stream():
-            async for event in registry.follow(run):
+            async for event in store.follow(run_id):
                 yield f"event: {event.get('event', 'message')}\ndata: {json.dumps(event)}\n\n"
 
         return StreamingResponse(
@@ -247,5 +270,5 @@ def create_app(
     async def openapi() -> dict:
         return document()
 
-    app.state.registry = registry
+    app.state.runs = store
     return app

@@ -9,18 +9,27 @@ import os
 import sys
 
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
+from proxbox_backend.runs import (
+    RedisRunStore,
+    RunActive,
+    RunStoreUnavailable,
+    check_store,
+)
 from proxbox_backend.secrets import install_redaction
 from proxbox_backend.service import RunReport, SyncService
 from proxbox_backend.stages import STAGES
 from proxbox_backend.stages.guests import DISAPPEARED_POLICIES
 
-EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
 EXIT_CODES = """\
 exit codes:
   0  success (run: every object synced; run --dry-run: every object planned)
   1  run: the sync (or preview) finished with failures or an error (the report lists them)
   2  usage or configuration error: a bad option, a missing NetBox URL or token, or a
-     bad PROXBOX_* value (one line on stderr naming the variable)"""
+     bad PROXBOX_* value (one line on stderr naming the variable), or an unreachable
+     PROXBOX_BACKEND_REDIS_URL
+  3  run: another process (a `run` or a `serve` replica sharing the Redis) is syncing
+     the endpoint (one line on stderr naming its run)"""
 
 
 def _settings(args) -> Settings:
@@ -37,6 +46,7 @@ def _settings(args) -> Settings:
         proxmox_ca_bundle=getattr(args, "proxmox_ca_bundle", None),
         proxmox_verify_tls=verify,
         disappeared=getattr(args, "disappeared", None),
+        redis_url=args.redis_url,
     )
 
 
@@ -121,7 +131,7 @@ def render_plan(report: RunReport, console) -> None:
 
 
 async def _run_with_progress(
-    service: SyncService, endpoint: str, redactor, dry_run: bool = False
+    service: SyncService, endpoint: str, redactor, dry_run: bool = False, record=None
 ) -> RunReport:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -137,6 +147,8 @@ async def _run_with_progress(
     tasks = {name: progress.add_task(name, total=None, start=False) for name in STAGES}
 
     def on_event(event: dict) -> None:
+        if record is not None:
+            record(event)
         stage = event.get("stage")
         if stage not in tasks:
             return
@@ -176,14 +188,66 @@ def cmd_run(args) -> int:
         return EXIT_USAGE
     redactor = _install_redaction(settings)
     service = SyncService(settings)
-    if args.json:
-        report = asyncio.run(service.run(args.endpoint, dry_run=args.dry_run))
-        print(json.dumps(redactor.data(report.as_dict()), indent=2, sort_keys=True))
-    else:
+
+    async def execute(record) -> RunReport:
+        if args.json:
+            return await service.run(args.endpoint, record, dry_run=args.dry_run)
+        return await _run_with_progress(service, args.endpoint, redactor, args.dry_run, record)
+
+    # A preview writes nothing: it needs no lease, like POST /sync/{id}/preview.
+    leased = settings.redis_url and not args.dry_run
+    try:
         report = asyncio.run(
-            _run_with_progress(service, args.endpoint, redactor, dry_run=args.dry_run)
+            _leased(settings, service, args.endpoint, execute) if leased else execute(None)
         )
+    except RunActive as active:
+        print(
+            f"proxbox-sync: endpoint {args.endpoint} is already being synced by run "
+            f"{active.run_id} (another `run` or a `serve` replica); try again when it finishes",
+            file=sys.stderr,
+        )
+        return EXIT_BUSY
+    except RunStoreUnavailable as exc:
+        print(f"proxbox-sync: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(redactor.data(report.as_dict()), indent=2, sort_keys=True))
     return EXIT_OK if report.ok else EXIT_FAILURES
+
+
+async def endpoint_key(service: SyncService, ref: str) -> str:
+    """The endpoint's NetBox id for a `--endpoint` id or name; a name NetBox does not
+    resolve keys itself (the run then fails, leased, with the lookup's error)."""
+    if ref.isdigit():
+        return str(int(ref))
+    from proxbox_backend.clients.http import TransportError
+    from proxbox_backend.clients.netbox import NetBoxError
+    from proxbox_backend.gateways.netbox import EndpointNotFound, NetBoxGateway
+
+    client = service.netbox_client()
+    try:
+        return str((await NetBoxGateway(client).endpoint(ref)).id)
+    except (EndpointNotFound, NetBoxError, TransportError):
+        return ref
+    finally:
+        await client.aclose()
+
+
+async def _leased(settings: Settings, service: SyncService, ref: str, execute) -> RunReport:
+    """The run under the endpoint's lease in Redis, recorded like the HTTP service's runs,
+    so a `serve` replica refuses a second run and answers GET /runs/{id} for this one."""
+    store = RedisRunStore(settings.redis_url, lease_ttl=settings.lease_ttl)
+    try:
+        # The lease is keyed by the endpoint's id, as POST /sync/{id} keys it.
+        key = await endpoint_key(service, ref)
+        run = await store.start(key)
+        try:
+            run.record({"event": "started", "endpoint": key})
+            return await execute(run.record)
+        finally:
+            await run.finish()
+    finally:
+        await store.close()
 
 
 def cmd_serve(args) -> int:
@@ -199,7 +263,9 @@ def cmd_serve(args) -> int:
     _install_redaction(settings)
     try:
         app = create_app(settings)
-    except ConfigurationError as exc:
+        if settings.redis_url:
+            asyncio.run(check_store(settings.redis_url))
+    except (ConfigurationError, RunStoreUnavailable) as exc:
         print(f"proxbox-sync: {exc}", file=sys.stderr)
         return EXIT_USAGE
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
@@ -230,6 +296,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         choices=DISAPPEARED_POLICIES,
         help="guests gone from Proxmox: mark offline (default), delete or keep "
         "(env PROXBOX_DISAPPEARED_GUESTS)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        help="Redis for runs, their events and the per-endpoint lease, shared by every "
+        "`serve` replica and `run` (env PROXBOX_BACKEND_REDIS_URL; default: none, runs stay "
+        "in this process)",
     )
 
 

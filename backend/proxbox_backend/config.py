@@ -30,6 +30,8 @@ ENV = {
     "proxmox_ca_bundle": "PROXBOX_PROXMOX_CA_BUNDLE",
     "disappeared": "PROXBOX_DISAPPEARED_GUESTS",
     "templates": "PROXBOX_TEMPLATES",
+    "redis_url": "PROXBOX_BACKEND_REDIS_URL",
+    "lease_ttl": "PROXBOX_BACKEND_LEASE_TTL",
 }
 
 # The bearer token callers of the HTTP service present (`proxbox-sync serve`).
@@ -63,6 +65,8 @@ class EnvironmentSettings(BaseSettings):
         None, validation_alias=ENV["disappeared"]
     )
     templates: Literal[TEMPLATE_POLICIES] | None = Field(None, validation_alias=ENV["templates"])
+    redis_url: str | None = Field(None, validation_alias=ENV["redis_url"])
+    lease_ttl: float | None = Field(None, gt=0, validation_alias=ENV["lease_ttl"])
 
     @classmethod
     def read(cls) -> dict[str, str]:
@@ -100,6 +104,10 @@ class Settings:
     netbox_concurrency: int = 4
     timeout: float = 60.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Runs, their events and the per-endpoint lease; None: this process's memory only.
+    redis_url: str | None = field(default=None, repr=False)
+    # Seconds an endpoint's lease outlives a killed process (renewed every third of it).
+    lease_ttl: float = 15.0
 
     def __post_init__(self):
         if not self.netbox_url:

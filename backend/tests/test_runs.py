@@ -4,26 +4,30 @@ import asyncio
 
 import pytest
 
-from proxbox_backend.runs import FINISHED, RUNNING, RunRegistry
+from proxbox_backend.runs import FINISHED, RUNNING, MemoryRunStore, RunActive
 
 
 @pytest.mark.asyncio
 async def test_followers_get_past_and_future_events_in_order_then_stop():
-    registry = RunRegistry()
-    run = registry.new("3")
-    registry.record(run, {"event": "started"})
-    assert run.state == RUNNING and registry.active_for("3") is run
+    store = MemoryRunStore()
+    run = await store.start("3")
+    run.record({"event": "started"})
+    assert (await store.get(run.id))["state"] == RUNNING
+    with pytest.raises(RunActive) as refused:
+        await store.start("3")
+    assert refused.value.run_id == run.id
 
     async def follow():
-        return [e["event"] async for e in registry.follow(run)]
+        return [e["event"] async for e in store.follow(run.id)]
 
     follower = asyncio.create_task(follow())
     await asyncio.sleep(0)
-    registry.record(run, {"event": "stage", "stage": "nodes"})
-    registry.record(run, {"event": "finished", "report": {"ok": True}})
+    run.record({"event": "stage", "stage": "nodes"})
+    run.record({"event": "finished", "report": {"ok": True}})
     assert await asyncio.wait_for(follower, 1) == ["started", "stage", "finished"]
-    assert run.state == FINISHED and run.report == {"ok": True}
-    assert registry.active_for("3") is None
+    state = await store.get(run.id)
+    assert state["state"] == FINISHED and state["report"] == {"ok": True}
+    assert (await store.start("3")).id != run.id  # the endpoint is free again
     # A late follower replays the whole run and ends.
     assert await asyncio.wait_for(follow(), 1) == ["started", "stage", "finished"]
 

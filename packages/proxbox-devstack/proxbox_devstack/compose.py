@@ -46,13 +46,18 @@ def _require(name: str) -> str:
 def backend(data_dir: Path) -> int:
     """Exec `proxbox-sync serve` with the backend user's NetBox token and the API token
     NetBox's PLUGINS_CONFIG carries (both made by the `setup` job)."""
+    from .netbox_settings import tasks_redis_url
+    from .state import REDIS_URL_ENV
+
     credentials = json.loads(backend_credentials_path(data_dir).read_text("utf-8"))
     secrets = load_or_create_secrets(data_dir)
+    _require(REDIS_URL_ENV)  # the runs live there: every backend replica shares them
     env = dict(
         os.environ,
         PROXBOX_NETBOX_URL=_require(NETBOX_URL_ENV),
         PROXBOX_NETBOX_TOKEN=credentials["token"],
         PROXBOX_BACKEND_API_TOKEN=secrets["backend_api_token"],
+        PROXBOX_BACKEND_REDIS_URL=tasks_redis_url(os.environ),
     )
     port = os.environ.get(BACKEND_PORT_ENV, "8800")
     host = os.environ.get("PROXBOX_BACKEND_HOST", "0.0.0.0")

@@ -31,7 +31,12 @@ from psycopg import sql
 
 from .errors import StackError
 from .netbox_db import backend_credentials_path, load_credentials
-from .netbox_settings import BACKEND_URL_ENV, DEFAULT_NETBOX_DATABASE, NETBOX_DATABASE_ENV
+from .netbox_settings import (
+    BACKEND_URL_ENV,
+    DEFAULT_NETBOX_DATABASE,
+    NETBOX_DATABASE_ENV,
+    tasks_redis_url,
+)
 from .ports import choose_port
 from .processes import ProcessSpec
 from .secrets import load_or_create_secrets, write_private_file
@@ -187,6 +192,7 @@ def backend_specs(ctx: StackContext) -> list[ProcessSpec]:
         PROXBOX_NETBOX_TOKEN=credentials["token"],
         PROXBOX_BACKEND_API_TOKEN=secrets["backend_api_token"],
         PROXBOX_PROXMOX_CA_BUNDLE=str(simulator_dir(ctx) / "tls" / "pve-ssl.pem"),
+        PROXBOX_BACKEND_REDIS_URL=tasks_redis_url(ctx.env),
     )
     ctx.urls["sync backend"] = ctx.env[BACKEND_URL_ENV] + "/"
     return [

@@ -53,6 +53,14 @@ def redis_section(redis_url: str, database: int) -> dict[str, Any]:
     return {"URL": base if has_db else f"{base}/{database}", "SSL": False}
 
 
+def tasks_redis_url(environ) -> str:
+    """The stack's tasks database (its RQ queues): the backend keeps its runs there too,
+    under its own key prefix, so stacks sharing a Redis server keep their runs apart."""
+    from .state import REDIS_URL_ENV
+
+    return redis_section(environ[REDIS_URL_ENV], redis_databases_from_env(environ).tasks)["URL"]
+
+
 def build_configuration(data_dir: Path | None = None) -> dict[str, Any]:
     data_dir = data_dir or default_data_dir()
     database_url, redis_url = service_urls(data_dir)

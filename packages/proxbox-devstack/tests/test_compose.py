@@ -220,14 +220,20 @@ def test_backend_command_serves_with_the_tokens_from_the_data_dir(tmp_path):
 
     secrets = load_or_create_secrets(tmp_path)
     write_private_file(backend_credentials_path(tmp_path), '{"token": "nbt_demo.secret"}\n')
+    redis_port = ephemeral_port()
+    redis_spec = redis_process_spec(tmp_path, redis_port, tmp_path / "redis.log")
+    redis_popen = spawn(redis_spec)
+    wait_ready(redis_spec, redis_popen)
     port = ephemeral_port()
     env = dict(
         os.environ,
         PROXBOX_HOME=str(tmp_path),
         PROXBOX_NETBOX_URL="http://netbox.invalid:8000",
+        PROXBOX_REDIS_URL=server_url(redis_port),
         PROXBOX_BACKEND_HOST=LOCALHOST,
         PROXBOX_BACKEND_PORT=str(port),
     )
+    env.pop("PROXBOX_REDIS_DATABASES", None)
     child = subprocess.Popen(
         [sys.executable, "-m", "proxbox_devstack.compose", "backend"],
         env=env,
@@ -246,8 +252,15 @@ def test_backend_command_serves_with_the_tokens_from_the_data_dir(tmp_path):
         assert wrong.status_code == 401
         bearer = {"Authorization": f"Bearer {secrets['backend_api_token']}"}
         assert httpx.get(run, headers=bearer).status_code == 404
+        # Its runs are in the stack's Redis (tasks database), where every replica reads them.
+        started = httpx.post(f"http://{LOCALHOST}:{port}/sync/1", headers=bearer)
+        assert started.status_code == 202
+        client = redis.Redis(host=LOCALHOST, port=redis_port, db=0)
+        assert client.hget(f"proxbox-backend:run:{started.json()['run_id']}", "endpoint") == b"1"
+        client.close()
     finally:
         stop(ProcessRecord.of(child.pid))
+        stop(ProcessRecord.of(redis_popen.pid))
 
 
 def test_missing_wiring_is_one_line(monkeypatch, capsys, tmp_path):

@@ -1,0 +1,271 @@
+"""Two `proxbox-sync serve` processes sharing one Redis: any replica answers for any run,
+and the per-endpoint lease spans processes (a second `serve` or `run` is refused until the
+first run ends or its process dies and the lease expires).
+
+The NetBox the replicas talk to holds its answer to the endpoint lookup until the test
+releases it, so a run stays running for exactly as long as a test needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from proxbox_devstack.redis_server import ping, server_binary
+
+TOKEN = "replica-test-api-token-0123456789abcdef"
+ENDPOINT = 7
+LEASE_TTL = 2.0
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+    return value
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    server = subprocess.Popen(
+        [str(server_binary()), *args, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL
+    )
+    try:
+        wait_until(lambda: ping("127.0.0.1", port), 10, "redis-server did not start")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+class HeldNetBox:
+    """NetBox whose endpoint lookups wait for `release()`, then answer 404."""
+
+    def __init__(self):
+        self.released = threading.Event()
+        self.lookups = 0
+        held = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                held.lookups += 1
+                held.released.wait(60)
+                body = json.dumps({"detail": "Not found."}).encode()
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def release(self):
+        self.released.set()
+
+    def close(self):
+        self.release()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def netbox() -> Iterator[HeldNetBox]:
+    held = HeldNetBox()
+    try:
+        yield held
+    finally:
+        held.close()
+
+
+def backend_env(netbox: HeldNetBox, redis_url: str) -> dict[str, str]:
+    return dict(
+        os.environ,
+        PROXBOX_NETBOX_URL=netbox.url,
+        PROXBOX_NETBOX_TOKEN="n" * 40,
+        PROXBOX_BACKEND_API_TOKEN=TOKEN,
+        PROXBOX_BACKEND_REDIS_URL=redis_url,
+        PROXBOX_BACKEND_LEASE_TTL=str(LEASE_TTL),
+    )
+
+
+@contextlib.contextmanager
+def replica(env: dict[str, str], log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    port = free_port()
+    argv = [sys.executable, "-m", "proxbox_backend.cli", "serve", "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        assert process.poll() is None, log.read_text()
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(f"{url}/health", timeout=1).status_code == 200
+        return False
+
+    try:
+        wait_until(answers, 30, f"backend on {port} did not start")
+        yield url, process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(10)
+
+
+@pytest.fixture
+def replicas(netbox, redis_url, tmp_path):
+    env = backend_env(netbox, redis_url)
+    with replica(env, tmp_path / "a.log") as a, replica(env, tmp_path / "b.log") as b:
+        yield a, b
+
+
+def events(url: str, run_id: str) -> list[dict]:
+    with httpx.stream("GET", f"{url}/runs/{run_id}/events", headers=AUTH, timeout=30) as sse:
+        assert sse.status_code == 200
+        lines = [line for line in sse.iter_lines() if line.startswith("data: ")]
+    return [json.loads(line.removeprefix("data: ")) for line in lines]
+
+
+def start(url: str) -> httpx.Response:
+    return httpx.post(f"{url}/sync/{ENDPOINT}", headers=AUTH, timeout=10)
+
+
+def test_a_run_started_on_one_replica_is_read_and_followed_on_the_other(replicas, netbox):
+    (a, _), (b, _) = replicas
+    started = start(a)
+    assert started.status_code == 202
+    run_id = started.json()["run_id"]
+    wait_until(lambda: netbox.lookups, 10, "the run never asked NetBox for its endpoint")
+
+    running = httpx.get(f"{b}/runs/{run_id}", headers=AUTH, timeout=10)
+    assert running.status_code == 200
+    assert running.json()["state"] == "running" and running.json()["endpoint"] == str(ENDPOINT)
+
+    netbox.release()
+    from_b, from_a = events(b, run_id), events(a, run_id)
+    assert from_b == from_a
+    assert [e["event"] for e in from_b] == ["started", "finished"]
+    assert from_b[-1]["report"]["error"] == f"no Proxmox endpoint with id {ENDPOINT}"
+    finished = httpx.get(f"{b}/runs/{run_id}", headers=AUTH, timeout=10).json()
+    assert finished["state"] == "finished" and finished["events"] == 2
+    assert finished["report"] == from_a[-1]["report"]
+
+
+def test_a_second_run_of_the_endpoint_is_refused_on_the_other_replica(replicas, netbox):
+    (a, _), (b, _) = replicas
+    run_id = start(a).json()["run_id"]
+    time.sleep(LEASE_TTL * 1.5)  # past one TTL: the live run renews its lease
+
+    refused = start(b)
+    assert refused.status_code == 409
+    assert refused.json()["detail"]["run_id"] == run_id
+
+    netbox.release()
+    events(b, run_id)
+    wait_until(lambda: start(b).status_code == 202, 10, "the finished run kept the lease")
+
+
+def test_a_cli_run_of_the_endpoint_is_refused_while_a_replica_runs_it(replicas, netbox, redis_url):
+    (a, _), _ = replicas
+    run_id = start(a).json()["run_id"]
+    argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", str(ENDPOINT)]
+    cli = subprocess.run(
+        argv, env=backend_env(netbox, redis_url), capture_output=True, text=True, timeout=60
+    )
+    assert cli.returncode == 3
+    assert cli.stderr.strip().splitlines() == [
+        f"proxbox-sync: endpoint {ENDPOINT} is already being synced by run {run_id} "
+        "(another `run` or a `serve` replica); try again when it finishes"
+    ]
+
+
+def test_a_replica_refuses_the_endpoint_while_a_cli_run_syncs_it_and_shows_that_run(
+    replicas, netbox, redis_url
+):
+    (a, _), _ = replicas
+    argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", str(ENDPOINT)]
+    cli = subprocess.Popen(
+        argv, env=backend_env(netbox, redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        wait_until(lambda: netbox.lookups, 30, "the CLI run never asked NetBox")
+        refused = start(a)
+        assert refused.status_code == 409
+        cli_run = refused.json()["detail"]["run_id"]
+        shown = httpx.get(f"{a}/runs/{cli_run}", headers=AUTH, timeout=10).json()
+        assert shown["state"] == "running" and shown["endpoint"] == str(ENDPOINT)
+        netbox.release()
+        assert cli.wait(60) == 1  # the run failed: NetBox has no such endpoint
+        assert [e["event"] for e in events(a, cli_run)] == ["started", "finished"]
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(10)
+
+
+def test_a_killed_replicas_lease_expires_and_its_run_ends_failed(replicas, netbox):
+    (a, process_a), (b, _) = replicas
+    run_id = start(a).json()["run_id"]
+    wait_until(lambda: netbox.lookups, 10, "the run never asked NetBox for its endpoint")
+    process_a.send_signal(signal.SIGKILL)
+    process_a.wait(10)
+
+    assert start(b).status_code == 409  # the lease outlives the process for its TTL
+    accepted = wait_until(
+        lambda: (answer := start(b)).status_code == 202 and answer, LEASE_TTL * 3, "lease kept"
+    )
+    assert accepted.json()["run_id"] != run_id
+
+    orphan = httpx.get(f"{b}/runs/{run_id}", headers=AUTH, timeout=10).json()
+    assert orphan["state"] == "finished"
+    assert orphan["report"]["ok"] is False and "stopped" in orphan["report"]["error"]
+    assert [e["event"] for e in events(b, run_id)] == ["started", "finished"]
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["run", "--endpoint", "7"]])
+def test_an_unreachable_redis_is_one_line_and_exit_2(netbox, command):
+    nobody = f"redis://127.0.0.1:{free_port()}/0"
+    argv = [sys.executable, "-m", "proxbox_backend.cli", *command]
+    cli = subprocess.run(
+        argv, env=backend_env(netbox, nobody), capture_output=True, text=True, timeout=60
+    )
+    assert cli.returncode == 2
+    [line] = cli.stderr.strip().splitlines()
+    assert line.startswith(f"proxbox-sync: PROXBOX_BACKEND_REDIS_URL={nobody} does not answer")
+
+
+def test_a_replica_whose_redis_stops_answers_503(netbox, redis_url, tmp_path):
+    import redis
+
+    with replica(backend_env(netbox, redis_url), tmp_path / "a.log") as (a, _):
+        redis.Redis.from_url(redis_url).shutdown(nosave=True)
+        refused = start(a)
+        assert refused.status_code == 503
+        assert "PROXBOX_BACKEND_REDIS_URL" in refused.json()["detail"]
