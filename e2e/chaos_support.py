@@ -1,6 +1,7 @@
 """What every chaos case shares: the processes it kills or restarts (NetBox's RQ worker,
-the sync backend's HTTP service, a PostgreSQL of NetBox's own) and the checks it ends with (no duplicates, no dangling
-relations, honest counters, the state an undisturbed sync reaches).
+the sync backend's HTTP service, a PostgreSQL of NetBox's own) and the checks it ends
+with (no duplicates, no dangling relations, honest counters, the state an undisturbed
+sync reaches).
 
 Kills are SIGKILL to the process and its descendants: a forking RQ worker's work horse
 dies with it, as on a lost host or container.
