@@ -83,7 +83,8 @@ def assert_consistent(netbox: NetBoxServer, cluster_id: int) -> dict:
     interfaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
     per_vm = Counter((i["virtual_machine"]["id"], i["name"]) for i in interfaces)
     assert not [key for key, n in per_vm.items() if n > 1], per_vm
-    assert {i["virtual_machine"]["id"] for i in interfaces} <= vm_ids
+    stray = {i["virtual_machine"]["id"] for i in interfaces} - vm_ids
+    assert not stray, f"interfaces of VMs not in the cluster's VM list: {stray}"
     interface_vm = {i["id"]: i["virtual_machine"]["id"] for i in interfaces}
     ips = [
         ip
@@ -101,7 +102,8 @@ def assert_consistent(netbox: NetBoxServer, cluster_id: int) -> dict:
     disks = list_all(netbox, "/virtualization/virtual-disks/", cluster_id=cluster_id)
     per_vm_disk = Counter((d["virtual_machine"]["id"], d["name"]) for d in disks)
     assert not [key for key, n in per_vm_disk.items() if n > 1], per_vm_disk
-    assert {d["virtual_machine"]["id"] for d in disks} <= vm_ids
+    stray = {d["virtual_machine"]["id"] for d in disks} - vm_ids
+    assert not stray, f"disks of VMs not in the cluster's VM list: {stray}"
     return netbox_inventory(netbox, cluster_id)
 
 
