@@ -36,7 +36,12 @@ FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
 # The slowest tests of each run, printed so CI's time budget can be watched.
 DURATIONS = "--durations=15"
-CHAOS_SUITES = ["e2e/test_chaos.py", "e2e/test_chaos_workers.py"]
+CHAOS_SUITES = [
+    "e2e/test_chaos.py",
+    "e2e/test_chaos_faults.py",
+    "e2e/test_chaos_workers.py",
+    "e2e/test_chaos_postgres.py",
+]
 # The NetBox the `release` session installs the plugin wheels into.
 RELEASE_NETBOX = "netbox==4.7.*"
 

@@ -1,6 +1,7 @@
-"""What every chaos case shares: the processes it kills (NetBox's RQ worker, the sync
-backend's HTTP service) and the checks it ends with (no duplicates, no dangling
-relations, honest counters, the state an undisturbed sync reaches).
+"""What every chaos case shares: the processes it kills or restarts (NetBox's RQ worker,
+the sync backend's HTTP service, a PostgreSQL of NetBox's own) and the checks it ends
+with (no duplicates, no dangling relations, honest counters, the state an undisturbed
+sync reaches).
 
 Kills are SIGKILL to the process and its descendants: a forking RQ worker's work horse
 dies with it, as on a lost host or container.
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+import psycopg
+from psycopg import sql
 from sync_fixtures import (
     NetBoxServer,
     cli_environment,
@@ -29,6 +32,16 @@ from sync_fixtures import (
     of_vms,
     stop,
     wait_for_http,
+)
+
+from proxbox_devstack import postgres_server, processes
+from proxbox_devstack.migrate_without_icu import fallback_collation_sql
+from proxbox_devstack.netbox_settings import django_database
+from proxbox_devstack.testdb import (
+    _client,
+    _client_env,
+    maintenance_connection,
+    server_supports_icu,
 )
 
 INVENTORY_TYPES = {
@@ -72,7 +85,8 @@ def assert_consistent(netbox: NetBoxServer, cluster_id: int) -> dict:
     interfaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
     per_vm = Counter((i["virtual_machine"]["id"], i["name"]) for i in interfaces)
     assert not [key for key, n in per_vm.items() if n > 1], per_vm
-    assert {i["virtual_machine"]["id"] for i in interfaces} <= vm_ids
+    stray = {i["virtual_machine"]["id"] for i in interfaces} - vm_ids
+    assert not stray, f"interfaces of VMs not in the cluster's VM list: {stray}"
     interface_vm = {i["id"]: i["virtual_machine"]["id"] for i in interfaces}
     ips = [
         ip
@@ -239,3 +253,111 @@ def sync_command(netbox: NetBoxServer, simulator, endpoint_name: str) -> tuple[l
     """`proxbox-sync run --json` of one endpoint as a subprocess, and its environment."""
     argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", endpoint_name]
     return argv + ["--json"], cli_environment(netbox, simulator)
+
+
+class PrivatePostgres:
+    """The dev stack's embedded PostgreSQL on a data dir and port of its own: a case may
+    restart it without touching the server the other suites (and engineers) share."""
+
+    def __init__(self, workdir: Path):
+        self.data_dir = workdir / "private-postgres"
+        self.port = free_port()
+        self.log_file = self.data_dir / "postgres.log"
+        self.spec: processes.ProcessSpec | None = None
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return postgres_server.server_url(self.port)
+
+    def settings(self, database: str = "postgres") -> dict:
+        return django_database(self.url, database)
+
+    def start(self) -> PrivatePostgres:
+        account = postgres_server.prepare_cluster(self.data_dir, self.log_file)
+        self.spec = postgres_server.process_spec(self.data_dir, self.port, self.log_file, account)
+        self.process = processes.spawn(self.spec)
+        processes.wait_ready(self.spec, self.process)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            record = processes.ProcessRecord.of(self.process.pid)
+            processes.stop(record, self.spec.stop_signal, self.spec.stop_timeout)
+            self.process.wait(timeout=30)
+
+    def restart(self) -> float:
+        """Fast shutdown (every session cut off, open transactions rolled back), then the
+        same data dir on the same port; returns the seconds it did not answer."""
+        down = time.monotonic()
+        self.stop()
+        self.start()
+        return time.monotonic() - down
+
+    def restore(self, source: dict, template: str, database: str, workdir: Path) -> None:
+        """`template` of the `source` server (Django settings) as `database` here, by
+        pg_dump and pg_restore: seconds, where migrating NetBox takes minutes.
+
+        This build has no ICU: NetBox's ICU collation is replaced by the stand-in
+        `proxbox_devstack.migrate_without_icu` migrates with, created before the restore.
+        """
+        dump = workdir / f"{template}.dump"
+        with maintenance_connection(source) as conn:
+            pg_dump = _client("pg_dump", conn.info.server_version // 10000)
+        args, env = _client_env(source)
+        _pg(pg_dump, *args, "--format", "custom", "--no-owner", "--file", dump, template, env=env)
+        with maintenance_connection(self.settings()) as conn:
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(database))
+            )
+            icu = server_supports_icu(conn)
+            version = conn.info.server_version
+        pg_restore = str(postgres_server.POSTGRES_BIN_PATH / "pg_restore")
+        listing = workdir / f"{template}.list"
+        toc = _pg(pg_restore, "--list", dump, env=env)
+        replaced = [] if icu else _icu_collations(source, template)
+        kept = [line for line in toc.splitlines() if not _is_collation(line, replaced)]
+        listing.write_text("\n".join(kept) + "\n")
+        with _connect(self.settings(), database) as conn:
+            for name in replaced:
+                conn.execute(fallback_collation_sql(name, version))
+        args, env = _client_env(self.settings())
+        _pg(
+            pg_restore,
+            *args,
+            "--no-owner",
+            "--exit-on-error",
+            "--use-list",
+            listing,
+            "--dbname",
+            database,
+            dump,
+            env=env,
+        )
+
+
+def _pg(*argv, env: dict) -> str:
+    result = subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{Path(str(argv[0])).name} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _connect(settings: dict, database: str) -> psycopg.Connection:
+    keys = {"user": "USER", "password": "PASSWORD", "host": "HOST", "port": "PORT"}
+    params = {key: settings[name] for key, name in keys.items() if settings.get(name)}
+    return psycopg.connect(dbname=database, autocommit=True, **params)
+
+
+def _icu_collations(source: dict, database: str) -> list[str]:
+    with _connect(source, database) as conn:
+        rows = conn.execute(
+            "SELECT collname FROM pg_collation c JOIN pg_namespace n ON n.oid = c.collnamespace"
+            " WHERE c.collprovider = 'i' AND n.nspname = 'public'"
+        ).fetchall()
+    return [name for (name,) in rows]
+
+
+def _is_collation(toc_line: str, names: list[str]) -> bool:
+    """A `pg_restore --list` entry such as `213; 3456 16385 COLLATION public natural_sort postgres`."""
+    return any(f" COLLATION public {name} " in toc_line for name in names)

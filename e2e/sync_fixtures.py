@@ -107,17 +107,24 @@ class NetBoxServer:
             **self.extra_env,
         }
 
-    def start(self) -> NetBoxServer:
+    def create_database(self) -> None:
+        """A clone of the migrated template on the tests' server (built once per key)."""
         from django.db import connections
 
         from proxbox_devstack.testdb import clone_database, ensure_template, maintenance_connection
 
-        started = time.monotonic()
         settings_dict = connections["default"].settings_dict
         template = ensure_template(settings_dict)
-        timings = {"template": time.monotonic() - started}
         with maintenance_connection(settings_dict) as conn:
             clone_database(conn, template, self.database)
+
+    def remove_database(self) -> None:
+        drop_database(self.database)
+
+    def start(self) -> NetBoxServer:
+        started = time.monotonic()
+        self.create_database()
+        timings = {"database": time.monotonic() - started}
         subprocess.run(
             [
                 sys.executable,
@@ -187,7 +194,7 @@ class NetBoxServer:
     def stop(self) -> None:
         if self.process is not None:
             stop(self.process)
-        drop_database(self.database)
+        self.remove_database()
 
 
 # -- Proxmox simulator -------------------------------------------------------------------------

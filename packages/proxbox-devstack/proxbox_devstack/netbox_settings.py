@@ -42,6 +42,9 @@ def django_database(server_url: str, name: str) -> dict[str, Any]:
         "HOST": params.get("host", ""),
         "PORT": str(params.get("port", "")),
         "CONN_MAX_AGE": 300,
+        # A kept connection is checked before a request reuses it: after a PostgreSQL
+        # restart each gunicorn thread would otherwise answer its next request with a 500.
+        "CONN_HEALTH_CHECKS": True,
         "TEST": {"NAME": os.environ.get("PROXBOX_TEST_DATABASE", f"proxbox_test_{os.getpid()}")},
     }
 
