@@ -2,8 +2,8 @@
 
 Initial sync and no-op resync of 100 and 1,000 guests (3 nodes; per guest 2
 interfaces, one of them VLAN-tagged, 1 IP address, 2 disks, 2 Proxmox tags, 1 snapshot,
-1 vzdump backup; per node 4 network interfaces: 2 NICs in a bond, bridged, and 2
-storages; one backup job) into a real NetBox: gunicorn serving NetBox's
+1 vzdump backup; per node 4 network interfaces: 2 NICs in a bond, bridged, the bridge
+carrying the node's cluster address, and 2 storages; one backup job) into a real NetBox: gunicorn serving NetBox's
 WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database cloned
 from the migrated template, dropped afterwards.
 
@@ -137,9 +137,20 @@ def fake_proxmox(cluster: str, guests: int, network: str):
                 "verification": {"state": "ok"},
             },
         }
+    # Node addresses below the guests' (which start at .10), the gateway first.
+    node_ips = {n: str(net.network_address + 2 + i) for i, n in enumerate(NODES)}
     status = [{"type": "cluster", "name": cluster, "nodes": 3, "quorate": 1}] + [
-        {"type": "node", "name": n, "online": 1, "nodeid": i + 1} for i, n in enumerate(NODES)
+        {"type": "node", "name": n, "online": 1, "nodeid": i + 1, "ip": node_ips[n]}
+        for i, n in enumerate(NODES)
     ]
+
+    def node_network(node: str) -> list[dict]:
+        bridge = {
+            **NODE_NETWORK[-1],
+            "cidr": f"{node_ips[node]}/{net.prefixlen}",
+            "gateway": str(net.network_address + 1),
+        }
+        return [*NODE_NETWORK[:-1], bridge]
 
     def handler(request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api2/json")
@@ -153,7 +164,7 @@ def fake_proxmox(cluster: str, guests: int, network: str):
         elif len(parts) == 5 and parts[4] == "config":
             data = inventory[int(parts[3])]["config"]
         elif len(parts) == 3 and parts[2] == "network":
-            data = NODE_NETWORK
+            data = node_network(parts[1])
         elif parts[-1] == "get-osinfo":
             data = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
         elif parts[-1] == "network-get-interfaces":

@@ -12,6 +12,7 @@ Every database created here starts with `pbsync_` and is dropped afterwards.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -34,6 +35,9 @@ from proxbox_backend.secrets import Secret
 from proxbox_backend.service import RunReport, SyncService
 
 PREFIX = "pbsync_"
+# Every simulator of a session gets its own number: node addresses derive from it, since
+# e2e modules share one NetBox and reuse renumber networks (10.79.0 twice, for one).
+_INSTANCES = itertools.count(1)
 SERVER_URL = os.environ.get("PROXBOX_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 ADMIN_PASSWORD = "pbsync-admin-password"
 
@@ -205,6 +209,7 @@ class Simulator:
 
     def __init__(self, label: str, profile: str, seed: int, workdir: Path, **env: str):
         self.label, self.profile, self.seed = label, profile, seed
+        self.instance = next(_INSTANCES)
         self.extra_env = env
         self.database = f"{PREFIX}sim_{label}_{os.getpid()}"
         self.port = free_port()
@@ -297,8 +302,9 @@ class Simulator:
         return {"status": status, "guests": guests}
 
     def renumber(self, network: str) -> None:
-        """Give every guest an address in `network` (e.g. "10.77.0"), so that clusters
-        seeded alike do not collide in NetBox's globally unique IP table."""
+        """Give every guest an address in `network` (e.g. "10.77.0"), and every node
+        addresses of this simulator's own, so that clusters seeded alike do not collide in
+        NetBox's globally unique IP table (a simulator not renumbered keeps the seed's)."""
         inventory = self.inventory()
         with self.api() as pve:
             for index, ((kind, vmid), guest) in enumerate(sorted(inventory["guests"].items())):
@@ -311,6 +317,34 @@ class Simulator:
                     change = {"net0": ",".join(f"{k}={v}" for k, v in nic.items()) + "," + address}
                 response = pve.put(f"/nodes/{node}/{kind}/{vmid}/config", data=change)
                 assert response.status_code == 200, response.text
+        self.renumber_nodes()
+
+    def node_addresses(self, position: int) -> dict[str, dict]:
+        """What `renumber_nodes` gives the `position`-th node (in name order), per bridge."""
+        n, host = self.instance, 11 + position
+        return {
+            "vmbr0": {
+                "cidr": f"172.16.{n}.{host}/24",
+                "gateway": f"172.16.{n}.1",
+                "cidr6": f"fd00:16:{n:x}::{host:x}/64",
+                "gateway6": f"fd00:16:{n:x}::1",
+            },
+            "vmbr1": {"cidr": f"172.20.{n}.{1 + position}/24"},
+        }
+
+    def renumber_nodes(self) -> None:
+        """Readdress every node's bridges through Proxmox's own API (edit, then reload)."""
+        nodes = sorted(e["name"] for e in self.inventory()["status"] if e.get("type") == "node")
+        with self.api() as pve:
+            for position, node in enumerate(nodes):
+                for iface, change in self.node_addresses(position).items():
+                    response = pve.put(
+                        f"/nodes/{node}/network/{iface}", data={"type": "bridge", **change}
+                    )
+                    assert response.status_code == 200, response.text
+                response = pve.put(f"/nodes/{node}/network")
+                assert response.status_code == 200, response.text
+                self.wait_task(response.json()["data"])
 
     def wait_task(self, upid: str) -> None:
         node = upid.split(":")[1]

@@ -306,6 +306,74 @@ def test_node_interfaces_from_the_node_network(netbox_server, simulator, endpoin
     assert names == set(expected) | {"bmc"}
 
 
+def device_addresses(netbox_server, device_id: int) -> dict[str, dict]:
+    found = list_all(netbox_server, "/ipam/ip-addresses/", device_id=device_id)
+    return {ip["address"]: ip for ip in found}
+
+
+def test_node_addresses_and_primary_ip(netbox_server, simulator, endpoint, first_run):
+    cluster_id = first_run.cluster["id"]
+    (device,) = list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
+    given = simulator.node_addresses(0)  # what renumber gave the one node, through its API
+    with simulator.api() as pve:
+        network = {
+            n["iface"]: n for n in pve.get(f"/nodes/{device['name']}/network").json()["data"]
+        }
+    assert network["vmbr0"]["cidr"] == given["vmbr0"]["cidr"]
+    interfaces = {
+        i["name"]: i["id"]
+        for i in list_all(netbox_server, "/dcim/interfaces/", device_id=device["id"])
+    }
+    addresses = device_addresses(netbox_server, device["id"])
+    expected = {
+        given["vmbr0"]["cidr"]: "vmbr0",
+        given["vmbr0"]["cidr6"]: "vmbr0",
+        given["vmbr1"]["cidr"]: "vmbr1",
+    }
+    name_of = {interface_id: name for name, interface_id in interfaces.items()}
+    assert {a: name_of[ip["assigned_object_id"]] for a, ip in addresses.items()} == expected
+    assert all("proxbox" in slugs(ip) for ip in addresses.values())
+    assert all(ip["vrf"] is None for ip in addresses.values())  # the endpoint has no VRF
+    # /cluster/status's address is not on the node any more: the gateway bridge's addresses
+    with netbox_server.api() as api:
+        device = api.get(f"/dcim/devices/{device['id']}/").json()
+    assert device["primary_ip4"]["id"] == addresses[given["vmbr0"]["cidr"]]["id"]
+    assert device["primary_ip6"]["id"] == addresses[given["vmbr0"]["cidr6"]]["id"]
+
+    # Readdressed in Proxmox, next to an address the operator documented on the same bridge:
+    # the old synced one goes, the new one comes, the operator's stays.
+    old = given["vmbr1"]["cidr"]
+    new = old.rsplit(".", 1)[0] + ".99/24"
+    mine = old.rsplit(".", 1)[0] + ".200/24"
+    with netbox_server.api() as api:
+        made = api.post(
+            "/ipam/ip-addresses/",
+            json={
+                "address": mine,
+                "assigned_object_type": "dcim.interface",
+                "assigned_object_id": interfaces["vmbr1"],
+            },
+        )
+        assert made.status_code == 201, made.text
+    with simulator.api() as pve:
+        answer = pve.put(
+            f"/nodes/{device['name']}/network/vmbr1", data={"type": "bridge", "cidr": new}
+        )
+        assert answer.status_code == 200, answer.text
+        wait_if_task(simulator, pve.put(f"/nodes/{device['name']}/network"))
+    report = sync(netbox_server, simulator, endpoint, templates="sync")
+    counted = report.tally.of("ipam.ipaddress")
+    assert (counted.created, counted.deleted, counted.updated) == (1, 1, 0)
+    assert set(device_addresses(netbox_server, device["id"])) == set(expected) - {old} | {
+        new,
+        mine,
+    }
+    since = change_marker(netbox_server)
+    report = sync(netbox_server, simulator, endpoint, templates="sync")
+    assert report.tally.writes == 0, report.as_dict()["counters"]
+    assert_only_reflection_written(object_changes_since(netbox_server, since))
+
+
 # -- storages and data protection (last: HA requests act on guests) ---------------------------
 
 
@@ -448,5 +516,11 @@ def test_endpoint_policy_vrf_role_and_descriptions(netbox_server, simulator, end
         netbox_server, "/ipam/ip-addresses/", virtual_machine_id=[vm["id"] for vm in vms]
     )
     assert ips and all((ip["vrf"] or {}).get("id") == vrf["id"] for ip in ips)
-    assert report.tally.of("ipam.ipaddress").updated == len(ips)
+    # The nodes' synced addresses move too; the operator's stay where the operator put them.
+    devices = list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
+    on_nodes = list_all(netbox_server, "/ipam/ip-addresses/", device_id=[d["id"] for d in devices])
+    synced = [ip for ip in on_nodes if "proxbox" in slugs(ip)]
+    assert synced and all((ip["vrf"] or {}).get("id") == vrf["id"] for ip in synced)
+    assert all(ip["vrf"] is None for ip in on_nodes if "proxbox" not in slugs(ip))
+    assert report.tally.of("ipam.ipaddress").updated == len(ips) + len(synced)
     assert sync(netbox_server, simulator, endpoint).tally.writes == 0

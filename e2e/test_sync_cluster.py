@@ -62,9 +62,54 @@ def test_first_sync_equals_simulator_inventory(
     assert counters["dcim.device"].created == len(expected["nodes"])
     assert counters["virtualization.virtualmachine"].created == len(expected["vms"])
     assert counters["virtualization.vminterface"].created == len(expected["interfaces"])
-    assert counters["ipam.ipaddress"].created == len(expected["ips"])
+    # The guests' addresses, and each node's from its network (on its device interfaces)
+    with cluster_simulator.api() as pve:
+        node_cidrs = {
+            (node, entry["iface"], entry[key])
+            for node in expected["nodes"]
+            for entry in pve.get(f"/nodes/{node}/network").json()["data"]
+            for key in ("cidr", "cidr6")
+            if entry.get(key)
+        }
+    on_nodes = {
+        (ip["assigned_object"]["device"]["name"], ip["assigned_object"]["name"], ip["address"])
+        for ip in list_all(
+            netbox_server,
+            "/ipam/ip-addresses/",
+            device_id=[
+                d["id"] for d in list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
+            ],
+        )
+    }
+    assert node_cidrs and on_nodes == node_cidrs
+    assert counters["ipam.ipaddress"].created == len(expected["ips"]) + len(node_cidrs)
     assert counters["virtualization.virtualdisk"].created == len(expected["disks"])
     assert report.tally.failed == 0
+
+
+def test_first_sync_shows_the_seeded_replication_and_ha(
+    netbox_server, cluster_simulator, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    with cluster_simulator.api() as pve:
+        (job,) = pve.get("/cluster/replication").json()["data"]
+        (group,) = pve.get("/cluster/ha/groups").json()["data"]
+        (resource,) = pve.get("/cluster/ha/resources").json()["data"]
+
+    def records(kind: str) -> list[dict]:
+        return list_all(netbox_server, f"/plugins/proxbox/inventory/{kind}/", cluster_id=cluster_id)
+
+    (replicated,) = records("replication-jobs")
+    vm = vm_by_name(netbox_server, cluster_id, replicated["virtual_machine"]["name"])
+    assert (replicated["job_id"], replicated["target"]) == (job["id"], job["target"])
+    assert replicated["target_device"]["name"] == job["target"]
+    assert replicated["vmid"] == job["guest"] and vm is not None
+    (ha_group,) = records("ha-groups")
+    (ha_resource,) = records("ha-resources")
+    assert (ha_group["name"], ha_group["nodes"]) == (group["group"], group["nodes"])
+    assert ha_resource["sid"] == resource["sid"] == f"vm:{job['guest']}"
+    assert ha_resource["group"]["id"] == ha_group["id"]
+    assert ha_resource["virtual_machine"]["id"] == vm["id"]
 
 
 def test_each_vm_has_its_first_synced_address_as_primary(netbox_server, first_run):

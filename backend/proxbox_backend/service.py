@@ -40,6 +40,7 @@ from proxbox_backend.stages import disks as disks_stage
 from proxbox_backend.stages import guests as guests_stage
 from proxbox_backend.stages import interfaces as interfaces_stage
 from proxbox_backend.stages import ips as ips_stage
+from proxbox_backend.stages import node_addresses as node_addresses_stage
 from proxbox_backend.stages import node_interfaces as node_interfaces_stage
 from proxbox_backend.stages import nodes as nodes_stage
 from proxbox_backend.stages import primary_ips as primary_ips_stage
@@ -360,7 +361,7 @@ class _Run:
             prerequisites.device_type_id,
             adopt=policy.adopt_existing,
         )
-        device_ids = await nodes_stage.apply(netbox, nodes, placement, tally)
+        device_ids, device_outcomes = await nodes_stage.apply(netbox, nodes, placement, tally)
         self.stage("nodes", "finished", done=len(nodes))
 
         networks = {
@@ -370,8 +371,15 @@ class _Run:
         }
         count = sum(len(interfaces) for interfaces in networks.values())
         self.stage("node interfaces", "started", total=count)
-        await node_interfaces_stage.apply(netbox, networks, set(networks), tally)
+        node_interface_ids = await node_interfaces_stage.apply(
+            netbox, networks, set(networks), tally
+        )
         self.stage("node interfaces", "finished", done=count)
+        if policy.target is None:
+            # Like node interfaces, node addresses are the cluster's: full syncs only.
+            await self.node_addresses(
+                nodes, device_ids, networks, node_interface_ids, device_outcomes
+            )
 
         self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(
@@ -427,6 +435,21 @@ class _Run:
         self.stage("disks", "finished", done=count)
 
         await self.records(cluster_id, nodes, owned, device_ids)
+
+    async def node_addresses(self, nodes, device_ids, networks, interface_ids, outcomes) -> None:
+        count = sum(len(i.addresses) for interfaces in networks.values() for i in interfaces)
+        self.stage("node addresses", "started", total=count)
+        cluster_ips = {device_ids[n.name]: n.ip for n in nodes if n.name in device_ids}
+        await node_addresses_stage.apply(
+            self.netbox,
+            networks,
+            cluster_ips,
+            interface_ids,
+            outcomes,
+            self.tally,
+            vrf_id=self.endpoint.vrf_id,
+        )
+        self.stage("node addresses", "finished", done=count)
 
     async def records(self, cluster_id: int, nodes, owned, device_ids: dict[str, int]) -> None:
         """Storages, backups, jobs, snapshots, replication and HA of the cluster."""

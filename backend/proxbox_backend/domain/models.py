@@ -38,6 +38,8 @@ class NodeInterface:
     parent: str | None = None  # a VLAN interface's raw device
     lag: str | None = None  # the bond this interface is a member of
     bridge: str | None = None  # the bridge this interface is a port of
+    addresses: tuple[str, ...] = ()  # its CIDRs, IPv4 first, normalized (10.0.0.5/24)
+    gateways: frozenset[int] = frozenset()  # the IP versions whose default gateway it holds
 
 
 @dataclass(frozen=True)

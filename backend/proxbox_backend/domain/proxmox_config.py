@@ -151,9 +151,32 @@ def node_interfaces(entries: list[dict]) -> list[NodeInterface]:
                 parent=parent if parent in kept else None,
                 lag=lag_of.get(name) if lag_of.get(name) in kept else None,
                 bridge=bridge_of.get(name) if bridge_of.get(name) in kept else None,
+                addresses=node_addresses(entry),
+                gateways=frozenset(
+                    v for v, key in ((4, "gateway"), (6, "gateway6")) if entry.get(key)
+                ),
             )
         )
     return out
+
+
+def node_addresses(entry: dict) -> tuple[str, ...]:
+    """An interface's `cidr`/`cidr6`, else `address`+`netmask` (older majors list only
+    those; the v4 mask may be dotted); an unparsable one is left out."""
+    out = []
+    for cidr, address, netmask in (
+        ("cidr", "address", "netmask"),
+        ("cidr6", "address6", "netmask6"),
+    ):
+        value = entry.get(cidr)
+        if not value and entry.get(address) and entry.get(netmask):
+            value = f"{entry[address]}/{entry[netmask]}"
+        try:
+            if value:
+                out.append(str(ipaddress.ip_interface(str(value).strip())))
+        except ValueError:
+            continue
+    return tuple(out)
 
 
 # -- guests -------------------------------------------------------------------------------

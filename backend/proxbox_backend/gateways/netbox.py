@@ -41,7 +41,7 @@ SOURCE_FIELD = "proxbox_source"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
 VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
-DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags"
+DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags,primary_ip4,primary_ip6"
 INTERFACE_FIELDS = (
     "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
     "tagged_vlans,tags"
@@ -335,6 +335,11 @@ class NetBoxGateway:
     async def ip_addresses(self, vm_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(
             IP_ADDRESSES, "virtual_machine_id", vm_ids, {"fields": IP_FIELDS}
+        )
+
+    async def device_ip_addresses(self, device_ids: list[int]) -> list[dict]:
+        return await self.client.list_by_ids(
+            IP_ADDRESSES, "device_id", device_ids, {"fields": IP_FIELDS}
         )
 
 

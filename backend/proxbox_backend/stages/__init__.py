@@ -1,5 +1,5 @@
-"""The sync pipeline: cluster → nodes → node interfaces → guests → vlans → interfaces →
-ips → disks → records (storages, backups, jobs, snapshots, replication, HA).
+"""The sync pipeline: cluster → nodes → node interfaces → node addresses → guests → vlans →
+interfaces → ips → disks → records (storages, backups, jobs, snapshots, replication, HA).
 
 Each stage module has a pure `plan(...)` (desired state from Proxmox + current state
 from NetBox → a Plan) and an `apply(...)` that executes the plan with bulk writes.
@@ -9,6 +9,7 @@ STAGES = (
     "cluster",
     "nodes",
     "node interfaces",
+    "node addresses",
     "guests",
     "vlans",
     "interfaces",

@@ -16,6 +16,7 @@ addresses with the interface).
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 
 from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
@@ -34,6 +35,22 @@ def _normalized(address: str) -> str:
     return str(ipaddress.ip_interface(address))
 
 
+@dataclass(frozen=True)
+class Owner:
+    """Whose interface an address sits on, and whether it reported its addresses."""
+
+    name: str  # web-001
+    source: str  # who was asked: the guest's label (qemu/101 web-001)
+    reported: bool = True
+
+
+@dataclass(frozen=True)
+class Wanted:
+    interface_id: int
+    address: str
+    label: str
+
+
 def plan(
     owned: list[tuple[int, Guest]],
     interface_ids: dict[tuple[int, str], int],
@@ -41,53 +58,75 @@ def plan(
     vrf_id: int | None = None,
 ) -> Plan:
     """`vrf_id`: the endpoint's VRF, where its addresses live (None: the global table)."""
-    result = Plan(OBJECT_TYPE)
-    guest_of_interface = {}
+    owners = {}
     for vm_id, guest in owned:
+        owner = Owner(guest.name, guest.label, guest.addresses_reported)
         for nic in guest.nics:
             if (interface_id := interface_ids.get((vm_id, nic.name))) is not None:
-                guest_of_interface[interface_id] = guest
+                owners[interface_id] = owner
+    wanted = [
+        Wanted(interface_id, a.address, f"{a.address} on {guest.name} {a.nic}")
+        for vm_id, guest in owned
+        for a in guest.addresses
+        # None: the interface (or its VM) failed
+        if (interface_id := interface_ids.get((vm_id, a.nic))) is not None
+    ]
+    return plan_assigned(ASSIGNED_TYPE, owners, wanted, current, vrf_id)
+
+
+def plan_assigned(
+    assigned_type: str,
+    owners: dict[int, Owner],
+    wanted: list[Wanted],
+    current: list[dict],
+    vrf_id: int | None,
+    *,
+    only_tagged: bool = False,
+) -> Plan:
+    """Addresses on the interfaces in `owners` (of `assigned_type`) as `wanted` says.
+
+    `only_tagged`: the interfaces are hardware an operator documents further (a node's),
+    so an address Proxmox does not list is the sync's to delete only with `proxbox`.
+    """
+    result = Plan(OBJECT_TYPE)
     existing = {
         (ip["assigned_object_id"], _normalized(ip["address"])): ip
         for ip in current
-        if ip.get("assigned_object_type") == ASSIGNED_TYPE
-        and ip.get("assigned_object_id") in guest_of_interface
+        if ip.get("assigned_object_type") == assigned_type
+        and ip.get("assigned_object_id") in owners
     }
-    wanted = set()
-    for vm_id, guest in owned:
-        for address in guest.addresses:
-            interface_id = interface_ids.get((vm_id, address.nic))
-            if interface_id is None:
-                continue  # the interface (or its VM) failed
-            slot = (interface_id, address.address)
-            if slot in wanted:
-                continue
-            wanted.add(slot)
-            label = f"{address.address} on {guest.name} {address.nic}"
-            found = existing.get(slot)
-            if found is None:
-                payload = {
-                    "address": address.address,
-                    "status": "active",
-                    "vrf": vrf_id,
-                    "assigned_object_type": ASSIGNED_TYPE,
-                    "assigned_object_id": interface_id,
-                }
-                result.creates.append(
-                    Create(slot, label, tags.with_sync_tags(payload, None, MANAGED))
-                )
-            elif changes := tags.with_sync_tags(_vrf_change(found, vrf_id), found, MANAGED):
-                result.updates.append(Update(slot, label, found["id"], changes))
-            else:
-                result.unchanged[slot] = found["id"]
-    for slot, ip in existing.items():
-        if slot in wanted:
+    slots = set()
+    for want in wanted:
+        slot = (want.interface_id, want.address)
+        if slot in slots:
             continue
-        guest = guest_of_interface[slot[0]]
-        if guest.addresses_reported:
+        slots.add(slot)
+        found = existing.get(slot)
+        if found is None:
+            payload = {
+                "address": want.address,
+                "status": "active",
+                "vrf": vrf_id,
+                "assigned_object_type": assigned_type,
+                "assigned_object_id": want.interface_id,
+            }
+            result.creates.append(
+                Create(slot, want.label, tags.with_sync_tags(payload, None, MANAGED))
+            )
+        elif changes := tags.with_sync_tags(_vrf_change(found, vrf_id), found, MANAGED):
+            result.updates.append(Update(slot, want.label, found["id"], changes))
+        else:
+            result.unchanged[slot] = found["id"]
+    for slot, ip in existing.items():
+        if slot in slots:
+            continue
+        owner = owners[slot[0]]
+        if only_tagged and tags.PROXBOX.slug not in tags.tag_slugs(ip):
+            continue  # the operator's
+        if owner.reported:
             result.deletes.append(Delete(slot, f"{ip['address']} (gone from Proxmox)", ip["id"]))
         elif changes := tags.with_sync_tags({}, ip, {*MANAGED, UNCONFIRMED}):
-            label = f"{ip['address']} on {guest.name} (kept: {guest.label} did not report it)"
+            label = f"{ip['address']} on {owner.name} (kept: {owner.source} did not report it)"
             result.updates.append(Update(slot, label, ip["id"], changes))
         else:
             result.unchanged[slot] = ip["id"]

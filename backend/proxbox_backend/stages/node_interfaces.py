@@ -109,14 +109,15 @@ def plan_links(networks: Networks, current: list[dict], ids: dict[tuple[int, str
 
 async def apply(
     netbox: NetBoxGateway, networks: Networks, existing_devices: set[int], tally: Tally
-) -> None:
+) -> dict[tuple[int, str], int]:
+    """(device id, interface name) → id of every synced interface now in NetBox."""
     lookup = [device_id for device_id in networks if device_id in existing_devices]
     current = await netbox.device_interfaces(lookup) if lookup else []
     shape = plan(networks, current)
     ids = await apply_plan(netbox.client, DEVICE_INTERFACES, shape, tally)
     links = plan_links(networks, current, ids)
     if not links.updates:
-        return
+        return ids
     result = await netbox.client.bulk_update(
         DEVICE_INTERFACES, [{"id": u.id, **u.changes} for u in links.updates]
     )
@@ -128,3 +129,4 @@ async def apply(
             tally.add(OBJECT_TYPE, "updated")
     for position, reason in result.failed.items():
         tally.fail(OBJECT_TYPE, links.updates[position].label, reason)
+    return ids

@@ -14,6 +14,7 @@ from proxbox_backend.domain.models import ProxmoxNode
 from proxbox_backend.domain.plan import Create, Plan, PlanningFailure, Update, diff
 from proxbox_backend.gateways.netbox import DEVICES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
 
 OBJECT_TYPE = "dcim.device"
 MANAGED = {tags.PROXBOX.slug}
@@ -106,11 +107,17 @@ def plan(
 
 async def apply(
     netbox: NetBoxGateway, nodes: list[ProxmoxNode], placement: NodePlacement, tally: Tally
-) -> dict[str, int]:
-    """Node name → device id for every node that has a device now."""
+) -> tuple[dict[str, int], VmOutcomes]:
+    """(node name → device id for every node that has a device now, what this did to them)."""
     current = await netbox.devices(placement.cluster_id)
     site_devices = []
     if placement.adopt and placement.site_id is not None:
         site_devices = await netbox.site_devices(placement.site_id)
     the_plan = plan(nodes, current, placement, site_devices)
-    return await apply_plan(netbox.client, DEVICES, the_plan, tally)
+    ids = await apply_plan(netbox.client, DEVICES, the_plan, tally)
+    outcomes = VmOutcomes(
+        existing=frozenset(d["id"] for d in current) | {u.id for u in the_plan.updates},
+        unchanged=frozenset(the_plan.unchanged.values()),
+        primaries=current_primaries([*site_devices, *current]),
+    )
+    return ids, outcomes

@@ -28,7 +28,7 @@ FIELDS = {4: "primary_ip4", 6: "primary_ip6"}
 
 @dataclass(frozen=True)
 class VmOutcomes:
-    """What the guests stage did to each VM, and the primary addresses it read."""
+    """What the guests (nodes) stage did to each VM (device), and the primaries it read."""
 
     existing: frozenset[int]  # VMs that existed before this run
     unchanged: frozenset[int]  # VMs the guests stage left as they were
@@ -89,16 +89,21 @@ async def apply(
     tally: Tally,
 ) -> None:
     the_plan = plan(owned, interface_ids, ip_ids, outcomes.primaries, removed_ip_ids)
+    await write(netbox, VIRTUAL_MACHINES, the_plan, outcomes, tally)
+
+
+async def write(
+    netbox: NetBoxGateway, path: str, the_plan: Plan, outcomes: VmOutcomes, tally: Tally
+) -> None:
+    """Set the planned primaries of VMs (or devices) and count them as part of their owner."""
     if not the_plan.updates:
         return
     updates = the_plan.updates
-    result = await netbox.client.bulk_update(
-        VIRTUAL_MACHINES, [{"id": u.id, **u.changes} for u in updates]
-    )
+    result = await netbox.client.bulk_update(path, [{"id": u.id, **u.changes} for u in updates])
     for position in result.succeeded:
-        vm_id = updates[position].id
-        if vm_id in outcomes.existing and vm_id in outcomes.unchanged:
-            tally.add(OBJECT_TYPE, "unchanged", -1)
-            tally.add(OBJECT_TYPE, "updated")
+        owner_id = updates[position].id
+        if owner_id in outcomes.existing and owner_id in outcomes.unchanged:
+            tally.add(the_plan.object_type, "unchanged", -1)
+            tally.add(the_plan.object_type, "updated")
     for position, reason in result.failed.items():
-        tally.fail(OBJECT_TYPE, updates[position].label, reason)
+        tally.fail(the_plan.object_type, updates[position].label, reason)

@@ -29,6 +29,8 @@ class Profile:
     pools: int
     description: str
     lxc_share: float = 0.2
+    # A replication job and an HA group + resource, so a first sync shows data protection.
+    protection: bool = False
 
 
 PROFILES: dict[str, Profile] = {
@@ -36,7 +38,7 @@ PROFILES: dict[str, Profile] = {
     for p in (
         Profile("standalone", 1, 4, None, 0, "one node without a cluster"),
         Profile("single", 1, 4, "pvesim", 1, "a one-node cluster"),
-        Profile("small", 3, 12, "pvesim", 2, "three nodes, a dozen guests"),
+        Profile("small", 3, 12, "pvesim", 2, "three nodes, a dozen guests", protection=True),
         Profile("medium", 3, 100, "pvesim", 3, "three nodes, 100 guests"),
         Profile("large", 4, 1000, "pvesim", 4, "four nodes, 1,000 guests"),
         Profile("xlarge", 16, 10000, "pvesim", 8, "sixteen nodes, 10,000 guests"),
@@ -230,6 +232,45 @@ def plan(profile: Profile, seed: int) -> dict:
         "pools": pools,
         "guests": guests,
         "volumes": unique_volumes,
+        **(_protection(guests, names) if profile.protection else _NO_PROTECTION),
+    }
+
+
+_NO_PROTECTION = {"replication_jobs": [], "ha_groups": [], "ha_resources": []}
+
+
+def _protection(guests: list[dict], names: list[str]) -> dict:
+    """The last running QEMU guest of the first node: replicated to the second node, and
+    HA-managed in a group preferring its own node (the last, so tests that act on the
+    first seeded guests do not meet an HA-managed one)."""
+    candidates = [
+        g
+        for g in guests
+        if g["type"] == rules.QEMU and g["node"] == names[0] and g["status"] == rules.RUNNING
+    ]
+    if len(names) < 2 or not candidates:
+        return _NO_PROTECTION
+    vmid = candidates[-1]["vmid"]
+    group = f"prefer-{names[0]}"
+    return {
+        "replication_jobs": [
+            {
+                "id": f"{vmid}-0",
+                "vmid": vmid,
+                "jobnum": 0,
+                "target": names[1],
+                "options": {"schedule": "*/15", "comment": "seeded"},
+            }
+        ],
+        "ha_groups": [{"group_id": group, "options": {"nodes": f"{names[0]}:2,{names[1]}:1"}}],
+        "ha_resources": [
+            {
+                "sid": f"vm:{vmid}",
+                "type": "vm",
+                "vmid": vmid,
+                "options": {"group": group, "state": "started"},
+            }
+        ],
     }
 
 
@@ -329,6 +370,21 @@ async def apply(conn: asyncpg.Connection, profile: Profile, seed: int, pve_versi
                 for v in data["volumes"]
             ],
         )
+        await conn.executemany(
+            "INSERT INTO replication_jobs (id, vmid, jobnum, target, options) VALUES ($1,$2,$3,$4,$5)",
+            [
+                (j["id"], j["vmid"], j["jobnum"], j["target"], j["options"])
+                for j in data["replication_jobs"]
+            ],
+        )
+        await conn.executemany(
+            "INSERT INTO ha_groups (group_id, options) VALUES ($1, $2)",
+            [(g["group_id"], g["options"]) for g in data["ha_groups"]],
+        )
+        await conn.executemany(
+            "INSERT INTO ha_resources (sid, type, vmid, options) VALUES ($1,$2,$3,$4)",
+            [(r["sid"], r["type"], r["vmid"], r["options"]) for r in data["ha_resources"]],
+        )
         await conn.execute("ANALYZE guests")
     return {
         "profile": profile.name,
@@ -337,4 +393,6 @@ async def apply(conn: asyncpg.Connection, profile: Profile, seed: int, pve_versi
         "nodes": len(data["nodes"]),
         "guests": len(data["guests"]),
         "volumes": len(data["volumes"]),
+        "replication_jobs": len(data["replication_jobs"]),
+        "ha_resources": len(data["ha_resources"]),
     }
