@@ -191,7 +191,9 @@ def cmd_run(args) -> int:
 
     async def execute(record) -> RunReport:
         if args.json:
-            return await service.run(args.endpoint, record, dry_run=args.dry_run)
+            # Without a run store nothing records the events: the service still emits them.
+            emit = record or (lambda _event: None)
+            return await service.run(args.endpoint, emit, dry_run=args.dry_run)
         return await _run_with_progress(service, args.endpoint, redactor, args.dry_run, record)
 
     # A preview writes nothing: it needs no lease, like POST /sync/{id}/preview.
