@@ -198,6 +198,8 @@ def syncs(netbox, simulators) -> bool:
         done = subprocess.run(
             [*argv, str(endpoint["id"]), "--json"], env=env, capture_output=True, timeout=1800
         )
+        if not done.stdout:
+            print(f"  {endpoint['name']}: exit {done.returncode}: {done.stderr.decode()[-600:]}")
         return json.loads(done.stdout or b"{}"), time.monotonic() - started
 
     with ThreadPoolExecutor(max_workers=len(endpoints)) as pool:
