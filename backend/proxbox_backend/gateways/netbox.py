@@ -11,6 +11,7 @@ from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Platform
+from proxbox_backend.domain.tags import ADOPT as ADOPT_TAG
 from proxbox_backend.domain.tags import PROXBOX as PROXBOX_TAG
 from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.secrets import Secret
@@ -336,6 +337,14 @@ class NetBoxGateway:
         return await self.client.list_by_ids(
             IP_ADDRESSES, "virtual_machine_id", vm_ids, {"fields": IP_FIELDS}
         )
+
+    async def marked_ip_addresses(self, vrf_id: int | None) -> list[dict]:
+        """The addresses in a VRF (None: the global table) an operator marked for adoption."""
+        # NetBox refuses a filter on a tag that does not exist: then nothing is marked.
+        if not await self.client.list(TAGS, {"slug": ADOPT_TAG.slug, "fields": "id"}):
+            return []
+        params = {"tag": ADOPT_TAG.slug, "vrf_id": "null" if vrf_id is None else vrf_id}
+        return await self.client.list(IP_ADDRESSES, {**params, "fields": IP_FIELDS})
 
 
 def _body(response) -> Any:

@@ -39,9 +39,12 @@ def plan(
     interface_ids: dict[tuple[int, str], int],
     current: list[dict],
     vrf_id: int | None = None,
+    marked: list[dict] = (),
 ) -> Plan:
-    """`vrf_id`: the endpoint's VRF, where its addresses live (None: the global table)."""
+    """`vrf_id`: the endpoint's VRF, where its addresses live (None: the global table).
+    `marked`: addresses an operator marked for adoption (empty unless the endpoint opts in)."""
     result = Plan(OBJECT_TYPE)
+    adoptions = adoptable(marked, vrf_id)
     guest_of_interface = {}
     for vm_id, guest in owned:
         for nic in guest.nics:
@@ -65,7 +68,17 @@ def plan(
             wanted.add(slot)
             label = f"{address.address} on {guest.name} {address.nic}"
             found = existing.get(slot)
-            if found is None:
+            if found is None and (ip := adoptions.pop(address.address, None)) is not None:
+                # Adopted: it moves to the sync's interface, gets `proxbox`, loses the marker.
+                changes = {
+                    "assigned_object_type": ASSIGNED_TYPE,
+                    "assigned_object_id": interface_id,
+                }
+                changes = tags.with_sync_tags(changes, ip, MANAGED)
+                result.updates.append(
+                    Update(slot, f"{label} (adopted)", ip["id"], changes, adopts=True)
+                )
+            elif found is None:
                 payload = {
                     "address": address.address,
                     "status": "active",
@@ -94,6 +107,22 @@ def plan(
     return result
 
 
+def adoptable(marked: list[dict], vrf_id: int | None) -> dict[str, dict]:
+    """Address → an IP address the sync may take over instead of creating a duplicate:
+    marked `proxbox-adopt`, not the sync's (`proxbox`), in the endpoint's VRF."""
+    found: dict[str, dict] = {}
+    for ip in marked:
+        slugs = tags.tag_slugs(ip)
+        if (
+            tags.ADOPT.slug in slugs
+            and tags.PROXBOX.slug not in slugs
+            and "vrf" in ip
+            and nested_id(ip.get("vrf")) == vrf_id
+        ):
+            found.setdefault(_normalized(ip["address"]), ip)
+    return found
+
+
 def _vrf_change(ip: dict, vrf_id: int | None) -> dict:
     # A VRF of `None` in the answer means the global table; the field is absent only in
     # answers trimmed without it.
@@ -118,12 +147,14 @@ async def apply(
     tally: Tally,
     *,
     vrf_id: int | None = None,
+    adopt: bool = False,
 ) -> tuple[dict[tuple[int, str], int], set[int]]:
     """((interface id, address) → id of every synced address now in NetBox, ids deleted)."""
     # Only VMs that existed before this run can already have addresses.
     lookup = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
     current = await netbox.ip_addresses(lookup) if lookup else []
-    the_plan = plan(owned, interface_ids, current, vrf_id)
+    marked = await netbox.marked_ip_addresses(vrf_id) if adopt and owned else []
+    the_plan = plan(owned, interface_ids, current, vrf_id, marked)
     if marks_unconfirmed(the_plan):
         await netbox.ensure_tag(tags.UNCONFIRMED, tally)
     ids = await apply_plan(netbox.client, IP_ADDRESSES, the_plan, tally)
