@@ -19,6 +19,7 @@ VMS = "/virtualization/virtual-machines/"
 VM_TYPE = "virtualization.virtualmachine"
 DEVICES = "/dcim/devices/"
 IPS = "/ipam/ip-addresses/"
+FIELDS = "/extras/custom-fields/"
 NETWORK = "10.84.0"
 
 
@@ -45,8 +46,19 @@ def scene(netbox_server, adopt_simulator):
     site = create_site(netbox_server, "pbsync-adopt")
     endpoint = create_endpoint(netbox_server, "pve-adopt", adopt_simulator, site=site)
     set_policy(netbox_server, endpoint, guests_mode="off", nodes_mode="off")
+    with netbox_server.api() as api:
+        # As an earlier version left it (VMs only): the sync extends it to devices.
+        only_vms = {"object_types": ["virtualization.virtualmachine"]}
+        found = api.get(FIELDS, params={"name": "proxbox_source"}).json()["results"]
+        if found:
+            assert api.patch(f"{FIELDS}{found[0]['id']}/", json=only_vms).status_code == 200
+        else:
+            post(api, FIELDS, name="proxbox_source", type="text", **only_vms)
     first = run_sync(netbox_server, adopt_simulator, endpoint["id"])
     assert first.ok, first.as_dict()
+    with netbox_server.api() as api:
+        (field,) = api.get(FIELDS, params={"name": "proxbox_source"}).json()["results"]
+    assert "dcim.device" in field["object_types"]
     cluster_id = first.cluster["id"]
     inventory = adopt_simulator.inventory()
     guests = sorted(inventory["guests"].items())

@@ -159,10 +159,11 @@ def test_the_policy_reads_the_opt_in_strictly():
 NODE_ADOPTING = replace(PLACEMENT, adopt=True)
 
 
-def site_device(id_=60, name="pve1", tags=("proxbox-adopt",), site=3, cluster_id=None):
+def site_device(id_=60, name="pve1", tags=("proxbox-adopt",), site=3, cluster_id=None, source=None):
     return {
         "id": id_,
         "name": name,
+        "custom_fields": {SOURCE_FIELD: source},
         "status": {"value": "planned"},
         "site": {"id": site},
         "tenant": None,
@@ -179,6 +180,25 @@ def test_a_marked_device_at_the_endpoints_site_is_adopted_into_the_cluster():
     assert (update.key, update.id) == ("pve1", 60)
     assert update.changes["cluster"] == 7 and update.changes["status"] == "active"
     assert sorted(t["slug"] for t in update.changes["tags"]) == ["proxbox", "rack"]
+
+
+def test_a_device_naming_this_clusters_node_in_its_source_field_is_adopted_and_renamed():
+    keyed = site_device(name="rack4-srv2", tags=(), source="cluster-7/node/pve1")
+    (update,) = nodes.plan([ProxmoxNode("pve1", True)], [], NODE_ADOPTING, [keyed]).updates
+    assert update.adopts and update.id == 60
+    assert update.changes["name"] == "pve1" and update.changes["cluster"] == 7
+    assert [t["slug"] for t in update.changes["tags"]] == ["proxbox"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["cluster-8/node/pve1", "cluster-7/node/pve2", "cluster-7/qemu/101", "cluster-7/node/"],
+    ids=["another cluster", "another node", "a guest's key", "no node"],
+)
+def test_a_device_key_naming_anything_else_is_never_adopted_even_when_tagged(source):
+    keyed = site_device(tags=("proxbox-adopt",), source=source)
+    plan = nodes.plan([ProxmoxNode("pve1", True)], [], NODE_ADOPTING, [keyed])
+    assert [c.key for c in plan.creates] == ["pve1"] and plan.updates == []
 
 
 @pytest.mark.parametrize(

@@ -39,10 +39,11 @@ VLANS = "/ipam/vlans/"
 VLAN_GROUPS = "/ipam/vlan-groups/"
 
 SOURCE_FIELD = "proxbox_source"
+SOURCE_FIELD_TYPES = ["dcim.device", "virtualization.virtualmachine"]
 
 # Only the fields the planners compare: NetBox serializes far less per object.
 VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
-DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags"
+DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags,custom_fields"
 INTERFACE_FIELDS = (
     "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
     "tagged_vlans,tags"
@@ -235,6 +236,18 @@ class NetBoxGateway:
         return Prerequisites(cluster_type, role, device_type)
 
     async def ensure_source_field(self, tally: Tally) -> None:
+        found = await self.client.list(CUSTOM_FIELDS, {"name": SOURCE_FIELD})
+        if found:
+            # A field made by an earlier version covers VMs only: a device's key is an
+            # operator's adoption marker too.
+            missing = set(SOURCE_FIELD_TYPES) - set(found[0].get("object_types") or ())
+            if missing:
+                types = sorted({*found[0]["object_types"], *missing})
+                result = await self.client.bulk_update(
+                    CUSTOM_FIELDS, [{"id": found[0]["id"], "object_types": types}]
+                )
+                tally.add("extras.customfield", "updated", len(result.succeeded))
+            return
         await self._get_or_create(
             CUSTOM_FIELDS,
             {"name": SOURCE_FIELD},
@@ -242,9 +255,10 @@ class NetBoxGateway:
                 "name": SOURCE_FIELD,
                 "label": "Proxbox source",
                 "type": "text",
-                "object_types": ["virtualization.virtualmachine"],
-                "description": "Proxmox identity of this guest: <cluster>/<qemu|lxc>/<vmid>"
-                "[#<creation id>]. Written by the Proxbox sync; do not edit.",
+                "object_types": SOURCE_FIELD_TYPES,
+                "description": "Proxmox identity: <cluster>/<qemu|lxc>/<vmid>[#<creation id>]"
+                " of a guest, <cluster>/node/<name> of a node. Written by the Proxbox sync,"
+                " or by an operator to mark an object for adoption.",
                 "ui_editable": "no",
                 "filter_logic": "exact",
                 "required": False,
