@@ -422,7 +422,13 @@ class _Run:
         count = sum(len(g.addresses) for _, g in owned)
         self.stage("ips", "started", total=count)
         ip_ids, removed_ip_ids = await ips_stage.apply(
-            netbox, owned, interface_ids, existing_vm_ids, tally, vrf_id=endpoint.vrf_id
+            netbox,
+            owned,
+            interface_ids,
+            existing_vm_ids,
+            tally,
+            vrf_id=endpoint.vrf_id,
+            adopt=policy.adopt_existing,
         )
         await primary_ips_stage.apply(
             netbox, owned, interface_ids, ip_ids, removed_ip_ids, vm_outcomes, tally

@@ -166,8 +166,9 @@ class SyncPolicy:
         return replace(plan, creates=creates, updates=updates, deletes=deletes, unchanged=unchanged)
 
 
-# What makes an object the sync's: written on adoption whatever the field switches say.
-OWNERSHIP = {"custom_fields", "tags"}
+# What makes an object the sync's: written on adoption whatever the field switches say
+# (an address is the sync's by the interface it is assigned to).
+OWNERSHIP = {"custom_fields", "tags", "assigned_object_type", "assigned_object_id"}
 
 
 GUEST_REF = re.compile(r"^(qemu|lxc)/([1-9][0-9]{2,8})$")

@@ -11,6 +11,7 @@ from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Platform
+from proxbox_backend.domain.tags import ADOPT as ADOPT_TAG
 from proxbox_backend.domain.tags import PROXBOX as PROXBOX_TAG
 from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.secrets import Secret
@@ -38,10 +39,13 @@ VLANS = "/ipam/vlans/"
 VLAN_GROUPS = "/ipam/vlan-groups/"
 
 SOURCE_FIELD = "proxbox_source"
+SOURCE_FIELD_TYPES = ["dcim.device", "virtualization.virtualmachine"]
 
 # Only the fields the planners compare: NetBox serializes far less per object.
 VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
-DEVICE_FIELDS = "id,name,status,site,tenant,cluster,role,device_type,tags,primary_ip4,primary_ip6"
+DEVICE_FIELDS = (
+    "id,name,status,site,tenant,cluster,role,device_type,tags,custom_fields,primary_ip4,primary_ip6"
+)
 INTERFACE_FIELDS = (
     "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
     "tagged_vlans,tags"
@@ -234,6 +238,18 @@ class NetBoxGateway:
         return Prerequisites(cluster_type, role, device_type)
 
     async def ensure_source_field(self, tally: Tally) -> None:
+        found = await self.client.list(CUSTOM_FIELDS, {"name": SOURCE_FIELD})
+        if found:
+            # A field made by an earlier version covers VMs only: a device's key is an
+            # operator's adoption marker too.
+            missing = set(SOURCE_FIELD_TYPES) - set(found[0].get("object_types") or ())
+            if missing:
+                types = sorted({*found[0]["object_types"], *missing})
+                result = await self.client.bulk_update(
+                    CUSTOM_FIELDS, [{"id": found[0]["id"], "object_types": types}]
+                )
+                tally.add("extras.customfield", "updated", len(result.succeeded))
+            return
         await self._get_or_create(
             CUSTOM_FIELDS,
             {"name": SOURCE_FIELD},
@@ -241,9 +257,10 @@ class NetBoxGateway:
                 "name": SOURCE_FIELD,
                 "label": "Proxbox source",
                 "type": "text",
-                "object_types": ["virtualization.virtualmachine"],
-                "description": "Proxmox identity of this guest: <cluster>/<qemu|lxc>/<vmid>"
-                "[#<creation id>]. Written by the Proxbox sync; do not edit.",
+                "object_types": SOURCE_FIELD_TYPES,
+                "description": "Proxmox identity: <cluster>/<qemu|lxc>/<vmid>[#<creation id>]"
+                " of a guest, <cluster>/node/<name> of a node. Written by the Proxbox sync,"
+                " or by an operator to mark an object for adoption.",
                 "ui_editable": "no",
                 "filter_logic": "exact",
                 "required": False,
@@ -341,6 +358,14 @@ class NetBoxGateway:
         return await self.client.list_by_ids(
             IP_ADDRESSES, "device_id", device_ids, {"fields": IP_FIELDS}
         )
+
+    async def marked_ip_addresses(self, vrf_id: int | None) -> list[dict]:
+        """The addresses in a VRF (None: the global table) an operator marked for adoption."""
+        # NetBox refuses a filter on a tag that does not exist: then nothing is marked.
+        if not await self.client.list(TAGS, {"slug": ADOPT_TAG.slug, "fields": "id"}):
+            return []
+        params = {"tag": ADOPT_TAG.slug, "vrf_id": "null" if vrf_id is None else vrf_id}
+        return await self.client.list(IP_ADDRESSES, {**params, "fields": IP_FIELDS})
 
 
 def _body(response) -> Any:

@@ -172,6 +172,30 @@ def adoptable(current: list[dict], placement: GuestPlacement) -> dict[str, dict]
     return found
 
 
+def keyed(current: list[dict], placement: GuestPlacement) -> tuple[dict, dict]:
+    """(source key → VM the sync manages, source key → VM an operator marked for adoption
+    by writing this cluster's key into its source field).  With adoption on, a key on a
+    VM without the `proxbox` tag is such a marker; a key under another cluster is neither."""
+    prefix = cluster_source(placement.cluster_id)
+    ours: dict[str, dict] = {}
+    marked: dict[str, dict] = {}
+    for vm in current:
+        key = (vm.get("custom_fields") or {}).get(SOURCE_FIELD)
+        if parse_source_key(prefix, key) is None:
+            continue
+        if placement.adopt and tags.PROXBOX.slug not in tags.tag_slugs(vm):
+            marked.setdefault(key, vm)
+        else:
+            ours.setdefault(key, vm)
+    return ours, marked
+
+
+def keyed_mark(marked: dict[str, dict], key: str) -> dict | None:
+    """The VM marked with `key`, or with it short of the creation id (an operator rarely
+    knows it); a different creation id names another guest that had this VMID."""
+    return marked.pop(key, None) or marked.pop(key.partition("#")[0], None)
+
+
 def plan(
     guests: list[Guest],
     current: list[dict],
@@ -180,11 +204,7 @@ def plan(
 ) -> Plan:
     prefix = cluster_source(placement.cluster_id)
     result = Plan(OBJECT_TYPE)
-    ours: dict[str, dict] = {}
-    for vm in current:
-        key = (vm.get("custom_fields") or {}).get(SOURCE_FIELD)
-        if parse_source_key(prefix, key) is not None:
-            ours.setdefault(key, vm)
+    ours, keyed_marks = keyed(current, placement)
     marked = adoptable(current, placement)
     wanted = set()
     for guest in guests:
@@ -193,8 +213,10 @@ def plan(
         fields = desired(guest, placement)
         existing = ours.get(key)
         wanted_tags = sync_tags(guest)
-        if existing is None and guest.name.lower() in marked:
+        vm = keyed_mark(keyed_marks, key) if existing is None else None
+        if vm is None and existing is None and guest.name.lower() in marked:
             vm = marked.pop(guest.name.lower())
+        if vm is not None:
             # Adopted: the source key and `proxbox` tag make it ours, `proxbox-adopt` goes;
             # its fields follow Proxmox like any synced VM's (protected fields stay).
             changes = {**diff(fields, _current(vm)), "custom_fields": {SOURCE_FIELD: key}}

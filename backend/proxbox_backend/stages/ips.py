@@ -56,8 +56,10 @@ def plan(
     interface_ids: dict[tuple[int, str], int],
     current: list[dict],
     vrf_id: int | None = None,
+    marked: list[dict] = (),
 ) -> Plan:
-    """`vrf_id`: the endpoint's VRF, where its addresses live (None: the global table)."""
+    """`vrf_id`: the endpoint's VRF, where its addresses live (None: the global table).
+    `marked`: addresses an operator marked for adoption (empty unless the endpoint opts in)."""
     owners = {}
     for vm_id, guest in owned:
         owner = Owner(guest.name, guest.label, guest.addresses_reported)
@@ -71,7 +73,7 @@ def plan(
         # None: the interface (or its VM) failed
         if (interface_id := interface_ids.get((vm_id, a.nic))) is not None
     ]
-    return plan_assigned(ASSIGNED_TYPE, owners, wanted, current, vrf_id)
+    return plan_assigned(ASSIGNED_TYPE, owners, wanted, current, vrf_id, marked=marked)
 
 
 def plan_assigned(
@@ -82,13 +84,16 @@ def plan_assigned(
     vrf_id: int | None,
     *,
     only_tagged: bool = False,
+    marked: list[dict] = (),
 ) -> Plan:
     """Addresses on the interfaces in `owners` (of `assigned_type`) as `wanted` says.
 
     `only_tagged`: the interfaces are hardware an operator documents further (a node's),
     so an address Proxmox does not list is the sync's to delete only with `proxbox`.
+    `marked`: addresses an operator marked for adoption, taken over instead of created.
     """
     result = Plan(OBJECT_TYPE)
+    adoptions = adoptable(marked, vrf_id)
     existing = {
         (ip["assigned_object_id"], _normalized(ip["address"])): ip
         for ip in current
@@ -102,7 +107,17 @@ def plan_assigned(
             continue
         slots.add(slot)
         found = existing.get(slot)
-        if found is None:
+        if found is None and (ip := adoptions.pop(want.address, None)) is not None:
+            # Adopted: it moves to the sync's interface, gets `proxbox`, loses the marker.
+            changes = {
+                "assigned_object_type": assigned_type,
+                "assigned_object_id": want.interface_id,
+            }
+            changes = tags.with_sync_tags(changes, ip, MANAGED)
+            result.updates.append(
+                Update(slot, f"{want.label} (adopted)", ip["id"], changes, adopts=True)
+            )
+        elif found is None:
             payload = {
                 "address": want.address,
                 "status": "active",
@@ -133,6 +148,22 @@ def plan_assigned(
     return result
 
 
+def adoptable(marked: list[dict], vrf_id: int | None) -> dict[str, dict]:
+    """Address → an IP address the sync may take over instead of creating a duplicate:
+    marked `proxbox-adopt`, not the sync's (`proxbox`), in the endpoint's VRF."""
+    found: dict[str, dict] = {}
+    for ip in marked:
+        slugs = tags.tag_slugs(ip)
+        if (
+            tags.ADOPT.slug in slugs
+            and tags.PROXBOX.slug not in slugs
+            and "vrf" in ip
+            and nested_id(ip.get("vrf")) == vrf_id
+        ):
+            found.setdefault(_normalized(ip["address"]), ip)
+    return found
+
+
 def _vrf_change(ip: dict, vrf_id: int | None) -> dict:
     # A VRF of `None` in the answer means the global table; the field is absent only in
     # answers trimmed without it.
@@ -157,12 +188,14 @@ async def apply(
     tally: Tally,
     *,
     vrf_id: int | None = None,
+    adopt: bool = False,
 ) -> tuple[dict[tuple[int, str], int], set[int]]:
     """((interface id, address) → id of every synced address now in NetBox, ids deleted)."""
     # Only VMs that existed before this run can already have addresses.
     lookup = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
     current = await netbox.ip_addresses(lookup) if lookup else []
-    the_plan = plan(owned, interface_ids, current, vrf_id)
+    marked = await netbox.marked_ip_addresses(vrf_id) if adopt and owned else []
+    the_plan = plan(owned, interface_ids, current, vrf_id, marked)
     if marks_unconfirmed(the_plan):
         await netbox.ensure_tag(tags.UNCONFIRMED, tally)
     ids = await apply_plan(netbox.client, IP_ADDRESSES, the_plan, tally)

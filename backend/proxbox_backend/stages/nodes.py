@@ -12,7 +12,7 @@ from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import ProxmoxNode
 from proxbox_backend.domain.plan import Create, Plan, PlanningFailure, Update, diff
-from proxbox_backend.gateways.netbox import DEVICES, NetBoxGateway, nested_id
+from proxbox_backend.gateways.netbox import DEVICES, SOURCE_FIELD, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
 from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
 
@@ -30,28 +30,41 @@ class NodePlacement:
     adopt: bool = False  # the endpoint's opt-in: take over marked devices at its site
 
 
+def node_key(cluster_id: int, name: str) -> str:
+    """The source key an operator writes on a device to have that node adopt it."""
+    return f"cluster-{cluster_id}/node/{name}"
+
+
 def adoptable(site_devices: list[dict], placement: NodePlacement) -> dict[str, dict]:
-    """Name → a device at the endpoint's site that a node of that name may take over: only
-    with adoption on, only in no cluster (or this one) and marked `proxbox-adopt`."""
+    """Node name → a device at the endpoint's site that the node may take over: only with
+    adoption on, only in no cluster (or this one), not the sync's, and marked: by the
+    `proxbox-adopt` tag and the node's exact name, or by its source field naming this
+    cluster's node (any name; that mark wins). A key naming anything else never adopts."""
     if not placement.adopt or placement.site_id is None:
         return {}
-    found: dict[str, dict] = {}
+    prefix = node_key(placement.cluster_id, "")
+    tagged: dict[str, dict] = {}
+    keyed: dict[str, dict] = {}
     for device in site_devices:
         slugs = tags.tag_slugs(device)
         if (
-            device.get("name")
-            and nested_id(device.get("site")) == placement.site_id
-            and nested_id(device.get("cluster")) in (None, placement.cluster_id)
-            and tags.ADOPT.slug in slugs
-            and tags.PROXBOX.slug not in slugs
+            nested_id(device.get("site")) != placement.site_id
+            or nested_id(device.get("cluster")) not in (None, placement.cluster_id)
+            or tags.PROXBOX.slug in slugs
         ):
-            found.setdefault(device["name"], device)
-    return found
+            continue
+        if source := (device.get("custom_fields") or {}).get(SOURCE_FIELD):
+            if source.startswith(prefix) and source[len(prefix) :]:
+                keyed.setdefault(source[len(prefix) :], device)
+        elif device.get("name") and tags.ADOPT.slug in slugs:
+            tagged.setdefault(device["name"], device)
+    return {**tagged, **keyed}
 
 
 def _current(device: dict) -> dict:
     status = device.get("status")
     return {
+        "name": device.get("name"),
         "status": status.get("value") if isinstance(status, dict) else status,
         "site": nested_id(device.get("site")),
         "tenant": nested_id(device.get("tenant")),
@@ -79,7 +92,10 @@ def plan(
         if existing is None and node.name in marked:
             # Adopted: it joins the cluster, gets `proxbox`, loses `proxbox-adopt`.
             device = marked[node.name]
-            changes = tags.with_sync_tags(diff(desired, _current(device)), device, MANAGED)
+            # The node's name too: a device marked by its key may be named otherwise, and
+            # the next run finds the node's device by name.
+            wanted = {**desired, "name": node.name}
+            changes = tags.with_sync_tags(diff(wanted, _current(device)), device, MANAGED)
             result.updates.append(
                 Update(node.name, f"{node.name} (adopted)", device["id"], changes, adopts=True)
             )
