@@ -1,5 +1,6 @@
 """An endpoint's sync policy, set through the plugin's REST API, in real syncs against the
-simulator: exclusions, protected fields, create-only guests, operator-added components.
+simulator: exclusions, protected fields, create-only guests, operator-added components, the
+records mode of the storage and data-protection records.
 
 The tests run in file order and build on each other (one endpoint, one small simulator).
 """
@@ -60,7 +61,8 @@ def guests(policy_simulator):
 @pytest.fixture(scope="module")
 def first_run(netbox_server, policy_simulator, endpoint, guests):
     excluded_kind, excluded_vmid = guests[0]
-    set_policy(netbox_server, endpoint, exclude_vmids=str(excluded_vmid))
+    # Records off from the start: every sync of this file until the records tests runs so.
+    set_policy(netbox_server, endpoint, exclude_vmids=str(excluded_vmid), records_mode="off")
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
     assert report.ok, report.as_dict()
     return report
@@ -165,3 +167,56 @@ def test_create_only_guests_are_not_updated_and_lifting_the_exclusion_creates(
     assert len(after) == len(guests)  # the guest no longer excluded was created
     assert report.tally.counters["virtualization.virtualmachine"].created == 1
     assert report.tally.counters["virtualization.virtualmachine"].updated == 0
+
+
+def storages(netbox, cluster_id) -> list[dict]:
+    return list_all(netbox, "/plugins/proxbox/inventory/storages/", cluster_id=cluster_id)
+
+
+def record_types(plan: dict) -> dict:
+    return {name: p for name, p in plan["object_types"].items() if "proxmox" in name}
+
+
+def test_records_mode_off_writes_no_record_and_the_preview_plans_none(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    assert storages(netbox_server, cluster_id) == []  # several syncs of this file ran
+    service = SyncService(settings_for(netbox_server, policy_simulator))
+    preview = asyncio.run(service.preview(endpoint["id"]))
+    assert preview.ok, preview.as_dict()
+    assert record_types(preview.plan.as_dict()) == {}
+
+
+def test_create_only_records_are_created_and_not_updated(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    set_policy(netbox_server, endpoint, records_mode="create_only")
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    stored = storages(netbox_server, cluster_id)
+    assert stored and report.tally.of("netbox_proxbox.proxmoxstorage").created == len(stored)
+    storage = stored[0]
+    with netbox_server.api() as api:
+        changed = api.patch(
+            f"/plugins/proxbox/inventory/storages/{storage['id']}/",
+            json={"content": "operator-edit"},
+        )
+    assert changed.status_code == 200, changed.text
+    service = SyncService(settings_for(netbox_server, policy_simulator))
+    preview = asyncio.run(service.preview(endpoint["id"]))
+    assert all(p["update"] == 0 for p in record_types(preview.plan.as_dict()).values())
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.tally.of("netbox_proxbox.proxmoxstorage").updated == 0
+    with netbox_server.api() as api:
+        now = api.get(f"/plugins/proxbox/inventory/storages/{storage['id']}/").json()
+    assert now["content"] == "operator-edit"
+
+    # Back to always, the sync corrects it.
+    set_policy(netbox_server, endpoint, records_mode="always")
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    with netbox_server.api() as api:
+        now = api.get(f"/plugins/proxbox/inventory/storages/{storage['id']}/").json()
+    assert now["content"] == storage["content"]

@@ -459,6 +459,11 @@ class _Run:
 
     async def records(self, cluster_id: int, nodes, owned, device_ids: dict[str, int]) -> None:
         """Storages, backups, jobs, snapshots, replication and HA of the cluster."""
+        if ACTIVE.get().mode(records_stage.STORAGES.object_type) == OFF:
+            # Nothing would be written: spare Proxmox the reads (one per guest for snapshots).
+            self.stage("records", "started", total=0)
+            self.stage("records", "finished", done=0)
+            return
         self.stage("records", "started", total=len(records_stage.TYPES))
         records = await proxmox_records.read(self.proxmox.client, nodes, [g for _, g in owned])
         self.report.warnings.extend(records.warnings)

@@ -1,8 +1,14 @@
 """Storage and data-protection records: Proxmox parsing and the records planner (pure)."""
 
+import asyncio
+from types import SimpleNamespace
+
 import pytest
 
+from proxbox_backend.clients.netbox import BulkResult
 from proxbox_backend.domain import records as parse
+from proxbox_backend.domain.counters import Tally
+from proxbox_backend.domain.policy import ACTIVE, SyncPolicy
 from proxbox_backend.stages import records
 
 MANAGED = [{"id": 1, "name": "proxbox", "slug": "proxbox"}]
@@ -274,3 +280,81 @@ def test_a_list_that_did_not_answer_deletes_nothing():
         records.BACKUP_JOBS, CLUSTER, {}, current, records._listed(silent, "backup-jobs")
     )
     assert [d.id for d in shaped.deletes] == [2]
+
+
+# -- the endpoint's records_mode --------------------------------------------------------------
+
+
+class RecordsNetBox:
+    """NetBox's current records per list path; records the bulk writes the stage sends."""
+
+    def __init__(self, current: dict[str, list[dict]]):
+        self.current = current
+        self.writes: list[tuple[str, str, list]] = []
+
+    async def list(self, path, params=None):
+        return self.current.get(path, [])
+
+    async def bulk_create(self, path, payloads):
+        self.writes.append(("create", path, payloads))
+        return BulkResult(succeeded={i: {"id": 900 + i} for i in range(len(payloads))})
+
+    async def bulk_update(self, path, changes):
+        self.writes.append(("update", path, changes))
+        return BulkResult(succeeded={i: c for i, c in enumerate(changes)})
+
+    async def bulk_delete(self, path, ids):
+        self.writes.append(("delete", path, ids))
+        return BulkResult(succeeded={i: {"id": id_} for i, id_ in enumerate(ids)})
+
+
+def sync_records(mode: str | None) -> list[tuple[str, str, list]]:
+    """One records stage: `local` changed (update), `old` gone (delete), `nfs` and a backup
+    job new (creates), under the endpoint's records_mode."""
+    client = RecordsNetBox(
+        {
+            records.STORAGES.path: [
+                storage_record(3, "local", "pve1", used=10),
+                storage_record(4, "old", "pve2"),
+            ]
+        }
+    )
+    found = inventory(
+        storages=[LOCAL, parse.Storage("nfs", "", "nfs", "images", True, True, 5, 1)],
+        backup_jobs=[
+            parse.BackupJob("backup-1", True, "daily", "all", "local", "", "snapshot", "", "")
+        ],
+    )
+    found.lists.add("backup-jobs")
+    token = ACTIVE.set(SyncPolicy.from_api({"modes": {"records": mode}} if mode else None))
+    try:
+        asyncio.run(records.apply(SimpleNamespace(client=client), CLUSTER, found, LINKS, Tally()))
+    finally:
+        ACTIVE.reset(token)
+    return client.writes
+
+
+def test_records_mode_always_creates_updates_and_deletes():
+    writes = sync_records("always")
+    assert writes == sync_records(None)  # always is the default
+    kinds = [(op, path) for op, path, _ in writes]
+    assert kinds == [
+        ("delete", records.STORAGES.path),
+        ("update", records.STORAGES.path),
+        ("create", records.STORAGES.path),
+        ("create", records.BACKUP_JOBS.path),
+    ]
+    assert writes[0][2] == [4] and writes[1][2] == [{"id": 3, "used": 40}]
+
+
+def test_records_mode_create_only_creates_and_neither_updates_nor_deletes():
+    writes = sync_records("create_only")
+    assert [(op, path) for op, path, _ in writes] == [
+        ("create", records.STORAGES.path),
+        ("create", records.BACKUP_JOBS.path),
+    ]
+    assert [p["name"] for p in writes[0][2]] == ["nfs"]
+
+
+def test_records_mode_off_writes_no_record():
+    assert sync_records("off") == []

@@ -31,6 +31,19 @@ MODE_OF = {
     "virtualization.virtualdisk": "disks",
     "ipam.vlan": "vlans",
     "extras.tag": "tags",
+    # The plugin's storage and data-protection records share one switch (`records_mode`).
+    **{
+        f"netbox_proxbox.{model}": "records"
+        for model in (
+            "proxmoxstorage",
+            "proxmoxbackup",
+            "proxmoxbackupjob",
+            "proxmoxsnapshot",
+            "proxmoxreplicationjob",
+            "proxmoxhagroup",
+            "proxmoxharesource",
+        )
+    },
 }
 # A protected field → the NetBox fields it stands for.
 PROTECTED = {

@@ -93,6 +93,7 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
     disks_mode = ChoiceField(choices=SyncModeChoices, required=False)
     vlans_mode = ChoiceField(choices=SyncModeChoices, required=False)
     tags_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    records_mode = ChoiceField(choices=SyncModeChoices, required=False)
     protected_fields = serializers.ListField(
         child=serializers.ChoiceField(choices=ProtectedFieldChoices), required=False
     )
@@ -154,6 +155,7 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "disks_mode",
             "vlans_mode",
             "tags_mode",
+            "records_mode",
             "protected_fields",
             "keep_operator_objects",
             "adopt_existing",

@@ -26,6 +26,7 @@ OBJECT_MODE_FIELDS = (
     "disks_mode",
     "vlans_mode",
     "tags_mode",
+    "records_mode",
 )
 VMID_MAX = 999_999_999  # Proxmox's upper bound for a VMID
 RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -52,9 +53,10 @@ def parse_vmid_ranges(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def _mode_field(label):
+def _mode_field(label, help_text=""):
     return models.CharField(
         verbose_name=label,
+        help_text=help_text,
         max_length=20,
         choices=SyncModeChoices,
         default=SyncModeChoices.ALWAYS,
@@ -106,6 +108,13 @@ class SyncPolicyFields(models.Model):
     disks_mode = _mode_field(_("disks"))
     vlans_mode = _mode_field(_("VLANs"))
     tags_mode = _mode_field(_("tags"))
+    # One switch for the seven inventory record types: they are one mirror of Proxmox's
+    # storage and data-protection state (backups point at storages, HA resources at HA
+    # groups), so switching one family off would leave the others dangling.
+    records_mode = _mode_field(
+        _("storage and data-protection records"),
+        _("Storages, backups, backup jobs, snapshots, replication jobs, HA groups and resources"),
+    )
     protected_fields = ArrayField(
         base_field=models.CharField(max_length=20, choices=ProtectedFieldChoices),
         verbose_name=_("protected fields"),

@@ -45,7 +45,8 @@ class SyncPolicyRestTest(TestCase):
         self.assertIs(body["adopt_existing"], False)
         self.assertEqual(set(policy["modes"].values()), {"always"})
         self.assertEqual(
-            set(policy["modes"]), {"guests", "nodes", "interfaces", "ips", "disks", "vlans", "tags"}
+            set(policy["modes"]),
+            {"guests", "nodes", "interfaces", "ips", "disks", "vlans", "tags", "records"},
         )
         self.assertEqual(policy["protected_fields"], [])
 
@@ -55,6 +56,7 @@ class SyncPolicyRestTest(TestCase):
             sync_templates=True,
             guests_mode="create_only",
             disks_mode="off",
+            records_mode="create_only",
             protected_fields=["name", "primary_ip"],
             keep_operator_objects=False,
             adopt_existing=True,
@@ -71,6 +73,7 @@ class SyncPolicyRestTest(TestCase):
         self.assertEqual(policy["modes"]["guests"], "create_only")
         self.assertEqual(policy["modes"]["disks"], "off")
         self.assertEqual(policy["modes"]["nodes"], "always")
+        self.assertEqual(policy["modes"]["records"], "create_only")
         self.assertEqual(policy["protected_fields"], ["name", "primary_ip"])
         self.assertFalse(policy["keep_operator_objects"])
         self.assertIs(policy["adopt_existing"], True)
@@ -88,6 +91,7 @@ class SyncPolicyRestTest(TestCase):
     def test_bad_values_are_refused_naming_the_field_and_nothing_is_written(self):
         cases = {
             "guests_mode": "sometimes",
+            "records_mode": "create-only",
             "removed_guests": "archive",
             "protected_fields": ["name", "colour"],
             "exclude_vmids": "100-199, 150-250",
@@ -109,6 +113,7 @@ class SyncPolicyRestTest(TestCase):
         self.endpoint.refresh_from_db()
         self.assertEqual(self.endpoint.description, "")
         self.assertEqual(self.endpoint.guests_mode, "always")
+        self.assertEqual(self.endpoint.records_mode, "always")
         self.assertEqual(self.endpoint.exclude_vmids, "")
 
     def test_blank_removed_guests_is_answered_and_nul_text_is_refused(self):
@@ -145,6 +150,7 @@ class SyncPolicyRestTest(TestCase):
                 "disks_mode": "always",
                 "vlans_mode": "always",
                 "tags_mode": "always",
+                "records_mode": "always",
                 "keep_operator_objects": "on",
                 "exclude_vmids": "100-300, 200",
             },
@@ -174,6 +180,33 @@ class SyncPolicyRestTest(TestCase):
         page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
         row = page.split('id="adopt-existing"', 1)[1].split("</td>", 1)[0]
         self.assertIn("mdi-check-bold", row)
+
+    def test_records_mode_is_set_in_the_form_refused_when_unknown_and_shown_on_the_endpoint(self):
+        self.client.force_login(self.operator)
+        url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
+        fields = {
+            "name": self.endpoint.name,
+            "host": self.endpoint.host,
+            "port": 8006,
+            "token_id": self.endpoint.token_id,
+            "mode": "cluster",
+            "enabled": "on",
+            "keep_operator_objects": "on",
+        }
+        refused = self.client.post(url, {**fields, "records_mode": "sometimes"})
+        self.assertEqual(refused.status_code, 200)
+        self.assertIn("Select a valid choice", refused.content.decode())
+        self.endpoint.refresh_from_db()
+        self.assertEqual(self.endpoint.records_mode, "always")
+        response = self.client.post(url, {**fields, "records_mode": "off"})
+        self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
+        self.endpoint.refresh_from_db()
+        self.assertEqual(self.endpoint.records_mode, "off")
+        self.assertEqual(self.endpoint.policy()["modes"]["records"], "off")
+        page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
+        row = page.split('id="records-mode"', 1)[1].split("</td>", 1)[0]
+        self.assertIn("Off", row)
+        self.assertIn("Storage and data-protection records", page)
 
 
 class VmidRangeTest(TestCase):

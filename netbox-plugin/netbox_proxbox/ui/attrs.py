@@ -46,6 +46,10 @@ class AnchoredTextAttr(AnchoredMixin, attrs.TextAttr):
     pass
 
 
+class AnchoredChoiceAttr(AnchoredMixin, attrs.ChoiceAttr):
+    pass
+
+
 class AnchoredBooleanAttr(AnchoredMixin, attrs.BooleanAttr):
     pass
 

@@ -7,6 +7,7 @@ from netbox.ui import attrs, layout, panels
 from ..sync.jobs import SyncEndpointJob, counters_summary
 from .attrs import (
     AnchoredBooleanAttr,
+    AnchoredChoiceAttr,
     HostAttr,
     NextSyncAttr,
     SyncScheduleAttr,
@@ -47,6 +48,24 @@ class ProxmoxEndpointPanel(panels.ObjectAttributesPanel):
         "adopt_existing", label=_("Adopt existing objects"), dom_id="adopt-existing"
     )
     description = attrs.TextAttr("description")
+
+
+def _mode(kind: str, label) -> AnchoredChoiceAttr:
+    return AnchoredChoiceAttr(f"{kind}_mode", label=label, dom_id=f"{kind}-mode")
+
+
+class SyncModesPanel(panels.ObjectAttributesPanel):
+    """What the sync writes per object type (always / create-only / off)."""
+
+    title = _("What the sync writes")
+    guests_mode = _mode("guests", _("Guests"))
+    nodes_mode = _mode("nodes", _("Nodes"))
+    interfaces_mode = _mode("interfaces", _("Interfaces"))
+    ips_mode = _mode("ips", _("IP addresses"))
+    disks_mode = _mode("disks", _("Disks"))
+    vlans_mode = _mode("vlans", _("VLANs"))
+    tags_mode = _mode("tags", _("Tags"))
+    records_mode = _mode("records", _("Storage and data-protection records"))
 
 
 class RecentSyncsPanel(panels.ObjectPanel):
@@ -106,7 +125,7 @@ class SyncCountersPanel(panels.ObjectAttributesPanel):
 
 
 ENDPOINT_LAYOUT = layout.SimpleLayout(
-    left_panels=[ProxmoxEndpointPanel(), CustomFieldsPanel(), TagsPanel()],
+    left_panels=[ProxmoxEndpointPanel(), SyncModesPanel(), CustomFieldsPanel(), TagsPanel()],
     right_panels=[
         panels.ObjectsTablePanel(
             "netbox_proxbox.proxmoxcluster",
