@@ -190,6 +190,19 @@ def test_a_device_naming_this_clusters_node_in_its_source_field_is_adopted_and_r
     assert [t["slug"] for t in update.changes["tags"]] == ["proxbox"]
 
 
+@pytest.mark.parametrize("protected", [[], ["name"]], ids=["unprotected", "name protected"])
+def test_create_only_nodes_adopt_with_the_name_and_cluster_the_next_run_finds(protected):
+    keyed = site_device(name="rack4-srv2", tags=(), source="cluster-7/node/pve1")
+    node = ProxmoxNode("pve1", True)
+    policy = SyncPolicy.from_api({"modes": {"nodes": "create_only"}, "protected_fields": protected})
+    (adoption,) = policy.restrict(nodes.plan([node], [], NODE_ADOPTING, [keyed])).updates
+    assert adoption.changes["name"] == "pve1" and adoption.changes["cluster"] == 7
+    assert "status" not in adoption.changes  # create-only: no other field
+    adopted = {**keyed, **adoption.changes, "cluster": {"id": 7}, "tags": adoption.changes["tags"]}
+    again = nodes.plan([node], [adopted], NODE_ADOPTING, [adopted])
+    assert again.creates == [] and not any(u.adopts for u in again.updates)
+
+
 @pytest.mark.parametrize(
     "source",
     ["cluster-8/node/pve1", "cluster-7/node/pve2", "cluster-7/qemu/101", "cluster-7/node/"],

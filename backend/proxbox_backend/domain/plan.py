@@ -22,6 +22,9 @@ class Update:
     # Takes over an operator's object: until it is written, the object is not the sync's,
     # so no later stage may follow its id.
     adopts: bool = False
+    # Fields by which the next run finds the adopted object again (a device: its name in
+    # the cluster): written with the ownership marker whatever the policy holds back.
+    identity: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

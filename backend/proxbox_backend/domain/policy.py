@@ -162,10 +162,11 @@ class SyncPolicy:
         # An adoption is the sync's first write of an object, like a create: it happens in
         # create-only mode too, there with the ownership marker alone (source key, tags).
         for adoption in adoptions:
+            owned = OWNERSHIP | adoption.identity
             if mode == ALWAYS:
-                kept = {k: v for k, v in adoption.changes.items() if k not in protected - OWNERSHIP}
+                kept = {k: v for k, v in adoption.changes.items() if k not in protected - owned}
             else:
-                kept = {k: v for k, v in adoption.changes.items() if k in OWNERSHIP}
+                kept = {k: v for k, v in adoption.changes.items() if k in owned}
             updates.append(replace(adoption, changes=kept))
         creates = plan.creates
         if self.mode("extras.tag") == OFF:

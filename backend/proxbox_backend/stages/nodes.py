@@ -72,6 +72,10 @@ def _current(device: dict) -> dict:
     }
 
 
+# The next run finds a node's device by its name among the cluster's devices.
+DEVICE_IDENTITY = frozenset({"name", "cluster"})
+
+
 def plan(
     nodes: list[ProxmoxNode],
     current: list[dict],
@@ -97,7 +101,14 @@ def plan(
             wanted = {**desired, "name": node.name}
             changes = tags.with_sync_tags(diff(wanted, _current(device)), device, MANAGED)
             result.updates.append(
-                Update(node.name, f"{node.name} (adopted)", device["id"], changes, adopts=True)
+                Update(
+                    node.name,
+                    f"{node.name} (adopted)",
+                    device["id"],
+                    changes,
+                    adopts=True,
+                    identity=DEVICE_IDENTITY,
+                )
             )
         elif existing is not None:
             changes = tags.with_sync_tags(diff(desired, _current(existing)), existing, MANAGED)
