@@ -31,6 +31,7 @@ from psycopg import sql
 
 from proxbox_backend.clients.http import RetryPolicy
 from proxbox_backend.config import Settings
+from proxbox_backend.domain.policy import Target
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import RunReport, SyncService
 
@@ -421,10 +422,12 @@ def run_sync(
     simulator: Simulator,
     endpoint_id: int,
     token: str | None = None,
+    target: Target | None = None,
     **overrides,
 ) -> RunReport:
+    """One run in this process; `target`: only that guest or node, as "Sync now" on its page."""
     service = SyncService(settings_for(netbox, simulator, token, **overrides))
-    return asyncio.run(service.run(endpoint_id))
+    return asyncio.run(service.run(endpoint_id, target=target))
 
 
 def create_endpoint(

@@ -21,6 +21,8 @@ from sync_fixtures import (
     run_sync,
 )
 
+from proxbox_backend.domain.policy import Target
+
 
 @pytest.fixture(scope="module")
 def simulator(sync_workdir):
@@ -372,6 +374,39 @@ def test_node_addresses_and_primary_ip(netbox_server, simulator, endpoint, first
     report = sync(netbox_server, simulator, endpoint, templates="sync")
     assert report.tally.writes == 0, report.as_dict()["counters"]
     assert_only_reflection_written(object_changes_since(netbox_server, since))
+
+
+def test_a_node_targeted_sync_refreshes_that_nodes_network(
+    netbox_server, simulator, endpoint, first_run
+):
+    """ "Sync now" on a node's page: its interfaces and addresses follow Proxmox too."""
+    cluster_id = first_run.cluster["id"]
+    (device,) = list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
+    node = device["name"]
+    with simulator.api() as pve:
+        vmbr1 = pve.get(f"/nodes/{node}/network/vmbr1").json()["data"]
+        moved = vmbr1["cidr"].rsplit(".", 1)[0] + ".98/24"
+        answer = pve.put(
+            f"/nodes/{node}/network/vmbr1",
+            data={"type": "bridge", "cidr": moved, "comments": "storage network"},
+        )
+        assert answer.status_code == 200, answer.text
+        wait_if_task(simulator, pve.put(f"/nodes/{node}/network"))
+    report = run_sync(
+        netbox_server, simulator, endpoint["id"], target=Target.parse(node=node), templates="sync"
+    )
+    assert report.ok, report.as_dict()["failures"]
+    interfaces = {
+        i["name"]: i for i in list_all(netbox_server, "/dcim/interfaces/", device_id=device["id"])
+    }
+    assert interfaces["vmbr1"]["description"] == "storage network"
+    on_vmbr1 = {
+        ip["address"]
+        for ip in device_addresses(netbox_server, device["id"]).values()
+        if ip["assigned_object_id"] == interfaces["vmbr1"]["id"] and "proxbox" in slugs(ip)
+    }
+    assert on_vmbr1 == {moved}
+    assert report.tally.of("dcim.interface").updated == 1
 
 
 # -- storages and data protection (last: HA requests act on guests) ---------------------------

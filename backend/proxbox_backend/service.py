@@ -364,10 +364,16 @@ class _Run:
         device_ids, device_outcomes = await nodes_stage.apply(netbox, nodes, placement, tally)
         self.stage("nodes", "finished", done=len(nodes))
 
+        target = policy.target
+        if target is not None and target.node is not None:
+            policy = dataclasses.replace(policy, target=target.with_device(device_ids))
+            ACTIVE.set(policy)
+            target = policy.target
+        # A node target refreshes that node's network; a guest target no node's.
         networks = {
             device_ids[name]: interfaces
             for name, interfaces in inventory.node_networks.items()
-            if name in device_ids
+            if name in device_ids and (target is None or name == target.node)
         }
         count = sum(len(interfaces) for interfaces in networks.values())
         self.stage("node interfaces", "started", total=count)
@@ -375,11 +381,7 @@ class _Run:
             netbox, networks, set(networks), tally
         )
         self.stage("node interfaces", "finished", done=count)
-        if policy.target is None:
-            # Like node interfaces, node addresses are the cluster's: full syncs only.
-            await self.node_addresses(
-                nodes, device_ids, networks, node_interface_ids, device_outcomes
-            )
+        await self.node_addresses(nodes, device_ids, networks, node_interface_ids, device_outcomes)
 
         self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(

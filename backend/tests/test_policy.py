@@ -206,6 +206,32 @@ def test_a_node_target_covers_its_guests_and_its_own_device_only():
     assert [u.key for u in policy_.restrict(vms).updates] == ["cluster-7/qemu/100"]
 
 
+def test_a_node_target_refreshes_its_own_interfaces_and_primary_ips_only():
+    target = Target.parse(node="pve1").with_device({"pve1": 5, "pve2": 6})
+    policy_ = SyncPolicy(target=target)
+    interfaces = Plan(
+        "dcim.interface",
+        creates=[Create((5, "vmbr1"), "new", {}), Create((6, "vmbr1"), "other's", {})],
+        updates=[
+            Update((5, "vmbr0"), "mine", 50, {"mtu": 9000}),
+            Update((6, "vmbr0"), "x", 60, {}),
+        ],
+        deletes=[Delete((6, "eth9"), "other's gone", 61)],
+    )
+    kept = policy_.restrict(interfaces)
+    assert [c.key for c in kept.creates] == [(5, "vmbr1")]
+    assert [u.key for u in kept.updates] == [(5, "vmbr0")]
+    assert kept.deletes == [] and kept.unchanged == {(6, "vmbr0"): 60, (6, "eth9"): 61}
+    primaries = Plan(
+        "dcim.device",
+        updates=[Update(5, "p", 5, {"primary_ip4": 1}), Update(6, "q", 6, {"primary_ip4": 2})],
+    )
+    assert [u.key for u in policy_.restrict(primaries).updates] == [5]
+    # A guest target touches no node's interfaces.
+    guest_only = SyncPolicy(target=Target.parse(guest="qemu/100"))
+    assert guest_only.restrict(interfaces).creates == []
+
+
 def test_the_sync_route_takes_one_target_a_guest_or_a_node():
     from fastapi.testclient import TestClient
 

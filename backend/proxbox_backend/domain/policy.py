@@ -203,6 +203,9 @@ class Target:
     node: str | None = None
     # The guests on the targeted node, filled in once Proxmox's inventory is read.
     node_guests: frozenset[tuple[str, int]] = frozenset()
+    # The targeted node's device, once the nodes stage has it: its interfaces, addresses
+    # and primary IPs are the target's too.
+    node_device: int | None = None
 
     @classmethod
     def parse(cls, guest: str | None = None, node: str | None = None) -> Target | None:
@@ -231,6 +234,11 @@ class Target:
             self, node_guests=frozenset((g.kind, g.vmid) for g in guests if g.node == self.node)
         )
 
+    def with_device(self, device_ids: dict[str, int]) -> Target:
+        if self.node is None:
+            return self
+        return replace(self, node_device=device_ids.get(self.node))
+
     def covers(self, guest) -> bool:
         if self.guest is not None:
             return (guest.kind, guest.vmid) == self.guest
@@ -252,11 +260,19 @@ class Target:
                 )
 
             return _keep(plan, mine)
+        device = self.node_device
         if plan.object_type == "dcim.device":
-            return _keep(plan, lambda item: self.node is not None and item.key == self.node)
-        if plan.object_type in ("dcim.interface", "ipam.vlan"):
-            # Node interfaces and VLANs are shared by the whole cluster: full syncs keep them.
-            return _keep(plan, lambda item: False, keep_creates=plan.object_type == "ipam.vlan")
+            # Devices are keyed by node name; their primary IPs by device id.
+            return _keep(
+                plan,
+                lambda item: self.node is not None and item.key in (self.node, device or ""),
+            )
+        if plan.object_type == "dcim.interface":
+            # Keyed (device id, interface name): a node target refreshes its own interfaces.
+            return _keep(plan, lambda item: device is not None and item.key[0] == device)
+        if plan.object_type == "ipam.vlan":
+            # VLANs are shared by the whole cluster: full syncs keep them.
+            return _keep(plan, lambda item: False, keep_creates=True)
         return plan
 
 
