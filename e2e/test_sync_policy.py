@@ -1,6 +1,7 @@
 """An endpoint's sync policy, set through the plugin's REST API, in real syncs against the
-simulator: exclusions, protected fields, create-only guests, operator-added components, the
-records mode of the storage and data-protection records.
+simulator: exclusions (VMID, name pattern, node, Proxmox tag), protected fields, create-only
+guests, operator-added components, the component and tag modes, the removed-guests policy,
+the records mode of the storage and data-protection records.
 
 The tests run in file order and build on each other (one endpoint, one small simulator).
 """
@@ -15,6 +16,7 @@ from sync_fixtures import (
     create_site,
     list_all,
     object_changes_since,
+    of_vms,
     run_sync,
     settings_for,
 )
@@ -220,3 +222,128 @@ def test_create_only_records_are_created_and_not_updated(
     with netbox_server.api() as api:
         now = api.get(f"/plugins/proxbox/inventory/storages/{storage['id']}/").json()
     assert now["content"] == storage["content"]
+
+
+# -- every other switch, each through REST and its effect in a real sync ----------------------
+
+
+def synced(netbox, path: str, cluster_id: int) -> list[dict]:
+    """The sync's own objects at `path` (tagged `proxbox`) of the cluster's VMs."""
+    found = of_vms(netbox, path, [vm["id"] for vm in vms(netbox, cluster_id).values()])
+    return [o for o in found if "proxbox" in {t["slug"] for t in o["tags"]}]
+
+
+def identity(obj: dict) -> tuple:
+    return (obj.get("virtual_machine") or {}).get("id"), obj.get("name") or obj.get("address")
+
+
+@pytest.mark.parametrize(
+    ("field", "path", "object_type"),
+    [
+        ("interfaces_mode", "/virtualization/interfaces/", "virtualization.vminterface"),
+        ("ips_mode", "/ipam/ip-addresses/", "ipam.ipaddress"),
+        ("disks_mode", "/virtualization/virtual-disks/", "virtualization.virtualdisk"),
+    ],
+    ids=["interfaces", "ips", "disks"],
+)
+def test_a_component_type_switched_off_is_not_written_until_switched_on(
+    netbox_server, policy_simulator, endpoint, first_run, field, path, object_type
+):
+    cluster_id = first_run.cluster["id"]
+    set_policy(netbox_server, endpoint, guests_mode="always", **{field: "off"})
+    victim = synced(netbox_server, path, cluster_id)[0]
+    with netbox_server.api() as api:
+        assert api.delete(f"{path}{victim['id']}/").status_code == 204
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.tally.of(object_type).created == 0
+    assert identity(victim) not in {identity(o) for o in synced(netbox_server, path, cluster_id)}
+
+    set_policy(netbox_server, endpoint, **{field: "always"})
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.tally.of(object_type).created >= 1
+    assert identity(victim) in {identity(o) for o in synced(netbox_server, path, cluster_id)}
+
+
+def test_tags_mode_off_leaves_the_vms_tags_alone(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    vm = next(v for v in vms(netbox_server, cluster_id).values() if v["tags"])
+    set_policy(netbox_server, endpoint, tags_mode="off")
+    with netbox_server.api() as api:
+        assert api.patch(f"/virtualization/virtual-machines/{vm['id']}/", json={"tags": []})
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert vms(netbox_server, cluster_id)[vm["custom_fields"]["proxbox_source"]]["tags"] == []
+    set_policy(netbox_server, endpoint, tags_mode="always")
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    again = vms(netbox_server, cluster_id)[vm["custom_fields"]["proxbox_source"]]
+    assert {t["slug"] for t in again["tags"]} >= {"proxbox"}
+
+
+@pytest.mark.parametrize("kind", ["names", "nodes", "tags"])
+def test_an_exclusion_keeps_the_guest_out_until_lifted(
+    netbox_server, policy_simulator, endpoint, first_run, kind
+):
+    cluster_id = first_run.cluster["id"]
+    set_policy(netbox_server, endpoint, guests_mode="always")
+    key, vm = sorted(vms(netbox_server, cluster_id).items())[-1]
+    guest_kind, vmid = key.split("#")[0].split("/")[1:]
+    node = vm["device"]["name"]
+    if kind == "tags":
+        with policy_simulator.api() as pve:
+            answer = pve.put(
+                f"/nodes/{node}/{guest_kind}/{vmid}/config", data={"tags": "pbx-keep-out"}
+            )
+            assert answer.status_code == 200, answer.text
+    exclusion = {
+        "names": [vm["name"][:-1] + "*"],  # a pattern, as operators write them
+        "nodes": [node],
+        "tags": ["pbx-keep-out"],
+    }[kind]
+    set_policy(netbox_server, endpoint, **{f"exclude_{kind}": exclusion})
+    with netbox_server.api() as api:
+        assert api.delete(f"/virtualization/virtual-machines/{vm['id']}/").status_code == 204
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.tally.of("virtualization.virtualmachine").created == 0
+    assert vm["name"] not in {v["name"] for v in vms(netbox_server, cluster_id).values()}
+
+    set_policy(netbox_server, endpoint, **{f"exclude_{kind}": []})
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.tally.of("virtualization.virtualmachine").created == 1
+    assert vm["name"] in {v["name"] for v in vms(netbox_server, cluster_id).values()}
+
+
+def test_the_removed_guests_policy_keeps_then_deletes_a_destroyed_guest(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    key, vm = sorted(vms(netbox_server, cluster_id).items())[0]
+    guest_kind, vmid = key.split("#")[0].split("/")[1:]
+    node = vm["device"]["name"]
+    with policy_simulator.api() as pve:
+        if (
+            pve.get(f"/nodes/{node}/{guest_kind}/{vmid}/status/current").json()["data"]["status"]
+            == "running"
+        ):
+            stopped = pve.post(f"/nodes/{node}/{guest_kind}/{vmid}/status/stop")
+            assert stopped.status_code == 200, stopped.text
+            policy_simulator.wait_task(stopped.json()["data"])
+        destroyed = pve.delete(f"/nodes/{node}/{guest_kind}/{vmid}")
+        assert destroyed.status_code == 200, destroyed.text
+        policy_simulator.wait_task(destroyed.json()["data"])
+
+    set_policy(netbox_server, endpoint, removed_guests="keep")
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    kept = vms(netbox_server, cluster_id).get(key)
+    assert kept is not None and kept["status"]["value"] == vm["status"]["value"]
+
+    set_policy(netbox_server, endpoint, removed_guests="delete")
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.tally.of("virtualization.virtualmachine").deleted == 1
+    assert key not in vms(netbox_server, cluster_id)
