@@ -6,6 +6,7 @@ import pytest
 from proxbox_backend.clients.netbox import NetBoxClient
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest, GuestAddress, GuestNic
+from proxbox_backend.domain.policy import ACTIVE, SyncPolicy
 from proxbox_backend.gateways.netbox import NetBoxGateway
 from proxbox_backend.secrets import Secret
 from proxbox_backend.stages import primary_ips
@@ -123,3 +124,33 @@ async def test_a_refused_primary_is_a_reported_failure():
     assert (vms.unchanged, vms.updated, vms.failed) == (1, 0, 1)
     assert "not assigned" in tally.failures[0].reason
     await netbox.client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("switches", "written"),
+    [
+        ({}, {1: 501, 3: 503}),
+        ({"protected_fields": ["primary_ip"]}, {3: 503}),
+        ({"modes": {"guests": "create_only"}}, {3: 503}),
+        ({"modes": {"guests": "off"}}, {3: 503}),
+    ],
+    ids=["always", "primary protected", "guests create-only", "guests off"],
+)
+@pytest.mark.asyncio
+async def test_the_endpoints_switches_hold_back_primaries_of_existing_vms_only(switches, written):
+    """An operator's VM whose primary they cleared keeps it cleared when the switches say
+    so; a VM this run created gets its primary as part of its creation."""
+    netbox, requests = netbox_answering({})
+    owned = [(1, guest()), (3, guest())]
+    interfaces = {(vm, "net0"): 50 + vm * 10 for vm in (1, 3)}
+    ips = {(50 + vm * 10, "10.0.0.5/24"): 500 + vm for vm in (1, 3)}
+    outcomes = primary_ips.VmOutcomes(frozenset({1}), frozenset({1}), {1: {}, 3: {}})
+    token = ACTIVE.set(SyncPolicy.from_api(switches))
+    try:
+        await primary_ips.apply(netbox, owned, interfaces, ips, set(), outcomes, Tally())
+    finally:
+        ACTIVE.reset(token)
+        await netbox.client.aclose()
+    assert {item["id"]: item["primary_ip4"] for _, _, items in requests for item in items} == (
+        written
+    )

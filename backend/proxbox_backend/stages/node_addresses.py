@@ -21,7 +21,7 @@ from proxbox_backend.domain.models import NodeInterface
 from proxbox_backend.domain.plan import Plan, Update
 from proxbox_backend.gateways.netbox import DEVICES, IP_ADDRESSES, NetBoxGateway
 from proxbox_backend.stages import ips, primary_ips
-from proxbox_backend.stages.apply import apply_plan, restricted
+from proxbox_backend.stages.apply import apply_plan
 from proxbox_backend.stages.node_interfaces import Networks
 from proxbox_backend.stages.primary_ips import FIELDS, VmOutcomes
 
@@ -121,6 +121,5 @@ async def apply(
     primaries = plan_primaries(
         networks, cluster_ips, interface_ids, ip_ids, outcomes.primaries, removed
     )
-    # The device's own switches: nodes off or create-only, or `primary_ip` protected.
-    primaries = await restricted(netbox.client, DEVICES, primaries)
+    primaries = await primary_ips.restrict_primaries(netbox, DEVICES, primaries, outcomes)
     await primary_ips.write(netbox, DEVICES, primaries, outcomes, tally)

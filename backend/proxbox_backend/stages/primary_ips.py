@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Plan, Update
 from proxbox_backend.gateways.netbox import VIRTUAL_MACHINES, NetBoxGateway, nested_id
+from proxbox_backend.stages.apply import restricted
 
 OBJECT_TYPE = "virtualization.virtualmachine"
 FIELDS = {4: "primary_ip4", 6: "primary_ip6"}
@@ -89,7 +90,20 @@ async def apply(
     tally: Tally,
 ) -> None:
     the_plan = plan(owned, interface_ids, ip_ids, outcomes.primaries, removed_ip_ids)
+    the_plan = await restrict_primaries(netbox, VIRTUAL_MACHINES, the_plan, outcomes)
     await write(netbox, VIRTUAL_MACHINES, the_plan, outcomes, tally)
+
+
+async def restrict_primaries(
+    netbox: NetBoxGateway, path: str, the_plan: Plan, outcomes: VmOutcomes
+) -> Plan:
+    """The endpoint's switches for primaries of objects that existed before this run
+    (guests or nodes off or create-only, `primary_ip` protected): an object created in
+    this run gets its primary as part of its creation."""
+    created = [u for u in the_plan.updates if u.id not in outcomes.existing]
+    existed = replace(the_plan, updates=[u for u in the_plan.updates if u.id in outcomes.existing])
+    kept = await restricted(netbox.client, path, existed)
+    return replace(kept, updates=[*kept.updates, *created])
 
 
 async def write(
