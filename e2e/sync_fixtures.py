@@ -39,6 +39,9 @@ PREFIX = "pbsync_"
 # Every simulator of a session gets its own number: node addresses derive from it, since
 # e2e modules share one NetBox and reuse renumber networks (10.79.0 twice, for one).
 _INSTANCES = itertools.count(1)
+# Every NetBox of a session gets a database of its own: the suites share one NetBox, and
+# a suite starting another (the API fuzzing) must not clone over the shared one's.
+_NETBOXES = itertools.count(1)
 SERVER_URL = os.environ.get("PROXBOX_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 ADMIN_PASSWORD = "pbsync-admin-password"
 
@@ -92,11 +95,11 @@ def stop(process: subprocess.Popen) -> None:
 
 
 class NetBoxServer:
-    """`database` names a server of its own (default `pbsync_netbox_<pid>`); `env` adds to
+    """`database` names a server of its own (default `pbsync_netbox_<pid>_<n>`); `env` adds to
     the environment of its processes (another NETBOX_CONFIGURATION, a Redis pair)."""
 
     def __init__(self, workdir: Path, database: str | None = None, **env: str):
-        self.database = database or f"{PREFIX}netbox_{os.getpid()}"
+        self.database = database or f"{PREFIX}netbox_{os.getpid()}_{next(_NETBOXES)}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workdir = workdir
