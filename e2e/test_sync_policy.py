@@ -1,7 +1,8 @@
 """An endpoint's sync policy, set through the plugin's REST API, in real syncs against the
-simulator: exclusions (VMID, name pattern, node, Proxmox tag), protected fields, create-only
-guests, operator-added components, the component and tag modes, the removed-guests policy,
-the records mode of the storage and data-protection records.
+simulator: exclusions (VMID, name pattern, node, Proxmox tag, pool), protected fields (name,
+status), create-only guests, operator-added components, the node, component, VLAN and tag
+modes, templates, the removed-guests policy, the records mode of the storage and
+data-protection records.
 
 The tests run in file order and build on each other (one endpoint, one small simulator).
 """
@@ -315,6 +316,107 @@ def test_an_exclusion_keeps_the_guest_out_until_lifted(
     assert report.ok, report.as_dict()
     assert report.tally.of("virtualization.virtualmachine").created == 1
     assert vm["name"] in {v["name"] for v in vms(netbox_server, cluster_id).values()}
+
+
+def devices(netbox, cluster_id) -> list[dict]:
+    return list_all(netbox, "/dcim/devices/", cluster_id=cluster_id)
+
+
+def test_nodes_mode_off_leaves_the_node_device_as_the_operator_set_it(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    (device,) = devices(netbox_server, cluster_id)
+    set_policy(netbox_server, endpoint, nodes_mode="off")
+    with netbox_server.api() as api:
+        answer = api.patch(f"/dcim/devices/{device['id']}/", json={"status": "planned"})
+        assert answer.status_code == 200, answer.text
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert devices(netbox_server, cluster_id)[0]["status"]["value"] == "planned"
+    set_policy(netbox_server, endpoint, nodes_mode="always")
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert devices(netbox_server, cluster_id)[0]["status"]["value"] == "active"
+
+
+def test_vlans_mode_off_creates_no_vlan_until_switched_on(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    key, vm = sorted(vms(netbox_server, cluster_id).items())[0]
+    guest_kind, vmid = key.split("#")[0].split("/")[1:]
+    node = vm["device"]["name"]
+    with policy_simulator.api() as pve:
+        config = pve.get(f"/nodes/{node}/{guest_kind}/{vmid}/config").json()["data"]
+        answer = pve.put(
+            f"/nodes/{node}/{guest_kind}/{vmid}/config", data={"net0": config["net0"] + ",tag=42"}
+        )
+        assert answer.status_code == 200, answer.text
+
+    def vlan_42() -> list[dict]:
+        return list_all(
+            netbox_server, "/ipam/vlans/", vid=42, group=f"proxbox-cluster-{cluster_id}"
+        )
+
+    set_policy(netbox_server, endpoint, vlans_mode="off")
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert vlan_42() == []
+    set_policy(netbox_server, endpoint, vlans_mode="always")
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert report.tally.of("ipam.vlan").created == 1 and len(vlan_42()) == 1
+
+
+def test_a_protected_status_survives_and_unprotected_is_restored(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    key, vm = sorted(vms(netbox_server, cluster_id).items())[0]
+    set_policy(netbox_server, endpoint, protected_fields=["status"])
+    with netbox_server.api() as api:
+        answer = api.patch(
+            f"/virtualization/virtual-machines/{vm['id']}/", json={"status": "decommissioning"}
+        )
+        assert answer.status_code == 200, answer.text
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert vms(netbox_server, cluster_id)[key]["status"]["value"] == "decommissioning"
+    set_policy(netbox_server, endpoint, protected_fields=[])
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert vms(netbox_server, cluster_id)[key]["status"]["value"] == vm["status"]["value"]
+
+
+def test_a_pool_exclusion_and_the_template_switch(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    node = devices(netbox_server, cluster_id)[0]["name"]
+    with policy_simulator.api() as pve:
+        made = pve.post(
+            f"/nodes/{node}/qemu",
+            data={"vmid": 960, "name": "tpl-pool", "memory": 512, "net0": "virtio,bridge=vmbr0"},
+        )
+        assert made.status_code == 200, made.text
+        policy_simulator.wait_task(made.json()["data"])
+        templated = pve.post(f"/nodes/{node}/qemu/960/template")
+        assert templated.status_code == 200, templated.text
+        if isinstance(templated.json()["data"], str):
+            policy_simulator.wait_task(templated.json()["data"])
+        assert pve.post("/pools", data={"poolid": "golden"}).status_code == 200
+        assert pve.put("/pools/golden", data={"vms": "960"}).status_code == 200
+
+    def tpl_pool() -> list[dict]:
+        found = list_all(netbox_server, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+        return [vm for vm in found if vm["name"] == "tpl-pool"]
+
+    set_policy(netbox_server, endpoint, sync_templates=False)
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert tpl_pool() == []  # templates stay out
+    set_policy(netbox_server, endpoint, sync_templates=True, exclude_pools=["golden"])
+    assert run_sync(netbox_server, policy_simulator, endpoint["id"]).ok
+    assert tpl_pool() == []  # a template now, but in an excluded pool
+    set_policy(netbox_server, endpoint, exclude_pools=[])
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, report.as_dict()
+    assert len(tpl_pool()) == 1
 
 
 def test_the_removed_guests_policy_keeps_then_deletes_a_destroyed_guest(
