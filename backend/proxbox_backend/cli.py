@@ -189,18 +189,18 @@ def cmd_run(args) -> int:
     redactor = _install_redaction(settings)
     service = SyncService(settings)
 
-    async def execute(record) -> RunReport:
-        if args.json:
-            # Without a run store nothing records the events: the service still emits them.
-            emit = record or (lambda _event: None)
-            return await service.run(args.endpoint, emit, dry_run=args.dry_run)
-        return await _run_with_progress(service, args.endpoint, redactor, args.dry_run, record)
+    async def execute(record=None) -> RunReport:
+        if not args.json:
+            return await _run_with_progress(service, args.endpoint, redactor, args.dry_run, record)
+        if record is None:  # no run store: the service's own default takes the events
+            return await service.run(args.endpoint, dry_run=args.dry_run)
+        return await service.run(args.endpoint, record, dry_run=args.dry_run)
 
     # A preview writes nothing: it needs no lease, like POST /sync/{id}/preview.
     leased = settings.redis_url and not args.dry_run
     try:
         report = asyncio.run(
-            _leased(settings, service, args.endpoint, execute) if leased else execute(None)
+            _leased(settings, service, args.endpoint, execute) if leased else execute()
         )
     except RunActive as active:
         print(
