@@ -24,6 +24,7 @@ import psycopg
 from psycopg import sql
 from sync_fixtures import (
     NetBoxServer,
+    change_marker,
     cli_environment,
     free_port,
     list_all,
@@ -253,6 +254,29 @@ def sync_command(netbox: NetBoxServer, simulator, endpoint_name: str) -> tuple[l
     """`proxbox-sync run --json` of one endpoint as a subprocess, and its environment."""
     argv = [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", endpoint_name]
     return argv + ["--json"], cli_environment(netbox, simulator)
+
+
+def sync_midway(
+    netbox: NetBoxServer, simulator, endpoint_name: str, creates: int = 5, timeout: float = 300
+) -> subprocess.Popen:
+    """`proxbox-sync run --json` as a subprocess, returned still running once it has
+    created `creates` VMs: the moment each chaos case disturbs a sync."""
+    argv, env = sync_command(netbox, simulator, endpoint_name)
+    since = change_marker(netbox)
+    run = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + timeout
+    while vm_creates(netbox, since) < creates:
+        if run.poll() is not None or time.monotonic() > deadline:
+            run.kill()
+            _, stderr = run.communicate(timeout=60)
+            raise AssertionError(
+                f"the sync ended or stalled before it had created {creates} VMs: "
+                + stderr.decode()[-2000:]
+            )
+        time.sleep(0.2)
+    return run
 
 
 class PrivatePostgres:

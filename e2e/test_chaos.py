@@ -26,13 +26,12 @@ from chaos_support import (
     assert_converged,
     endpoint_cluster,
     sync_command,
+    sync_midway,
     sync_state,
-    vm_creates,
 )
 from psycopg.rows import dict_row
 from sync_fixtures import (
     Simulator,
-    change_marker,
     create_endpoint,
     create_site,
     expected_inventory,
@@ -59,20 +58,10 @@ def chaos_endpoint(netbox_server, chaos_simulator):
 def test_sync_killed_midway_converges_on_rerun(netbox_server, chaos_simulator, chaos_endpoint):
     expected = expected_inventory(chaos_simulator.inventory())
     argv, env = sync_command(netbox_server, chaos_simulator, chaos_endpoint["name"])
-    since = change_marker(netbox_server)
-    run = subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 300
-    while run.poll() is None and time.monotonic() < deadline:
-        if vm_creates(netbox_server, since) >= 5:
-            os.kill(run.pid, signal.SIGKILL)
-            break
-        time.sleep(0.2)
-    _, stderr = run.communicate(timeout=60)
-    assert run.returncode == -signal.SIGKILL, (
-        "the run ended before it could be killed midway: " + stderr.decode()[-2000:]
-    )
+    run = sync_midway(netbox_server, chaos_simulator, chaos_endpoint["name"])
+    os.kill(run.pid, signal.SIGKILL)
+    run.communicate(timeout=60)
+    assert run.returncode == -signal.SIGKILL, "the run ended before it could be killed midway"
 
     cluster_id = endpoint_cluster(netbox_server, chaos_endpoint["id"])
     partial = assert_consistent(netbox_server, cluster_id)
@@ -151,15 +140,8 @@ def test_task_worker_killed_mid_task_during_a_sync(netbox_server, task_simulator
     )
     workers = {name: _task_worker(task_simulator, name) for name in ("w1", "w2")}
     argv, env = sync_command(netbox_server, task_simulator, endpoint["name"])
-    since = change_marker(netbox_server)
-    run = subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
-    )
+    run = sync_midway(netbox_server, task_simulator, endpoint["name"])
     try:
-        deadline = time.monotonic() + 300
-        while vm_creates(netbox_server, since) < 5 and time.monotonic() < deadline:
-            assert run.poll() is None, "the sync ended before a task could be issued"
-            time.sleep(0.2)
         with task_simulator.api() as pve:
             response = pve.post(f"/nodes/{running['node']}/qemu/{running['vmid']}/status/reboot")
             assert response.status_code == 200, response.text

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -26,13 +25,12 @@ from chaos_support import (
     assert_converged,
     endpoint_cluster,
     sync_command,
+    sync_midway,
     sync_state,
-    vm_creates,
 )
 from sync_fixtures import (
     NetBoxServer,
     Simulator,
-    change_marker,
     create_endpoint,
     create_site,
     expected_inventory,
@@ -97,15 +95,9 @@ def test_postgres_restart_during_a_sync_converges_on_rerun(netbox, postgres, pg_
     endpoint = create_endpoint(netbox, "pve-chaos-pg", pg_simulator, site=site)
     expected = expected_inventory(pg_simulator.inventory())
     argv, env = sync_command(netbox, pg_simulator, endpoint["name"])
-    since = change_marker(netbox)
-    run = subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
-    )
+    since = fixtures.change_marker(netbox)
+    run = sync_midway(netbox, pg_simulator, endpoint["name"])
     try:
-        deadline = time.monotonic() + 300
-        while vm_creates(netbox, since) < 5 and time.monotonic() < deadline:
-            assert run.poll() is None, "the sync ended before PostgreSQL could be restarted"
-            time.sleep(0.2)
         down = postgres.restart()
         assert run.poll() is None, "the sync ended before PostgreSQL was back"
         stdout, stderr = run.communicate(timeout=600)
