@@ -350,6 +350,20 @@ class Simulator:
                 assert response.status_code == 200, response.text
                 self.wait_task(response.json()["data"])
 
+    def create_template(self, node: str, vmid: int, name: str, memory: int = 512) -> None:
+        """A QEMU guest created, then turned into a template (`qm create`, `qm template`)."""
+        with self.api() as pve:
+            made = pve.post(
+                f"/nodes/{node}/qemu",
+                data={"vmid": vmid, "name": name, "memory": memory, "net0": "virtio,bridge=vmbr0"},
+            )
+            assert made.status_code == 200, made.text
+            self.wait_task(made.json()["data"])
+            templated = pve.post(f"/nodes/{node}/qemu/{vmid}/template")
+            assert templated.status_code == 200, templated.text
+            if isinstance(templated.json()["data"], str):  # a task from PVE 7 on
+                self.wait_task(templated.json()["data"])
+
     def wait_task(self, upid: str) -> None:
         node = upid.split(":")[1]
         with self.api() as pve:

@@ -241,17 +241,7 @@ def test_vm_platforms_from_the_agent_else_the_ostype(netbox_server, simulator, f
 def test_templates_stay_out_unless_asked_for(netbox_server, simulator, endpoint, first_run):
     cluster_id = first_run.cluster["id"]
     node = next(iter(simulator.inventory()["guests"].values()))["resource"]["node"]
-    with simulator.api() as pve:
-        made = pve.post(
-            f"/nodes/{node}/qemu",
-            data={"vmid": 950, "name": "tpl-base", "memory": 1024, "net0": "virtio,bridge=vmbr0"},
-        )
-        assert made.status_code == 200, made.text
-        simulator.wait_task(made.json()["data"])
-        templated = pve.post(f"/nodes/{node}/qemu/950/template")
-        assert templated.status_code == 200, templated.text
-        if isinstance(templated.json()["data"], str):
-            simulator.wait_task(templated.json()["data"])
+    simulator.create_template(node, 950, "tpl-base", memory=1024)
 
     def template_vms():
         return list_all(

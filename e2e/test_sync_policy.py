@@ -56,6 +56,12 @@ def vms(netbox, cluster_id) -> dict[str, dict]:
     return {vm["custom_fields"]["proxbox_source"]: vm for vm in found}
 
 
+def guest_ref(key: str, vm: dict) -> tuple[str, str, str]:
+    """(kind, vmid, node) of a synced VM, from its key `cluster-<id>/<kind>/<vmid>#…`."""
+    kind, vmid = key.split("#")[0].split("/")[1:]
+    return kind, vmid, vm["device"]["name"]
+
+
 @pytest.fixture(scope="module")
 def guests(policy_simulator):
     return sorted(policy_simulator.inventory()["guests"])  # [(kind, vmid), ...]
@@ -131,7 +137,7 @@ def test_a_targeted_sync_touches_only_that_guest(
             assert api.patch(
                 f"/virtualization/virtual-machines/{vm['id']}/", json={"status": "planned"}
             ).is_success
-    kind, vmid = target_key.split("#")[0].split("/")[1:]
+    kind, vmid, _node = guest_ref(target_key, target_vm)
     marker = change_marker(netbox_server)
     service = SyncService(settings_for(netbox_server, policy_simulator))
     report = asyncio.run(service.run(endpoint["id"], target=Target.parse(guest=f"{kind}/{vmid}")))
@@ -290,8 +296,7 @@ def test_an_exclusion_keeps_the_guest_out_until_lifted(
     cluster_id = first_run.cluster["id"]
     set_policy(netbox_server, endpoint, guests_mode="always")
     key, vm = sorted(vms(netbox_server, cluster_id).items())[-1]
-    guest_kind, vmid = key.split("#")[0].split("/")[1:]
-    node = vm["device"]["name"]
+    guest_kind, vmid, node = guest_ref(key, vm)
     if kind == "tags":
         with policy_simulator.api() as pve:
             answer = pve.put(
@@ -343,8 +348,7 @@ def test_vlans_mode_off_creates_no_vlan_until_switched_on(
 ):
     cluster_id = first_run.cluster["id"]
     key, vm = sorted(vms(netbox_server, cluster_id).items())[0]
-    guest_kind, vmid = key.split("#")[0].split("/")[1:]
-    node = vm["device"]["name"]
+    guest_kind, vmid, node = guest_ref(key, vm)
     with policy_simulator.api() as pve:
         config = pve.get(f"/nodes/{node}/{guest_kind}/{vmid}/config").json()["data"]
         answer = pve.put(
@@ -389,17 +393,8 @@ def test_a_pool_exclusion_and_the_template_switch(
 ):
     cluster_id = first_run.cluster["id"]
     node = devices(netbox_server, cluster_id)[0]["name"]
+    policy_simulator.create_template(node, 960, "tpl-pool")
     with policy_simulator.api() as pve:
-        made = pve.post(
-            f"/nodes/{node}/qemu",
-            data={"vmid": 960, "name": "tpl-pool", "memory": 512, "net0": "virtio,bridge=vmbr0"},
-        )
-        assert made.status_code == 200, made.text
-        policy_simulator.wait_task(made.json()["data"])
-        templated = pve.post(f"/nodes/{node}/qemu/960/template")
-        assert templated.status_code == 200, templated.text
-        if isinstance(templated.json()["data"], str):
-            policy_simulator.wait_task(templated.json()["data"])
         assert pve.post("/pools", data={"poolid": "golden"}).status_code == 200
         assert pve.put("/pools/golden", data={"vms": "960"}).status_code == 200
 
@@ -424,8 +419,7 @@ def test_the_removed_guests_policy_keeps_then_deletes_a_destroyed_guest(
 ):
     cluster_id = first_run.cluster["id"]
     key, vm = sorted(vms(netbox_server, cluster_id).items())[0]
-    guest_kind, vmid = key.split("#")[0].split("/")[1:]
-    node = vm["device"]["name"]
+    guest_kind, vmid, node = guest_ref(key, vm)
     with policy_simulator.api() as pve:
         if (
             pve.get(f"/nodes/{node}/{guest_kind}/{vmid}/status/current").json()["data"]["status"]
