@@ -94,6 +94,97 @@ def test_demo_tags_and_node_interfaces_reach_netbox(stack):
     assert interfaces["count"] > 0
 
 
+def _netbox_all(client: httpx.Client, path: str, **params) -> list[dict]:
+    response = client.get(path, params={"limit": 1000, **params})
+    assert response.status_code == 200, (path, response.text)
+    return response.json()["results"]
+
+
+def test_demo_breadth_reaches_netbox(stack):
+    """Each kind of object the demo cluster seeds is in NetBox after `proxbox up`, as
+    Proxmox reports it: VLANs of tagged NICs, node addresses with a primary, storages,
+    backups, snapshots, replication and HA; a stopped VM keeps its configured address."""
+    cluster = _demo_endpoint(stack)["netbox_cluster"]["id"]
+    with _pve(stack) as pve:
+        guests = pve.get("/cluster/resources", params={"type": "vm"}).json()["data"]
+        nodes = [n["node"] for n in pve.get("/nodes").json()["data"]]
+        configs = {
+            g["name"]: pve.get(f"/nodes/{g['node']}/{g['type']}/{g['vmid']}/config").json()["data"]
+            for g in guests
+        }
+        snapshots = {
+            (g["name"], s["name"])
+            for g in guests
+            for s in pve.get(f"/nodes/{g['node']}/{g['type']}/{g['vmid']}/snapshot").json()["data"]
+            if s["name"] != "current"
+        }
+        node_cidrs = {
+            (node, entry["iface"], entry["cidr"])
+            for node in nodes
+            for entry in pve.get(f"/nodes/{node}/network").json()["data"]
+            if entry.get("cidr")
+        }
+        storages = {s["storage"] for s in pve.get("/storage").json()["data"]}
+        backups = {
+            item["volid"]
+            for node in nodes
+            for item in pve.get(
+                f"/nodes/{node}/storage/local/content", params={"content": "backup"}
+            ).json()["data"]
+        }
+        replication = {j["id"] for j in pve.get("/cluster/replication").json()["data"]}
+        ha_resources = {r["sid"] for r in pve.get("/cluster/ha/resources").json()["data"]}
+    vlan_tags = {
+        int(option.split("=", 1)[1])
+        for config in configs.values()
+        for option in config.get("net0", "").split(",")
+        if option.startswith("tag=")
+    }
+    assert vlan_tags and snapshots and replication and ha_resources and backups
+
+    def records(kind: str) -> list[dict]:
+        return _netbox_all(client, f"/api/plugins/proxbox/inventory/{kind}/", cluster_id=cluster)
+
+    with stack.client() as client:
+        vlans = _netbox_all(client, "/api/ipam/vlans/", group=f"proxbox-cluster-{cluster}")
+        vm_interfaces = _netbox_all(client, "/api/virtualization/interfaces/", cluster_id=cluster)
+        devices = _netbox_all(client, "/api/dcim/devices/", cluster_id=cluster)
+        device_ips = _netbox_all(
+            client, "/api/ipam/ip-addresses/", device_id=[d["id"] for d in devices]
+        )
+        vms = _netbox_all(client, "/api/virtualization/virtual-machines/", cluster_id=cluster)
+        netbox_storages = {s["name"] for s in records("storages")}
+        netbox_backups = {b["volume"] for b in records("backups")}
+        netbox_snapshots = {(s["virtual_machine"]["name"], s["name"]) for s in records("snapshots")}
+        netbox_replication = {j["job_id"] for j in records("replication-jobs")}
+        netbox_ha = {r["sid"] for r in records("ha-resources")}
+    assert {v["vid"] for v in vlans} == vlan_tags
+    tagged = {
+        i["virtual_machine"]["name"]: i["untagged_vlan"]["vid"]
+        for i in vm_interfaces
+        if i["untagged_vlan"]
+    }
+    assert tagged == {
+        name: int(option.split("=", 1)[1])
+        for name, config in configs.items()
+        for option in config["net0"].split(",")
+        if option.startswith("tag=")
+    }
+    on_nodes = {
+        (ip["assigned_object"]["device"]["name"], ip["assigned_object"]["name"], ip["address"])
+        for ip in device_ips
+    }
+    assert node_cidrs and on_nodes == node_cidrs
+    assert all(d["primary_ip4"] for d in devices), [d["name"] for d in devices]
+    assert netbox_storages == storages
+    assert netbox_backups == backups
+    assert netbox_snapshots == snapshots
+    assert netbox_replication == replication and netbox_ha == ha_resources
+    stopped = {g["name"] for g in guests if g["status"] == "stopped" and g["type"] == "qemu"}
+    assert stopped, "the demo has a stopped VM"
+    assert all(vm["primary_ip4"] for vm in vms if vm["name"] in stopped)
+
+
 def test_first_sync_is_a_netbox_job_listed_on_the_endpoint(stack):
     endpoint = _demo_endpoint(stack)
     with stack.client() as client:

@@ -266,3 +266,42 @@ def test_concurrent_claims_skip_locked_rows(scratch_url):
             await pool.close()
 
     run(scenario())
+
+
+def test_the_demo_profile_shows_vlans_and_a_snapshot_chain_through_the_api(
+    scratch_url, tmp_path
+):
+    """What the demo's first sync should find: access VLANs on guest NICs and a guest
+    with snapshots, in the shapes `qm config` and `qm listsnapshot` give."""
+    import httpx
+    from simtest_support import Session
+
+    from proxmox_simulator.server import SimulatorServer
+
+    settings = Settings(database_url=scratch_url, data_dir=tmp_path, task_workers=0)
+    with (
+        SimulatorServer(settings) as server,
+        httpx.Client(base_url=server.base_url + "/api2/json", timeout=30) as client,
+    ):
+        api = Session(client, password="pw")
+        guests = api.get("/cluster/resources", params={"type": "vm"}).json()["data"]
+        configs = {
+            g["vmid"]: api.get(f"/nodes/{g['node']}/{g['type']}/{g['vmid']}/config").json()["data"]
+            for g in guests
+        }
+        tagged = sorted(
+            option for c in configs.values() for option in c["net0"].split(",") if "tag=" in option
+        )
+        (protected,) = [
+            g["vmid"] for g in guests if configs[g["vmid"]].get("parent") == "after-upgrade"
+        ]
+        node = next(g["node"] for g in guests if g["vmid"] == protected)
+        snapshots = api.get(f"/nodes/{node}/qemu/{protected}/snapshot").json()["data"]
+        ha = api.get("/cluster/ha/resources").json()["data"]
+    assert tagged == ["tag=10", "tag=20", "tag=30"]
+    by_name = {s["name"]: s for s in snapshots}
+    assert set(by_name) == {"before-upgrade", "after-upgrade", "current"}
+    assert by_name["after-upgrade"]["parent"] == "before-upgrade"
+    assert "parent" not in by_name["before-upgrade"]
+    assert by_name["current"]["parent"] == "after-upgrade"
+    assert [r["sid"] for r in ha] == [f"vm:{protected}"]

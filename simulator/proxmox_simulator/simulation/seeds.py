@@ -29,8 +29,9 @@ class Profile:
     pools: int
     description: str
     lxc_share: float = 0.2
-    # A replication job and an HA group + resource, so a first sync shows data protection.
-    protection: bool = False
+    # What a demo's first sync should show beyond plain guests: VLAN-tagged NICs, a
+    # snapshot chain, a replication job and an HA group + resource.
+    showcase: bool = False
 
 
 PROFILES: dict[str, Profile] = {
@@ -38,7 +39,7 @@ PROFILES: dict[str, Profile] = {
     for p in (
         Profile("standalone", 1, 4, None, 0, "one node without a cluster"),
         Profile("single", 1, 4, "pvesim", 1, "a one-node cluster"),
-        Profile("small", 3, 12, "pvesim", 2, "three nodes, a dozen guests", protection=True),
+        Profile("small", 3, 12, "pvesim", 2, "three nodes, a dozen guests", showcase=True),
         Profile("medium", 3, 100, "pvesim", 3, "three nodes, 100 guests"),
         Profile("large", 4, 1000, "pvesim", 4, "four nodes, 1,000 guests"),
         Profile("xlarge", 16, 10000, "pvesim", 8, "sixteen nodes, 10,000 guests"),
@@ -232,27 +233,40 @@ def plan(profile: Profile, seed: int) -> dict:
         "pools": pools,
         "guests": guests,
         "volumes": unique_volumes,
-        **(_protection(guests, names) if profile.protection else _NO_PROTECTION),
+        **(_showcase(guests, names) if profile.showcase else _NO_SHOWCASE),
     }
 
 
-_NO_PROTECTION = {"replication_jobs": [], "ha_groups": [], "ha_resources": []}
+_NO_SHOWCASE = {"replication_jobs": [], "ha_groups": [], "ha_resources": [], "snapshots": []}
+# Access VLANs of the showcase's tagged NICs (every fourth guest, from the second).
+SHOWCASE_VLANS = (10, 20, 30)
 
 
-def _protection(guests: list[dict], names: list[str]) -> dict:
-    """The last running QEMU guest of the first node: replicated to the second node, and
-    HA-managed in a group preferring its own node (the last, so tests that act on the
-    first seeded guests do not meet an HA-managed one)."""
+def _tag_vlans(guests: list[dict]) -> None:
+    for index, guest in enumerate(guests[1::4]):
+        config = guest["config"]
+        config["net0"] += f",tag={SHOWCASE_VLANS[index % len(SHOWCASE_VLANS)]}"
+        guest["interfaces"] = rules.guest_interfaces(guest["type"], config)
+
+
+def _showcase(guests: list[dict], names: list[str]) -> dict:
+    """VLAN tags on every fourth guest's NIC; and the last running QEMU guest of the first
+    node replicated to the second node, HA-managed in a group preferring its own node, with
+    a chain of two snapshots (the last guest, so tests that act on the first seeded guests
+    do not meet an HA-managed one)."""
+    _tag_vlans(guests)
     candidates = [
         g
         for g in guests
         if g["type"] == rules.QEMU and g["node"] == names[0] and g["status"] == rules.RUNNING
     ]
     if len(names) < 2 or not candidates:
-        return _NO_PROTECTION
-    vmid = candidates[-1]["vmid"]
+        return _NO_SHOWCASE
+    protected = candidates[-1]
+    vmid = protected["vmid"]
     group = f"prefer-{names[0]}"
     return {
+        "snapshots": _snapshot_chain(protected),
         "replication_jobs": [
             {
                 "id": f"{vmid}-0",
@@ -272,6 +286,20 @@ def _protection(guests: list[dict], names: list[str]) -> dict:
             }
         ],
     }
+
+
+def _snapshot_chain(guest: dict) -> list[dict]:
+    """`before-upgrade` ← `after-upgrade` (current), as `qm snapshot` twice would leave them."""
+    state = {k: v for k, v in guest["config"].items() if k != "parent"}
+    chain = [
+        {"name": "before-upgrade", "parent": None, "snaptime": BOOT_EPOCH + 3600},
+        {"name": "after-upgrade", "parent": "before-upgrade", "snaptime": BOOT_EPOCH + 7200},
+    ]
+    guest["config"]["parent"] = chain[-1]["name"]
+    return [
+        {**snap, "vmid": guest["vmid"], "description": "seeded", "vmstate": False, "config": state}
+        for snap in chain
+    ]
 
 
 _WIPE = """
@@ -385,6 +413,22 @@ async def apply(conn: asyncpg.Connection, profile: Profile, seed: int, pve_versi
             "INSERT INTO ha_resources (sid, type, vmid, options) VALUES ($1,$2,$3,$4)",
             [(r["sid"], r["type"], r["vmid"], r["options"]) for r in data["ha_resources"]],
         )
+        await conn.executemany(
+            """INSERT INTO guest_snapshots (vmid, name, parent, description, snaptime, vmstate,
+                                            config) VALUES ($1,$2,$3,$4,$5,$6,$7)""",
+            [
+                (
+                    s["vmid"],
+                    s["name"],
+                    s["parent"],
+                    s["description"],
+                    s["snaptime"],
+                    s["vmstate"],
+                    s["config"],
+                )
+                for s in data["snapshots"]
+            ],
+        )
         await conn.execute("ANALYZE guests")
     return {
         "profile": profile.name,
@@ -395,4 +439,5 @@ async def apply(conn: asyncpg.Connection, profile: Profile, seed: int, pve_versi
         "volumes": len(data["volumes"]),
         "replication_jobs": len(data["replication_jobs"]),
         "ha_resources": len(data["ha_resources"]),
+        "snapshots": len(data["snapshots"]),
     }
