@@ -25,10 +25,10 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from psycopg import sql
 
+from .context import StackContext, http_answers
 from .errors import StackError
 from .netbox_db import backend_credentials_path, load_credentials
 from .netbox_settings import (
@@ -40,10 +40,6 @@ from .netbox_settings import (
 from .ports import choose_port
 from .processes import ProcessSpec
 from .secrets import load_or_create_secrets, write_private_file
-
-if TYPE_CHECKING:
-    # components imports this module to list the demo's components.
-    from .components import StackContext
 
 SIMULATOR_PROFILE = "small"
 SIMULATOR_SEED = 1
@@ -181,8 +177,6 @@ def assign_backend_url(ctx: StackContext) -> None:
 
 
 def backend_specs(ctx: StackContext) -> list[ProcessSpec]:
-    from .components import http_answers
-
     port = int(ctx.notes["backend_port"])
     credentials = json.loads(backend_credentials_path(ctx.data_dir).read_text("utf-8"))
     secrets = load_or_create_secrets(ctx.data_dir)
