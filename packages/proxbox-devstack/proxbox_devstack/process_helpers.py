@@ -6,7 +6,8 @@ tests, the plugin's, backend's, simulator's and script projects' tests, the benc
   early when the server process exits;
 * `stop_process(popen)`: terminate a child, kill it if it does not exit in time;
 * `wait_until(predicate, timeout, what)`: poll until the predicate holds and return its
-  value, or fail naming what was awaited.
+  value, or raise `WaitTimeout` naming what was awaited (an AssertionError, so a test
+  fails as on any assertion, and a TimeoutError, so code outside tests can catch it).
 
 `processes` is the supervisor's side (records of detached children, process groups);
 these helpers are for a `subprocess.Popen` the caller owns.
@@ -26,19 +27,24 @@ def free_port(host: str = LOCALHOST) -> int:
     return ephemeral_port(host)
 
 
+class WaitTimeout(AssertionError, TimeoutError):
+    """`wait_until` gave up: the predicate never held within the timeout."""
+
+
 def wait_until[T](
     predicate: Callable[[], T], timeout: float = 60.0, what: str = "", interval: float = 0.1
 ) -> T:
     """Poll `predicate` every `interval` seconds until it returns something truthy and return
-    that; after `timeout` seconds (the predicate checked once more) raise AssertionError
-    "timed out after <timeout> s waiting for <what>"."""
+    that; after `timeout` seconds (the predicate checked once more) raise WaitTimeout
+    "timed out after <timeout> s waiting for <what>". An exception of the predicate
+    propagates at once."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what or predicate}")
+            raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what or predicate}")
         time.sleep(interval)
 
 

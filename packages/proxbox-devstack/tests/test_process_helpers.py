@@ -11,7 +11,13 @@ from threading import Thread
 
 import pytest
 
-from proxbox_devstack.process_helpers import free_port, stop_process, wait_for_http, wait_until
+from proxbox_devstack.process_helpers import (
+    WaitTimeout,
+    free_port,
+    stop_process,
+    wait_for_http,
+    wait_until,
+)
 
 
 def test_free_port_can_be_bound():
@@ -27,9 +33,10 @@ def test_wait_until_returns_the_predicates_value():
 
 def test_wait_until_names_what_it_waited_for():
     began = time.monotonic()
-    with pytest.raises(AssertionError, match="timed out after 0.2 s waiting for the worker"):
+    with pytest.raises(WaitTimeout, match="timed out after 0.2 s waiting for the worker") as info:
         wait_until(lambda: False, 0.2, "the worker", interval=0.05)
     assert time.monotonic() - began >= 0.2
+    assert isinstance(info.value, AssertionError) and isinstance(info.value, TimeoutError)
 
 
 def test_wait_for_http_returns_on_any_status():
