@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,13 +48,9 @@ from contextlib import contextmanager
 import asyncpg
 import httpx
 
+from proxbox_devstack.process_helpers import free_port, stop_process, wait_for_http, wait_until
+
 ROOT_PASSWORD = "bench-password"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _admin_url() -> str:
@@ -102,23 +97,14 @@ def background(cmd: list[str], env: dict, port: int):
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(log.read().decode(errors="replace"))
-                try:
-                    httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.1)
+            try:
+                wait_for_http(f"http://127.0.0.1:{port}/healthz", proc, timeout=30, interval=0.1)
+            except RuntimeError as exc:
+                log.seek(0)
+                raise RuntimeError(f"{exc}: {log.read().decode(errors='replace')}") from None
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc, timeout=15)
 
 
 # -- the bare comparison server ---------------------------------------------------
@@ -270,7 +256,7 @@ def main() -> None:
             db_url, "seed", "--profile", "bench-1k", "--seed", "1", "--root-password", ROOT_PASSWORD
         )
         token = _cli(db_url, "token", "create", "root@pam!bench", "--privsep", "0")
-        sim_port, bare_port = _free_port(), _free_port()
+        sim_port, bare_port = free_port(), free_port()
         env = {
             **os.environ,
             "PROXMOX_SIMULATOR_DATABASE_URL": db_url,
@@ -322,7 +308,7 @@ def main() -> None:
             )
             # The same requests with the rendered-list cache off: every request
             # has PostgreSQL build the 1,000-guest document.
-            cold_port = _free_port()
+            cold_port = free_port()
             cold_cmd = [
                 sys.executable,
                 "-m",
@@ -428,7 +414,7 @@ def hot_swap_under_load(db_url: str, env: dict, token: str, args) -> None:
             check=True,
             capture_output=True,
         )
-        port = _free_port()
+        port = free_port()
         serve = [
             sys.executable,
             "-m",
@@ -486,11 +472,12 @@ FAULT_SCENARIOS = [
 
 
 def _scenario_live(sim: str, active: bool) -> None:
-    deadline = time.monotonic() + 10
-    while (httpx.get(sim + "/ui/api/faults").json()["data"]["active"] is not None) != active:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the simulator did not pick up the fault scenario")
-        time.sleep(0.05)
+    wait_until(
+        lambda: (httpx.get(sim + "/ui/api/faults").json()["data"]["active"] is not None) == active,
+        10,
+        "the simulator to pick up the fault scenario",
+        interval=0.05,
+    )
 
 
 def fault_throughput(db_url: str, sim: str, url: str, headers: dict, results: dict, args) -> None:
@@ -530,7 +517,7 @@ def profile_10k(db_url: str, env: dict, args) -> None:
     seeded = time.perf_counter() - started
     token = _cli(db_url, "token", "create", "root@pam!bench10k", "--privsep", "0")
     headers = {"Authorization": f"PVEAPIToken=root@pam!bench10k={token}"}
-    port = _free_port()
+    port = free_port()
     serve = [
         sys.executable,
         "-m",

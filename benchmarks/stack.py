@@ -58,21 +58,25 @@ def proxbox(env: dict[str, str], *args: str, timeout: float = 1800) -> subproces
 
 
 def api_ready(home: Path, port: int, timeout: float = 120) -> None:
+    from proxbox_devstack.process_helpers import wait_until
+
     token = json.loads((home / "credentials.json").read_text())["token"]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         try:
             response = httpx.get(
                 f"http://127.0.0.1:{port}/api/status/",
                 headers={"Authorization": f"Bearer {token}"},
                 timeout=5,
             )
-            if response.status_code == 200:
-                return
         except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"API on port {port} not ready after {timeout} s")
+            return False
+        return response.status_code == 200
+
+    try:
+        wait_until(ready, timeout, f"the API on port {port}", interval=0.1)
+    except AssertionError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def timed_up(env: dict[str, str], home: Path, port: int) -> float:

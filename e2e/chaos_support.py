@@ -26,18 +26,16 @@ from sync_fixtures import (
     NetBoxServer,
     change_marker,
     cli_environment,
-    free_port,
     list_all,
     netbox_inventory,
     object_changes_since,
     of_vms,
-    stop,
-    wait_for_http,
 )
 
 from proxbox_devstack import postgres_server, processes
 from proxbox_devstack.migrate_without_icu import fallback_collation_sql
 from proxbox_devstack.netbox_settings import django_database
+from proxbox_devstack.process_helpers import free_port, stop_process, wait_for_http, wait_until
 from proxbox_devstack.testdb import (
     _client,
     _client_env,
@@ -237,17 +235,16 @@ class BackendServer:
         return response.json()
 
     def wait_run(self, run_id: str, timeout: float = 600) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            run = self.run(run_id)
-            if run["state"] == "finished":
-                return run
-            time.sleep(0.5)
-        raise AssertionError(f"backend run {run_id} did not finish within {timeout}s")
+        return wait_until(
+            lambda: (run := self.run(run_id))["state"] == "finished" and run,
+            timeout,
+            f"backend run {run_id} to finish",
+            interval=0.5,
+        )
 
     def stop(self) -> None:
         if self.process is not None:
-            stop(self.process)
+            stop_process(self.process)
 
 
 def sync_command(netbox: NetBoxServer, simulator, endpoint_name: str) -> tuple[list[str], dict]:

@@ -16,7 +16,6 @@ import itertools
 import json
 import os
 import re
-import socket
 import ssl
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.policy import Target
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import RunReport, SyncService
+from proxbox_devstack.process_helpers import free_port, stop_process, wait_for_http
 
 PREFIX = "pbsync_"
 # Every simulator of a session gets its own number: node addresses derive from it, since
@@ -44,12 +44,6 @@ _INSTANCES = itertools.count(1)
 _NETBOXES = itertools.count(1)
 SERVER_URL = os.environ.get("PROXBOX_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 ADMIN_PASSWORD = "pbsync-admin-password"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def server_dsn(database: str) -> str:
@@ -66,29 +60,6 @@ def drop_database(name: str) -> None:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
-
-
-def wait_for_http(url: str, process: subprocess.Popen, timeout: float = 120.0, **kw) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{url}: server exited with {process.returncode}")
-        try:
-            httpx.get(url, timeout=2.0, **kw)
-            return
-        except httpx.TransportError:
-            time.sleep(0.3)
-    raise RuntimeError(f"{url} did not answer within {timeout}s")
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 # -- NetBox ----------------------------------------------------------------------------------
@@ -201,7 +172,7 @@ class NetBoxServer:
 
     def stop(self) -> None:
         if self.process is not None:
-            stop(self.process)
+            stop_process(self.process)
         self.remove_database()
 
 
@@ -377,7 +348,7 @@ class Simulator:
 
     def stop(self) -> None:
         if self.process is not None:
-            stop(self.process)
+            stop_process(self.process)
         drop_database(self.database)
 
 

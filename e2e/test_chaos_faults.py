@@ -26,6 +26,8 @@ from chaos_support import (
 )
 from sync_fixtures import Simulator, create_endpoint, create_site, expected_inventory
 
+from proxbox_devstack.process_helpers import wait_until
+
 # Sparse enough that no read fails all four of the backend's attempts
 # (RetryPolicy.attempts); a burst of two hits the next matching read as well.
 RULES = [
@@ -56,10 +58,12 @@ def faulty_simulator(sync_workdir):
 
 def _wait_for_scenario(simulator: LabSimulator, active: bool) -> None:
     with simulator.lab() as lab:
-        deadline = time.monotonic() + 10
-        while (lab.get("/ui/api/faults").json()["data"]["active"] is not None) != active:
-            assert time.monotonic() < deadline, "the server did not pick up the scenario"
-            time.sleep(0.05)
+        wait_until(
+            lambda: (lab.get("/ui/api/faults").json()["data"]["active"] is not None) == active,
+            10,
+            "the server to pick up the scenario",
+            interval=0.05,
+        )
 
 
 def test_seeded_faults_during_a_sync_are_retried_bounded_and_counted(

@@ -46,6 +46,7 @@ from sync_fixtures import (
 
 from proxbox_devstack import redis_databases
 from proxbox_devstack.paths import data_dir as default_data_dir
+from proxbox_devstack.process_helpers import wait_until
 from proxbox_devstack.secrets import load_or_create_secrets
 
 sync_workdir = fixtures.sync_workdir
@@ -135,15 +136,6 @@ def killed_jobs() -> list[int]:
     return []
 
 
-def _wait(check, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"{what} not within {timeout}s")
-
-
 def _job(netbox: NetBoxServer, job_id: int) -> dict:
     with netbox.api() as api:
         return api.get(f"/core/jobs/{job_id}/").json()
@@ -203,7 +195,7 @@ def test_validation_killed_midway_is_reclaimed_after_lease_expiry(
         revision = upload()
         [first] = _validation_jobs(worker_netbox, revision["id"])
         worker.start()
-        _wait(marker.exists, 120, "the validation's import")
+        wait_until(marker.exists, 120, "the validation's import")
         assert revision_status(revision["id"]) == "validating"
         worker.kill9()
         killed_jobs.append(first["id"])
@@ -217,7 +209,7 @@ def test_validation_killed_midway_is_reclaimed_after_lease_expiry(
             upload()
             return _validation_jobs(worker_netbox, revision["id"])[1:]
 
-        [second] = _wait(requeued, 60, "a new validation Job after the lease", interval=0.5)
+        [second] = wait_until(requeued, 60, "a new validation Job after the lease", interval=0.5)
         # Queued only once the lease had run out (it was taken after the first Job started).
         started = datetime.fromisoformat(_job(worker_netbox, first["id"])["started"])
         assert datetime.fromisoformat(second["created"]) >= started + timedelta(
@@ -226,7 +218,7 @@ def test_validation_killed_midway_is_reclaimed_after_lease_expiry(
         assert second["status"]["value"] == "pending"
 
         worker.start()
-        verdict = _wait(
+        verdict = wait_until(
             lambda: (
                 revision_status(revision["id"]) in ("valid", "invalid")
                 and revision_status(revision["id"])
@@ -276,14 +268,14 @@ def test_sync_now_killed_midway_is_errored_and_the_rerun_converges(
         job = api.post(f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/")
         assert job.status_code in (200, 201, 202), job.text
         job = job.json()
-    _wait(lambda: vm_creates(worker_netbox, since) >= 5, 300, "the sync's first VMs")
+    wait_until(lambda: vm_creates(worker_netbox, since) >= 5, 300, "the sync's first VMs")
     worker.kill9()
     killed_jobs.append(job["id"])
     assert _job(worker_netbox, job["id"])["status"]["value"] == "running"
 
     # The backend's run outlives the worker that asked for it.
     cluster_id = endpoint_cluster(worker_netbox, endpoint["id"])
-    _wait(
+    wait_until(
         lambda: sync_state(worker_netbox, cluster_id)["status"]["value"] == "succeeded",
         600,
         "the backend's run",
@@ -300,7 +292,7 @@ def test_sync_now_killed_midway_is_errored_and_the_rerun_converges(
             time.sleep(max(0.0, expiry - time.time()) + 1)
     worker.start()
     for job_id in killed_jobs:
-        lost = _wait(
+        lost = wait_until(
             lambda job_id=job_id: (
                 _job(worker_netbox, job_id)["status"]["value"] != "running"
                 and _job(worker_netbox, job_id)
@@ -316,7 +308,7 @@ def test_sync_now_killed_midway_is_errored_and_the_rerun_converges(
 
     with worker_netbox.api() as api:
         rerun = api.post(f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/").json()
-    done = _wait(
+    done = wait_until(
         lambda: (
             _job(worker_netbox, rerun["id"])["status"]["value"]
             in ("completed", "errored", "failed")

@@ -28,10 +28,11 @@ import psycopg
 import pytest
 import redis
 from psycopg import sql
-from stack_support import UP_TIMEOUT, Stack, drop_database, wait_for
+from stack_support import UP_TIMEOUT, Stack, drop_database
 
 from proxbox_devstack import redis_server
 from proxbox_devstack.ports import ephemeral_port
+from proxbox_devstack.process_helpers import wait_until
 
 ENDPOINTS = "/api/plugins/proxbox/endpoints/proxmox/"
 PREFIX = "sec_"
@@ -63,7 +64,7 @@ def redis_with_password(tmp_path_factory):
         except redis.RedisError:
             return False
 
-    assert wait_for(answers, timeout=20), "private redis-server did not start"
+    wait_until(answers, 20, "the private redis-server to start", interval=0.5)
     yield url, password
     server.terminate()
     server.wait(10)
@@ -162,7 +163,7 @@ def _wait_job(client: httpx.Client, job_id: int) -> dict:
         status = client.get(f"/api/core/jobs/{job_id}/").json()["status"]["value"]
         return status in ("completed", "errored", "failed")
 
-    assert wait_for(finished, timeout=240), f"job {job_id} did not finish"
+    wait_until(finished, 240, f"job {job_id} to finish", interval=0.5)
     return client.get(f"/api/core/jobs/{job_id}/").json()
 
 
@@ -285,7 +286,7 @@ def test_no_secret_appears_anywhere(secret_stack, redis_with_password, role_with
         def run_finished() -> bool:
             return backend.get(run_url, headers=authorized).json()["state"] == "finished"
 
-        assert wait_for(run_finished, timeout=120)
+        wait_until(run_finished, 120, "the backend run to finish", interval=0.5)
         run = evidence.add_response("backend run", backend.get(run_url, headers=authorized))
         assert run.json()["report"]["ok"] is False
         evidence.add_response(

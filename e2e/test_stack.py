@@ -14,9 +14,10 @@ import subprocess
 import sys
 
 import httpx
-from stack_support import drop_database, processes_using, wait_for
+from stack_support import drop_database, processes_using
 
 from proxbox_devstack.ports import ephemeral_port
+from proxbox_devstack.process_helpers import wait_until
 
 PLUGINS = {"netbox_proxbox", "netbox_script_projects"}
 
@@ -90,7 +91,7 @@ def test_one_rq_worker_serves_the_queues(stack):
         with stack.client() as client:
             return client.get("/api/status/").json()["rq-workers-running"] >= 1
 
-    assert wait_for(worker_running, timeout=60)
+    wait_until(worker_running, 60, "the RQ worker to run", interval=0.5)
 
 
 def test_status_command_reports_every_process(stack):
@@ -144,7 +145,9 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
         }
         up.send_signal(signal.SIGTERM)
         assert up.wait(120) == 0
-        assert wait_for(lambda: processes_using(home) == [], timeout=10)
+        wait_until(
+            lambda: processes_using(home) == [], 10, "the stack's processes to exit", interval=0.5
+        )
     finally:
         if up.poll() is None:
             up.kill()
@@ -157,7 +160,7 @@ def test_next_up_stops_what_a_killed_supervisor_left_behind(start_stack):
     records = crashed.recorded_processes()
     leased = crashed.redis_databases()
     os.kill(records["proxbox up"].pid, signal.SIGKILL)
-    assert wait_for(lambda: not records["proxbox up"].alive(), timeout=10)
+    wait_until(lambda: not records["proxbox up"].alive(), 10, "proxbox up to die", interval=0.5)
     assert records["netbox"].alive() and records["rqworker"].alive()  # orphans now
 
     again = crashed.proxbox("up", "-d", "--port", str(crashed.port), timeout=300)

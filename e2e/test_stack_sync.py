@@ -12,7 +12,9 @@ import ssl
 
 import httpx
 import pytest
-from stack_support import processes_using, wait_for
+from stack_support import processes_using
+
+from proxbox_devstack.process_helpers import wait_until
 
 ENDPOINTS = "/api/plugins/proxbox/endpoints/proxmox/"
 
@@ -244,7 +246,7 @@ def test_sync_now_reaches_the_backend(stack, rival):
             status = client.get(f"/api/core/jobs/{job.json()['id']}/").json()["status"]["value"]
             return status in ("completed", "errored", "failed")
 
-        assert wait_for(finished, timeout=120)
+        wait_until(finished, 120, "the first sync Job to finish", interval=0.5)
         done = client.get(f"/api/core/jobs/{job.json()['id']}/").json()
     assert done["status"]["value"] == "completed", (
         done.get("error"),

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,26 +23,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from proxbox_devstack.process_helpers import free_port, stop_process, wait_until
 from proxbox_devstack.redis_server import ping, server_binary
 
 TOKEN = "replica-test-api-token-0123456789abcdef"
 ENDPOINT = 7
 LEASE_TTL = 2.0
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture
@@ -54,11 +40,10 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         [str(server_binary()), *args, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL
     )
     try:
-        wait_until(lambda: ping("127.0.0.1", port), 10, "redis-server did not start")
+        wait_until(lambda: ping("127.0.0.1", port), 10, "redis-server to start")
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        server.terminate()
-        server.wait(10)
+        stop_process(server, timeout=10)
 
 
 class HeldNetBox:
@@ -131,12 +116,10 @@ def replica(env: dict[str, str], log: Path) -> Iterator[tuple[str, subprocess.Po
         return False
 
     try:
-        wait_until(answers, 30, f"backend on {port} did not start")
+        wait_until(answers, 30, f"the backend on {port} to start")
         yield url, process
     finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(10)
+        stop_process(process, timeout=10)
 
 
 @pytest.fixture
@@ -162,7 +145,7 @@ def test_a_run_started_on_one_replica_is_read_and_followed_on_the_other(replicas
     started = start(a)
     assert started.status_code == 202
     run_id = started.json()["run_id"]
-    wait_until(lambda: netbox.lookups, 10, "the run never asked NetBox for its endpoint")
+    wait_until(lambda: netbox.lookups, 10, "the run to ask NetBox for its endpoint")
 
     running = httpx.get(f"{b}/runs/{run_id}", headers=AUTH, timeout=10)
     assert running.status_code == 200
@@ -189,7 +172,7 @@ def test_a_second_run_of_the_endpoint_is_refused_on_the_other_replica(replicas, 
 
     netbox.release()
     events(b, run_id)
-    wait_until(lambda: start(b).status_code == 202, 10, "the finished run kept the lease")
+    wait_until(lambda: start(b).status_code == 202, 10, "the finished run to release the lease")
 
 
 def test_a_cli_run_of_the_endpoint_is_refused_while_a_replica_runs_it(replicas, netbox, redis_url):
@@ -215,7 +198,7 @@ def test_a_replica_refuses_the_endpoint_while_a_cli_run_syncs_it_and_shows_that_
         argv, env=backend_env(netbox, redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
-        wait_until(lambda: netbox.lookups, 30, "the CLI run never asked NetBox")
+        wait_until(lambda: netbox.lookups, 30, "the CLI run to ask NetBox")
         refused = start(a)
         assert refused.status_code == 409
         cli_run = refused.json()["detail"]["run_id"]
@@ -233,13 +216,15 @@ def test_a_replica_refuses_the_endpoint_while_a_cli_run_syncs_it_and_shows_that_
 def test_a_killed_replicas_lease_expires_and_its_run_ends_failed(replicas, netbox):
     (a, process_a), (b, _) = replicas
     run_id = start(a).json()["run_id"]
-    wait_until(lambda: netbox.lookups, 10, "the run never asked NetBox for its endpoint")
+    wait_until(lambda: netbox.lookups, 10, "the run to ask NetBox for its endpoint")
     process_a.send_signal(signal.SIGKILL)
     process_a.wait(10)
 
     assert start(b).status_code == 409  # the lease outlives the process for its TTL
     accepted = wait_until(
-        lambda: (answer := start(b)).status_code == 202 and answer, LEASE_TTL * 3, "lease kept"
+        lambda: (answer := start(b)).status_code == 202 and answer,
+        LEASE_TTL * 3,
+        "the lease to expire",
     )
     assert accepted.json()["run_id"] != run_id
 

@@ -6,11 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from simtest_support import create_database, drop_database, run
 
+from proxbox_devstack.process_helpers import wait_until
 from proxmox_simulator.cli import seed_database
 from proxmox_simulator.config import Settings
 from proxmox_simulator.domain.access import Principal
@@ -86,16 +86,6 @@ async def _snapshot(url: str, upid: str, vmid: int):
         await conn.close()
 
 
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _started(proc: subprocess.Popen) -> None:
     """Block until the worker reports it is running (imports take a while under load)."""
     line = proc.stdout.readline().decode()
@@ -115,18 +105,20 @@ def test_killed_worker_task_is_reclaimed_and_finished_once(crash_db):
         for proc in workers.values():
             _started(proc)
         upid, vmid = run(_enqueue_reboot(crash_db))
-        claimed = _wait_for(
+        claimed = wait_until(
             lambda: (s := run(_snapshot(crash_db, upid, vmid)))[0]["state"] == "running" and s,
             20,
-            "first claim",
+            "the first claim",
+            interval=0.05,
         )
         doomed = claimed[0]["lease_owner"]
         workers[doomed].send_signal(signal.SIGKILL)
         workers[doomed].wait(timeout=10)
-        done = _wait_for(
+        done = wait_until(
             lambda: (s := run(_snapshot(crash_db, upid, vmid)))[0]["state"] == "stopped" and s,
             30,
-            "reclaimed task to finish",
+            "the reclaimed task to finish",
+            interval=0.05,
         )
     finally:
         for proc in workers.values():

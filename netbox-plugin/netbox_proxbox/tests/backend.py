@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 
 import uvicorn
@@ -21,14 +20,9 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import RunReport
+from proxbox_devstack.process_helpers import free_port
 
 BACKEND_TOKEN = "backend-api-token-for-tests"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

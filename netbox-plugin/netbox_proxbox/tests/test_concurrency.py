@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psycopg
 
 from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from proxbox_devstack.process_helpers import wait_until
 
 from .base import CLAIM_UPDATE_PERMS, bearer
 
@@ -202,17 +202,16 @@ def connection_settings() -> dict:
 
 def wait_for_lock_waiter(settings: dict, timeout: float = 30.0) -> None:
     """Block until some backend of this database waits on a row lock (the claim)."""
-    deadline = time.monotonic() + timeout
     with psycopg.connect(**settings, autocommit=True) as probe:
-        while time.monotonic() < deadline:
-            waiting = probe.execute(
+        wait_until(
+            lambda: probe.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock'",
                 [settings["dbname"]],
-            ).fetchone()[0]
-            if waiting:
-                return
-            time.sleep(0.05)
-    raise AssertionError("the claim never waited for the native cluster lock")
+            ).fetchone()[0],
+            timeout,
+            "the claim to wait for the native cluster lock",
+            interval=0.05,
+        )
 
 
 def test_claim_queued_behind_a_cluster_deletion_creates_a_fresh_cluster(
@@ -278,12 +277,12 @@ def count_lock_waiters(settings: dict) -> int:
 
 
 def wait_for_lock_waiters(settings: dict, count: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if count_lock_waiters(settings) >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {count} sessions ever waited for a lock")
+    wait_until(
+        lambda: count_lock_waiters(settings) >= count,
+        timeout,
+        f"{count} sessions to wait for a lock",
+        interval=0.05,
+    )
 
 
 CRUD = (

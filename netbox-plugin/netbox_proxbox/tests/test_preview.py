@@ -11,8 +11,9 @@ from rest_framework.test import APIClient
 from users.models import Token, User
 
 from netbox_proxbox.sync.jobs import SyncEndpointJob
+from proxbox_devstack.process_helpers import free_port
 
-from .backend import PlanningSyncService, free_port
+from .backend import PlanningSyncService
 from .base import auth_header, grant, make_endpoint
 from .test_sync_now import CHANGE, SyncNowTestCase, backend, plugin_config
 

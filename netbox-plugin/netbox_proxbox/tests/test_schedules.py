@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import timedelta
 
 import django_rq
@@ -26,6 +25,7 @@ from netbox_proxbox.constants import MIN_SYNC_INTERVAL
 from netbox_proxbox.models import ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 from netbox_proxbox.sync.schedules import SyncScheduleKeeperJob
+from proxbox_devstack.process_helpers import wait_until
 
 from .backend import BACKEND_TOKEN, ScriptedSyncService, report, serve_backend
 from .base import api_url, auth_header, grant, make_endpoint
@@ -41,15 +41,6 @@ def clear_queue():
     for registry in (queue.scheduled_job_registry, queue.started_job_registry):
         for job_id in registry.get_job_ids():
             registry.remove(job_id, delete_job=True)
-
-
-def wait_for(predicate, what, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class BlockingSyncService(ScriptedSyncService):
@@ -288,17 +279,18 @@ class ScheduledSyncWorkerTest(RealWorkerTestCase):
             response = client.post(sync_url(endpoint), **auth_header(self.token))
             self.assertEqual(response.status_code, 202, response.content)
             first = Job.objects.get(pk=response.json()["id"])
-            wait_for(lambda: service.calls, "the first run to reach the backend", timeout=180)
+            wait_until(lambda: service.calls, 180, "the first run to reach the backend")
 
             # Live progress: the running Job's log and data show the stage in progress.
             def job_api():
                 return client.get(f"/api/core/jobs/{first.pk}/", **auth_header(self.token)).json()
 
-            wait_for(
+            wait_until(
                 lambda: (
                     "Stage guests: started, 1 to process"
                     in [e["message"] for e in job_api()["log_entries"]]
                 ),
+                60,
                 "the stage to appear in the running Job's log",
             )
             running = job_api()
@@ -331,8 +323,9 @@ class ScheduledSyncWorkerTest(RealWorkerTestCase):
             )
 
             service.release.set()
-            wait_for(
+            wait_until(
                 lambda: Job.objects.get(pk=first.pk).status == JobStatusChoices.STATUS_COMPLETED,
+                60,
                 "the first run to finish",
             )
         self.assertEqual(service.calls, [endpoint.pk])

@@ -22,8 +22,9 @@ from proxbox_backend.clients.proxmox import ProxmoxClient
 from proxbox_backend.config import Settings
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import SyncService
+from proxbox_devstack.process_helpers import free_port
 
-from .backend import BACKEND_TOKEN, ScriptedSyncService, free_port, report, serve_backend
+from .backend import BACKEND_TOKEN, ScriptedSyncService, report, serve_backend
 from .base import auth_header, grant, make_endpoint
 
 CHANGE = ("netbox_proxbox.view_proxmoxendpoint", "netbox_proxbox.change_proxmoxendpoint")

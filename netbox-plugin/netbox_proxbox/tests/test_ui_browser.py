@@ -21,10 +21,11 @@ from virtualization.models import Cluster
 from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 from proxbox_devstack.browser import ScreenshotsOnFailure, launch, requires_chromium
+from proxbox_devstack.process_helpers import wait_until
 
 from .backend import BACKEND_TOKEN, PlanningSyncService, serve_backend
 from .base import grant, make_endpoint, make_references
-from .test_schedules import BlockingSyncService, clear_queue, wait_for
+from .test_schedules import BlockingSyncService, clear_queue
 from .test_sync_now import plugin_config
 
 pytestmark = requires_chromium()
@@ -185,16 +186,16 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
             worker = threading.Thread(target=self._run_job, args=(job.pk,))
             worker.start()
             try:
-                wait_for(lambda: service.calls, "the run to reach the backend")
+                wait_until(lambda: service.calls, 60, "the run to reach the backend")
                 page = self.page()
                 page.goto(f"/core/jobs/{job.pk}/log/")
-                wait_for(
+                wait_until(
                     lambda: (
                         page.reload() is not None
                         and "Stage guests: started, 1 to process" in page.content()
                     ),
+                    30,
                     "the running stage in the Job's log tab",
-                    timeout=30,
                 )
                 page.goto(f"/core/jobs/{job.pk}/")
                 assert "Running" in page.locator("body").inner_text()

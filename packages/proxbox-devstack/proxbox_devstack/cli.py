@@ -105,7 +105,7 @@ def _services_up(data_dir, detach: bool) -> int:
 
 
 def run(argv: list[str]) -> int:
-    from .components import UpOptions
+    from .context import UpOptions
     from .paths import data_dir as default_data_dir
     from .stack import down, status, template_build, up, up_detached
 

@@ -8,45 +8,26 @@ adding a `Component` to `COMPONENTS`; the first sync, by a `after_start` hook.
 
 from __future__ import annotations
 
-import http.client
 import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from .context import StackContext, http_answers
+from .demo import (
+    assign_backend_url,
+    backend_specs,
+    first_sync,
+    prepare_simulator,
+    simulator_specs,
+)
 from .errors import StackError
 from .processes import ProcessSpec
-from .progress import Reporter, parse_event
-from .services import Services
+from .progress import parse_event
 
 NETBOX_CONFIGURATION = "proxbox_devstack.netbox_configuration"
-
-
-@dataclass
-class UpOptions:
-    host: str = "127.0.0.1"
-    port: int = 8000
-    web_workers: int = 2
-
-
-@dataclass
-class StackContext:
-    """What components need to build their process specs."""
-
-    data_dir: Path
-    options: UpOptions
-    services: Services
-    env: dict[str, str]
-    urls: dict[str, str] = field(default_factory=dict)
-    # Facts components report to the launcher, e.g. that credentials were created.
-    notes: dict[str, object] = field(default_factory=dict)
-    # Shows the long steps (migrations, clone, first sync) as they run.
-    reporter: Reporter = field(default_factory=lambda: Reporter(stream=sys.stderr))
-
-    def log_file(self, name: str) -> Path:
-        return self.data_dir / "logs" / f"{name}.log"
 
 
 @dataclass
@@ -59,19 +40,6 @@ class Component:
     after_start: Callable[[StackContext], None] | None = None
     # How the progress display names the after_start step.
     after_start_label: str | None = None
-
-
-def http_answers(host: str, port: int, path: str) -> bool:
-    """True once the server returns any non-5xx response on `path`."""
-    try:
-        conn = http.client.HTTPConnection(host, port, timeout=5)
-        try:
-            conn.request("GET", path, headers={"Accept": "application/json"})
-            return conn.getresponse().status < 500
-        finally:
-            conn.close()
-    except OSError:
-        return False
 
 
 def run_setup_child(
@@ -113,8 +81,6 @@ def run_setup_child(
 
 def prepare_netbox_database(ctx: StackContext) -> None:
     """Clone/migrate the NetBox database and create the admin on first run (in a child)."""
-    from .demo import assign_backend_url
-
     # NetBox's configuration names the backend's URL, so its port is chosen first.
     assign_backend_url(ctx)
     result = run_setup_child(
@@ -166,8 +132,6 @@ def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
 
 
 def _demo_components() -> list[Component]:
-    from .demo import backend_specs, first_sync, prepare_simulator, simulator_specs
-
     return [
         Component(name="simulator", specs=simulator_specs, prepare=prepare_simulator),
         Component(

@@ -17,7 +17,6 @@ import json
 import os
 import socket
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 from .errors import StackError
 from .netbox_db import backend_credentials_path, load_credentials
 from .paths import data_dir as default_data_dir
+from .process_helpers import WaitTimeout, wait_until
 from .secrets import load_or_create_secrets, write_private_file
 
 # Where the containers find each other (compose service names).
@@ -86,11 +86,10 @@ def _demo_token(data_dir: Path) -> dict[str, str]:
 
 
 def _wait_for(url: str, timeout: float = READY_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not answers(url):
-        if time.monotonic() > deadline:
-            raise StackError(f"{url} did not answer within {timeout:.0f}s")
-        time.sleep(1)
+    try:
+        wait_until(lambda: answers(url), timeout, url, interval=1)
+    except WaitTimeout:
+        raise StackError(f"{url} did not answer within {timeout:.0f}s") from None
 
 
 def demo(data_dir: Path) -> int:

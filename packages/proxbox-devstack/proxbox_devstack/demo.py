@@ -21,14 +21,13 @@ import json
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from psycopg import sql
 
+from .context import StackContext, http_answers
 from .errors import StackError
 from .netbox_db import backend_credentials_path, load_credentials
 from .netbox_settings import (
@@ -38,12 +37,9 @@ from .netbox_settings import (
     tasks_redis_url,
 )
 from .ports import choose_port
+from .process_helpers import WaitTimeout, wait_until
 from .processes import ProcessSpec
 from .secrets import load_or_create_secrets, write_private_file
-
-if TYPE_CHECKING:
-    # components imports this module to list the demo's components.
-    from .components import StackContext
 
 SIMULATOR_PROFILE = "small"
 SIMULATOR_SEED = 1
@@ -181,8 +177,6 @@ def assign_backend_url(ctx: StackContext) -> None:
 
 
 def backend_specs(ctx: StackContext) -> list[ProcessSpec]:
-    from .components import http_answers
-
     port = int(ctx.notes["backend_port"])
     credentials = json.loads(backend_credentials_path(ctx.data_dir).read_text("utf-8"))
     secrets = load_or_create_secrets(ctx.data_dir)
@@ -320,14 +314,15 @@ def sync_until_linked(api: str, admin_token: str, endpoint: dict) -> tuple[dict,
     if status != 202:
         raise StackError(f"the first sync was refused by NetBox ({status}): {job}")
     job_url = f"{api}/core/jobs/{job['id']}/"
-    deadline = time.monotonic() + SYNC_TIMEOUT
-    while True:
+
+    def finished() -> dict | None:
         status, job = _request("GET", job_url, admin_token)
-        if status == 200 and job["status"]["value"] in JOB_DONE_STATES:
-            break
-        if time.monotonic() > deadline:
-            raise StackError(f"the first sync did not finish within {SYNC_TIMEOUT:.0f}s")
-        time.sleep(0.5)
+        return job if status == 200 and job["status"]["value"] in JOB_DONE_STATES else None
+
+    try:
+        job = wait_until(finished, SYNC_TIMEOUT, "the first sync", interval=0.5)
+    except WaitTimeout:
+        raise StackError(f"the first sync did not finish within {SYNC_TIMEOUT:.0f}s") from None
     status, endpoint = _request(
         "GET", f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/", admin_token
     )

@@ -1,10 +1,8 @@
-"""TCP ports: is one free, pick another, wait until a server answers."""
+"""TCP ports: is one free, pick another, does a server answer."""
 
 from __future__ import annotations
 
 import socket
-import time
-from collections.abc import Callable
 
 LOCALHOST = "127.0.0.1"
 
@@ -48,14 +46,3 @@ def answers(host: str, port: int, timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
-
-
-def wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
-    """Poll `check` until it returns True or `timeout` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if check():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)

@@ -18,7 +18,8 @@ from proxbox_redaction import redact_url
 
 from . import redis_databases
 from . import services as services_mod
-from .components import COMPONENTS, NETBOX_CONFIGURATION, StackContext, UpOptions
+from .components import COMPONENTS, NETBOX_CONFIGURATION
+from .context import StackContext, UpOptions
 from .errors import EXIT_FAILURE, EXIT_NOT_RUNNING, EXIT_PORT_IN_USE, StackError
 from .netbox_db import credentials_path, load_credentials
 from .paths import HOME_ENV

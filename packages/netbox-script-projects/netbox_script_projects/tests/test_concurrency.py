@@ -5,7 +5,6 @@ the lock; worker threads use their own Django connections.
 """
 
 import threading
-import time
 from contextlib import contextmanager
 from unittest import mock
 
@@ -24,6 +23,7 @@ from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProje
 from netbox_script_projects.storage import service as service_module
 from netbox_script_projects.storage.locks import lock_key
 from netbox_script_projects.storage.service import stage_upload, verify_revision_storage
+from proxbox_devstack.process_helpers import wait_until
 
 from .support import StorageTestMixin, archive_upload, zip_bytes
 
@@ -67,14 +67,6 @@ def lock_waiters(storage_key) -> int:
             " AND classid::bigint = (%s::bigint & 4294967295) AND objid::bigint = (%s::bigint & 4294967295)",
             [classid, objid],
         ).fetchone()[0]
-
-
-def wait_until(condition, message):
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.02)
 
 
 class Worker(threading.Thread):
@@ -186,7 +178,10 @@ class ConcurrentStagingTest(StorageTestMixin, TransactionTestCase):
             second = Worker(self.stager())
             second.start()
             wait_until(
-                lambda: lock_waiters(self.project.storage_key) == 1, "second stager never waited"
+                lambda: lock_waiters(self.project.storage_key) == 1,
+                WAIT,
+                "the second stager to wait for the lock",
+                interval=0.02,
             )
             self.assertTrue(lock_is_held(self.project.storage_key))
             gate.release.set()
@@ -211,7 +206,9 @@ class ConcurrentStagingTest(StorageTestMixin, TransactionTestCase):
             cleanup.start()
             wait_until(
                 lambda: lock_waiters(self.project.storage_key) == 1,
-                "cleanup never waited for the lock",
+                WAIT,
+                "cleanup to wait for the lock",
+                interval=0.02,
             )
             gate.release.set()
             revision = restage.outcome().revision
@@ -232,7 +229,9 @@ class ConcurrentStagingTest(StorageTestMixin, TransactionTestCase):
             restage.start()
             wait_until(
                 lambda: lock_waiters(self.project.storage_key) == 1,
-                "re-stage never waited for the lock",
+                WAIT,
+                "the re-stage to wait for the lock",
+                interval=0.02,
             )
             gate.release.set()
             cleanup.outcome()

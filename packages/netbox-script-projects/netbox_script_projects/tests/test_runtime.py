@@ -5,8 +5,6 @@ Jobs run in real RQ worker processes against committed data.
 
 from __future__ import annotations
 
-import time
-
 from core.choices import JobStatusChoices
 from core.models import Job
 from django.contrib.auth import get_user_model
@@ -24,6 +22,7 @@ from netbox_script_projects.models import (
     ScriptProject,
     ScriptProjectRevision,
 )
+from proxbox_devstack.process_helpers import wait_until
 
 from .support import archive_upload, zip_bytes
 from .workers import RealWorkerMixin
@@ -60,17 +59,6 @@ NAMING = b"def tag_name(slug):\n    return 'project-' + slug\n"
 SOURCE = {"scripts/tags.py": TAG_SCRIPT, "lib/naming.py": NAMING, "lib/__init__.py": b""}
 
 
-def wait_for(condition, message, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.2)
-
-
 class RuntimeTestMixin(RealWorkerMixin):
     def setUp(self):
         super().setUp()
@@ -99,18 +87,22 @@ class RuntimeTestMixin(RealWorkerMixin):
         )
         self.assertEqual(response.status_code, 200, response.content)
         job = Job.objects.filter(object_id=script.pk).order_by("-pk").first()
-        return wait_for(
+        return wait_until(
             lambda: Job.objects.filter(
                 pk=job.pk, status__in=JobStatusChoices.TERMINAL_STATE_CHOICES
             ).first(),
-            "the script Job did not finish",
+            60,
+            "the script Job to finish",
+            interval=0.2,
         )
 
     def wait_for_live_worker(self):
         from utilities.rqworker import any_workers_for_queue
 
         self.start_worker()
-        wait_for(lambda: any_workers_for_queue("default"), "the RQ worker did not register")
+        wait_until(
+            lambda: any_workers_for_queue("default"), 60, "the RQ worker to register", interval=0.2
+        )
 
 
 class UploadValidateActivateRunTest(RuntimeTestMixin, TransactionTestCase):
@@ -174,11 +166,13 @@ class UploadValidateActivateRunTest(RuntimeTestMixin, TransactionTestCase):
             self.assertEqual(response.status_code, 302, response.content[:2000])
             job = Job.objects.filter(object_id=script.pk).order_by("-pk").first()
             self.assertIn(f"/{job.pk}/", response["Location"])
-            finished = wait_for(
+            finished = wait_until(
                 lambda job=job: Job.objects.filter(
                     pk=job.pk, status__in=JobStatusChoices.TERMINAL_STATE_CHOICES
                 ).first(),
-                "the UI-run Job did not finish",
+                60,
+                "the UI-run Job to finish",
+                interval=0.2,
             )
             self.assertEqual(finished.status, JobStatusChoices.STATUS_COMPLETED, finished.data)
             self.assertIn(f"made {slug}", str(finished.data["log"]))

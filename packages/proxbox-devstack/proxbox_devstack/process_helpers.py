@@ -1,0 +1,85 @@
+"""Helpers for code that starts a server and waits for it: the devstack, the end-to-end
+tests, the plugin's, backend's, simulator's and script projects' tests, the benchmarks.
+
+* `free_port()`: a local TCP port nothing listens on right now;
+* `wait_for_http(url, process)`: block until a URL answers (any HTTP status), failing
+  early when the server process exits;
+* `stop_process(popen)`: terminate a child, kill it if it does not exit in time;
+* `wait_until(predicate, timeout, what)`: poll until the predicate holds and return its
+  value, or raise `WaitTimeout` naming what was awaited (an AssertionError, so a test
+  fails as on any assertion, and a TimeoutError, so code outside tests can catch it).
+
+`processes` is the supervisor's side (records of detached children, process groups);
+these helpers are for a `subprocess.Popen` the caller owns.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+
+from .ports import LOCALHOST, ephemeral_port
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A port the kernel considers free on `host` right now."""
+    return ephemeral_port(host)
+
+
+class WaitTimeout(AssertionError, TimeoutError):
+    """`wait_until` gave up: the predicate never held within the timeout."""
+
+
+def wait_until[T](
+    predicate: Callable[[], T], timeout: float = 60.0, what: str = "", interval: float = 0.1
+) -> T:
+    """Poll `predicate` every `interval` seconds until it returns something truthy and return
+    that; after `timeout` seconds (the predicate checked once more) raise WaitTimeout
+    "timed out after <timeout> s waiting for <what>". An exception of the predicate
+    propagates at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout:g} s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+def wait_for_http(
+    url: str,
+    process: subprocess.Popen | None = None,
+    timeout: float = 120.0,
+    interval: float = 0.3,
+    **httpx_kwargs,
+) -> None:
+    """Block until `url` answers a GET with any HTTP response. RuntimeError when `process`
+    exits first ("<url>: server exited with <code>") or after `timeout` seconds ("<url> did
+    not answer within <timeout>s"). `httpx_kwargs` go to `httpx.get` (verify=False, headers)."""
+    import httpx  # installed with the backend and simulator; only HTTP waiters load it
+
+    httpx_kwargs.setdefault("timeout", 2.0)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{url}: server exited with {process.returncode}")
+        try:
+            httpx.get(url, **httpx_kwargs)
+            return
+        except httpx.TransportError:
+            time.sleep(interval)
+    raise RuntimeError(f"{url} did not answer within {timeout}s")
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Terminate `process` if it still runs; kill it when it has not exited after `timeout`
+    seconds. Returns once the process has been reaped."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

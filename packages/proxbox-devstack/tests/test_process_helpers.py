@@ -1,0 +1,77 @@
+"""The process helpers every server-starting test and benchmark shares."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from threading import Thread
+
+import pytest
+
+from proxbox_devstack.process_helpers import (
+    WaitTimeout,
+    free_port,
+    stop_process,
+    wait_for_http,
+    wait_until,
+)
+
+
+def test_free_port_can_be_bound():
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def test_wait_until_returns_the_predicates_value():
+    values = iter([None, 0, {"state": "finished"}])
+    assert wait_until(lambda: next(values), 5, "a value", interval=0.01) == {"state": "finished"}
+
+
+def test_wait_until_names_what_it_waited_for():
+    began = time.monotonic()
+    with pytest.raises(WaitTimeout, match="timed out after 0.2 s waiting for the worker") as info:
+        wait_until(lambda: False, 0.2, "the worker", interval=0.05)
+    assert time.monotonic() - began >= 0.2
+    assert isinstance(info.value, AssertionError) and isinstance(info.value, TimeoutError)
+
+
+def test_wait_for_http_returns_on_any_status():
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        wait_for_http(f"http://127.0.0.1:{server.server_port}/", timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_wait_for_http_fails_early_when_the_server_exits():
+    process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    url = f"http://127.0.0.1:{free_port()}/"
+    with pytest.raises(RuntimeError, match="server exited with 3"):
+        wait_for_http(url, process, timeout=30)
+
+
+def test_wait_for_http_times_out():
+    with pytest.raises(RuntimeError, match="did not answer within 0.5s"):
+        wait_for_http(f"http://127.0.0.1:{free_port()}/", timeout=0.5, interval=0.1)
+
+
+def test_stop_process_kills_what_ignores_sigterm():
+    ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+    process = subprocess.Popen([sys.executable, "-c", ignores], stdout=subprocess.PIPE)
+    assert process.stdout.readline()  # the handler is installed
+    stop_process(process, timeout=0.5)
+    assert process.returncode == -9
+    stop_process(process)  # already reaped: nothing to do
