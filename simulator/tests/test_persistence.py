@@ -268,9 +268,7 @@ def test_concurrent_claims_skip_locked_rows(scratch_url):
     run(scenario())
 
 
-def test_the_demo_profile_shows_vlans_and_a_snapshot_chain_through_the_api(
-    scratch_url, tmp_path
-):
+def test_the_demo_profile_shows_vlans_and_a_snapshot_chain_through_the_api(scratch_url, tmp_path):
     """What the demo's first sync should find: access VLANs on guest NICs and a guest
     with snapshots, in the shapes `qm config` and `qm listsnapshot` give."""
     import httpx
