@@ -38,6 +38,8 @@ from sync_fixtures import (
     server_dsn,
 )
 
+from proxbox_devstack.process_helpers import stop_process
+
 
 @pytest.fixture(scope="module")
 def chaos_simulator(sync_workdir):
@@ -88,7 +90,13 @@ def task_simulator(sync_workdir):
     """The HTTP server without task workers: tasks run in `worker` processes we can kill."""
     simulator = Simulator("tasks", "medium", 18, sync_workdir, PROXMOX_SIMULATOR_TASK_WORKERS="0")
     try:
-        simulator.start().renumber("10.93.0")
+        simulator.start()
+        # Renumbering reloads the nodes' networks: tasks, which need a worker here.
+        setup_worker = _task_worker(simulator, "setup")
+        try:
+            simulator.renumber("10.93.0")
+        finally:
+            stop_process(setup_worker)
         yield simulator
     finally:
         simulator.stop()
