@@ -1,22 +1,40 @@
 """Sync backend benchmark: prints figures, asserts nothing.
 
-Initial sync and no-op resync of 100 and 1,000 guests (3 nodes; per guest 2
-interfaces, one of them VLAN-tagged, 1 IP address, 2 disks, 2 Proxmox tags, 1 snapshot,
-1 vzdump backup; per node 4 network interfaces: 2 NICs in a bond, bridged, the bridge
-carrying the node's cluster address, and 2 storages; one backup job) into a real NetBox: gunicorn serving NetBox's
-WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database cloned
-from the migrated template, dropped afterwards.
+Of 100 and 1,000 guests (3 nodes; per guest 2 interfaces, one of them VLAN-tagged,
+1 IP address, 2 disks, 2 Proxmox tags, 1 snapshot, 1 vzdump backup; per node 4
+network interfaces: 2 NICs in a bond, bridged, the bridge carrying the node's cluster
+address, and 2 storages; one backup job), into a real NetBox: gunicorn serving
+NetBox's WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database
+cloned from the migrated template, dropped afterwards.  Per size, in order:
 
-The Proxmox side is a deterministic in-process fake (httpx.MockTransport) that
-answers the reads the sync makes, with zero latency: the figures are the
-backend's and NetBox's cost, not a Proxmox server's (benchmarks/simulator.py
-measures the simulator).  Each size gets its own endpoint, site and address range.
+* initial sync, no-op resync;
+* change-only resync: 1 % of the guests (at least 2) changed in the fake Proxmox
+  (memory; every other one paused, the others a new disk and a new address), so its
+  inventory writes are those objects only;
+* with `--latency-compare N`: the no-op resync again with N ms per Proxmox request,
+  and its ratio to the no-op resync above;
+* the floor (benchmarks/sync_floor.py): the same kinds of objects written straight to
+  NetBox's REST API with plain httpx, in the backend's chunks (100) and concurrency
+  (4), into a site and cluster of its own; the initial sync's wall time is printed as
+  a ratio to it.  A floor write NetBox refuses ends the run (exit 1), no ratio.
+
+Every sync runs in a spawned child process that loads the backend and the fake
+Proxmox but not Django, so its peak RSS (VmHWM) is the backend's own; the child
+answers the figures over multiprocessing's pipe.
+
+The Proxmox side is a deterministic in-process fake (httpx.MockTransport) that answers
+the reads the sync makes, with zero latency unless `--proxmox-latency-ms N` (an async
+handler that sleeps N ms first).  `--proxmox simulator` syncs a real simulator
+process instead, seeded with the size's profile (100: `medium`, 1,000: `large`; one
+size per run); its guests are the profile's, the floor's stay the fake's shape.
+Each size gets its own endpoint, site and address range.
 
 Printed per size and phase: wall time, NetBox requests (total and per guest),
-NetBox HTTP writes (claim + sidecar included) and inventory writes (objects
-created/updated/deleted), Proxmox requests.
+inventory writes (objects created/updated/deleted) and by type, Proxmox requests,
+the child's peak RSS; then a markdown table of them.
 
-    PROXBOX_DATABASE_URL=... PROXBOX_REDIS_URL=... uv run python benchmarks/sync.py [--sizes 100,1000]
+    PROXBOX_DATABASE_URL=... PROXBOX_REDIS_URL=... uv run python benchmarks/sync.py \
+        [--sizes 100,1000] [--proxmox fake|simulator] [--proxmox-latency-ms N] [--latency-compare N]
 """
 
 from __future__ import annotations
