@@ -506,6 +506,7 @@ def main() -> int:
                         "token_secret": simulator.token_secret,
                     }
                 else:
+                    print(f"Proxmox: fake, {args.proxmox_latency_ms:g} ms per request", flush=True)
                     endpoint = create_endpoint_record(netbox, cluster, "127.0.0.1", 8006, site=site)
                 spec["endpoint_id"] = endpoint["id"]
 
