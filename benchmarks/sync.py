@@ -13,10 +13,11 @@ cloned from the migrated template, dropped afterwards.  Per size, in order:
   inventory writes are those objects only;
 * with `--latency-compare N`: the no-op resync again with N ms per Proxmox request,
   and its ratio to the no-op resync above;
-* the floor (benchmarks/sync_floor.py): the same kinds of objects written straight to
-  NetBox's REST API with plain httpx, in the backend's chunks (100) and concurrency
-  (4), into a site and cluster of its own; the initial sync's wall time is printed as
-  a ratio to it.  A floor write NetBox refuses ends the run (exit 1), no ratio.
+* in fake mode, the floor (benchmarks/sync_floor.py): the same kinds of objects
+  written straight to NetBox's REST API with plain httpx, in the backend's chunks
+  (100) and concurrency (4), into a site and cluster of its own; the initial sync's
+  wall time is printed as a ratio to it.  A floor write NetBox refuses ends the run
+  (exit 1), no ratio.
 
 Every sync runs in a spawned child process that loads the backend and the fake
 Proxmox but not Django, so its peak RSS (VmHWM) is the backend's own; the child
@@ -26,7 +27,7 @@ The Proxmox side is a deterministic in-process fake (httpx.MockTransport) that a
 the reads the sync makes, with zero latency unless `--proxmox-latency-ms N` (an async
 handler that sleeps N ms first).  `--proxmox simulator` syncs a real simulator
 process instead, seeded with the size's profile (100: `medium`, 1,000: `large`; one
-size per run); its guests are the profile's, the floor's stay the fake's shape.
+size per run, no floor: the profile's guests are not the fake's shape).
 Each size gets its own endpoint, site and address range.
 
 Printed per size and phase: wall time, NetBox requests (total and per guest),
