@@ -1,22 +1,41 @@
 """Sync backend benchmark: prints figures, asserts nothing.
 
-Initial sync and no-op resync of 100 and 1,000 guests (3 nodes; per guest 2
-interfaces, one of them VLAN-tagged, 1 IP address, 2 disks, 2 Proxmox tags, 1 snapshot,
-1 vzdump backup; per node 4 network interfaces: 2 NICs in a bond, bridged, the bridge
-carrying the node's cluster address, and 2 storages; one backup job) into a real NetBox: gunicorn serving NetBox's
-WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database cloned
-from the migrated template, dropped afterwards.
+Of 100 and 1,000 guests (3 nodes; per guest 2 interfaces, one of them VLAN-tagged,
+1 IP address, 2 disks, 2 Proxmox tags, 1 snapshot, 1 vzdump backup; per node 4
+network interfaces: 2 NICs in a bond, bridged, the bridge carrying the node's cluster
+address, and 2 storages; one backup job), into a real NetBox: gunicorn serving
+NetBox's WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database
+cloned from the migrated template, dropped afterwards.  Per size, in order:
 
-The Proxmox side is a deterministic in-process fake (httpx.MockTransport) that
-answers the reads the sync makes, with zero latency: the figures are the
-backend's and NetBox's cost, not a Proxmox server's (benchmarks/simulator.py
-measures the simulator).  Each size gets its own endpoint, site and address range.
+* initial sync, no-op resync;
+* change-only resync: 1 % of the guests (at least 2) changed in the fake Proxmox
+  (memory; every other one paused, the others a new disk and a new address), so its
+  inventory writes are those objects only;
+* with `--latency-compare N`: the no-op resync again with N ms per Proxmox request,
+  and its ratio to the no-op resync above;
+* in fake mode, the floor (benchmarks/sync_floor.py): the same kinds of objects
+  written straight to NetBox's REST API with plain httpx, in the backend's chunks
+  (100) and concurrency (4), into a site and cluster of its own; the initial sync's
+  wall time is printed as a ratio to it.  A floor write NetBox refuses ends the run
+  (exit 1), no ratio.
+
+Every sync runs in a spawned child process that loads the backend and the fake
+Proxmox but not Django, so its peak RSS (VmHWM) is the backend's own; the child
+answers the figures over multiprocessing's pipe.
+
+The Proxmox side is a deterministic in-process fake (httpx.MockTransport) that answers
+the reads the sync makes, with zero latency unless `--proxmox-latency-ms N` (an async
+handler that sleeps N ms first).  `--proxmox simulator` syncs a real simulator
+process instead, seeded with the size's profile (100: `medium`, 1,000: `large`; one
+size per run, no floor: the profile's guests are not the fake's shape).
+Each size gets its own endpoint, site and address range.
 
 Printed per size and phase: wall time, NetBox requests (total and per guest),
-NetBox HTTP writes (claim + sidecar included) and inventory writes (objects
-created/updated/deleted), Proxmox requests.
+inventory writes (objects created/updated/deleted) and by type, Proxmox requests,
+the child's peak RSS; then a markdown table of them.
 
-    PROXBOX_DATABASE_URL=... PROXBOX_REDIS_URL=... uv run python benchmarks/sync.py [--sizes 100,1000]
+    PROXBOX_DATABASE_URL=... PROXBOX_REDIS_URL=... uv run python benchmarks/sync.py \
+        [--sizes 100,1000] [--proxmox fake|simulator] [--proxmox-latency-ms N] [--latency-compare N]
 """
 
 from __future__ import annotations
@@ -24,13 +43,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import sync_floor
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ("pve1", "pve2", "pve3")
@@ -68,75 +90,140 @@ NODE_STORAGES = [
 ]
 
 
-def fake_proxmox(cluster: str, guests: int, network: str):
-    """A Proxmox answering /version, /cluster/status, /cluster/resources, node networks
-    and per-guest config and agent reads (interfaces and OS), for `guests` QEMU VMs spread over three nodes."""
+# The simulator's seed profiles a size runs against in `--proxmox simulator` mode.
+SIMULATOR_PROFILES = {100: "medium", 1000: "large"}
+
+
+def guest_specs(guests: int, network: str, oui: str = "BC:24") -> dict[int, dict]:
+    """vmid → what the guest is: the one description the fake Proxmox answers from, the
+    change-only phase edits and the floor writes.  `oui`: the MACs' first octets (the
+    floor's guests get MACs of their own)."""
     net = ipaddress.ip_network(network)
-    inventory = {}
+    specs = {}
     for index in range(guests):
         vmid = 100 + index
-        node = NODES[index % len(NODES)]
-        mac0 = f"BC:24:12:{vmid >> 16 & 0xFF:02X}:{vmid >> 8 & 0xFF:02X}:{vmid & 0xFF:02X}"
-        mac1 = f"BC:24:13:{vmid >> 16 & 0xFF:02X}:{vmid >> 8 & 0xFF:02X}:{vmid & 0xFF:02X}"
-        address = net.network_address + 10 + index
-        inventory[vmid] = {
-            "resource": {
-                "type": "qemu",
-                "vmid": vmid,
-                "node": node,
-                "name": f"vm-{vmid}",
-                "status": "running",
-                "maxcpu": 2,
-                "maxmem": 2048 * 1024**2,
-            },
-            "config": {
-                "name": f"vm-{vmid}",
-                "cores": 2,
-                "sockets": 1,
-                "memory": "2048",
-                "agent": "1",
-                "net0": f"virtio={mac0},bridge=vmbr0",
-                "net1": f"virtio={mac1},bridge=vmbr1,tag={100 + index % 8}",
-                "tags": f"tier{index % 3};team{index % 5}",
-                "scsi0": f"local-lvm:vm-{vmid}-disk-0,size=32G",
-                "scsi1": f"local-lvm:vm-{vmid}-disk-1,size=8G",
-                "smbios1": f"uuid=00000000-0000-0000-0000-{vmid:012d}",
-            },
-            "agent": [
+        tail = f"{vmid >> 16 & 0xFF:02X}:{vmid >> 8 & 0xFF:02X}:{vmid & 0xFF:02X}"
+        address = f"{net.network_address + 10 + index}/{net.prefixlen}"
+        specs[vmid] = {
+            "vmid": vmid,
+            "name": f"vm-{vmid}",
+            "node": NODES[index % len(NODES)],
+            "status": "running",
+            "vcpus": 2,
+            "memory_mb": 2048,
+            "tags": [f"tier{index % 3}", f"team{index % 5}"],
+            "nics": [
+                {"name": "ens18", "mac": f"{oui}:12:{tail}", "vlan": None, "address": address},
                 {
-                    "name": "lo",
-                    "hardware-address": "00:00:00:00:00:00",
-                    "ip-addresses": [
-                        {"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8}
-                    ],
+                    "name": "ens19",
+                    "mac": f"{oui}:13:{tail}",
+                    "vlan": 100 + index % 8,
+                    "address": None,
                 },
-                {
-                    "name": "ens18",
-                    "hardware-address": mac0.lower(),
-                    "ip-addresses": [
-                        {
-                            "ip-address-type": "ipv4",
-                            "ip-address": str(address),
-                            "prefix": net.prefixlen,
-                        }
-                    ],
-                },
-                {"name": "ens19", "hardware-address": mac1.lower(), "ip-addresses": []},
             ],
-            "snapshots": [
-                {"name": "before-upgrade", "snaptime": 1_735_689_600, "description": "bench"},
-                {"name": "current", "parent": "before-upgrade", "running": 1},
+            "disks": [
+                {"name": "scsi0", "size_mb": 32 * 1024},
+                {"name": "scsi1", "size_mb": 8 * 1024},
             ],
-            "backup": {
-                "volid": f"local:backup/vzdump-qemu-{vmid}-2025_01_01-02_00_00.vma.zst",
-                "content": "backup",
-                "ctime": 1_735_696_800,
-                "size": 4 * 1024**3,
-                "vmid": vmid,
-                "format": "vma.zst",
-                "verification": {"state": "ok"},
-            },
         }
+    return specs
+
+
+def change_guests(specs: dict[int, dict], network: str) -> list[int]:
+    """Change 1 % of the guests (at least 2), spread over the inventory, as operators do
+    between two runs: each gets 1 GiB more memory; every other one is paused, the others
+    get a third disk and an address on their second NIC.  Pausing takes a guest of its
+    own because a guest that is not running has no agent to report an address.
+    Returns the changed vmids."""
+    net = ipaddress.ip_network(network)
+    count = max(2, len(specs) // 100)
+    vmids = sorted(specs)[:: len(specs) // count][:count]
+    for position, vmid in enumerate(vmids):
+        guest = specs[vmid]
+        guest["memory_mb"] += 1024
+        if position % 2 == 0:
+            guest["status"] = "paused"
+        else:
+            guest["disks"].append({"name": "scsi2", "size_mb": 4 * 1024})
+            second = net.network_address + net.num_addresses // 2 + vmid
+            guest["nics"][1]["address"] = f"{second}/{net.prefixlen}"
+    return vmids
+
+
+def guest_config(guest: dict) -> dict:
+    nics = {
+        f"net{i}": f"virtio={nic['mac']},bridge=vmbr{i}"
+        + (f",tag={nic['vlan']}" if nic["vlan"] else "")
+        for i, nic in enumerate(guest["nics"])
+    }
+    disks = {
+        d["name"]: f"local-lvm:vm-{guest['vmid']}-disk-{i},size={d['size_mb'] // 1024}G"
+        for i, d in enumerate(guest["disks"])
+    }
+    return {
+        "name": guest["name"],
+        "cores": guest["vcpus"],
+        "sockets": 1,
+        "memory": str(guest["memory_mb"]),
+        "agent": "1",
+        **nics,
+        "tags": ";".join(guest["tags"]),
+        **disks,
+        "smbios1": f"uuid=00000000-0000-0000-0000-{guest['vmid']:012d}",
+    }
+
+
+def agent_interfaces(guest: dict) -> list[dict]:
+    loopback = {"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8}
+    reported = [{"name": "lo", "hardware-address": "00:00:00:00:00:00", "ip-addresses": [loopback]}]
+    for nic in guest["nics"]:
+        addresses = []
+        if nic["address"]:
+            address, prefix = nic["address"].split("/")
+            addresses.append(
+                {"ip-address-type": "ipv4", "ip-address": address, "prefix": int(prefix)}
+            )
+        reported.append(
+            {"name": nic["name"], "hardware-address": nic["mac"].lower(), "ip-addresses": addresses}
+        )
+    return reported
+
+
+def guest_resource(guest: dict) -> dict:
+    return {
+        "type": "qemu",
+        "vmid": guest["vmid"],
+        "node": guest["node"],
+        "name": guest["name"],
+        "status": guest["status"],
+        "maxcpu": guest["vcpus"],
+        "maxmem": guest["memory_mb"] * 1024**2,
+    }
+
+
+SNAPSHOTS = [
+    {"name": "before-upgrade", "snaptime": 1_735_689_600, "description": "bench"},
+    {"name": "current", "parent": "before-upgrade", "running": 1},
+]
+
+
+def guest_backup(vmid: int) -> dict:
+    return {
+        "volid": f"local:backup/vzdump-qemu-{vmid}-2025_01_01-02_00_00.vma.zst",
+        "content": "backup",
+        "ctime": 1_735_696_800,
+        "size": 4 * 1024**3,
+        "vmid": vmid,
+        "format": "vma.zst",
+        "verification": {"state": "ok"},
+    }
+
+
+def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms: float = 0):
+    """A Proxmox answering /version, /cluster/status, /cluster/resources, node networks
+    and storages, per-guest config, snapshot and agent reads (interfaces and OS) for the
+    guests of `specs`, spread over three nodes; each answer `latency_ms` late."""
+    net = ipaddress.ip_network(network)
     # Node addresses below the guests' (which start at .10), the gateway first.
     node_ips = {n: str(net.network_address + 2 + i) for i, n in enumerate(NODES)}
     status = [{"type": "cluster", "name": cluster, "nodes": 3, "quorate": 1}] + [
@@ -152,7 +239,7 @@ def fake_proxmox(cluster: str, guests: int, network: str):
         }
         return [*NODE_NETWORK[:-1], bridge]
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api2/json")
         parts = path.strip("/").split("/")
         if path == "/version":
@@ -160,21 +247,23 @@ def fake_proxmox(cluster: str, guests: int, network: str):
         elif path == "/cluster/status":
             data = status
         elif path == "/cluster/resources":
-            data = [g["resource"] for g in inventory.values()]
+            data = [guest_resource(g) for g in specs.values()]
         elif len(parts) == 5 and parts[4] == "config":
-            data = inventory[int(parts[3])]["config"]
+            data = guest_config(specs[int(parts[3])])
         elif len(parts) == 3 and parts[2] == "network":
             data = node_network(parts[1])
         elif parts[-1] == "get-osinfo":
             data = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
         elif parts[-1] == "network-get-interfaces":
-            data = {"result": inventory[int(parts[3])]["agent"]}
+            data = {"result": agent_interfaces(specs[int(parts[3])])}
         elif len(parts) == 3 and parts[2] == "storage":
             data = NODE_STORAGES
         elif len(parts) == 5 and parts[2] == "storage" and parts[4] == "content":
-            data = [g["backup"] for g in inventory.values() if g["resource"]["node"] == parts[1]]
+            data = [guest_backup(vmid) for vmid, g in specs.items() if g["node"] == parts[1]]
         elif len(parts) == 5 and parts[4] == "snapshot":
-            data = inventory[int(parts[3])]["snapshots"]
+            data = SNAPSHOTS
+        elif path == "/cluster/options":
+            data = {}  # no tag colours (answered 501, the backend retried it for seconds)
         elif path == "/cluster/backup":
             data = [{"id": "nightly", "schedule": "02:00", "storage": "local", "all": 1}]
         elif (
@@ -187,97 +276,302 @@ def fake_proxmox(cluster: str, guests: int, network: str):
             return httpx.Response(501, json={"data": None})
         return httpx.Response(200, json={"data": data})
 
-    return httpx.MockTransport(handler)
+    if not latency_ms:
+        return httpx.MockTransport(answer)
+
+    async def late_answer(request: httpx.Request) -> httpx.Response:
+        # The backend's client is async: a sleeping handler stands for a Proxmox's round
+        # trip without blocking the other requests in flight.
+        await asyncio.sleep(latency_ms / 1000)
+        return answer(request)
+
+    return httpx.MockTransport(late_answer)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,1000")
-    args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+# -- one sync phase, in a child process ----------------------------------------------------
 
-    os.environ.setdefault("NETBOX_CONFIGURATION", "proxbox_devstack.netbox_configuration")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
-    import django
 
-    django.setup()
-    sys.path.insert(0, str(ROOT / "e2e"))
-    from sync_fixtures import NetBoxServer, create_endpoint_record, create_site
-
+def run_phase(spec: dict) -> dict:
+    """One sync run in this spawned process, which loads the backend but not Django (nor
+    NetBox's code), so that its peak RSS is the backend's own; the fake Proxmox lives here
+    too.  `spec` and the answer are plain data (they cross a pipe)."""
     from proxbox_backend.clients.http import RetryPolicy
     from proxbox_backend.clients.proxmox import ProxmoxClient
     from proxbox_backend.config import Settings
     from proxbox_backend.secrets import Secret
     from proxbox_backend.service import SyncService
 
-    rows = []
+    simulator = spec["simulator"]
+    settings = Settings(
+        netbox_url=spec["netbox_url"],
+        netbox_token=Secret(spec["netbox_token"]),
+        proxmox_url=simulator["url"] if simulator else None,
+        proxmox_ca_bundle=simulator["ca_bundle"] if simulator else None,
+        proxmox_token_id=simulator["token_id"] if simulator else "root@pam!bench",
+        proxmox_token=Secret(simulator["token_secret"] if simulator else "bench"),
+        retry=RetryPolicy(attempts=3, backoff=0.5),
+    )
+    factory = None
+    if simulator is None:
+        specs = guest_specs(spec["size"], spec["network"])
+        if spec["changed"]:
+            change_guests(specs, spec["network"])
+        transport = fake_proxmox(spec["cluster"], specs, spec["network"], spec["latency_ms"])
+
+        def factory(endpoint, credentials):
+            return ProxmoxClient(
+                "https://pve.invalid:8006",
+                credentials,
+                transport=transport,
+                concurrency=settings.proxmox_concurrency,
+            )
+
+    service = SyncService(settings, proxmox_factory=factory)
+    started = time.perf_counter()
+    report = asyncio.run(service.run(spec["endpoint_id"]))
+    wall = time.perf_counter() - started
+    return {
+        "wall": wall,
+        "ok": report.ok,
+        "error": report.error,
+        "failures": [f.as_dict() for f in report.tally.failures[:3]],
+        "netbox_requests": report.netbox_requests["total"],
+        "netbox_writes": report.netbox_requests["writes"],
+        "inventory_writes": report.tally.writes,
+        "writes_by_type": {k: c.writes for k, c in report.tally.counters.items() if c.writes},
+        "proxmox_requests": report.proxmox_requests.get("total", 0),
+        "peak_rss_mib": peak_rss_mib(),
+        "django_loaded": "django" in sys.modules,
+    }
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set since it exec'd Python.
+
+    Not getrusage's ru_maxrss: Linux keeps that across exec, so a spawned child starts
+    at the forking parent's peak (NetBox's Django, hundreds of MiB); VmHWM belongs to
+    the address space, which exec replaced."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+
+
+def phase_in_child(spec: dict) -> dict:
+    """`run_phase` in a fresh spawned process (not forked: a fork would carry Django)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(run_phase, (spec,))
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    size: int
+    phase: str
+    figures: dict  # run_phase's answer, or the floor's in the same keys
+    ratio: float | None = None
+
+
+def phases(args) -> list[tuple[str, bool, float]]:
+    """(label, fake Proxmox changed, latency ms) of each sync run, in order."""
+    latency = args.proxmox_latency_ms
+    runs = [("initial sync", False, latency), ("no-op resync", False, latency)]
+    if args.proxmox == "fake":
+        runs.append(("change-only resync", True, latency))
+        if args.latency_compare is not None:
+            runs.append((f"no-op resync, {args.latency_compare:g} ms", True, args.latency_compare))
+    return runs
+
+
+def describe(row: Row) -> str:
+    f = row.figures
+    line = (
+        f"{row.size:>6} guests  {row.phase:<24} {f['wall']:8.2f} s  "
+        f"{f['netbox_requests']:>5} NetBox requests, {f['inventory_writes']} inventory writes"
+    )
+    if "peak_rss_mib" in f:
+        line += (
+            f", {f['proxmox_requests']} Proxmox requests, peak RSS {f['peak_rss_mib']:.0f} MiB"
+            f" (writes: {f['writes_by_type'] or 'none'})"
+        )
+    return line
+
+
+def floor_row(size: int, floor) -> Row:
+    return Row(
+        size,
+        "floor (plain REST)",
+        {
+            "wall": floor.seconds,
+            "netbox_requests": floor.requests,
+            "inventory_writes": floor.objects,
+        },
+    )
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = [
+        "| guests | phase | wall | NetBox requests | per guest | inventory writes "
+        "| Proxmox requests | peak RSS (MiB) | ratio to floor |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        f = row.figures
+        rss = f"{f['peak_rss_mib']:.0f}" if "peak_rss_mib" in f else "—"
+        pve = f.get("proxmox_requests", "—")
+        ratio = f"{row.ratio:.2f}×" if row.ratio is not None else ""
+        lines.append(
+            f"| {row.size:,} | {row.phase} | {f['wall']:.2f} s | {f['netbox_requests']} "
+            f"| {f['netbox_requests'] / row.size:.3f} | {f['inventory_writes']:,} | {pve} "
+            f"| {rss} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000")
+    parser.add_argument("--proxmox", choices=("fake", "simulator"), default="fake")
+    parser.add_argument("--proxmox-latency-ms", type=float, default=0.0, metavar="N")
+    parser.add_argument("--latency-compare", type=float, metavar="N")
+    args = parser.parse_args()
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    if args.proxmox == "simulator":
+        if len(args.sizes) != 1 or args.sizes[0] not in SIMULATOR_PROFILES:
+            # One simulator per run: simulators seeded alike share node addresses, which
+            # NetBox keeps unique.
+            parser.error(f"--proxmox simulator takes one size of {sorted(SIMULATOR_PROFILES)}")
+        if args.proxmox_latency_ms or args.latency_compare is not None:
+            parser.error("Proxmox latency is the fake's: --proxmox fake")
+    return args
+
+
+def check_floor_mirrors_backend() -> None:
+    """The floor's chunk and concurrency are the backend's; say so if they drift."""
+    from proxbox_backend.clients.netbox import WRITE_CHUNK
+    from proxbox_backend.config import Settings
+
+    backend = (WRITE_CHUNK, Settings.__dataclass_fields__["netbox_concurrency"].default)
+    if backend != (sync_floor.WRITE_CHUNK, sync_floor.CONCURRENCY):
+        raise SystemExit(
+            f"floor writes {sync_floor.WRITE_CHUNK}×{sync_floor.CONCURRENCY}, backend {backend}"
+        )
+
+
+def main() -> int:
+    args = parse_arguments()
+    check_floor_mirrors_backend()
+    os.environ.setdefault("NETBOX_CONFIGURATION", "proxbox_devstack.netbox_configuration")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
+    import django
+
+    django.setup()
+    sys.path.insert(0, str(ROOT / "e2e"))
+    from sync_fixtures import (
+        NetBoxServer,
+        Simulator,
+        create_endpoint,
+        create_endpoint_record,
+        create_site,
+    )
+
+    rows: list[Row] = []
+    failed = False
     with tempfile.TemporaryDirectory(prefix="pbsync-bench-") as workdir:
         netbox = NetBoxServer(Path(workdir))
+        simulator = None
         try:
             netbox.start()
-            for number, size in enumerate(sizes):
+            for number, size in enumerate(args.sizes):
                 cluster = f"bench-{size}"
                 site = create_site(netbox, cluster)
-                endpoint = create_endpoint_record(netbox, cluster, "127.0.0.1", 8006, site=site)
-                transport = fake_proxmox(cluster, size, f"172.{16 + number}.0.0/16")
+                spec = {
+                    "netbox_url": netbox.url,
+                    "netbox_token": netbox.admin_token,
+                    "cluster": cluster,
+                    "size": size,
+                    "network": f"172.{16 + number}.0.0/16",
+                    "simulator": None,
+                }
+                if args.proxmox == "simulator":
+                    profile = SIMULATOR_PROFILES[size]
+                    print(f"Proxmox: simulator, seed profile {profile!r}", flush=True)
+                    simulator = Simulator(f"bench{size}", profile, 1, Path(workdir)).start()
+                    endpoint = create_endpoint(netbox, cluster, simulator, site=site)
+                    spec["simulator"] = {
+                        "url": simulator.url,
+                        "ca_bundle": simulator.ca_bundle,
+                        "token_id": simulator.token_id,
+                        "token_secret": simulator.token_secret,
+                    }
+                else:
+                    print(f"Proxmox: fake, {args.proxmox_latency_ms:g} ms per request", flush=True)
+                    endpoint = create_endpoint_record(netbox, cluster, "127.0.0.1", 8006, site=site)
+                spec["endpoint_id"] = endpoint["id"]
 
-                def factory(endpoint, credentials, transport=transport):
-                    return ProxmoxClient(
-                        "https://pve.invalid:8006", credentials, transport=transport, concurrency=16
-                    )
+                size_rows = []
+                for phase, changed, latency in phases(args):
+                    figures = phase_in_child({**spec, "changed": changed, "latency_ms": latency})
+                    if figures["django_loaded"]:
+                        raise SystemExit(
+                            "the sync's child process loaded Django: its RSS is not the backend's"
+                        )
+                    if not figures["ok"]:
+                        failed = True
+                        print(f"{cluster} {phase} FAILED: {figures['error']} {figures['failures']}")
+                    size_rows.append(Row(size, phase, figures))
+                    print(describe(size_rows[-1]), flush=True)
 
-                settings = Settings(
-                    netbox_url=netbox.url,
-                    netbox_token=Secret(netbox.admin_token),
-                    proxmox_token_id="root@pam!bench",
-                    proxmox_token=Secret("bench"),
-                    retry=RetryPolicy(attempts=3, backoff=0.5),
-                )
-                for phase in ("initial sync", "no-op resync"):
-                    service = SyncService(settings, proxmox_factory=factory)
-                    started = time.perf_counter()
-                    report = asyncio.run(service.run(endpoint["id"]))
-                    wall = time.perf_counter() - started
-                    if not report.ok:
-                        print(
-                            f"{cluster} {phase} FAILED: {report.error} "
-                            f"{[f.as_dict() for f in report.tally.failures[:3]]}"
-                        )
-                    nb = report.netbox_requests
-                    rows.append(
-                        (
-                            size,
-                            phase,
-                            wall,
-                            nb["total"],
-                            nb["total"] / size,
-                            nb["writes"],
-                            report.tally.writes,
-                            report.proxmox_requests["total"],
+                floor = None
+                if args.proxmox == "fake":
+                    # The floor writes the fake's guests; a simulator's profile has other
+                    # shapes (LXC, one NIC, other disks), so no ratio would be honest there.
+                    floor = asyncio.run(
+                        sync_floor.measure_floor(
+                            netbox.url,
+                            netbox.admin_token,
+                            f"floor-{size}",
+                            NODES,
+                            guest_specs(size, f"10.{100 + number}.0.0/16", oui="BC:25"),
                         )
                     )
-                    print(
-                        f"{size:>6} guests  {phase:<13} {wall:8.2f} s  "
-                        f"{nb['total']:>5} NetBox requests ({nb['total'] / size:.3f}/guest), "
-                        f"{nb['writes']} HTTP writes, {report.tally.writes} inventory writes, "
-                        f"{report.proxmox_requests['total']} Proxmox requests",
-                        flush=True,
-                    )
+                rows += report_size(size, size_rows, floor, args)
+        except sync_floor.FloorFailed as exc:
+            print(f"FLOOR FAILED, no ratio: {exc}", file=sys.stderr)
+            return 1
         finally:
+            if simulator is not None:
+                simulator.stop()
             netbox.stop()
 
     print()
-    print(
-        "| guests | phase | wall time | NetBox requests | per guest | NetBox HTTP writes "
-        "| inventory writes | Proxmox requests |"
-    )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    for size, phase, wall, total, per, writes, inventory, pve in rows:
+    print(markdown_table(rows))
+    return 1 if failed else 0
+
+
+def report_size(size: int, size_rows: list[Row], floor, args) -> list[Row]:
+    """The size's rows with the floor's (if measured) after the initial sync; prints the
+    ratios."""
+    initial, noop = size_rows[0], size_rows[1]
+    if floor is None:
+        print(f"{size:>6} guests  no floor: it writes the fake's guests (--proxmox fake)")
+        return size_rows
+    floor_figures = floor_row(size, floor)
+    print(describe(floor_figures), flush=True)
+    if initial.figures["ok"]:
+        initial.ratio = initial.figures["wall"] / floor.seconds
+        print(f"{size:>6} guests  initial sync {initial.ratio:.2f}× the floor", flush=True)
+    if args.latency_compare is not None:
+        late = size_rows[-1]
+        ratio = late.figures["wall"] / noop.figures["wall"]
         print(
-            f"| {size} | {phase} | {wall:.2f} s | {total} | {per:.3f} | {writes} "
-            f"| {inventory} | {pve} |"
+            f"{noop.size:>6} guests  no-op resync at {args.latency_compare:g} ms Proxmox latency: "
+            f"{ratio:.2f}× the one at {args.proxmox_latency_ms:g} ms (target ≤ 2×)",
+            flush=True,
         )
-    return 0
+    return [initial, floor_figures, *size_rows[1:]]
 
 
 if __name__ == "__main__":

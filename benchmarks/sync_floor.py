@@ -1,0 +1,231 @@
+"""The sync benchmark's floor: the inventory a sync writes, written straight to NetBox.
+
+Plain httpx against NetBox's REST API, none of the backend's code: the same kinds of
+objects the initial sync creates for the fake Proxmox's guests (a VLAN group and its
+VLANs, a device per node, per guest a VM, 2 interfaces with their MACs, the tagged one
+in access mode, 1 IP address, 2 virtual disks, then the VMs' primary addresses), sent
+the way the backend sends them: bulk requests of `WRITE_CHUNK` objects, at most
+`CONCURRENCY` in flight.  Whatever the sync takes beyond this is the backend's own
+cost (reads, planning, claim, sidecar records) and the objects the floor leaves out
+(node interfaces and addresses, snapshots, backups).
+
+The prerequisites (site, cluster, device type and role, tags) are created before the
+clock starts, into a site and cluster of the floor's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import httpx
+
+# The backend's bulk chunk (clients/netbox.py WRITE_CHUNK) and its default NetBox
+# concurrency (Settings.netbox_concurrency, the client's semaphore and connection pool).
+WRITE_CHUNK = 100
+CONCURRENCY = 4
+
+
+class FloorFailed(RuntimeError):
+    """A floor write NetBox refused: no floor, so no ratio."""
+
+
+@dataclass(frozen=True)
+class Floor:
+    seconds: float
+    objects: int
+    requests: int
+
+
+class FloorWriter:
+    def __init__(self, client: httpx.AsyncClient):
+        self.client = client
+        self.slots = asyncio.Semaphore(CONCURRENCY)
+        self.objects = 0
+        self.requests = 0
+
+    async def send(self, method: str, path: str, json) -> list | dict:
+        try:
+            async with self.slots:
+                response = await self.client.request(method, path, json=json)
+        except httpx.HTTPError as exc:
+            raise FloorFailed(f"floor {method} {path}: {exc!r}") from exc
+        self.requests += 1
+        if not response.is_success:
+            raise FloorFailed(
+                f"floor {method} {path} → {response.status_code}: {response.text[:300]}"
+            )
+        return response.json()
+
+    async def bulk(self, method: str, path: str, items: list[dict]) -> list[dict]:
+        """Every item written, chunk by chunk concurrently; NetBox's answers in input order."""
+        chunks = [items[i : i + WRITE_CHUNK] for i in range(0, len(items), WRITE_CHUNK)]
+        answers = await asyncio.gather(*(self.send(method, path, chunk) for chunk in chunks))
+        self.objects += len(items)
+        return [obj for answer in answers for obj in answer]
+
+    async def get_or_create(self, path: str, lookup: dict, extra: dict | None = None) -> int:
+        """A prerequisite's id (not timed, not counted)."""
+        response = await self.client.get(path, params=lookup)
+        if response.is_success and response.json()["results"]:
+            return response.json()["results"][0]["id"]
+        return (await self.send("POST", path, {**lookup, **(extra or {})}))["id"]
+
+
+async def prerequisites(writer: FloorWriter, name: str, tag_names: set[str]) -> dict:
+    slug = name.lower()
+    site = await writer.get_or_create("/dcim/sites/", {"name": name, "slug": slug})
+    manufacturer = await writer.get_or_create("/dcim/manufacturers/", {"name": name, "slug": slug})
+    device_type = await writer.get_or_create(
+        "/dcim/device-types/", {"model": name, "slug": slug}, {"manufacturer": manufacturer}
+    )
+    role = await writer.get_or_create("/dcim/device-roles/", {"name": name, "slug": slug})
+    cluster_type = await writer.get_or_create(
+        "/virtualization/cluster-types/", {"name": name, "slug": slug}
+    )
+    cluster = await writer.get_or_create(
+        "/virtualization/clusters/", {"name": name}, {"type": cluster_type, "site": site}
+    )
+    tags = {}
+    for tag in sorted(tag_names):
+        tags[tag] = await writer.get_or_create(
+            "/extras/tags/", {"name": f"{slug}-{tag}", "slug": f"{slug}-{tag}"}
+        )
+    writer.requests = 0  # the clock and the counts start at the inventory
+    return {
+        "site": site,
+        "device_type": device_type,
+        "role": role,
+        "cluster": cluster,
+        "tags": tags,
+    }
+
+
+async def write_inventory(
+    writer: FloorWriter, name: str, nodes, inventory: dict, base: dict
+) -> None:
+    tags = base["tags"]
+    group = await writer.send("POST", "/ipam/vlan-groups/", {"name": name, "slug": name.lower()})
+    writer.objects += 1
+    vids = sorted({nic["vlan"] for g in inventory.values() for nic in g["nics"] if nic["vlan"]})
+    vlans = await writer.bulk(
+        "POST", "/ipam/vlans/", [{"vid": v, "name": f"vlan{v}", "group": group["id"]} for v in vids]
+    )
+    vlan_ids = {v["vid"]: v["id"] for v in vlans}
+    devices = await writer.bulk(
+        "POST",
+        "/dcim/devices/",
+        [
+            {
+                "name": f"{name}-{node}",
+                "role": base["role"],
+                "device_type": base["device_type"],
+                "site": base["site"],
+                "cluster": base["cluster"],
+                "status": "active",
+                "tags": [tags["proxbox"]],
+            }
+            for node in nodes
+        ],
+    )
+    device_ids = {node: d["id"] for node, d in zip(nodes, devices, strict=True)}
+    guests = list(inventory.values())
+    vms = await writer.bulk(
+        "POST",
+        "/virtualization/virtual-machines/",
+        [
+            {
+                "name": f"{name}-{g['name']}",
+                "status": "active",
+                "vcpus": g["vcpus"],
+                "memory": g["memory_mb"],
+                "disk": sum(d["size_mb"] for d in g["disks"]),
+                "site": base["site"],
+                "cluster": base["cluster"],
+                "device": device_ids[g["node"]],
+                "tags": [tags[t] for t in ("proxbox", *g["tags"])],
+                "custom_fields": {"proxbox_source": f"{name}/qemu/{g['vmid']}"},
+            }
+            for g in guests
+        ],
+    )
+    nics = [(vm["id"], nic) for vm, g in zip(vms, guests, strict=True) for nic in g["nics"]]
+    interfaces = await writer.bulk(
+        "POST",
+        "/virtualization/interfaces/",
+        [
+            {
+                "virtual_machine": vm_id,
+                "name": nic["name"],
+                "enabled": True,
+                "mac_address": nic["mac"],
+                "tags": [tags["proxbox"]],
+                **(
+                    {"mode": "access", "untagged_vlan": vlan_ids[nic["vlan"]]}
+                    if nic["vlan"]
+                    else {}
+                ),
+            }
+            for vm_id, nic in nics
+        ],
+    )
+    addressed = [
+        (interface["id"], nic["address"], vm_id)
+        for interface, (vm_id, nic) in zip(interfaces, nics, strict=True)
+        if nic["address"]
+    ]
+    ips = await writer.bulk(
+        "POST",
+        "/ipam/ip-addresses/",
+        [
+            {
+                "address": address,
+                "status": "active",
+                "assigned_object_type": "virtualization.vminterface",
+                "assigned_object_id": interface_id,
+                "tags": [tags["proxbox"]],
+            }
+            for interface_id, address, _vm in addressed
+        ],
+    )
+    await writer.bulk(
+        "POST",
+        "/virtualization/virtual-disks/",
+        [
+            {
+                "virtual_machine": vm["id"],
+                "name": d["name"],
+                "size": d["size_mb"],
+                "tags": [tags["proxbox"]],
+            }
+            for vm, g in zip(vms, guests, strict=True)
+            for d in g["disks"]
+        ],
+    )
+    await writer.bulk(
+        "PATCH",
+        "/virtualization/virtual-machines/",
+        [
+            {"id": vm_id, "primary_ip4": ip["id"]}
+            for (_i, _a, vm_id), ip in zip(addressed, ips, strict=True)
+        ],
+    )
+
+
+async def measure_floor(url: str, token: str, name: str, nodes, inventory: dict) -> Floor:
+    """`inventory`: vmid → {name, node, vcpus, memory_mb, tags, nics: [{name, mac, vlan,
+    address}], disks: [{name, size_mb}]} (benchmarks/sync.py's `floor_inventory`)."""
+    scheme = "Bearer" if token.startswith("nbt_") else "Token"
+    async with httpx.AsyncClient(
+        base_url=f"{url}/api",
+        headers={"Authorization": f"{scheme} {token}", "Accept": "application/json"},
+        timeout=300,
+        limits=httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY),
+    ) as client:
+        writer = FloorWriter(client)
+        tag_names = {"proxbox", *(t for g in inventory.values() for t in g["tags"])}
+        base = await prerequisites(writer, name, tag_names)
+        started = time.perf_counter()
+        await write_inventory(writer, name, nodes, inventory, base)
+        return Floor(time.perf_counter() - started, writer.objects, writer.requests)
