@@ -101,6 +101,15 @@ async def test_retries_are_bounded():
     assert response.status_code == 503 and len(server.requests) == 3 and len(sleeps) == 2
 
 
+@pytest.mark.parametrize("status", [501, 505])
+@pytest.mark.asyncio
+async def test_a_method_or_version_the_server_does_not_implement_is_not_retried(status):
+    server = Recorder(httpx.Response(status), httpx.Response(200))
+    client, sleeps = netbox(server)
+    response = await client.request("GET", "/cluster/options")
+    assert response.status_code == status and len(server.requests) == 1 and sleeps == []
+
+
 @pytest.mark.asyncio
 async def test_retry_after_is_honoured():
     server = Recorder(httpx.Response(429, headers={"Retry-After": "3"}), httpx.Response(200))

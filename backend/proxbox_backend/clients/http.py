@@ -23,6 +23,9 @@ log = logging.getLogger("proxbox_backend.http")
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
 RETRY_ANY_METHOD = frozenset({409, 429, 503})
+# A server that does not implement the method or speak the HTTP version will not later:
+# Proxmox answers 501 for an API path an older release lacks.
+NEVER_RETRIED = frozenset({501, 505})
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def _certificate_failure(exc: BaseException) -> ssl.SSLCertVerificationError | N
 def _retriable_status(method: str, status: int) -> bool:
     if status in RETRY_ANY_METHOD:
         return True
-    return method in IDEMPOTENT and status >= 500
+    return method in IDEMPOTENT and status >= 500 and status not in NEVER_RETRIED
 
 
 def _retriable_exception(method: str, exc: httpx.TransportError) -> bool:
