@@ -579,8 +579,18 @@ def netbox_inventory(netbox: NetBoxServer, cluster_id: int) -> dict:
     iface_by_id = {i["id"]: (names[i["virtual_machine"]["id"]], i["name"]) for i in ifaces}
     ips = of_vms(netbox, "/ipam/ip-addresses/", names)
     disks = of_vms(netbox, "/virtualization/virtual-disks/", names)
+    node_ips = (
+        list_all(netbox, "/ipam/ip-addresses/", device_id=[d["id"] for d in devices])
+        if devices
+        else []
+    )
     return {
         "nodes": {d["name"] for d in devices},
+        # Addresses on the nodes' device interfaces, from each node's network.
+        "node_ips": {
+            (ip["assigned_object"]["device"]["name"], ip["assigned_object"]["name"], ip["address"])
+            for ip in node_ips
+        },
         "vms": {
             (
                 vm["name"],
