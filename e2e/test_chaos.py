@@ -133,8 +133,6 @@ def _wait_task(simulator, upid: str, done, what: str, timeout: float = 60) -> di
     raise AssertionError(f"{what}: {task}")
 
 
-# Out of CI until it has passed on a machine that is not five times oversubscribed.
-@pytest.mark.chaos_slow
 def test_task_worker_killed_mid_task_during_a_sync(netbox_server, task_simulator):
     """A reboot issued while the sync runs; its worker is killed mid-task; the other worker
     reclaims it after the lease and finishes it once; the sync converges regardless."""

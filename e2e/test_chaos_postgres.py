@@ -88,8 +88,6 @@ def pg_simulator(sync_workdir):
         simulator.stop()
 
 
-# Over two minutes on the shared machine (a NetBox of its own boots in most of them).
-@pytest.mark.chaos_slow
 def test_postgres_restart_during_a_sync_converges_on_rerun(netbox, postgres, pg_simulator):
     site = create_site(netbox, "pbsync-chaos-pg")
     endpoint = create_endpoint(netbox, "pve-chaos-pg", pg_simulator, site=site)
