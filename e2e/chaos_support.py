@@ -133,7 +133,7 @@ def assert_converged(
         created = counters.get(object_type, {}).get("created", 0)
         missing = len(expected[part]) - len(before[part])
         if object_type == "ipam.ipaddress":  # the nodes' addresses count there too
-            missing += len(converged["node_ips"]) - len(before.get("node_ips", ()))
+            missing += len(converged["node_ips"]) - len(before["node_ips"])
         assert created == missing, (object_type, created, missing)
     state = sync_state(netbox, cluster_id)
     assert state["status"]["value"] == "succeeded", state

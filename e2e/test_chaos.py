@@ -174,7 +174,7 @@ def test_task_worker_killed_mid_task_during_a_sync(netbox_server, task_simulator
     assert run.returncode == 0, stderr.decode()[-3000:]
     report = json.loads(stdout)
     cluster_id = endpoint_cluster(netbox_server, endpoint["id"])
-    empty = {part: set() for part in INVENTORY_TYPES.values()}
+    empty = {part: set() for part in (*INVENTORY_TYPES.values(), "node_ips")}
     assert_converged(netbox_server, cluster_id, expected, empty, report["counters"])
     # And a rerun changes nothing: the state an undisturbed sync reaches.
     rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)

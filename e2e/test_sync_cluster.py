@@ -71,17 +71,7 @@ def test_first_sync_equals_simulator_inventory(
             for key in ("cidr", "cidr6")
             if entry.get(key)
         }
-    on_nodes = {
-        (ip["assigned_object"]["device"]["name"], ip["assigned_object"]["name"], ip["address"])
-        for ip in list_all(
-            netbox_server,
-            "/ipam/ip-addresses/",
-            device_id=[
-                d["id"] for d in list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
-            ],
-        )
-    }
-    assert node_cidrs and on_nodes == node_cidrs
+    assert node_cidrs and actual["node_ips"] == node_cidrs
     assert counters["ipam.ipaddress"].created == len(expected["ips"]) + len(node_cidrs)
     assert counters["virtualization.virtualdisk"].created == len(expected["disks"])
     assert report.tally.failed == 0
