@@ -136,12 +136,13 @@ def test_demo_breadth_reaches_netbox(stack):
         }
         replication = {j["id"] for j in pve.get("/cluster/replication").json()["data"]}
         ha_resources = {r["sid"] for r in pve.get("/cluster/ha/resources").json()["data"]}
-    vlan_tags = {
-        int(option.split("=", 1)[1])
-        for config in configs.values()
-        for option in config.get("net0", "").split(",")
+    vlan_of = {
+        name: int(option.split("=", 1)[1])
+        for name, config in configs.items()
+        for option in config["net0"].split(",")
         if option.startswith("tag=")
     }
+    vlan_tags = set(vlan_of.values())
     assert vlan_tags and snapshots and replication and ha_resources and backups
 
     def records(kind: str) -> list[dict]:
@@ -166,12 +167,7 @@ def test_demo_breadth_reaches_netbox(stack):
         for i in vm_interfaces
         if i["untagged_vlan"]
     }
-    assert tagged == {
-        name: int(option.split("=", 1)[1])
-        for name, config in configs.items()
-        for option in config["net0"].split(",")
-        if option.startswith("tag=")
-    }
+    assert tagged == vlan_of
     on_nodes = {
         (ip["assigned_object"]["device"]["name"], ip["assigned_object"]["name"], ip["address"])
         for ip in device_ips
