@@ -126,8 +126,6 @@ def e2e(session: nox.Session) -> None:
         session.run(
             "pytest",
             E2E_SUITE,
-            "-m",
-            "not chaos_slow",
             DURATIONS,
             *session.posargs,
             env=env,
@@ -137,7 +135,7 @@ def e2e(session: nox.Session) -> None:
 
 @nox.session
 def chaos(session: nox.Session) -> None:
-    """Every chaos case, those that wait out RQ's heartbeat too (not in the defaults): minutes."""
+    """Every chaos case and nothing else (they run in `e2e` too): minutes."""
     with stack_services(session) as env:
         session.run("pytest", *CHAOS_SUITES, *session.posargs, env=env, external=True)
 

@@ -11,8 +11,8 @@ NetBox's `rqworker`; the sync backend's `serve`; the simulator (`serve --tls`) o
 - Mid-"Sync now": the backend's run does not depend on the worker and finishes; the Job
   shows "running" until RQ declares it abandoned (its heartbeat, at least 60 s, then
   the next worker's maintenance pass), and is then errored, not re-queued (see
-  docs/reliability.md). A second "Sync now" converges. Waiting out RQ's heartbeat takes
-  minutes: marked `chaos_slow`, run by `nox -s chaos`, not in CI.
+  docs/reliability.md). A second "Sync now" converges. Waiting out RQ's heartbeat makes
+  it the slowest chaos case (about three minutes); in CI.
 """
 
 from __future__ import annotations
@@ -253,7 +253,6 @@ def _wip_expiry(netbox: NetBoxServer, job_uuid: str) -> float | None:
     return None
 
 
-@pytest.mark.chaos_slow
 def test_sync_now_killed_midway_is_errored_and_the_rerun_converges(
     worker_netbox, workers_simulator, backend, worker, killed_jobs
 ):
