@@ -224,6 +224,35 @@ def test_guests_created_changed_and_deleted_between_syncs(
     )
 
 
+def test_a_removed_nic_takes_its_addresses_and_nothing_fails(
+    netbox_server, cluster_simulator, endpoint, first_run
+):
+    """NetBox deletes an interface's addresses with it; the address stage, whose read
+    started before the interface stage, still sees them and must leave them alone."""
+    cluster_id = first_run.cluster["id"]
+    before = netbox_inventory(netbox_server, cluster_id)
+    vm_name, nic, _ = min(before["ips"])
+    assert nic.startswith("net"), before["ips"]
+    guest = next(
+        g
+        for g in cluster_simulator.inventory()["guests"].values()
+        if g["resource"]["name"] == vm_name
+    )
+    node, kind = guest["resource"]["node"], guest["resource"]["type"]
+    vmid = guest["resource"]["vmid"]
+    with cluster_simulator.api() as pve:
+        removed = pve.put(f"/nodes/{node}/{kind}/{vmid}/config", data={"delete": nic})
+        assert removed.status_code == 200, removed.text
+
+    report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
+    assert report.ok and not report.tally.failures, report.as_dict()
+    assert report.tally.of("virtualization.vminterface").deleted == 1
+    after = netbox_inventory(netbox_server, cluster_id)
+    assert not {ip for ip in after["ips"] if ip[:2] == (vm_name, nic)}
+    expected = expected_inventory(cluster_simulator.inventory())
+    assert (after["interfaces"], after["ips"]) == (expected["interfaces"], expected["ips"])
+
+
 def test_reused_vmid_is_a_new_guest(netbox_server, cluster_simulator, endpoint, first_run):
     cluster_id = first_run.cluster["id"]
     before = vm_by_name(netbox_server, cluster_id, "churn-new")

@@ -9,6 +9,8 @@ this endpoint does not own.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -22,9 +24,10 @@ from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials, P
 from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
-from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
+from proxbox_backend.domain.models import ClusterIdentity, ProxmoxInventory, ProxmoxNode
 from proxbox_backend.domain.policy import ACTIVE, OFF, PolicyError, Target
 from proxbox_backend.domain.preview import PlanRecorder
+from proxbox_backend.domain.records import Records
 from proxbox_backend.gateways import proxmox_records
 from proxbox_backend.gateways.netbox import (
     ClaimRefused,
@@ -106,6 +109,20 @@ class RunReport:
 
 class SyncFailed(Exception):
     """A problem that stops the run (no credentials, unreachable Proxmox, refused claim)."""
+
+
+@contextlib.asynccontextmanager
+async def in_background(read):
+    """`read` started now and awaited where its answer is needed, so its round trips
+    overlap the work in between; cancelled (and its outcome collected) when the run
+    leaves the block without having needed it."""
+    task = asyncio.ensure_future(read)
+    try:
+        yield task
+    finally:
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def _no_events(_event: dict) -> None:
@@ -266,16 +283,22 @@ class _Run:
                 f"endpoint {self.endpoint.name!r} is declared {self.endpoint.mode} but Proxmox "
                 f"reports {identity.mode} {identity.name!r}; syncing as {identity.mode}"
             )
-        prerequisites = await self.netbox.prerequisites(self.tally)
-        cluster_id = await self.claim(identity, prerequisites.cluster_type_id)
-        try:
-            await self.inventory(identity, nodes, prerequisites, cluster_id)
-        except (NetBoxError, ProxmoxError, TransportError) as exc:
-            # The cluster is ours: its sidecar says the run broke off, and why.
-            self.report.sync_state = await self.netbox.write_sync_state(
-                cluster_id, reflection(self.tally, error=str(exc))
-            )
-            raise
+        # Proxmox's guests are read while NetBox answers the prerequisites and the claim.
+        async with in_background(self.read_proxmox(identity, nodes)) as proxmox_read:
+            prerequisites = await self.netbox.prerequisites(self.tally)
+            cluster_id = await self.claim(identity, prerequisites.cluster_type_id)
+            # Nothing before the guests stage writes VMs: their read overlaps Proxmox's.
+            self.netbox.read_ahead("virtual_machines", cluster_id)
+            try:
+                await self.inventory(proxmox_read, nodes, prerequisites, cluster_id)
+            except (NetBoxError, ProxmoxError, TransportError) as exc:
+                # The cluster is ours: its sidecar says the run broke off, and why.
+                self.report.sync_state = await self.netbox.write_sync_state(
+                    cluster_id, reflection(self.tally, error=str(exc))
+                )
+                raise
+            finally:
+                await self.netbox.forget()
         self.report.sync_state = await self.netbox.write_sync_state(
             cluster_id, reflection(self.tally)
         )
@@ -303,15 +326,9 @@ class _Run:
         }
         return outcome.cluster_id
 
-    async def inventory(
-        self,
-        identity: ClusterIdentity,
-        nodes: list[ProxmoxNode],
-        prerequisites: Prerequisites,
-        cluster_id: int,
-    ) -> None:
-        endpoint, netbox, tally = self.endpoint, self.netbox, self.tally
-
+    async def read_proxmox(
+        self, identity: ClusterIdentity, nodes: list[ProxmoxNode]
+    ) -> ProxmoxInventory:
         def guest_progress(done: int, total: int) -> None:
             self.emit(
                 {
@@ -323,7 +340,17 @@ class _Run:
                 }
             )
 
-        inventory = await self.proxmox.inventory(identity, nodes, guest_progress)
+        return await self.proxmox.inventory(identity, nodes, guest_progress)
+
+    async def inventory(
+        self,
+        proxmox_read: asyncio.Future[ProxmoxInventory],
+        nodes: list[ProxmoxNode],
+        prerequisites: Prerequisites,
+        cluster_id: int,
+    ) -> None:
+        endpoint = self.endpoint
+        inventory = await proxmox_read
         self.report.warnings.extend(inventory.warnings)
         policy = endpoint.policy
         if policy.target is not None and policy.target.node is not None:
@@ -346,6 +373,17 @@ class _Run:
             for g in guests_stage.syncable(inventory.guests, templates)
             if (g.kind, g.vmid) not in excluded
         ]
+        # The records' reads (a snapshot list per guest) overlap the stages before them.
+        async with in_background(self.read_records(nodes, guests)) as records_read:
+            owned, device_ids = await self.stages(
+                inventory, nodes, guests, unreadable, policy, prerequisites, cluster_id
+            )
+            await self.records(cluster_id, records_read, owned, device_ids)
+
+    async def stages(self, inventory, nodes, guests, unreadable, policy, prerequisites, cluster_id):
+        """Every stage before the records, in dependency order; the guests the cluster
+        owns (NetBox id, guest) and the nodes' device ids."""
+        endpoint, netbox, tally = self.endpoint, self.netbox, self.tally
         if policy.mode("extras.tag") != OFF:
             await netbox.ensure_tags(
                 guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
@@ -407,6 +445,14 @@ class _Run:
             if (key := guests_stage.source_key(prefix, g)) in vm_ids
         ]
 
+        # The VMs' disks and addresses are read while the VLANs and interfaces are synced:
+        # neither stage touches disks, and an interface it deletes takes its addresses
+        # with it, which the address plan ignores (it weighs only the run's interfaces).
+        preexisting = guests_stage.preexisting(owned, existing_vm_ids)
+        if preexisting:
+            netbox.read_ahead("disks", preexisting)
+            netbox.read_ahead("ip_addresses", preexisting)
+
         vids = vlans_stage.wanted_vids([g for _, g in owned])
         self.stage("vlans", "started", total=len(vids))
         vlan_ids = await vlans_stage.apply(
@@ -441,8 +487,7 @@ class _Run:
         self.stage("disks", "started", total=count)
         await disks_stage.apply(netbox, owned, existing_vm_ids, tally)
         self.stage("disks", "finished", done=count)
-
-        await self.records(cluster_id, nodes, owned, device_ids)
+        return owned, device_ids
 
     async def node_addresses(self, nodes, device_ids, networks, interface_ids, outcomes) -> None:
         count = sum(len(i.addresses) for interfaces in networks.values() for i in interfaces)
@@ -459,15 +504,22 @@ class _Run:
         )
         self.stage("node addresses", "finished", done=count)
 
-    async def records(self, cluster_id: int, nodes, owned, device_ids: dict[str, int]) -> None:
-        """Storages, backups, jobs, snapshots, replication and HA of the cluster."""
+    async def read_records(self, nodes, guests) -> Records | None:
+        """The cluster's records from Proxmox; None when the policy writes none (Proxmox
+        is spared the reads, one per guest for snapshots).  A guest that does not end up
+        owned has its snapshots read but linked to no VM, so they make no record."""
         if ACTIVE.get().mode(records_stage.STORAGES.object_type) == OFF:
-            # Nothing would be written: spare Proxmox the reads (one per guest for snapshots).
+            return None
+        return await proxmox_records.read(self.proxmox.client, nodes, guests)
+
+    async def records(self, cluster_id: int, records_read, owned, device_ids) -> None:
+        """Storages, backups, jobs, snapshots, replication and HA of the cluster."""
+        records = await records_read
+        if records is None:
             self.stage("records", "started", total=0)
             self.stage("records", "finished", done=0)
             return
         self.stage("records", "started", total=len(records_stage.TYPES))
-        records = await proxmox_records.read(self.proxmox.client, nodes, [g for _, g in owned])
         self.report.warnings.extend(records.warnings)
         links = records_stage.Links(device_ids, {g.vmid: vm_id for vm_id, g in owned})
         await records_stage.apply(

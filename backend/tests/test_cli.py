@@ -1,5 +1,6 @@
 """The CLI's summary rendering and its configuration errors."""
 
+import pytest
 from rich.console import Console
 
 from proxbox_backend import cli
@@ -90,3 +91,19 @@ def test_a_bad_environment_value_is_one_line_naming_the_variable():
         "proxbox-sync: PROXBOX_DISAPPEARED_GUESTS must be one of offline, delete, keep, "
         "not 'vanish'"
     )
+
+
+def test_the_proxmox_concurrency_comes_from_the_environment_and_is_bounded():
+    from proxbox_backend.config import Settings
+
+    base = {"PROXBOX_NETBOX_URL": "http://netbox.test", "PROXBOX_NETBOX_TOKEN": "x" * 40}
+    result = _cli("serve", **base, PROXBOX_PROXMOX_CONCURRENCY="0")
+    assert result.returncode == cli.EXIT_USAGE
+    assert result.stderr.strip() == (
+        "proxbox-sync: PROXBOX_PROXMOX_CONCURRENCY='0': input should be greater than 0"
+    )
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in {**base, "PROXBOX_PROXMOX_CONCURRENCY": "24"}.items():
+            env.setenv(name, value)
+        assert Settings.from_env().proxmox_concurrency == 24
+    assert Settings(netbox_url="http://netbox.test", netbox_token="t").proxmox_concurrency == 16

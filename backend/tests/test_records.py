@@ -1,6 +1,7 @@
 """Storage and data-protection records: Proxmox parsing and the records planner (pure)."""
 
 import asyncio
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
@@ -291,8 +292,10 @@ class RecordsNetBox:
     def __init__(self, current: dict[str, list[dict]]):
         self.current = current
         self.writes: list[tuple[str, str, list]] = []
+        self.reads: list[str] = []
 
     async def list(self, path, params=None):
+        self.reads.append(path)
         return self.current.get(path, [])
 
     async def bulk_create(self, path, payloads):
@@ -358,3 +361,23 @@ def test_records_mode_create_only_creates_and_neither_updates_nor_deletes():
 
 def test_records_mode_off_writes_no_record():
     assert sync_records("off") == []
+
+
+def test_every_type_is_read_once_up_front_and_again_after_a_deletion_in_the_stage():
+    """NetBox may cascade a deletion (a storage's backups, an HA group's resources): the
+    types planned after one are read again, never planned from the early answer."""
+
+    def reads(current_storages) -> Counter:
+        client = RecordsNetBox({records.STORAGES.path: current_storages})
+        found = inventory(storages=[LOCAL])
+        asyncio.run(records.apply(SimpleNamespace(client=client), CLUSTER, found, LINKS, Tally()))
+        return Counter(client.reads)
+
+    quiet = reads([storage_record(3, "local", "pve1", used=40)])
+    assert quiet == Counter({kind.path: 1 for kind in records.TYPES})
+    after_deletion = reads(
+        [storage_record(3, "local", "pve1", used=40), storage_record(4, "old", "pve1")]
+    )
+    assert after_deletion == Counter(
+        {kind.path: 1 if kind is records.STORAGES else 2 for kind in records.TYPES}
+    )

@@ -43,6 +43,11 @@ class Tally:
     def of(self, object_type: str) -> ObjectCounters:
         return self.counters.setdefault(object_type, ObjectCounters())
 
+    def count(self, object_type: str, outcome: str) -> int:
+        """How many objects of the type had the outcome so far (0 for an unseen type)."""
+        counters = self.counters.get(object_type)
+        return getattr(counters, outcome) if counters else 0
+
     def add(self, object_type: str, outcome: str, n: int = 1) -> None:
         counters = self.of(object_type)
         setattr(counters, outcome, getattr(counters, outcome) + n)

@@ -3,6 +3,8 @@ prerequisite objects created once, and the bulk reads the planners compare again
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,9 +99,50 @@ def claim_should_retry(response) -> bool:
     return isinstance(body := _body(response), dict) and body.get("code") == "retry"
 
 
+def readable_ahead(read):
+    """A current-state read the run may start early (`NetBoxGateway.read_ahead`): called
+    later with the same arguments, it answers with the early read instead of a new one."""
+
+    @functools.wraps(read)
+    async def current(self, *args):
+        early = self._ahead.pop((read.__name__, _ahead_key(args)), None)
+        if early is not None:
+            return await early
+        return await read(self, *args)
+
+    current.readable_ahead = True
+    return current
+
+
+def _ahead_key(args: tuple) -> tuple:
+    return tuple(tuple(a) if isinstance(a, list) else a for a in args)
+
+
 class NetBoxGateway:
     def __init__(self, client: NetBoxClient):
         self.client = client
+        self._ahead: dict[tuple, asyncio.Future] = {}
+
+    # -- reads ahead ----------------------------------------------------------------------
+
+    def read_ahead(self, read: str, *args) -> None:
+        """Start the current-state read `read(*args)` now, so its round trips overlap the
+        work before the stage that needs it; the caller vouches that nothing in between
+        changes what it reads in a way that stage would mind."""
+        method = getattr(type(self), read)
+        if not getattr(method, "readable_ahead", False):
+            raise ValueError(f"{read} is not a read that can start early")
+        key = (read, _ahead_key(args))
+        if key not in self._ahead:
+            self._ahead[key] = asyncio.ensure_future(method.__wrapped__(self, *args))
+
+    async def forget(self) -> None:
+        """Drop the early reads no stage asked for (the run is over)."""
+        tasks = list(self._ahead.values())
+        self._ahead.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- the plugin --------------------------------------------------------------------
 
@@ -320,16 +363,19 @@ class NetBoxGateway:
         """The devices at a site (adoption looks for marked ones among them)."""
         return await self.client.list(DEVICES, {"site_id": site_id, "fields": DEVICE_FIELDS})
 
+    @readable_ahead
     async def virtual_machines(self, cluster_id: int) -> list[dict]:
         return await self.client.list(
             VIRTUAL_MACHINES, {"cluster_id": cluster_id, "fields": VM_FIELDS}
         )
 
+    @readable_ahead
     async def interfaces(self, cluster_id: int) -> list[dict]:
         return await self.client.list(
             VM_INTERFACES, {"cluster_id": cluster_id, "fields": INTERFACE_FIELDS}
         )
 
+    @readable_ahead
     async def disks(self, vm_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(
             VIRTUAL_DISKS, "virtual_machine_id", vm_ids, {"fields": DISK_FIELDS}
@@ -349,6 +395,7 @@ class NetBoxGateway:
     async def vlans(self, group_id: int) -> list[dict]:
         return await self.client.list(VLANS, {"group_id": group_id, "fields": "id,vid,tags"})
 
+    @readable_ahead
     async def ip_addresses(self, vm_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(
             IP_ADDRESSES, "virtual_machine_id", vm_ids, {"fields": IP_FIELDS}

@@ -97,10 +97,12 @@ class ProxmoxGateway:
                 agent = parse.property_string(config.get("agent", "0"), "enabled")
                 if agent.get("enabled") not in ("1", "yes", "on", "true"):
                     return draft
-                reported = parse.agent_addresses(
-                    await self.client.qemu_agent_interfaces(node, vmid), list(draft.nics)
+                # Both agent calls need only the config: one round trip, not two in a row.
+                interfaces, platform = await asyncio.gather(
+                    self.client.qemu_agent_interfaces(node, vmid),
+                    self._agent_platform(node, vmid),
                 )
-                platform = await self._agent_platform(node, vmid)
+                reported = parse.agent_addresses(interfaces, list(draft.nics))
             else:
                 reported = parse.lxc_runtime_addresses(
                     await self.client.lxc_interfaces(node, vmid), list(draft.nics)

@@ -11,6 +11,7 @@ from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import VIRTUAL_DISKS, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.guests import preexisting
 
 OBJECT_TYPE = "virtualization.virtualdisk"
 MANAGED = {tags.PROXBOX.slug}
@@ -57,7 +58,6 @@ def plan(owned: list[tuple[int, Guest]], current: list[dict]) -> Plan:
 async def apply(
     netbox: NetBoxGateway, owned: list[tuple[int, Guest]], existing_vm_ids: set[int], tally: Tally
 ) -> dict:
-    # Only VMs that existed before this run can already have disks.
-    lookup = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
+    lookup = preexisting(owned, existing_vm_ids)
     current = await netbox.disks(lookup) if lookup else []
     return await apply_plan(netbox.client, VIRTUAL_DISKS, plan(owned, current), tally)

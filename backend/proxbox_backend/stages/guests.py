@@ -270,6 +270,12 @@ def gone_name(name: str, key: str) -> str:
     return name[: 64 - len(suffix)] + suffix
 
 
+def preexisting(owned: list[tuple[int, Guest]], existing_vm_ids) -> list[int]:
+    """The owned VMs that existed before this run: only they can already have disks and
+    addresses in NetBox."""
+    return [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
+
+
 async def apply(
     netbox: NetBoxGateway,
     guests: list[Guest],

@@ -24,6 +24,7 @@ from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update
 from proxbox_backend.gateways.netbox import IP_ADDRESSES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.guests import preexisting
 
 OBJECT_TYPE = "ipam.ipaddress"
 ASSIGNED_TYPE = "virtualization.vminterface"
@@ -191,8 +192,7 @@ async def apply(
     adopt: bool = False,
 ) -> tuple[dict[tuple[int, str], int], set[int]]:
     """((interface id, address) → id of every synced address now in NetBox, ids deleted)."""
-    # Only VMs that existed before this run can already have addresses.
-    lookup = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
+    lookup = preexisting(owned, existing_vm_ids)
     current = await netbox.ip_addresses(lookup) if lookup else []
     marked = await netbox.marked_ip_addresses(vrf_id) if adopt and owned else []
     the_plan = plan(owned, interface_ids, current, vrf_id, marked)

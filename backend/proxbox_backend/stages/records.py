@@ -10,6 +10,7 @@ resources refer to them by id.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -299,19 +300,47 @@ async def apply(
     first_sync: bool = False,
 ) -> None:
     """Plan and write every type in dependency order. A cluster created in this run has
-    no records yet, so nothing is read for it."""
+    no records yet, so nothing is read for it.
 
-    async def current(kind: RecordType) -> list[dict]:
+    Every type's current records are read at once, up front; a type planned after a
+    deletion in this stage is read again, since NetBox may have cascaded it (a storage's
+    backups, an HA group's resources)."""
+
+    async def read(kind: RecordType) -> list[dict]:
         if first_sync:
             return []
         return await netbox.client.list(
             kind.path, {"cluster_id": cluster_id, "fields": kind.read_fields}
         )
 
+    def deletions() -> int:
+        return sum(tally.count(kind.object_type, "deleted") for kind in TYPES)
+
+    early = {kind.path: asyncio.ensure_future(read(kind)) for kind in TYPES}
+    untouched = deletions()
+
+    async def current(kind: RecordType) -> list[dict]:
+        answer = early.pop(kind.path)
+        if deletions() == untouched:
+            return await answer
+        answer.cancel()
+        await asyncio.gather(answer, return_exceptions=True)
+        return await read(kind)
+
     async def run(kind: RecordType, desired: Desired, was_read) -> dict:
         shaped = plan(kind, cluster_id, desired, await current(kind), was_read)
         return await apply_plan(netbox.client, kind.path, shaped, tally)
 
+    try:
+        await _apply_in_order(run, records, links)
+    finally:
+        for answer in early.values():
+            answer.cancel()
+        await asyncio.gather(*early.values(), return_exceptions=True)
+
+
+async def _apply_in_order(run, records: rec.Records, links: Links) -> None:
+    """Each type after the ones its records refer to."""
     storage_ids = await run(
         STORAGES,
         desired_storages(records, links),
