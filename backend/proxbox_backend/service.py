@@ -10,7 +10,6 @@ this endpoint does not own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -18,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from proxbox_backend.background import in_background
 from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials, ProxmoxError
@@ -109,20 +109,6 @@ class RunReport:
 
 class SyncFailed(Exception):
     """A problem that stops the run (no credentials, unreachable Proxmox, refused claim)."""
-
-
-@contextlib.asynccontextmanager
-async def in_background(read):
-    """`read` started now and awaited where its answer is needed, so its round trips
-    overlap the work in between; cancelled (and its outcome collected) when the run
-    leaves the block without having needed it."""
-    task = asyncio.ensure_future(read)
-    try:
-        yield task
-    finally:
-        if not task.done():
-            task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 def _no_events(_event: dict) -> None:

@@ -8,6 +8,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from proxbox_backend.background import abandon
 from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError, describe_error
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
@@ -140,9 +141,7 @@ class NetBoxGateway:
         """Drop the early reads no stage asked for (the run is over)."""
         tasks = list(self._ahead.values())
         self._ahead.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await abandon(*tasks)
 
     # -- the plugin --------------------------------------------------------------------
 
@@ -369,7 +368,6 @@ class NetBoxGateway:
             VIRTUAL_MACHINES, {"cluster_id": cluster_id, "fields": VM_FIELDS}
         )
 
-    @readable_ahead
     async def interfaces(self, cluster_id: int) -> list[dict]:
         return await self.client.list(
             VM_INTERFACES, {"cluster_id": cluster_id, "fields": INTERFACE_FIELDS}

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from proxbox_backend.background import abandon
 from proxbox_backend.domain import records as rec
 from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
@@ -323,8 +324,7 @@ async def apply(
         answer = early.pop(kind.path)
         if deletions() == untouched:
             return await answer
-        answer.cancel()
-        await asyncio.gather(answer, return_exceptions=True)
+        await abandon(answer)
         return await read(kind)
 
     async def run(kind: RecordType, desired: Desired, was_read) -> dict:
@@ -334,9 +334,7 @@ async def apply(
     try:
         await _apply_in_order(run, records, links)
     finally:
-        for answer in early.values():
-            answer.cancel()
-        await asyncio.gather(*early.values(), return_exceptions=True)
+        await abandon(*early.values())
 
 
 async def _apply_in_order(run, records: rec.Records, links: Links) -> None:
