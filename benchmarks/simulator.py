@@ -47,8 +47,7 @@ from contextlib import contextmanager
 
 import asyncpg
 import httpx
-
-from proxbox_devstack.process_helpers import free_port, stop_process, wait_for_http, wait_until
+from proxbox_processes import free_port, stop_process, wait_for_http, wait_until
 
 ROOT_PASSWORD = "bench-password"
 

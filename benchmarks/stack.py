@@ -58,7 +58,7 @@ def proxbox(env: dict[str, str], *args: str, timeout: float = 1800) -> subproces
 
 
 def api_ready(home: Path, port: int, timeout: float = 120) -> None:
-    from proxbox_devstack.process_helpers import wait_until
+    from proxbox_processes import wait_until
 
     token = json.loads((home / "credentials.json").read_text())["token"]
 
@@ -114,9 +114,9 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from proxbox_devstack.ports import ephemeral_port
+    from proxbox_processes import free_port
 
-    port = args.port or ephemeral_port()
+    port = args.port or free_port()
     home = Path(tempfile.mkdtemp(prefix="proxbox-bench-"))
     # A private template cache: the first cold start must find no dump.
     cache = Path(tempfile.mkdtemp(prefix="proxbox-bench-cache-"))

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import psutil
 import psycopg
+from proxbox_processes import free_port, stop_process, wait_for_http, wait_until
 from psycopg import sql
 from sync_fixtures import (
     NetBoxServer,
@@ -35,7 +36,6 @@ from sync_fixtures import (
 from proxbox_devstack import postgres_server, processes
 from proxbox_devstack.migrate_without_icu import fallback_collation_sql
 from proxbox_devstack.netbox_settings import django_database
-from proxbox_devstack.process_helpers import free_port, stop_process, wait_for_http, wait_until
 from proxbox_devstack.testdb import (
     _client,
     _client_env,

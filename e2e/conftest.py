@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 
 import pytest
+from proxbox_processes import free_port
 from stack_support import UP_TIMEOUT, Stack, drop_database
 
 # One NetBox (and work dir) for every sync suite of the session: a fixture assigned in
@@ -27,7 +28,6 @@ from stack_support import UP_TIMEOUT, Stack, drop_database
 from sync_fixtures import netbox_server, sync_workdir  # noqa: F401
 
 from proxbox_devstack.paths import data_dir as default_data_dir
-from proxbox_devstack.ports import ephemeral_port
 from proxbox_devstack.services import start_services, stop_services
 from proxbox_devstack.state import DATABASE_URL_ENV, REDIS_URL_ENV
 
@@ -66,7 +66,7 @@ def start_stack(tmp_path_factory, services_env) -> Iterator[Callable[..., Stack]
         database = f"devstack_e2e_{os.getpid()}_{name}"
         env = dict(os.environ, PROXBOX_HOME=str(home), PROXBOX_NETBOX_DATABASE=database)
         env.update(extra_env)
-        stack = Stack(home=home, port=ephemeral_port(), env=env, database=database)
+        stack = Stack(home=home, port=free_port(), env=env, database=database)
         started.append(stack)
         result = stack.proxbox("up", "-d", "--port", str(stack.port), *args, timeout=UP_TIMEOUT)
         stack.up_output = result.stdout + result.stderr

@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from proxbox_processes import free_port, stop_process, wait_for_http
 from psycopg import sql
 
 from proxbox_backend.clients.http import RetryPolicy
@@ -33,7 +34,6 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.policy import Target
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import RunReport, SyncService
-from proxbox_devstack.process_helpers import free_port, stop_process, wait_for_http
 
 PREFIX = "pbsync_"
 # Every simulator of a session gets its own number: node addresses derive from it, since

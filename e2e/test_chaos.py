@@ -29,6 +29,7 @@ from chaos_support import (
     sync_midway,
     sync_state,
 )
+from proxbox_processes import stop_process
 from psycopg.rows import dict_row
 from sync_fixtures import (
     Simulator,
@@ -37,8 +38,6 @@ from sync_fixtures import (
     expected_inventory,
     server_dsn,
 )
-
-from proxbox_devstack.process_helpers import stop_process
 
 
 @pytest.fixture(scope="module")

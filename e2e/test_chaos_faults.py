@@ -24,9 +24,8 @@ from chaos_support import (
     sync_command,
     sync_state,
 )
+from proxbox_processes import wait_until
 from sync_fixtures import Simulator, create_endpoint, create_site, expected_inventory
-
-from proxbox_devstack.process_helpers import wait_until
 
 # Sparse enough that no read fails all four of the backend's attempts
 # (RetryPolicy.attempts); a burst of two hits the next matching read as well.

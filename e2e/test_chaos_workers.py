@@ -35,6 +35,7 @@ from chaos_support import (
     sync_state,
     vm_creates,
 )
+from proxbox_processes import wait_until
 from sync_fixtures import (
     NetBoxServer,
     Simulator,
@@ -46,7 +47,6 @@ from sync_fixtures import (
 
 from proxbox_devstack import redis_databases
 from proxbox_devstack.paths import data_dir as default_data_dir
-from proxbox_devstack.process_helpers import wait_until
 from proxbox_devstack.secrets import load_or_create_secrets
 
 sync_workdir = fixtures.sync_workdir

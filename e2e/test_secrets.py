@@ -27,12 +27,11 @@ import httpx
 import psycopg
 import pytest
 import redis
+from proxbox_processes import free_port, wait_until
 from psycopg import sql
 from stack_support import UP_TIMEOUT, Stack, drop_database
 
 from proxbox_devstack import redis_server
-from proxbox_devstack.ports import ephemeral_port
-from proxbox_devstack.process_helpers import wait_until
 
 ENDPOINTS = "/api/plugins/proxbox/endpoints/proxmox/"
 PREFIX = "sec_"
@@ -48,7 +47,7 @@ def _server_url() -> str:
 def redis_with_password(tmp_path_factory):
     """A private redis-server (the one the dev stack bundles) that wants a password."""
     password = "sec-redis-" + secrets.token_hex(12)
-    port = ephemeral_port()
+    port = free_port()
     workdir = tmp_path_factory.mktemp("sec-redis")
     server = subprocess.Popen(
         [str(redis_server.server_binary()), "--bind", "127.0.0.1", "--port", str(port)]
@@ -124,7 +123,7 @@ def secret_stack(tmp_path_factory, redis_with_password, role_with_password):
         PROXBOX_DATABASE_URL=database_url,
         PROXBOX_REDIS_URL=redis_url,
     )
-    stack = Stack(home=home, port=ephemeral_port(), env=env, database=database)
+    stack = Stack(home=home, port=free_port(), env=env, database=database)
     evidence = Evidence()
     try:
         result = stack.proxbox("up", "-d", "--port", str(stack.port), timeout=UP_TIMEOUT)
@@ -225,7 +224,7 @@ def test_no_secret_appears_anywhere(secret_stack, redis_with_password, role_with
                 json={
                     "name": UNREACHABLE_ENDPOINT,
                     "host": "127.0.0.1",
-                    "port": ephemeral_port(),
+                    "port": free_port(),
                     "token_id": "root@pam!sec",
                     "token_secret": pve_secret,
                     "verify_tls": True,

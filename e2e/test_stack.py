@@ -14,10 +14,8 @@ import subprocess
 import sys
 
 import httpx
+from proxbox_processes import free_port, wait_until
 from stack_support import drop_database, processes_using
-
-from proxbox_devstack.ports import ephemeral_port
-from proxbox_devstack.process_helpers import wait_until
 
 PLUGINS = {"netbox_proxbox", "netbox_script_projects"}
 
@@ -116,7 +114,7 @@ def test_second_up_on_the_same_home_is_refused(stack):
 def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
     """The foreground supervisor: SIGTERM (like Ctrl-C) takes its children down with it."""
     home = tmp_path / "foreground"
-    port = ephemeral_port()
+    port = free_port()
     env = dict(
         os.environ,
         PROXBOX_HOME=str(home),

@@ -12,9 +12,8 @@ import ssl
 
 import httpx
 import pytest
+from proxbox_processes import wait_until
 from stack_support import processes_using
-
-from proxbox_devstack.process_helpers import wait_until
 
 ENDPOINTS = "/api/plugins/proxbox/endpoints/proxmox/"
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from proxbox_processes import free_port, stop_process, wait_until
 
-from proxbox_devstack.process_helpers import free_port, stop_process, wait_until
 from proxbox_devstack.redis_server import ping, server_binary
 
 TOKEN = "replica-test-api-token-0123456789abcdef"

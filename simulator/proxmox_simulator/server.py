@@ -9,16 +9,15 @@ import datetime
 import ipaddress
 import os
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import uvicorn
+from proxbox_processes import free_port, stop_process, wait_for_http
 from uvicorn.protocols.http import httptools_impl
 
 from proxmox_simulator.api.app import create_app
@@ -240,11 +239,7 @@ class SimulatorProcess:
         self.host = host
         self.tls = tls
         self.log_level = log_level
-        if port is None:
-            with socket.socket() as probe:
-                probe.bind((host, 0))
-                port = probe.getsockname()[1]
-        self.port = port
+        self.port = port or free_port(host)
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in stop()
         self._proc: subprocess.Popen | None = None
 
@@ -269,33 +264,29 @@ class SimulatorProcess:
             cmd.append("--tls")
         env = {**os.environ, **settings_env(self.settings)}
         self._proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        context = ssl._create_unverified_context() if self.tls else None  # readiness probe only
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"simulator exited with {self._proc.returncode}: {self.output()}"
-                )
-            try:
-                with urllib.request.urlopen(self.base_url + "/readyz", timeout=2, context=context):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"simulator not ready after {timeout}s: {self.output()}")
+        try:
+            # /readyz answers 503 until the database is reachable: only a 2xx means ready.
+            wait_for_http(
+                self.base_url + "/readyz",
+                self._proc,
+                timeout=timeout,
+                interval=0.1,
+                require_success=True,
+                verify=False,
+            )
+        except RuntimeError as exc:
+            output = self.output()
+            self.stop()
+            raise RuntimeError(f"simulator not ready: {exc}: {output}") from None
+        return self
 
     def output(self) -> str:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        if self._proc is not None:
+            stop_process(self._proc, timeout=15)
         self.log.close()
 
     def __enter__(self) -> SimulatorProcess:

@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from proxbox_processes import wait_until
 from simtest_support import create_database, drop_database, run
 
-from proxbox_devstack.process_helpers import wait_until
 from proxmox_simulator.cli import seed_database
 from proxmox_simulator.config import Settings
 from proxmox_simulator.domain.access import Principal

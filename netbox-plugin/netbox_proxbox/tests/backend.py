@@ -14,13 +14,13 @@ import contextlib
 import threading
 
 import uvicorn
+from proxbox_processes import free_port
 
 from proxbox_backend.api import create_app
 from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import RunReport
-from proxbox_devstack.process_helpers import free_port
 
 BACKEND_TOKEN = "backend-api-token-for-tests"
 

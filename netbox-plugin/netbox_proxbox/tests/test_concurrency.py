@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psycopg
+from proxbox_processes import wait_until
 
 from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
-from proxbox_devstack.process_helpers import wait_until
 
 from .base import CLAIM_UPDATE_PERMS, bearer
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from core.choices import JobStatusChoices
 from django.test import Client
 from django.urls import reverse
+from proxbox_processes import free_port
 from rest_framework.test import APIClient
 from users.models import Token, User
 
 from netbox_proxbox.sync.jobs import SyncEndpointJob
-from proxbox_devstack.process_helpers import free_port
 
 from .backend import PlanningSyncService
 from .base import auth_header, grant, make_endpoint

@@ -18,6 +18,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
+from proxbox_processes import wait_until
 from rest_framework.test import APIClient
 from users.models import Token, User
 
@@ -25,7 +26,6 @@ from netbox_proxbox.constants import MIN_SYNC_INTERVAL
 from netbox_proxbox.models import ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 from netbox_proxbox.sync.schedules import SyncScheduleKeeperJob
-from proxbox_devstack.process_helpers import wait_until
 
 from .backend import BACKEND_TOKEN, ScriptedSyncService, report, serve_backend
 from .base import api_url, auth_header, grant, make_endpoint

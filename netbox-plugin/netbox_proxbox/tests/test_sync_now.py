@@ -11,6 +11,7 @@ from core.models import Job
 from django.conf import settings
 from django.test import Client, TestCase, override_settings
 from django.urls import reverse
+from proxbox_processes import free_port
 from rest_framework.test import APIClient
 from rq.timeouts import UnixSignalDeathPenalty
 from users.models import Token, User
@@ -22,7 +23,6 @@ from proxbox_backend.clients.proxmox import ProxmoxClient
 from proxbox_backend.config import Settings
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import SyncService
-from proxbox_devstack.process_helpers import free_port
 
 from .backend import BACKEND_TOKEN, ScriptedSyncService, report, serve_backend
 from .base import auth_header, grant, make_endpoint

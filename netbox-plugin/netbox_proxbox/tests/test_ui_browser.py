@@ -16,12 +16,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.staticfiles.testing import StaticLiveServerTestCase
 from django.db import connection
 from django.test import Client
+from proxbox_processes import wait_until
 from virtualization.models import Cluster
 
 from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 from proxbox_devstack.browser import ScreenshotsOnFailure, launch, requires_chromium
-from proxbox_devstack.process_helpers import wait_until
 
 from .backend import BACKEND_TOKEN, PlanningSyncService, serve_backend
 from .base import grant, make_endpoint, make_references

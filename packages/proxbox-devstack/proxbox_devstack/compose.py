@@ -21,10 +21,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from proxbox_processes import WaitTimeout, wait_until
+
 from .errors import StackError
 from .netbox_db import backend_credentials_path, load_credentials
 from .paths import data_dir as default_data_dir
-from .process_helpers import WaitTimeout, wait_until
 from .secrets import load_or_create_secrets, write_private_file
 
 # Where the containers find each other (compose service names).

@@ -25,6 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from proxbox_processes import WaitTimeout, wait_until
 from psycopg import sql
 
 from .context import StackContext, http_answers
@@ -37,7 +38,6 @@ from .netbox_settings import (
     tasks_redis_url,
 )
 from .ports import choose_port
-from .process_helpers import WaitTimeout, wait_until
 from .processes import ProcessSpec
 from .secrets import load_or_create_secrets, write_private_file
 

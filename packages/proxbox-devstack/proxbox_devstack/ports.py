@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import socket
 
-LOCALHOST = "127.0.0.1"
+from proxbox_processes import LOCALHOST, free_port
+
+__all__ = ["LOCALHOST", "answers", "choose_port", "free_port", "port_is_free"]
 
 
 def port_is_free(port: int, host: str = LOCALHOST) -> bool:
@@ -24,19 +26,12 @@ def port_is_free(port: int, host: str = LOCALHOST) -> bool:
     return True
 
 
-def ephemeral_port(host: str = LOCALHOST) -> int:
-    """A port the kernel considers free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 def choose_port(preferred: int | None, fallback: int, host: str = LOCALHOST) -> int:
     """The preferred port (a previous run's), else the default, else any free port."""
     for candidate in (preferred, fallback):
         if candidate and port_is_free(candidate, host):
             return candidate
-    return ephemeral_port(host)
+    return free_port(host)
 
 
 def answers(host: str, port: int, timeout: float = 0.5) -> bool:

@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from proxbox_processes import free_port
 
 from proxbox_devstack import cli
 from proxbox_devstack.errors import (
@@ -16,7 +17,6 @@ from proxbox_devstack.errors import (
     EXIT_PYTHON_VERSION,
     EXIT_SERVICE_UNREACHABLE,
 )
-from proxbox_devstack.ports import ephemeral_port
 
 from .conftest import cli_env, run_cli
 
@@ -44,13 +44,13 @@ def test_detached_up_fails_the_same_way_before_detaching(tmp_path, listener):
 
 
 def test_unreachable_database_url_fails_within_ten_seconds(tmp_path):
-    closed = ephemeral_port()
+    closed = free_port()
     env = cli_env(
         tmp_path / "home",
         PROXBOX_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{closed}/postgres",
     )
     began = time.monotonic()
-    result = run_cli("up", "--port", str(ephemeral_port()), env=env)
+    result = run_cli("up", "--port", str(free_port()), env=env)
     elapsed = time.monotonic() - began
     assert result.returncode == EXIT_SERVICE_UNREACHABLE
     line = _one_line(result.stderr)

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
+from proxbox_processes import LOCALHOST, free_port
 
 from proxbox_devstack import compose, containers, release
-from proxbox_devstack.ports import LOCALHOST, ephemeral_port
 from proxbox_devstack.processes import ProcessRecord, spawn, stop, wait_ready
 from proxbox_devstack.redis_server import process_spec as redis_process_spec
 from proxbox_devstack.redis_server import server_url
@@ -186,14 +186,14 @@ def test_health_answers_for_a_live_url_only():
         base = f"http://{LOCALHOST}:{server.server_address[1]}"
         assert compose.main(["health", f"{base}/up"]) == 0
         assert compose.main(["health", f"{base}/down"]) == 1
-        assert compose.main(["health", f"http://{LOCALHOST}:{ephemeral_port()}/"]) == 1
+        assert compose.main(["health", f"http://{LOCALHOST}:{free_port()}/"]) == 1
     finally:
         server.shutdown()
         server.server_close()
 
 
 def test_health_rq_sees_only_a_worker_of_this_host(tmp_path, monkeypatch):
-    port = ephemeral_port()
+    port = free_port()
     spec = redis_process_spec(tmp_path, port, tmp_path / "redis.log")
     popen = spawn(spec)
     record = ProcessRecord.of(popen.pid)
@@ -220,11 +220,11 @@ def test_backend_command_serves_with_the_tokens_from_the_data_dir(tmp_path):
 
     secrets = load_or_create_secrets(tmp_path)
     write_private_file(backend_credentials_path(tmp_path), '{"token": "nbt_demo.secret"}\n')
-    redis_port = ephemeral_port()
+    redis_port = free_port()
     redis_spec = redis_process_spec(tmp_path, redis_port, tmp_path / "redis.log")
     redis_popen = spawn(redis_spec)
     wait_ready(redis_spec, redis_popen)
-    port = ephemeral_port()
+    port = free_port()
     env = dict(
         os.environ,
         PROXBOX_HOME=str(tmp_path),

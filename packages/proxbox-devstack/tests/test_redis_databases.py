@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import redis
 import rq
+from proxbox_processes import free_port
 
 from proxbox_devstack import redis_databases
 from proxbox_devstack.errors import StackError
-from proxbox_devstack.ports import ephemeral_port
 from proxbox_devstack.redis_databases import RedisDatabases, acquire, release_owned
 from proxbox_devstack.redis_server import ping, server_binary
 
@@ -30,7 +30,7 @@ PAIRS = [RedisDatabases(n, n + 1) for n in (2, 4, 6, 8)]
 @contextlib.contextmanager
 def private_redis(directory: Path, databases: int) -> Iterator[str]:
     """A redis-server with `databases` databases on a free port; yields its URL."""
-    port = ephemeral_port()
+    port = free_port()
     args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     args += ["--databases", str(databases), "--dir", str(directory)]
     server = subprocess.Popen([str(server_binary()), *args], stdout=subprocess.DEVNULL)

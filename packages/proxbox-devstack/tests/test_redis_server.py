@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from proxbox_processes import LOCALHOST, free_port
 
 from proxbox_devstack import redis_server
 from proxbox_devstack.errors import StackError
-from proxbox_devstack.ports import LOCALHOST, ephemeral_port
 from proxbox_devstack.processes import ProcessRecord, spawn, stop, wait_ready
 
 DEBIAN_REDIS = Path("/usr/bin/redis-server")
@@ -51,7 +51,7 @@ def test_without_a_wheel_redis_server_on_path_is_started_and_stopped(
 ):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert redis_server.server_binary() == DEBIAN_REDIS
-    port = ephemeral_port()
+    port = free_port()
     spec = redis_server.process_spec(tmp_path, port, tmp_path / "redis.log")
     popen = spawn(spec)
     record = ProcessRecord.of(popen.pid)

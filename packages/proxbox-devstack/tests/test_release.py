@@ -33,6 +33,7 @@ def test_every_package_builds_a_releasable_wheel_and_sdist(built):
         "netbox-script-projects",
         "proxbox-devstack",
         "proxbox-redaction",
+        "proxbox-processes",
         "proxmox-simulator",
         "proxbox-backend",
     }

@@ -15,6 +15,7 @@ from django.db import connection, connections
 from django.db.models.signals import post_delete
 from django.test import TransactionTestCase
 from django.urls import reverse
+from proxbox_processes import wait_until
 from utilities.testing import APITestCase
 
 from netbox_script_projects import jobs as cleanup_module
@@ -23,7 +24,6 @@ from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProje
 from netbox_script_projects.storage import service as service_module
 from netbox_script_projects.storage.locks import lock_key
 from netbox_script_projects.storage.service import stage_upload, verify_revision_storage
-from proxbox_devstack.process_helpers import wait_until
 
 from .support import StorageTestMixin, archive_upload, zip_bytes
 

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import TransactionTestCase
 from django.urls import reverse
 from extras.models import Script, Tag
+from proxbox_processes import wait_until
 from users.constants import TOKEN_PREFIX
 from users.models import Token
 
@@ -22,7 +23,6 @@ from netbox_script_projects.models import (
     ScriptProject,
     ScriptProjectRevision,
 )
-from proxbox_devstack.process_helpers import wait_until
 
 from .support import archive_upload, zip_bytes
 from .workers import RealWorkerMixin

@@ -1,4 +1,4 @@
-"""The process helpers every server-starting test and benchmark shares."""
+"""The process helpers every server-starting package, test and benchmark shares."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Thread
 
 import pytest
-
-from proxbox_devstack.process_helpers import (
+from proxbox_processes import (
     WaitTimeout,
     free_port,
     stop_process,
@@ -51,6 +50,55 @@ def test_wait_for_http_returns_on_any_status():
     Thread(target=server.serve_forever, daemon=True).start()
     try:
         wait_for_http(f"http://127.0.0.1:{server.server_port}/", timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_wait_for_http_can_wait_for_a_success_past_a_not_ready_answer():
+    answers = iter([503, 503, 200])
+
+    class Readiness(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(next(answers, 200))
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Readiness)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        wait_for_http(
+            f"http://127.0.0.1:{server.server_port}/readyz",
+            timeout=10,
+            interval=0.01,
+            require_success=True,
+        )
+        assert next(answers, "drained") == "drained"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_wait_for_http_names_the_last_answer_when_never_ready():
+    class Unavailable(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(503)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(RuntimeError, match=r"within 0.5s \(last answer: HTTP 503\)"):
+            wait_for_http(
+                f"http://127.0.0.1:{server.server_port}/",
+                timeout=0.5,
+                interval=0.05,
+                require_success=True,
+            )
     finally:
         server.shutdown()
         server.server_close()

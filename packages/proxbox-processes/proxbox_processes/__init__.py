@@ -1,5 +1,6 @@
-"""Helpers for code that starts a server and waits for it: the devstack, the end-to-end
-tests, the plugin's, backend's, simulator's and script projects' tests, the benchmarks.
+"""Helpers for code that starts a server and waits for it: the devstack, the simulator's
+runtime, the end-to-end tests, the plugin's, backend's, simulator's and script projects'
+tests, the benchmarks.
 
 * `free_port()`: a local TCP port nothing listens on right now;
 * `wait_for_http(url, process)`: block until a URL answers (any HTTP status), failing
@@ -9,20 +10,31 @@ tests, the plugin's, backend's, simulator's and script projects' tests, the benc
   value, or raise `WaitTimeout` naming what was awaited (an AssertionError, so a test
   fails as on any assertion, and a TimeoutError, so code outside tests can catch it).
 
-`processes` is the supervisor's side (records of detached children, process groups);
-these helpers are for a `subprocess.Popen` the caller owns.
+The devstack's `processes` module is the supervisor's side (records of detached children,
+process groups); these helpers are for a `subprocess.Popen` the caller owns.
 """
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Callable
+from importlib import metadata
 
-# The ports module's own picker, under the name the test code reads best with.
-from .ports import ephemeral_port as free_port
+import httpx
 
 __all__ = ["WaitTimeout", "free_port", "stop_process", "wait_for_http", "wait_until"]
+__version__ = metadata.version("proxbox-processes")
+
+LOCALHOST = "127.0.0.1"
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A TCP port on `host` the kernel considers free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 class WaitTimeout(AssertionError, TimeoutError):
@@ -51,24 +63,31 @@ def wait_for_http(
     process: subprocess.Popen | None = None,
     timeout: float = 120.0,
     interval: float = 0.3,
+    require_success: bool = False,
     **httpx_kwargs,
 ) -> None:
-    """Block until `url` answers a GET with any HTTP response. RuntimeError when `process`
-    exits first ("<url>: server exited with <code>") or after `timeout` seconds ("<url> did
-    not answer within <timeout>s"). `httpx_kwargs` go to `httpx.get` (verify=False, headers)."""
-    import httpx  # installed with the backend and simulator; only HTTP waiters load it
-
+    """Block until `url` answers a GET with any HTTP response, or with `require_success`
+    a 2xx one (a readiness endpoint answers 503 while the server starts). RuntimeError when
+    `process` exits first ("<url>: server exited with <code>") or after `timeout` seconds
+    ("<url> did not answer within <timeout>s", with the last status when there was one).
+    `httpx_kwargs` go to `httpx.get` (verify=False, headers)."""
     httpx_kwargs.setdefault("timeout", 2.0)
     deadline = time.monotonic() + timeout
+    last_status = None
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"{url}: server exited with {process.returncode}")
         try:
-            httpx.get(url, **httpx_kwargs)
-            return
+            response = httpx.get(url, **httpx_kwargs)
         except httpx.TransportError:
-            time.sleep(interval)
-    raise RuntimeError(f"{url} did not answer within {timeout}s")
+            pass
+        else:
+            if not require_success or response.is_success:
+                return
+            last_status = response.status_code
+        time.sleep(interval)
+    answered = f" (last answer: HTTP {last_status})" if last_status else ""
+    raise RuntimeError(f"{url} did not answer within {timeout}s{answered}")
 
 
 def stop_process(process: subprocess.Popen, timeout: float = 20.0) -> None:
