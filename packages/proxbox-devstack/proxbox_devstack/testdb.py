@@ -4,7 +4,9 @@ NetBox's own migrations take minutes of CPU, so they run once into a base
 template keyed by every non-plugin migration file. The plugins' migrations and
 `uv.lock` key a second template cloned from the base; a test run clones that
 (`CREATE DATABASE … TEMPLATE …`, a fraction of a second). A changed key builds a
-new template by itself; stale ones are dropped.
+new template by itself; stale ones of the same NetBox release are dropped. Each
+NetBox release has templates of its own (its name is in theirs), so sessions testing
+another release (`nox -s netbox`) and the locked one do not drop each other's.
 """
 
 from __future__ import annotations
@@ -46,6 +48,19 @@ def migration_files(app_paths: Iterable[str]) -> list[Path]:
     for app_path in app_paths:
         files.extend(Path(app_path, "migrations").glob("*.py"))
     return files
+
+
+def netbox_release() -> str:
+    """The installed NetBox's version, as template and dump names carry it ("4_7_3")."""
+    from importlib import metadata
+
+    return metadata.version("netbox").replace(".", "_")
+
+
+def template_prefixes() -> tuple[str, str]:
+    """(base prefix, full prefix) of the installed NetBox release's templates."""
+    release = netbox_release()
+    return f"{BASE_PREFIX}{release}_", f"{FULL_PREFIX}{release}_"
 
 
 def template_keys() -> tuple[str, str]:
@@ -217,7 +232,7 @@ def dump_path(conn: psycopg.Connection, full_key: str) -> Path:
     """
     major = conn.info.server_version // 10000
     icu = "icu" if server_supports_icu(conn) else "noicu"
-    return cache_dir() / f"netbox-{full_key}-pg{major}-{icu}.dump"
+    return cache_dir() / f"netbox{netbox_release()}-{full_key}-pg{major}-{icu}.dump"
 
 
 def _client_env(settings_dict: dict) -> tuple[list[str], dict[str, str]]:
@@ -307,7 +322,8 @@ def ensure_template(
     matches its key (and `restore`), else migrated.
     """
     base_key, full_key = template_keys()
-    base, full = BASE_PREFIX + base_key, FULL_PREFIX + full_key
+    base_prefix, full_prefix = template_prefixes()
+    base, full = base_prefix + base_key, full_prefix + full_key
     with maintenance_connection(settings_dict) as conn:
         if database_exists(conn, full):
             return full
@@ -318,18 +334,18 @@ def ensure_template(
                 with _step(progress, "restoring the NetBox template"):
                     if _restore(conn, settings_dict, dump, full, log):
                         log(f"Restored template {full} from {dump}")
-                        _drop_stale(conn, FULL_PREFIX, keep=full)
+                        _drop_stale(conn, full_prefix, keep=full)
             if not database_exists(conn, full) and not database_exists(conn, base):
                 log(
                     f"Migrating NetBox into template {base} (once per NetBox release, a few minutes;"
                     f" `proxbox template build` keeps a dump that restores in seconds)"
                 )
                 _build(conn, base, source=None, progress=progress)
-                _drop_stale(conn, BASE_PREFIX, keep=base)
+                _drop_stale(conn, base_prefix, keep=base)
             if not database_exists(conn, full):
                 log(f"Applying plugin migrations into template {full}")
                 _build(conn, full, source=base, progress=progress)
-                _drop_stale(conn, FULL_PREFIX, keep=full)
+                _drop_stale(conn, full_prefix, keep=full)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
     return full
@@ -338,7 +354,7 @@ def ensure_template(
 def build_dump(settings_dict: dict, log=print, progress: Progress | None = None) -> Path:
     """Write the dump of the current template to the cache (migrating it first if needed)."""
     template = ensure_template(settings_dict, log=log, progress=progress, restore=False)
-    full_key = template.removeprefix(FULL_PREFIX)
+    full_key = template.removeprefix(template_prefixes()[1])
     with maintenance_connection(settings_dict) as conn:
         path = dump_path(conn, full_key)
         pg_dump = _client("pg_dump", conn.info.server_version // 10000)
@@ -359,7 +375,7 @@ def build_dump(settings_dict: dict, log=print, progress: Progress | None = None)
     # Renamed into place whole: a concurrent `up` never restores a half-written dump.
     partial.replace(path)
     variant = path.name.split("-", 2)[2]  # pg<major>-<icu|noicu>.dump
-    for stale in path.parent.glob(f"netbox-*-{variant}"):
+    for stale in path.parent.glob(f"netbox{netbox_release()}-*-{variant}"):
         if stale != path:
             stale.unlink(missing_ok=True)
     return path

@@ -34,6 +34,7 @@ def server(embedded, tmp_path, monkeypatch):
             db.execute("INSERT INTO migrated VALUES (%s)", [name])
 
     monkeypatch.setattr(testdb, "_build", migrate)
+    monkeypatch.setattr(testdb, "netbox_release", lambda: "4_7_3")
     yield settings, started.database_url, migrated
     with testdb.maintenance_connection(settings) as conn:
         for prefix in (testdb.BASE_PREFIX, testdb.FULL_PREFIX):
@@ -60,20 +61,48 @@ def databases(settings) -> set[str]:
         return {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
 
 
+def test_another_netbox_releases_templates_and_dump_are_kept(server, monkeypatch):
+    """`nox -s netbox` tests another NetBox release against the same server and cache:
+    building its templates and dump must not drop the locked release's, nor the reverse."""
+    settings, _url, migrated = server
+    use_keys(monkeypatch, "b1", "f1")
+    locked_dump = testdb.build_dump(settings, log=lambda _line: None)
+    monkeypatch.setattr(testdb, "netbox_release", lambda: "4_7_0")
+    use_keys(monkeypatch, "b0", "f0")
+    other_dump = testdb.build_dump(settings, log=lambda _line: None)
+
+    assert migrated == [
+        "proxbox_tpl_base_4_7_3_b1",
+        "proxbox_tpl_full_4_7_3_f1",
+        "proxbox_tpl_base_4_7_0_b0",
+        "proxbox_tpl_full_4_7_0_f0",
+    ]
+    assert set(migrated) <= databases(settings)
+    assert locked_dump.is_file() and other_dump.is_file() and locked_dump != other_dump
+
+    use_keys(monkeypatch, "b0", "f9")  # the same release's plugins changed: its old one goes
+    testdb.ensure_template(settings, log=lambda _line: None)
+    assert "proxbox_tpl_full_4_7_0_f0" not in databases(settings)
+    assert "proxbox_tpl_full_4_7_3_f1" in databases(settings)
+
+
 def test_a_matching_dump_is_restored_instead_of_migrating(server, monkeypatch):
     settings, url, migrated = server
     use_keys(monkeypatch, "b1", "f1")
     dump = testdb.build_dump(settings, log=lambda _line: None)
-    assert dump.is_file() and dump.name.startswith("netbox-f1-pg")
-    assert migrated == ["proxbox_tpl_base_b1", "proxbox_tpl_full_f1"]
+    assert dump.is_file() and dump.name.startswith("netbox4_7_3-f1-pg")
+    assert migrated == ["proxbox_tpl_base_4_7_3_b1", "proxbox_tpl_full_4_7_3_f1"]
     drop_templates(settings)
 
     lines, events = [], []
     template = testdb.ensure_template(settings, log=lines.append, progress=events.append)
 
-    assert template == "proxbox_tpl_full_f1"
-    assert migrated == ["proxbox_tpl_base_b1", "proxbox_tpl_full_f1"]  # nothing migrated again
-    assert origin(url, template) == "proxbox_tpl_full_f1"
+    assert template == "proxbox_tpl_full_4_7_3_f1"
+    assert migrated == [
+        "proxbox_tpl_base_4_7_3_b1",
+        "proxbox_tpl_full_4_7_3_f1",
+    ]  # nothing migrated again
+    assert origin(url, template) == "proxbox_tpl_full_4_7_3_f1"
     assert lines == [f"Restored template {template} from {dump}"]
     assert {"label": "restoring the NetBox template", "end": True} in events
 
@@ -86,8 +115,8 @@ def test_a_dump_of_another_key_is_not_restored(server, monkeypatch):
     migrated.clear()
 
     use_keys(monkeypatch, "b1", "f2")  # e.g. uv.lock or a plugin migration changed
-    assert testdb.ensure_template(settings, log=lambda _line: None) == "proxbox_tpl_full_f2"
-    assert migrated == ["proxbox_tpl_base_b1", "proxbox_tpl_full_f2"]
+    assert testdb.ensure_template(settings, log=lambda _line: None) == "proxbox_tpl_full_4_7_3_f2"
+    assert migrated == ["proxbox_tpl_base_4_7_3_b1", "proxbox_tpl_full_4_7_3_f2"]
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])
@@ -103,8 +132,8 @@ def test_an_unusable_dump_falls_back_to_migrating_with_one_line(server, monkeypa
     lines: list[str] = []
     template = testdb.ensure_template(settings, log=lines.append)
 
-    assert migrated == ["proxbox_tpl_base_b1", "proxbox_tpl_full_f3"]
-    assert origin(url, template) == "proxbox_tpl_full_f3"
+    assert migrated == ["proxbox_tpl_base_4_7_3_b1", "proxbox_tpl_full_4_7_3_f3"]
+    assert origin(url, template) == "proxbox_tpl_full_4_7_3_f3"
     unusable = [line for line in lines if "unusable" in line]
     assert len(unusable) == 1
     assert unusable[0].startswith(f"template dump {dump} is unusable (")
