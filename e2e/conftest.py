@@ -82,6 +82,8 @@ def start_stack(tmp_path_factory, services_env) -> Iterator[Callable[..., Stack]
 
 
 @pytest.fixture(scope="session")
-def stack(start_stack) -> Stack:
-    """One running stack shared by the session's tests."""
-    return start_stack("main")
+def stack(start_stack, tmp_path_factory) -> Stack:
+    """One running stack shared by the session's tests, with a template cache of its own
+    (empty at the start: its `up` must leave the template's dump there)."""
+    cache = tmp_path_factory.mktemp("template-cache")
+    return start_stack("main", PROXBOX_TEMPLATE_CACHE=str(cache))

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 from proxbox_processes import free_port, wait_until
@@ -44,6 +45,13 @@ def test_up_d_shows_the_progress_of_every_long_step(stack):
         assert re.search(rf"^{re.escape(step)}: done in [\d.]+ s$", stack.up_output, re.M), (
             stack.up_output
         )
+
+
+def test_up_keeps_the_template_dump_for_the_next_empty_data_dir(stack):
+    """The stack's cache was empty: `up` wrote the dump a new data dir restores from."""
+    dumps = list(Path(stack.env["PROXBOX_TEMPLATE_CACHE"]).glob("netbox*.dump"))
+    assert len(dumps) == 1, dumps
+    assert dumps[0].stat().st_size > 100_000
 
 
 def test_status_lists_both_plugins(stack):

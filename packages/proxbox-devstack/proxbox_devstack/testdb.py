@@ -381,6 +381,22 @@ def build_dump(settings_dict: dict, log=print, progress: Progress | None = None)
     return path
 
 
+def keep_dump(settings_dict: dict, log=print, progress: Progress | None = None) -> Path | None:
+    """The current template's dump, written when the cache holds none for its key (the
+    template is migrated first if needed). None, after one line, when pg_dump fails: a
+    missing dump only costs the next cold start its migrations."""
+    _base_key, full_key = template_keys()
+    with maintenance_connection(settings_dict) as conn:
+        path = dump_path(conn, full_key)
+    if path.is_file():
+        return path
+    try:
+        return build_dump(settings_dict, log=log, progress=progress)
+    except (RuntimeError, OSError) as exc:
+        log(f"template dump not written ({exc}); the next cold start migrates again")
+        return None
+
+
 @contextmanager
 def scratch_database(settings_dict: dict, name: str, log=print):
     """A throwaway copy of the migrated template named `name`, dropped on exit.

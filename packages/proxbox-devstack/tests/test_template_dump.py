@@ -150,6 +150,36 @@ def test_a_new_dump_replaces_the_stale_one(server, monkeypatch):
     assert new.is_file() and not old.exists()
 
 
+def test_the_first_migration_keeps_its_dump_and_later_ones_reuse_it(server, monkeypatch):
+    """`proxbox up` calls keep_dump after ensure_template: a release's first migration
+    writes the dump the next empty data dir restores; later calls write nothing."""
+    settings, _url, migrated = server
+    use_keys(monkeypatch, "b1", "f6")
+    testdb.ensure_template(settings, log=lambda _line: None)
+    dumps: list[str] = []
+    real_build_dump = testdb.build_dump
+    monkeypatch.setattr(
+        testdb, "build_dump", lambda *a, **kw: dumps.append("built") or real_build_dump(*a, **kw)
+    )
+
+    kept = testdb.keep_dump(settings, log=lambda _line: None)
+    assert kept is not None and kept.is_file() and dumps == ["built"]
+    assert testdb.keep_dump(settings, log=lambda _line: None) == kept
+    assert dumps == ["built"]  # the cache already holds this key's dump
+    assert migrated == ["proxbox_tpl_base_4_7_3_b1", "proxbox_tpl_full_4_7_3_f6"]
+
+
+def test_a_dump_that_cannot_be_written_costs_one_line_not_the_start(server, monkeypatch):
+    settings, _url, _migrated = server
+    use_keys(monkeypatch, "b1", "f7")
+    testdb.ensure_template(settings, log=lambda _line: None)
+    monkeypatch.setattr(testdb, "_client", lambda name, major: "/nonexistent/pg_dump")
+    lines: list[str] = []
+    assert testdb.keep_dump(settings, log=lines.append) is None
+    assert len(lines) == 1 and lines[0].startswith("template dump not written (")
+    assert lines[0].endswith("the next cold start migrates again")
+
+
 class Captured:
     def __init__(self, tty: bool):
         self.tty = tty
