@@ -21,7 +21,7 @@ class ProxboxConfig(PluginConfig):
     version = __version__
     author = "Proxbox"
     base_url = "proxbox"
-    min_version = "4.7.0"
+    min_version = "4.7.3"
     max_version = "4.7.99"
     # encryption_key: the Fernet key encrypting endpoint token secrets at rest, or a list of
     # keys, newest first, while rotating (required: NetBox refuses to start without it).

@@ -16,7 +16,7 @@ class ScriptProjectsConfig(PluginConfig):
     author = "Proxbox"
     base_url = "script-projects"
     graphql_schema = "graphql.schema.schema"
-    min_version = "4.7.0"
+    min_version = "4.7.3"
     max_version = "4.7.99"
     # Limits (see constants.DEFAULT_LIMITS); override in PLUGINS_CONFIG.
     default_settings = {}
