@@ -20,7 +20,8 @@ RUN python -m pip install --no-cache-dir uv \
 
 WORKDIR /src
 COPY . /src
-# Only the simulator and what it imports (proxbox-redaction), from the workspace lock.
+# Only the simulator and what it imports (proxbox-redaction, proxbox-processes), from the
+# workspace lock.
 RUN uv sync --locked --no-dev --package proxmox-simulator
 
 USER pvesim
