@@ -87,7 +87,7 @@ def _ensure_database(settings_dict: dict) -> bool:
     template = ensure_template(settings_dict, log=log_line, progress=report_progress)
     # A release's first migration leaves its dump behind, so the next empty data dir (a
     # new clone, a wiped .proxbox/) restores the template in seconds instead.
-    keep_dump(settings_dict, log=log_line, progress=report_progress)
+    keep_dump(settings_dict, template, log=log_line, progress=report_progress)
     emit(CLONE_STEP)
     with maintenance_connection(settings_dict) as conn:
         clone_database(conn, template, name)

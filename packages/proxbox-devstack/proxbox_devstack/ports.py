@@ -6,8 +6,6 @@ import socket
 
 from proxbox_processes import LOCALHOST, free_port
 
-__all__ = ["LOCALHOST", "answers", "choose_port", "free_port", "port_is_free"]
-
 
 def port_is_free(port: int, host: str = LOCALHOST) -> bool:
     """True when nothing listens on host:port and we could bind it."""

@@ -354,6 +354,28 @@ def ensure_template(
 def build_dump(settings_dict: dict, log=print, progress: Progress | None = None) -> Path:
     """Write the dump of the current template to the cache (migrating it first if needed)."""
     template = ensure_template(settings_dict, log=log, progress=progress, restore=False)
+    return _write_dump(settings_dict, template, progress)
+
+
+def keep_dump(
+    settings_dict: dict, template: str, log=print, progress: Progress | None = None
+) -> Path | None:
+    """The dump of `template` (an up-to-date template, as `ensure_template` named it),
+    written when the cache holds none for its key. None, after one line, when pg_dump
+    fails: a missing dump only costs the next cold start its migrations."""
+    with maintenance_connection(settings_dict) as conn:
+        path = dump_path(conn, template.removeprefix(template_prefixes()[1]))
+    if path.is_file():
+        return path
+    try:
+        return _write_dump(settings_dict, template, progress)
+    except (RuntimeError, OSError) as exc:
+        log(f"template dump not written ({exc}); the next cold start migrates again")
+        return None
+
+
+def _write_dump(settings_dict: dict, template: str, progress: Progress | None) -> Path:
+    """pg_dump `template` into its place in the cache; the same release's stale dump goes."""
     full_key = template.removeprefix(template_prefixes()[1])
     with maintenance_connection(settings_dict) as conn:
         path = dump_path(conn, full_key)
@@ -379,22 +401,6 @@ def build_dump(settings_dict: dict, log=print, progress: Progress | None = None)
         if stale != path:
             stale.unlink(missing_ok=True)
     return path
-
-
-def keep_dump(settings_dict: dict, log=print, progress: Progress | None = None) -> Path | None:
-    """The current template's dump, written when the cache holds none for its key (the
-    template is migrated first if needed). None, after one line, when pg_dump fails: a
-    missing dump only costs the next cold start its migrations."""
-    _base_key, full_key = template_keys()
-    with maintenance_connection(settings_dict) as conn:
-        path = dump_path(conn, full_key)
-    if path.is_file():
-        return path
-    try:
-        return build_dump(settings_dict, log=log, progress=progress)
-    except (RuntimeError, OSError) as exc:
-        log(f"template dump not written ({exc}); the next cold start migrates again")
-        return None
 
 
 @contextmanager

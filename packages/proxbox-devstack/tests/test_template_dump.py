@@ -155,16 +155,16 @@ def test_the_first_migration_keeps_its_dump_and_later_ones_reuse_it(server, monk
     writes the dump the next empty data dir restores; later calls write nothing."""
     settings, _url, migrated = server
     use_keys(monkeypatch, "b1", "f6")
-    testdb.ensure_template(settings, log=lambda _line: None)
+    template = testdb.ensure_template(settings, log=lambda _line: None)
     dumps: list[str] = []
-    real_build_dump = testdb.build_dump
+    real_write_dump = testdb._write_dump
     monkeypatch.setattr(
-        testdb, "build_dump", lambda *a, **kw: dumps.append("built") or real_build_dump(*a, **kw)
+        testdb, "_write_dump", lambda *a, **kw: dumps.append("built") or real_write_dump(*a, **kw)
     )
 
-    kept = testdb.keep_dump(settings, log=lambda _line: None)
+    kept = testdb.keep_dump(settings, template, log=lambda _line: None)
     assert kept is not None and kept.is_file() and dumps == ["built"]
-    assert testdb.keep_dump(settings, log=lambda _line: None) == kept
+    assert testdb.keep_dump(settings, template, log=lambda _line: None) == kept
     assert dumps == ["built"]  # the cache already holds this key's dump
     assert migrated == ["proxbox_tpl_base_4_7_3_b1", "proxbox_tpl_full_4_7_3_f6"]
 
@@ -172,10 +172,10 @@ def test_the_first_migration_keeps_its_dump_and_later_ones_reuse_it(server, monk
 def test_a_dump_that_cannot_be_written_costs_one_line_not_the_start(server, monkeypatch):
     settings, _url, _migrated = server
     use_keys(monkeypatch, "b1", "f7")
-    testdb.ensure_template(settings, log=lambda _line: None)
+    template = testdb.ensure_template(settings, log=lambda _line: None)
     monkeypatch.setattr(testdb, "_client", lambda name, major: "/nonexistent/pg_dump")
     lines: list[str] = []
-    assert testdb.keep_dump(settings, log=lines.append) is None
+    assert testdb.keep_dump(settings, template, log=lines.append) is None
     assert len(lines) == 1 and lines[0].startswith("template dump not written (")
     assert lines[0].endswith("the next cold start migrates again")
 

@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Thread
 
@@ -38,70 +40,46 @@ def test_wait_until_names_what_it_waited_for():
     assert isinstance(info.value, AssertionError) and isinstance(info.value, TimeoutError)
 
 
-def test_wait_for_http_returns_on_any_status():
-    class NotFound(BaseHTTPRequestHandler):
+@contextmanager
+def answering(*statuses: int) -> Iterator[tuple[str, Iterator[int]]]:
+    """A local HTTP server answering each GET with the next of `statuses` (the last one
+    once they run out); yields its URL and the statuses not yet answered."""
+    pending = iter(statuses)
+
+    class Answers(BaseHTTPRequestHandler):
         def do_GET(self):
-            self.send_error(404)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
-    Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        wait_for_http(f"http://127.0.0.1:{server.server_port}/", timeout=10)
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_wait_for_http_can_wait_for_a_success_past_a_not_ready_answer():
-    answers = iter([503, 503, 200])
-
-    class Readiness(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(next(answers, 200))
+            self.send_response(next(pending, statuses[-1]))
             self.end_headers()
 
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Readiness)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answers)
     Thread(target=server.serve_forever, daemon=True).start()
     try:
-        wait_for_http(
-            f"http://127.0.0.1:{server.server_port}/readyz",
-            timeout=10,
-            interval=0.01,
-            require_success=True,
-        )
-        assert next(answers, "drained") == "drained"
+        yield f"http://127.0.0.1:{server.server_port}", pending
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_wait_for_http_returns_on_any_status():
+    with answering(404) as (url, _pending):
+        wait_for_http(f"{url}/", timeout=10)
+
+
+def test_wait_for_http_can_wait_for_a_success_past_a_not_ready_answer():
+    with answering(503, 503, 200) as (url, pending):
+        wait_for_http(f"{url}/readyz", timeout=10, interval=0.01, require_success=True)
+        assert next(pending, "drained") == "drained"
 
 
 def test_wait_for_http_names_the_last_answer_when_never_ready():
-    class Unavailable(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_error(503)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
-    Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with pytest.raises(RuntimeError, match=r"within 0.5s \(last answer: HTTP 503\)"):
-            wait_for_http(
-                f"http://127.0.0.1:{server.server_port}/",
-                timeout=0.5,
-                interval=0.05,
-                require_success=True,
-            )
-    finally:
-        server.shutdown()
-        server.server_close()
+    with (
+        answering(503) as (url, _pending),
+        pytest.raises(RuntimeError, match=r"within 0.5s \(last answer: HTTP 503\)"),
+    ):
+        wait_for_http(f"{url}/", timeout=0.5, interval=0.05, require_success=True)
 
 
 def test_wait_for_http_fails_early_when_the_server_exits():
