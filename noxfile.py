@@ -178,6 +178,25 @@ def release(session: nox.Session) -> None:
 
 
 @nox.session
+def template_dumps(session: nox.Session) -> None:
+    """Rebuild the migrated-template dumps proxbox-devstack ships (when a migration or
+    Django changes; a test says so): one from the environment's PostgreSQL (it must
+    support ICU, as production servers do) and one from a private embedded server
+    (no ICU), which a first `proxbox up` restores. Minutes: each migrates NetBox."""
+    import tempfile
+
+    if os.environ.get("PROXBOX_DATABASE_URL"):
+        session.log("the environment's PostgreSQL")
+        session.run("proxbox", "template", "build", "--ship", external=True)
+    else:
+        session.warn("PROXBOX_DATABASE_URL is unset: only the embedded server's dump is rebuilt")
+    with tempfile.TemporaryDirectory(prefix="proxbox-dumps-") as home:
+        session.log("a private embedded PostgreSQL")
+        embedded = {"PROXBOX_HOME": home, "PROXBOX_DATABASE_URL": "", "PROXBOX_REDIS_URL": ""}
+        session.run("proxbox", "template", "build", "--ship", env=embedded, external=True)
+
+
+@nox.session
 def docs(session: nox.Session) -> None:
     """The READMEs and docs/ as one site (zensical, mkdocs.yml), built offline and
     strictly into .docs-build/site (not in the default sessions)."""

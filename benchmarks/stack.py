@@ -4,11 +4,14 @@ Measured, in this order, from a data dir of its own (a temp dir):
 
 1. cold `proxbox up -d` until an authenticated `GET /api/status/` answers:
    empty data dir, embedded PostgreSQL and Redis initialised from scratch,
-   NetBox migrated into a new template (an empty template cache), database
-   cloned, admin created, demo seeded and synced once;
+   NetBox migrated into a new template (an empty template cache, the shipped
+   dumps ignored: PROXBOX_NO_SHIPPED_DUMPS), database cloned, admin created,
+   demo seeded and synced once;
 1b. `proxbox template build` (the dump of that template), then cold again on a
    second empty data dir with that cache: the template restored from the dump
    instead of migrated; printed with its ratio to 1 (same run, same machine);
+1c. cold again on a third empty data dir with an empty cache, as on a new
+   machine: the template restored from the dump proxbox-devstack ships;
 2. warm restart: `proxbox down`, then `proxbox up -d` again in the same data
    dir until the API answers (servers restart, template and database reused);
 3. the NetBox plugin test suites, first run then second run, against the
@@ -120,7 +123,12 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="proxbox-bench-"))
     # A private template cache: the first cold start must find no dump.
     cache = Path(tempfile.mkdtemp(prefix="proxbox-bench-cache-"))
-    env = dict(os.environ, PROXBOX_HOME=str(home), PROXBOX_TEMPLATE_CACHE=str(cache))
+    env = dict(
+        os.environ,
+        PROXBOX_HOME=str(home),
+        PROXBOX_TEMPLATE_CACHE=str(cache),
+        PROXBOX_NO_SHIPPED_DUMPS="1",
+    )
     env["PROXBOX_NETBOX_DATABASE"] = f"devstack_bench_{os.getpid()}"
     if not args.external:
         for name in URL_ENVS:
@@ -136,6 +144,10 @@ def main() -> int:
     figures: list[tuple[str, str]] = []
     second_home = Path(tempfile.mkdtemp(prefix="proxbox-bench-"))
     second_env = dict(env, PROXBOX_HOME=str(second_home))
+    third_home = Path(tempfile.mkdtemp(prefix="proxbox-bench-"))
+    empty_cache = Path(tempfile.mkdtemp(prefix="proxbox-bench-cache-"))
+    third_env = dict(env, PROXBOX_HOME=str(third_home), PROXBOX_TEMPLATE_CACHE=str(empty_cache))
+    third_env.pop("PROXBOX_NO_SHIPPED_DUMPS")
     try:
         cold = timed_up(env, home, port)
         figures.append(("cold proxbox up (migrating) -> API ready", f"{cold:.1f} s"))
@@ -157,6 +169,14 @@ def main() -> int:
                 (
                     "cold proxbox up (from the dump) -> API ready",
                     f"{restored:.1f} s (x{restored / cold:.2f} of migrating)",
+                )
+            )
+            shipped = timed_up(third_env, third_home, port)
+            proxbox(third_env, "down")
+            figures.append(
+                (
+                    "cold proxbox up, empty cache (the shipped dump) -> API ready",
+                    f"{shipped:.1f} s (x{shipped / cold:.2f} of migrating)",
                 )
             )
         if args.cold_only:
@@ -181,15 +201,17 @@ def main() -> int:
         pass
     finally:
         print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        for stack_env in (env, second_env):
+        for stack_env in (env, second_env, third_env):
             subprocess.run(
                 [sys.executable, "-m", "proxbox_devstack.cli", "down"],
                 env=stack_env,
                 capture_output=True,
             )
         shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(empty_cache, ignore_errors=True)
         if not args.keep_home:
             shutil.rmtree(second_home, ignore_errors=True)
+            shutil.rmtree(third_home, ignore_errors=True)
         if args.external:
             import psycopg
 

@@ -4,7 +4,7 @@ proxbox up [-d] [--port 8000] [--host 127.0.0.1] [--web-workers 2]
 proxbox down
 proxbox status [--json]
 proxbox services up [-d] | down
-proxbox template build
+proxbox template build [--ship]
 proxbox --version
 """
 
@@ -71,10 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     template = commands.add_parser("template", help="the migrated NetBox template's dump")
     template_commands = template.add_subparsers(dest="template_command", required=True)
-    template_commands.add_parser(
+    template_build_parser = template_commands.add_parser(
         "build",
         help="write it to the template cache ($PROXBOX_TEMPLATE_CACHE, else ~/.cache/proxbox/"
         "templates); a first `up` restores it instead of migrating",
+    )
+    template_build_parser.add_argument(
+        "--ship",
+        action="store_true",
+        help="also copy it among the dumps proxbox-devstack ships (its template_dumps/), "
+        "replacing the old one for this PostgreSQL major and collation provider",
     )
     return parser
 
@@ -122,7 +128,7 @@ def run(argv: list[str]) -> int:
     if args.command == "status":
         return status(data_dir, log=_emit, as_json=args.json)
     if args.command == "template":
-        return template_build(data_dir, log=_emit)
+        return template_build(data_dir, log=_emit, ship=args.ship)
     if args.services_command == "up":
         return _services_up(data_dir, args.detach)
     from .services import stop_services

@@ -357,8 +357,9 @@ def _follow(path: Path, offset: int, reporter: Reporter, progress_only: bool) ->
     return offset + len(complete)
 
 
-def template_build(data_dir: Path, log: Log = print) -> int:
-    """`proxbox template build`: the migrated template's dump in the template cache.
+def template_build(data_dir: Path, log: Log = print, ship: bool = False) -> int:
+    """`proxbox template build`: the migrated template's dump in the template cache
+    (with `ship`, also among the package's shipped dumps).
 
     Uses the stack's servers (the environment's, or the embedded ones, started
     for the build and stopped afterwards unless they were running already).
@@ -382,6 +383,10 @@ def template_build(data_dir: Path, log: Log = print) -> int:
         reporter.close()
         services_mod.stop_services(data_dir, tuple(services.started))
     log(f"template dump: {result['dump']} ({int(result['bytes']) / 1e6:.1f} MB)")
+    if ship:
+        from .testdb import ship_dump
+
+        log(f"shipped as {ship_dump(Path(result['dump']))}")
     return 0
 
 

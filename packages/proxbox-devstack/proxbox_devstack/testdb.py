@@ -1,12 +1,17 @@
 """Migrated template databases for fast NetBox test runs.
 
 NetBox's own migrations take minutes of CPU, so they run once into a base
-template keyed by every non-plugin migration file. The plugins' migrations and
-`uv.lock` key a second template cloned from the base; a test run clones that
-(`CREATE DATABASE … TEMPLATE …`, a fraction of a second). A changed key builds a
-new template by itself; stale ones of the same NetBox release are dropped. Each
+template keyed by every non-plugin migration file and Django's release. The
+plugins' migrations key a second template cloned from the base; a test run clones
+that (`CREATE DATABASE … TEMPLATE …`, a fraction of a second). A changed key builds
+a new template by itself; stale ones of the same NetBox release are dropped. Each
 NetBox release has templates of its own (its name is in theirs), so sessions testing
-another release (`nox -s netbox`) and the locked one do not drop each other's.
+another release and the locked one do not drop each other's.
+
+A missing template is restored from a dump when one matches its key: the user's
+cache (`cache_dir()`), then the dumps this package ships (`shipped_dumps_dir()`,
+rebuilt by `uv run nox -s template_dumps` whenever a migration changes), so even a
+machine's first `proxbox up` restores instead of migrating.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import psycopg
 from psycopg import sql
 
 from .netbox_settings import NETBOX_DATABASE_ENV, PLUGINS
-from .paths import repo_root
 from .progress import parse_event
 
 # Receives the progress events of a template build (see `progress.emit`).
@@ -65,15 +69,16 @@ def template_prefixes() -> tuple[str, str]:
 
 def template_keys() -> tuple[str, str]:
     """(base key, full key) for the installed apps of the configured Django."""
+    import django
     from django.apps import apps
 
     core, plugins = [], []
     for config in apps.get_app_configs():
         (plugins if config.name in PLUGINS else core).append(config.path)
-    base = _digest(migration_files(core))
-    lock = repo_root() / "uv.lock"
-    lock_bytes = lock.read_bytes() if lock.exists() else b""
-    full = _digest(migration_files(plugins), extra=base.encode() + lock_bytes)
+    # Not uv.lock: the shipped dumps would go stale with every unrelated bump. What can
+    # change the migrated schema is the migration files and the Django that applies them.
+    base = _digest(migration_files(core), extra=django.get_version().encode())
+    full = _digest(migration_files(plugins), extra=base.encode())
     return base, full
 
 
@@ -225,14 +230,61 @@ def cache_dir() -> Path:
 
 
 def dump_path(conn: psycopg.Connection, full_key: str) -> Path:
-    """The dump of template `full_key` for this server's major version and ICU support.
+    """Where the cache keeps the dump of template `full_key` for this server's major
+    version and ICU support (the variant a dump written from this server has).
 
-    The full key covers NetBox's and the plugins' migrations and `uv.lock`; a
-    dump from another major version or the other collation provider is never restored.
+    The full key covers NetBox's and the plugins' migrations and Django's release.
     """
-    major = conn.info.server_version // 10000
-    icu = "icu" if server_supports_icu(conn) else "noicu"
-    return cache_dir() / f"netbox{netbox_release()}-{full_key}-pg{major}-{icu}.dump"
+    return cache_dir() / dump_name(full_key, *_server_variant(conn))
+
+
+def dump_name(full_key: str, major: int, icu: bool) -> str:
+    return f"netbox{netbox_release()}-{full_key}-pg{major}-{'icu' if icu else 'noicu'}.dump"
+
+
+def _server_variant(conn: psycopg.Connection) -> tuple[int, bool]:
+    return conn.info.server_version // 10000, server_supports_icu(conn)
+
+
+def shipped_dumps_dir() -> Path:
+    """The template dumps this package ships (`uv run nox -s template_dumps` writes them)."""
+    return Path(__file__).parent / "template_dumps"
+
+
+# NetBox 4.7 supports PostgreSQL 14 and newer.
+SHIPPED_DUMPS_OLDEST_MAJOR = 14
+# Set (to anything) to measure or test a cold start that migrates: shipped dumps are ignored.
+NO_SHIPPED_DUMPS_ENV = "PROXBOX_NO_SHIPPED_DUMPS"
+
+
+def find_dump(conn: psycopg.Connection, full_key: str) -> Path | None:
+    """A dump of template `full_key` this server can restore: the cache's, else a shipped
+    one with the same collation provider from this major version or an older one (a
+    newer pg_dump writes settings an older server rejects; a newer server reads older
+    dumps), the closest major first."""
+    major, icu = _server_variant(conn)
+    cached = cache_dir() / dump_name(full_key, major, icu)
+    if cached.is_file():
+        return cached
+    if os.environ.get(NO_SHIPPED_DUMPS_ENV):
+        return None
+    for candidate in range(major, SHIPPED_DUMPS_OLDEST_MAJOR - 1, -1):
+        shipped = shipped_dumps_dir() / dump_name(full_key, candidate, icu)
+        if shipped.is_file():
+            return shipped
+    return None
+
+
+def ship_dump(dump: Path) -> Path:
+    """Copy `dump` (a cache dump) among the shipped ones, replacing that variant's old one."""
+    target_dir = shipped_dumps_dir()
+    target_dir.mkdir(parents=True, exist_ok=True)
+    variant = dump.name.split("-", 2)[2]  # pg<major>-<icu|noicu>.dump
+    for stale in target_dir.glob(f"netbox*-{variant}"):
+        stale.unlink()
+    target = target_dir / dump.name
+    shutil.copyfile(dump, target)
+    return target
 
 
 def _client_env(settings_dict: dict) -> tuple[list[str], dict[str, str]]:
@@ -318,8 +370,8 @@ def ensure_template(
 ) -> str:
     """The name of an up-to-date fully migrated template, building it when needed.
 
-    A missing template is restored from its dump in `cache_dir()` when one
-    matches its key (and `restore`), else migrated.
+    A missing template is restored from a dump that matches its key (`find_dump`;
+    unless not `restore`), else migrated.
     """
     base_key, full_key = template_keys()
     base_prefix, full_prefix = template_prefixes()
@@ -329,8 +381,8 @@ def ensure_template(
             return full
         _lock_builds(conn, progress)
         try:
-            dump = dump_path(conn, full_key)
-            if not database_exists(conn, full) and restore and dump.is_file():
+            dump = find_dump(conn, full_key) if restore else None
+            if not database_exists(conn, full) and dump is not None:
                 with _step(progress, "restoring the NetBox template"):
                     if _restore(conn, settings_dict, dump, full, log):
                         log(f"Restored template {full} from {dump}")
@@ -361,11 +413,12 @@ def keep_dump(
     settings_dict: dict, template: str, log=print, progress: Progress | None = None
 ) -> Path | None:
     """The dump of `template` (an up-to-date template, as `ensure_template` named it),
-    written when the cache holds none for its key. None, after one line, when pg_dump
-    fails: a missing dump only costs the next cold start its migrations."""
+    written when neither the cache nor the shipped dumps hold one for its key. None,
+    after one line, when pg_dump fails: a missing dump only costs the next cold start
+    its migrations."""
     with maintenance_connection(settings_dict) as conn:
-        path = dump_path(conn, template.removeprefix(template_prefixes()[1]))
-    if path.is_file():
+        path = find_dump(conn, template.removeprefix(template_prefixes()[1]))
+    if path is not None:
         return path
     try:
         return _write_dump(settings_dict, template, progress)

@@ -24,6 +24,7 @@ def server(embedded, tmp_path, monkeypatch):
     url = urlsplit(started.database_url)
     settings = {"HOST": url.hostname, "PORT": url.port, "USER": url.username, "PASSWORD": ""}
     monkeypatch.setenv(testdb.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(testdb, "shipped_dumps_dir", lambda: tmp_path / "shipped")
     migrated: list[str] = []
 
     def migrate(conn, name, source, progress=None):
@@ -114,7 +115,7 @@ def test_a_dump_of_another_key_is_not_restored(server, monkeypatch):
     drop_templates(settings)
     migrated.clear()
 
-    use_keys(monkeypatch, "b1", "f2")  # e.g. uv.lock or a plugin migration changed
+    use_keys(monkeypatch, "b1", "f2")  # e.g. a plugin migration changed
     assert testdb.ensure_template(settings, log=lambda _line: None) == "proxbox_tpl_full_4_7_3_f2"
     assert migrated == ["proxbox_tpl_base_4_7_3_b1", "proxbox_tpl_full_4_7_3_f2"]
 
@@ -178,6 +179,86 @@ def test_a_dump_that_cannot_be_written_costs_one_line_not_the_start(server, monk
     assert testdb.keep_dump(settings, template, log=lines.append) is None
     assert len(lines) == 1 and lines[0].startswith("template dump not written (")
     assert lines[0].endswith("the next cold start migrates again")
+
+
+def ship(dump, major: int | None = None):
+    """`dump` moved among the shipped dumps (out of the cache), renamed for `major`."""
+    shipped = testdb.ship_dump(dump)
+    dump.unlink()
+    if major is None:
+        return shipped
+    release, key, _variant = shipped.name.split("-", 2)
+    icu = shipped.name.removesuffix(".dump").rsplit("-", 1)[1]
+    return shipped.rename(shipped.with_name(f"{release}-{key}-pg{major}-{icu}.dump"))
+
+
+def server_major(settings) -> int:
+    with testdb.maintenance_connection(settings) as conn:
+        return conn.info.server_version // 10000
+
+
+def test_a_first_start_restores_the_shipped_dump_and_keeps_no_copy(server, monkeypatch):
+    """An empty cache (a new machine): the dump the package ships is restored, and
+    keep_dump writes no second copy of it."""
+    settings, url, migrated = server
+    use_keys(monkeypatch, "b1", "f8")
+    shipped = ship(testdb.build_dump(settings, log=lambda _line: None))
+    drop_templates(settings)
+    migrated.clear()
+    assert not list(testdb.cache_dir().glob("*.dump"))
+
+    lines: list[str] = []
+    template = testdb.ensure_template(settings, log=lines.append)
+
+    assert migrated == []
+    assert origin(url, template) == "proxbox_tpl_full_4_7_3_f8"
+    assert lines == [f"Restored template {template} from {shipped}"]
+    assert testdb.keep_dump(settings, template, log=lambda _line: None) == shipped
+    assert not list(testdb.cache_dir().glob("*.dump"))
+
+
+def test_shipped_dumps_are_ignored_when_the_environment_says_so(server, monkeypatch):
+    settings, _url, migrated = server
+    use_keys(monkeypatch, "b1", "f13")
+    ship(testdb.build_dump(settings, log=lambda _line: None))
+    drop_templates(settings)
+    migrated.clear()
+    monkeypatch.setenv(testdb.NO_SHIPPED_DUMPS_ENV, "1")
+    testdb.ensure_template(settings, log=lambda _line: None)
+    assert migrated == ["proxbox_tpl_base_4_7_3_b1", "proxbox_tpl_full_4_7_3_f13"]
+
+
+def test_a_shipped_dump_from_an_older_major_is_restored_and_a_newer_ones_is_not(
+    server, monkeypatch
+):
+    settings, url, migrated = server
+    major = server_major(settings)
+    use_keys(monkeypatch, "b1", "f9")
+    ship(testdb.build_dump(settings, log=lambda _line: None), major=major + 1)
+    drop_templates(settings)
+    migrated.clear()
+    testdb.ensure_template(settings, log=lambda _line: None)
+    assert migrated == ["proxbox_tpl_base_4_7_3_b1", "proxbox_tpl_full_4_7_3_f9"]
+
+    use_keys(monkeypatch, "b1", "f10")
+    older = ship(testdb.build_dump(settings, log=lambda _line: None), major=major - 1)
+    drop_templates(settings)
+    migrated.clear()
+    lines: list[str] = []
+    template = testdb.ensure_template(settings, log=lines.append)
+    assert migrated == []
+    assert origin(url, template) == "proxbox_tpl_full_4_7_3_f10"
+    assert lines == [f"Restored template {template} from {older}"]
+
+
+def test_shipping_replaces_the_variants_old_dump(server, monkeypatch):
+    settings, _url, _migrated = server
+    use_keys(monkeypatch, "b1", "f11")
+    old = testdb.ship_dump(testdb.build_dump(settings, log=lambda _line: None))
+    use_keys(monkeypatch, "b1", "f12")
+    new = testdb.ship_dump(testdb.build_dump(settings, log=lambda _line: None))
+    assert new.is_file() and not old.exists()
+    assert [path.name for path in testdb.shipped_dumps_dir().iterdir()] == [new.name]
 
 
 class Captured:
