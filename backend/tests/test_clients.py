@@ -382,3 +382,47 @@ async def test_credentials_api_or_fallback(answer, expected):
         assert credentials.token_secret.reveal() == PVE_SECRET and PVE_SECRET not in repr(
             credentials
         )
+
+
+NETBOX_500_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><title>Server Error</title><link rel="stylesheet" href="/static/netbox.css"></head>
+<body><div class="card-body"><p>There was a problem with your request.</p><hr />
+<pre class="block"><strong>&lt;class 'django.db.utils.OperationalError'&gt;</strong><br />
+connection to server failed
+
+Python version: 3.12.1
+NetBox version: 4.7.3
+</pre></div></body></html>"""
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (
+            httpx.Response(500, text=NETBOX_500_PAGE, headers={"Content-Type": "text/html"}),
+            f"HTTP 500: an HTML page of {len(NETBOX_500_PAGE)} bytes: Server Error — "
+            "<class 'django.db.utils.OperationalError'> connection to server failed",
+        ),
+        (
+            httpx.Response(502, text="<html><body><h1>502 Bad Gateway</h1></body></html>"),
+            "HTTP 502: an HTML page of 50 bytes: 502 Bad Gateway",
+        ),
+        (
+            httpx.Response(
+                500,
+                json={
+                    "error": "duplicate key value violates unique constraint",
+                    "exception": "IntegrityError",
+                    "netbox_version": "4.7.3",
+                    "python_version": "3.12.1",
+                },
+            ),
+            "HTTP 500: IntegrityError: duplicate key value violates unique constraint",
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_server_error_reasons_name_the_exception_not_the_markup(answer, reason):
+    client, _ = netbox(Recorder(answer))
+    result = await client.bulk_create("/dcim/sites/", [{"name": "a"}])
+    assert result.failed[0] == reason

@@ -10,6 +10,8 @@ every success is one NetBox confirmed.
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,8 +42,11 @@ class NetBoxError(Exception):
 
 
 def describe_error(body: Any) -> str:
-    """A one-line reason from NetBox's error bodies (detail, field errors, bulk errors)."""
+    """A one-line reason from NetBox's error bodies (detail, field errors, bulk errors,
+    its API's server-error object, or an HTML page from NetBox or a proxy in front)."""
     if isinstance(body, dict):
+        if body.keys() >= SERVER_ERROR_KEYS:
+            return f"{body['exception']}: {body['error']}" if body["error"] else body["exception"]
         if "errors" in body and isinstance(body["errors"], list):
             return "; ".join(describe_error(e.get("errors", e)) for e in body["errors"])
         if "detail" in body and len(body) == 1:
@@ -53,7 +58,27 @@ def describe_error(body: Any) -> str:
         return "; ".join(parts)
     if isinstance(body, list):
         return "; ".join(describe_error(b) for b in body if b)
+    if isinstance(body, str) and HTML_START.match(body):
+        return _describe_page(body)
     return str(body)
+
+
+# What NetBox's REST API answers an unhandled exception with (utilities.api.rest_api_server_error).
+SERVER_ERROR_KEYS = {"error", "exception", "netbox_version"}
+HTML_START = re.compile(r"\s*<(!doctype\s+html|html|head|body)\b", re.IGNORECASE)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+# NetBox's 500.html shows the exception and its message first in a <pre> block.
+_PRE = re.compile(r"<pre[^>]*>(.*?)(?:Python version|</pre>)", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+_MAX_PAGE_REASON = 200
+
+
+def _describe_page(page: str) -> str:
+    """An HTML error page as its title and exception, not its markup (one log line)."""
+    parts = [match.group(1) for match in (_TITLE.search(page), _PRE.search(page)) if match]
+    text = " ".join(html.unescape(_TAG.sub(" ", " — ".join(parts or [page]))).split())
+    summary = f"an HTML page of {len(page)} bytes"
+    return f"{summary}: {text[:_MAX_PAGE_REASON]}" if text else summary
 
 
 @dataclass
