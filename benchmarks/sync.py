@@ -420,10 +420,10 @@ def markdown_table(rows: list[Row]) -> str:
     for row in rows:
         f = row.figures
         rss = f"{f['peak_rss_mib']:.0f}" if "peak_rss_mib" in f else "—"
-        pve = f.get("proxmox_requests", "—")
+        pve = f"{f['proxmox_requests']:,}" if "proxmox_requests" in f else "—"
         ratio = f"{row.ratio:.2f}×" if row.ratio is not None else ""
         lines.append(
-            f"| {row.size:,} | {row.phase} | {f['wall']:.2f} s | {f['netbox_requests']} "
+            f"| {row.size:,} | {row.phase} | {f['wall']:.2f} s | {f['netbox_requests']:,} "
             f"| {f['netbox_requests'] / row.size:.3f} | {f['inventory_writes']:,} | {pve} "
             f"| {rss} | {ratio} |"
         )
