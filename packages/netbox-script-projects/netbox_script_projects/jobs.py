@@ -4,7 +4,8 @@ The deleting transaction records the Job with its full payload (storage key,
 digest, file paths) and RQ receives it only after commit. The Job takes the
 Project lock, repeats the reference check under it, and removes exactly the
 captured keys. A failed Job keeps its payload and logs what it left behind,
-so the cleanup can be retried once the backend works again.
+so the cleanup can be retried once the backend works again; so does a Job whose
+worker died under it (RQ's failure callback marks it errored).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from core.exceptions import JobFailed
 from core.models import Job
 from django.db import DEFAULT_DB_ALIAS
 from netbox.jobs import JobRunner
+from rq import Callback
 
 from .constants import CLEANUP_JOB_NAME
 from .storage.locks import project_lock, require_default_database, routed_revision_database
@@ -28,6 +30,32 @@ logger = logging.getLogger("netbox_script_projects.cleanup")
 
 PAYLOAD_KEYS = {"storage_key", "digest", "paths"}
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def lost_job(rq_job) -> Job | None:
+    """The NetBox Job of an RQ job whose worker died (kill -9, OOM, lost host), unless
+    `JobRunner.handle` recorded its outcome first (or the row is gone)."""
+    job = Job.objects.filter(job_id=rq_job.id).first()
+    if job is None or job.status in JobStatusChoices.TERMINAL_STATE_CHOICES:
+        return None
+    return job
+
+
+def terminate_lost(job: Job, exc_type) -> None:
+    """Mark a lost Job errored instead of leaving it "running" for ever."""
+    reason = getattr(exc_type, "__name__", str(exc_type))
+    job.terminate(
+        status=JobStatusChoices.STATUS_ERRORED,
+        error=f"The RQ worker running this Job stopped before the Job finished ({reason})",
+    )
+
+
+def cleanup_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:
+    """RQ's failure callback for a cleanup whose worker died: the Job ends errored with
+    its payload kept, so `StorageCleanupJob.retry` can queue the cleanup again."""
+    job = lost_job(rq_job)
+    if job is not None:
+        terminate_lost(job, exc_type)
 
 
 def routing_is_safe() -> bool:
@@ -86,7 +114,7 @@ class StorageCleanupJob(JobRunner):
         )
         if pending.exists():
             return None
-        job = cls.enqueue(notifications="on_failure")
+        job = cls.enqueue(notifications="on_failure", on_failure=Callback(cleanup_lost))
         # The on-commit submission holds this same instance, so the worker
         # receives the payload; the row keeps it for retries.
         job.data = payload
@@ -98,7 +126,7 @@ class StorageCleanupJob(JobRunner):
         """Queue a new cleanup from a failed Job's retained payload."""
         if problems := payload_problems(failed_job.data):
             raise ValueError("; ".join(problems))
-        job = cls.enqueue(notifications="on_failure")
+        job = cls.enqueue(notifications="on_failure", on_failure=Callback(cleanup_lost))
         job.data = dict(failed_job.data)
         job.save(update_fields=["data"])
         return job

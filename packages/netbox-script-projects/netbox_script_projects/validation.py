@@ -23,6 +23,7 @@ from rq import Callback
 from .choices import RevisionStatusChoices as Status
 from .choices import ScriptFileDiscoveryChoices
 from .constants import VALIDATION_JOB_NAME, get_validation_timing
+from .jobs import lost_job, terminate_lost
 from .runtime.discovery import DiscoveryCodes, Scrubber, discover
 from .runtime.loader import StorageUnavailable, load_revision, read_verified_source
 from .storage.errors import RevisionCorrupt, VerificationFailed
@@ -148,17 +149,14 @@ def validation_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:
     reconciliation queues a new validation without waiting for the lease to
     expire. Whichever comes first, this or the expiry, hands the revision on.
     """
-    job = Job.objects.filter(job_id=rq_job.id).first()
-    if job is None or job.status in JobStatusChoices.TERMINAL_STATE_CHOICES:
-        return  # handle() recorded the outcome (or the row is gone)
+    job = lost_job(rq_job)
+    if job is None:
+        return
     reason = getattr(exc_type, "__name__", str(exc_type))
     revision_id = (job.data or {}).get("revision") if isinstance(job.data, dict) else None
     if revision_id:
         release(revision_id, job, "worker_lost", f"The worker stopped mid-validation ({reason}).")
-    job.terminate(
-        status=JobStatusChoices.STATUS_ERRORED,
-        error=f"The RQ worker running this Job stopped before the Job finished ({reason})",
-    )
+    terminate_lost(job, exc_type)
 
 
 def _secrets(revision) -> list[str]:

@@ -1,5 +1,6 @@
 """Revision deletion records cleanup intent; the cleanup Job removes content."""
 
+from types import SimpleNamespace
 from unittest import mock
 
 from core.choices import JobStatusChoices
@@ -10,7 +11,7 @@ from django.urls import reverse
 from utilities.testing import APITestCase
 
 from netbox_script_projects.constants import CLEANUP_JOB_NAME
-from netbox_script_projects.jobs import StorageCleanupJob
+from netbox_script_projects.jobs import StorageCleanupJob, cleanup_lost
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
 from netbox_script_projects.signals import capture_revision_content
 from netbox_script_projects.storage.errors import UnsafeDatabaseAlias
@@ -160,6 +161,43 @@ class RevisionDeletionTest(CleanupTestMixin, TestCase):
         retry.refresh_from_db()
         self.assertEqual(retry.status, JobStatusChoices.STATUS_COMPLETED)
         self.assertEqual(self.content_files(), [])
+
+    def test_a_cleanup_whose_worker_died_ends_errored_and_can_be_retried(self):
+        """RQ calls the failure callback when it gives up an execution whose worker
+        died (e2e/test_chaos_workers.py shows it for validation Jobs): the Job must not
+        stay "running" for ever, and its kept payload queues the cleanup again."""
+        from rq.exceptions import AbandonedJobError
+
+        revision = self.stage()
+        with self.captureOnCommitCallbacks(execute=True):
+            revision.delete()
+        ((_func, _args, kwargs),) = self.queue.submitted
+        self.queue.submitted.clear()  # its worker "died" before running it
+        self.assertIs(kwargs["on_failure"].func, cleanup_lost)
+        lost = cleanup_jobs().get()
+        lost.start()
+
+        def give_up(job):
+            rq_job = SimpleNamespace(id=str(job.job_id))
+            cleanup_lost(rq_job, None, AbandonedJobError, AbandonedJobError(), None)
+
+        give_up(lost)
+        lost.refresh_from_db()
+        self.assertEqual(lost.status, JobStatusChoices.STATUS_ERRORED)
+        self.assertIn("stopped before the Job finished (AbandonedJobError)", lost.error)
+        self.assertEqual(lost.data["paths"], sorted(FILES))
+        self.assertEqual(len(self.content_files()), 3)
+
+        with self.captureOnCommitCallbacks(execute=True):
+            retry = StorageCleanupJob.retry(lost)
+        self.assertIs(self.queue.submitted[0][2]["on_failure"].func, cleanup_lost)
+        self.queue.run_all()
+        retry.refresh_from_db()
+        self.assertEqual(retry.status, JobStatusChoices.STATUS_COMPLETED)
+        self.assertEqual(self.content_files(), [])
+        give_up(retry)  # handle() recorded this one's outcome: the callback keeps it
+        retry.refresh_from_db()
+        self.assertEqual(retry.status, JobStatusChoices.STATUS_COMPLETED)
 
     def test_unsafe_routing_fails_without_deleting(self):
         revision = self.stage()
