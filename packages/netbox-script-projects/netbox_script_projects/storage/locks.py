@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from contextlib import contextmanager
 
+from django.apps import apps
 from django.db import (
     DEFAULT_DB_ALIAS,
     DatabaseError,
@@ -51,12 +52,10 @@ def routed_revision_database() -> str:
     A router may send them elsewhere (e.g. an active branch schema) even when
     no caller names an alias; returns the first non-default alias it picks.
     """
-    from ..models import ScriptProjectRevision
-
-    for alias in (
-        router.db_for_write(ScriptProjectRevision),
-        router.db_for_read(ScriptProjectRevision),
-    ):
+    # Through the app registry: the models take these locks, so importing them here
+    # would make a circle.
+    revision_model = apps.get_model("netbox_script_projects", "ScriptProjectRevision")
+    for alias in (router.db_for_write(revision_model), router.db_for_read(revision_model)):
         if alias not in (None, DEFAULT_DB_ALIAS):
             return alias
     return DEFAULT_DB_ALIAS
