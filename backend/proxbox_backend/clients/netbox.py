@@ -63,7 +63,8 @@ def describe_error(body: Any) -> str:
     return str(body)
 
 
-# What NetBox's REST API answers an unhandled exception with (utilities.api.rest_api_server_error).
+# What NetBox's REST API answers an unhandled exception with
+# (utilities.error_handlers.handle_rest_api_exception).
 SERVER_ERROR_KEYS = {"error", "exception", "netbox_version"}
 HTML_START = re.compile(r"\s*<(!doctype\s+html|html|head|body)\b", re.IGNORECASE)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)

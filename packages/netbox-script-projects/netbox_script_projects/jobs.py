@@ -41,9 +41,13 @@ def lost_job(rq_job) -> Job | None:
     return job
 
 
-def terminate_lost(job: Job, exc_type) -> None:
+def lost_reason(exc_type) -> str:
+    """How RQ gave the execution up (AbandonedJobError, …), for the Job's error."""
+    return getattr(exc_type, "__name__", str(exc_type))
+
+
+def terminate_lost(job: Job, reason: str) -> None:
     """Mark a lost Job errored instead of leaving it "running" for ever."""
-    reason = getattr(exc_type, "__name__", str(exc_type))
     job.terminate(
         status=JobStatusChoices.STATUS_ERRORED,
         error=f"The RQ worker running this Job stopped before the Job finished ({reason})",
@@ -55,7 +59,7 @@ def cleanup_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:
     its payload kept, so `StorageCleanupJob.retry` can queue the cleanup again."""
     job = lost_job(rq_job)
     if job is not None:
-        terminate_lost(job, exc_type)
+        terminate_lost(job, lost_reason(exc_type))
 
 
 def routing_is_safe() -> bool:

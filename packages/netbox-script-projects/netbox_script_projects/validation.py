@@ -23,7 +23,7 @@ from rq import Callback
 from .choices import RevisionStatusChoices as Status
 from .choices import ScriptFileDiscoveryChoices
 from .constants import VALIDATION_JOB_NAME, get_validation_timing
-from .jobs import lost_job, terminate_lost
+from .jobs import lost_job, lost_reason, terminate_lost
 from .runtime.discovery import DiscoveryCodes, Scrubber, discover
 from .runtime.loader import StorageUnavailable, load_revision, read_verified_source
 from .storage.errors import RevisionCorrupt, VerificationFailed
@@ -152,11 +152,11 @@ def validation_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:
     job = lost_job(rq_job)
     if job is None:
         return
-    reason = getattr(exc_type, "__name__", str(exc_type))
+    reason = lost_reason(exc_type)
     revision_id = (job.data or {}).get("revision") if isinstance(job.data, dict) else None
     if revision_id:
         release(revision_id, job, "worker_lost", f"The worker stopped mid-validation ({reason}).")
-    terminate_lost(job, exc_type)
+    terminate_lost(job, reason)
 
 
 def _secrets(revision) -> list[str]:

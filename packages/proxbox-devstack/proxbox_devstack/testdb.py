@@ -263,24 +263,23 @@ def find_dump(conn: psycopg.Connection, full_key: str) -> Path | None:
     newer pg_dump writes settings an older server rejects; a newer server reads older
     dumps), the closest major first."""
     major, icu = _server_variant(conn)
-    cached = cache_dir() / dump_name(full_key, major, icu)
-    if cached.is_file():
-        return cached
-    if os.environ.get(NO_SHIPPED_DUMPS_ENV):
-        return None
-    for candidate in range(major, SHIPPED_DUMPS_OLDEST_MAJOR - 1, -1):
-        shipped = shipped_dumps_dir() / dump_name(full_key, candidate, icu)
-        if shipped.is_file():
-            return shipped
-    return None
+    candidates = [cache_dir() / dump_name(full_key, major, icu)]
+    if not os.environ.get(NO_SHIPPED_DUMPS_ENV):
+        older_first = range(major, SHIPPED_DUMPS_OLDEST_MAJOR - 1, -1)
+        candidates += [shipped_dumps_dir() / dump_name(full_key, m, icu) for m in older_first]
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def _variant(dump: Path) -> str:
+    """`pg<major>-<icu|noicu>.dump`: the part of a dump's name its server decides."""
+    return dump.name.split("-", 2)[2]
 
 
 def ship_dump(dump: Path) -> Path:
     """Copy `dump` (a cache dump) among the shipped ones, replacing that variant's old one."""
     target_dir = shipped_dumps_dir()
     target_dir.mkdir(parents=True, exist_ok=True)
-    variant = dump.name.split("-", 2)[2]  # pg<major>-<icu|noicu>.dump
-    for stale in target_dir.glob(f"netbox*-{variant}"):
+    for stale in target_dir.glob(f"netbox*-{_variant(dump)}"):
         stale.unlink()
     target = target_dir / dump.name
     shutil.copyfile(dump, target)
@@ -449,8 +448,7 @@ def _write_dump(settings_dict: dict, template: str, progress: Progress | None) -
         raise RuntimeError(f"pg_dump of {template} failed: {result.stderr.strip()}")
     # Renamed into place whole: a concurrent `up` never restores a half-written dump.
     partial.replace(path)
-    variant = path.name.split("-", 2)[2]  # pg<major>-<icu|noicu>.dump
-    for stale in path.parent.glob(f"netbox{netbox_release()}-*-{variant}"):
+    for stale in path.parent.glob(f"netbox{netbox_release()}-*-{_variant(path)}"):
         if stale != path:
             stale.unlink(missing_ok=True)
     return path
