@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
+from proxbox_backend.baselines import open_baselines
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.domain.policy import TARGET_REF, PolicyError, Target
 from proxbox_backend.runs import RunActive, RunStoreUnavailable, open_store
@@ -138,7 +139,7 @@ def create_app(
         redoc_url=None,
         lifespan=lifespan,
     )
-    service = service or SyncService(settings)
+    service = service or SyncService(settings, baselines=open_baselines(settings.redis_url))
     background: set[asyncio.Task] = set()
 
     @app.exception_handler(RunStoreUnavailable)

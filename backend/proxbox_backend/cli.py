@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from proxbox_backend.baselines import RedisBaselines
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.runs import (
     RedisRunStore,
@@ -187,7 +188,9 @@ def cmd_run(args) -> int:
         print(f"proxbox-sync: {exc}", file=sys.stderr)
         return EXIT_USAGE
     redactor = _install_redaction(settings)
-    service = SyncService(settings)
+    # Without Redis nothing outlives the process: every `run` is a full one.
+    baselines = RedisBaselines(settings.redis_url) if settings.redis_url else None
+    service = SyncService(settings, baselines=baselines)
 
     async def execute(record=None) -> RunReport:
         if not args.json:

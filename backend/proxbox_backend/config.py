@@ -33,6 +33,7 @@ ENV = {
     "redis_url": "PROXBOX_BACKEND_REDIS_URL",
     "lease_ttl": "PROXBOX_BACKEND_LEASE_TTL",
     "proxmox_concurrency": "PROXBOX_PROXMOX_CONCURRENCY",
+    "full_sync_interval": "PROXBOX_FULL_SYNC_INTERVAL",
 }
 
 # The bearer token callers of the HTTP service present (`proxbox-sync serve`).
@@ -71,6 +72,7 @@ class EnvironmentSettings(BaseSettings):
     proxmox_concurrency: int | None = Field(
         None, gt=0, le=64, validation_alias=ENV["proxmox_concurrency"]
     )
+    full_sync_interval: float | None = Field(None, ge=0, validation_alias=ENV["full_sync_interval"])
 
     @classmethod
     def read(cls) -> dict[str, str]:
@@ -114,6 +116,9 @@ class Settings:
     redis_url: str | None = field(default=None, repr=False)
     # Seconds an endpoint's lease outlives a killed process (renewed every third of it).
     lease_ttl: float = 15.0
+    # Seconds after a full run within which runs may be incremental (read NetBox's change
+    # log and the guests that changed, not the whole cluster); 0: every run is full.
+    full_sync_interval: float = 24 * 3600.0
 
     def __post_init__(self):
         if not self.netbox_url:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from proxbox_backend.background import in_background
+from proxbox_backend.baselines import BaselineStore
 from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials, ProxmoxError
@@ -37,6 +38,7 @@ from proxbox_backend.gateways.netbox import (
 )
 from proxbox_backend.gateways.preview import PreviewNetBoxClient, PreviewNetBoxGateway
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
+from proxbox_backend.incremental import Incremental, context_digest, records_digest
 from proxbox_backend.secrets import scrub
 from proxbox_backend.stages import cluster as cluster_stage
 from proxbox_backend.stages import disks as disks_stage
@@ -70,6 +72,8 @@ class RunReport:
     # A dry run: nothing was written; `plan` says what the run would write.
     dry_run: bool = False
     plan: PlanRecorder | None = None
+    # Full or incremental, and why (`proxbox_backend.incremental`).
+    run_mode: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -102,6 +106,7 @@ class RunReport:
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "sync_state": self.sync_state,
+            "run_mode": self.run_mode,
             "dry_run": self.dry_run,
             "plan": self.plan.as_dict() if self.plan is not None else None,
         }
@@ -122,9 +127,13 @@ class SyncService:
         *,
         netbox: NetBoxClient | None = None,
         proxmox_factory: Callable[[Endpoint, ProxmoxCredentials], ProxmoxClient] | None = None,
+        baselines: BaselineStore | None = None,
     ):
+        """`baselines`: where incremental runs keep what the last run saw; None: every
+        run is a full one."""
         self.settings = settings
         self._netbox = netbox
+        self.baselines = baselines
         self._proxmox_factory = proxmox_factory or self._proxmox_client
 
     def netbox_client(self) -> NetBoxClient:
@@ -228,6 +237,9 @@ class SyncService:
             run = _Run(
                 self.settings, endpoint, netbox, ProxmoxGateway(proxmox_client), report, emit
             )
+            # A preview shows the whole plan, and a targeted sync is not a whole run.
+            if self.baselines is not None and target is None and not report.dry_run:
+                run.incremental = Incremental(self.baselines, netbox, endpoint)
             policy = ACTIVE.set(endpoint.policy)
             try:
                 await run.execute()
@@ -257,6 +269,8 @@ class _Run:
             proxmox,
         )
         self.report, self.tally, self.emit = report, report.tally, emit
+        self.incremental: Incremental | None = None
+        self.records_digest: str | None = None
 
     def stage(self, name: str, state: str, **extra) -> None:
         self.emit({"event": "stage", "stage": name, "state": state, **extra})
@@ -271,12 +285,19 @@ class _Run:
             )
         # Proxmox's guests are read while NetBox answers the prerequisites and the claim.
         async with in_background(self.read_proxmox(identity, nodes)) as proxmox_read:
+            incremental = self.incremental
+            if incremental is not None:
+                # Before this run writes anything: where it starts in the change log.
+                await incremental.read(self.settings.full_sync_interval)
             prerequisites = await self.netbox.prerequisites(self.tally)
             cluster_id = await self.claim(identity, prerequisites.cluster_type_id)
-            # Nothing before the guests stage writes VMs: their read overlaps Proxmox's.
-            self.netbox.read_ahead("virtual_machines", cluster_id)
+            if incremental is None or not incremental.may_skip():
+                # Nothing before the guests stage writes VMs: their read overlaps Proxmox's.
+                self.netbox.read_ahead("virtual_machines", cluster_id)
             try:
-                await self.inventory(proxmox_read, nodes, prerequisites, cluster_id)
+                owned, device_ids = await self.inventory(
+                    proxmox_read, nodes, prerequisites, cluster_id
+                )
             except (NetBoxError, ProxmoxError, TransportError) as exc:
                 # The cluster is ours: its sidecar says the run broke off, and why.
                 self.report.sync_state = await self.netbox.write_sync_state(
@@ -288,6 +309,12 @@ class _Run:
         self.report.sync_state = await self.netbox.write_sync_state(
             cluster_id, reflection(self.tally)
         )
+        if incremental is not None:
+            self.report.run_mode = incremental.summary()
+            # A run with failures leaves the previous baseline: the guests it could not
+            # sync still differ from it, and what it wrote is in the change log after it.
+            if self.tally.failed == 0:
+                await incremental.save(cluster_id, device_ids, owned, self.records_digest)
 
     async def claim(self, identity: ClusterIdentity, cluster_type_id: int) -> int:
         self.stage("cluster", "started", total=1)
@@ -365,6 +392,7 @@ class _Run:
                 inventory, nodes, guests, unreadable, policy, prerequisites, cluster_id
             )
             await self.records(cluster_id, records_read, owned, device_ids)
+        return owned, device_ids
 
     async def stages(self, inventory, nodes, guests, unreadable, policy, prerequisites, cluster_id):
         """Every stage before the records, in dependency order; the guests the cluster
@@ -406,6 +434,20 @@ class _Run:
         )
         self.stage("node interfaces", "finished", done=count)
         await self.node_addresses(nodes, device_ids, networks, node_interface_ids, device_outcomes)
+
+        if self.incremental is not None:
+            context = context_digest(
+                endpoint,
+                cluster_id,
+                device_ids,
+                policy.removed_guests or self.settings.disappeared,
+                self.settings.templates if policy.sync_templates is None else policy.sync_templates,
+                inventory.tag_colors,
+            )
+            synced = self.incremental.decide(context, cluster_id, guests, unreadable)
+            # The guests left out are unchanged: like unreadable ones, never "gone".
+            kept = {(g.kind, g.vmid) for g in guests} - {(g.kind, g.vmid) for g in synced}
+            unreadable, guests = unreadable | kept, synced
 
         self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(
@@ -505,9 +547,17 @@ class _Run:
             self.stage("records", "started", total=0)
             self.stage("records", "finished", done=0)
             return
-        self.stage("records", "started", total=len(records_stage.TYPES))
         self.report.warnings.extend(records.warnings)
-        links = records_stage.Links(device_ids, {g.vmid: vm_id for vm_id, g in owned})
+        vms = {g.vmid: vm_id for vm_id, g in owned}
+        if self.incremental is not None:
+            vms = {**self.incremental.clean_vms(), **vms}
+        links = records_stage.Links(device_ids, vms)
+        self.records_digest = records_digest(records, links)
+        if self.incremental is not None and self.incremental.records_unchanged(self.records_digest):
+            self.stage("records", "started", total=0)
+            self.stage("records", "finished", done=0)
+            return
+        self.stage("records", "started", total=len(records_stage.TYPES))
         await records_stage.apply(
             self.netbox,
             cluster_id,

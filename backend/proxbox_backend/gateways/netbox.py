@@ -40,6 +40,9 @@ TAGS = "/extras/tags/"
 PLATFORMS = "/dcim/platforms/"
 VLANS = "/ipam/vlans/"
 VLAN_GROUPS = "/ipam/vlan-groups/"
+OBJECT_CHANGES = "/core/object-changes/"
+OBJECT_TYPES = "/core/object-types/"
+AUTHENTICATION_CHECK = "/authentication-check/"
 
 SOURCE_FIELD = "proxbox_source"
 SOURCE_FIELD_TYPES = ["dcim.device", "virtualization.virtualmachine"]
@@ -56,10 +59,17 @@ INTERFACE_FIELDS = (
 DEVICE_INTERFACE_FIELDS = "id,name,type,enabled,mtu,description,device,parent,lag,bridge,tags"
 DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
 IP_FIELDS = "id,address,status,vrf,assigned_object_type,assigned_object_id,tags"
+CHANGE_FIELDS = "id,action,changed_object_type,changed_object_id,prechange_data,postchange_data"
+# A source key is ~40 characters: 40 of them keep a URL within gunicorn's request line.
+SOURCE_KEYS_PER_READ = 40
 
 
 class EndpointNotFound(LookupError):
     pass
+
+
+class ChangeLogUnreadable(Exception):
+    """The token may not read NetBox's change log: every run is a full one."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +133,8 @@ class NetBoxGateway:
     def __init__(self, client: NetBoxClient):
         self.client = client
         self._ahead: dict[tuple, asyncio.Future] = {}
+        # An incremental run's guests: the VMs (and their interfaces) read are theirs only.
+        self.scope: GuestScope | None = None
 
     # -- reads ahead ----------------------------------------------------------------------
 
@@ -364,11 +376,34 @@ class NetBoxGateway:
 
     @readable_ahead
     async def virtual_machines(self, cluster_id: int) -> list[dict]:
+        if self.scope is not None:
+            return await self._scoped_virtual_machines(cluster_id, self.scope)
         return await self.client.list(
             VIRTUAL_MACHINES, {"cluster_id": cluster_id, "fields": VM_FIELDS}
         )
 
-    async def interfaces(self, cluster_id: int) -> list[dict]:
+    async def _scoped_virtual_machines(self, cluster_id: int, scope: GuestScope) -> list[dict]:
+        """The scope's VMs by id, and the VMs of the cluster carrying a new guest's key (a
+        guest the baseline does not know may still have a VM, from a run it did not see)."""
+        params = {"fields": VM_FIELDS}
+        by_id, by_key = await asyncio.gather(
+            self.client.list_by_ids(VIRTUAL_MACHINES, "id", sorted(scope.vm_ids), params),
+            self.client.list_by_ids(
+                VIRTUAL_MACHINES,
+                f"cf_{SOURCE_FIELD}",
+                sorted(scope.source_keys),
+                {**params, "cluster_id": cluster_id},
+                chunk=SOURCE_KEYS_PER_READ,
+            ),
+        )
+        return list({vm["id"]: vm for vm in [*by_id, *by_key]}.values())
+
+    async def interfaces(self, cluster_id: int, vm_ids: list[int] | None = None) -> list[dict]:
+        """The cluster's VM interfaces; in an incremental run those of `vm_ids` only."""
+        if self.scope is not None and vm_ids is not None:
+            return await self.client.list_by_ids(
+                VM_INTERFACES, "virtual_machine_id", vm_ids, {"fields": INTERFACE_FIELDS}
+            )
         return await self.client.list(
             VM_INTERFACES, {"cluster_id": cluster_id, "fields": INTERFACE_FIELDS}
         )
@@ -411,6 +446,58 @@ class NetBoxGateway:
             return []
         params = {"tag": ADOPT_TAG.slug, "vrf_id": "null" if vrf_id is None else vrf_id}
         return await self.client.list(IP_ADDRESSES, {**params, "fields": IP_FIELDS})
+
+    # -- the change log (incremental runs) ------------------------------------------------
+
+    async def user_id(self) -> int:
+        """The id of the NetBox user this run's token belongs to."""
+        return (await self.client.get(AUTHENTICATION_CHECK))["id"]
+
+    async def newest_change(self) -> tuple[int, str] | None:
+        """(id, time) of the newest change-log entry; None for an empty change log."""
+        response = await self.client.request(
+            "GET", OBJECT_CHANGES, params={"ordering": "-id", "limit": 1, "fields": "id,time"}
+        )
+        if response.status_code in (401, 403):
+            raise ChangeLogUnreadable(
+                "the NetBox token may not read the change log (core.objectchange view)"
+            )
+        if not response.is_success:
+            raise NetBoxError(response.status_code, "GET", OBJECT_CHANGES, _body(response))
+        results = response.json().get("results") or []
+        return (results[0]["id"], results[0]["time"]) if results else None
+
+    async def changes(self, **filters) -> list[dict]:
+        """The change-log entries matching `filters`, oldest first (stable pages while
+        new entries arrive)."""
+        return await self.client.list(
+            OBJECT_CHANGES, {**filters, "ordering": "id", "fields": CHANGE_FIELDS}
+        )
+
+    async def object_type_id(self, label: str) -> int | None:
+        """The id NetBox gives an object type (`app_label.model`), as the change log's
+        data names the type of a generic relation."""
+        app_label, _, model = label.partition(".")
+        found = await self.client.list(
+            OBJECT_TYPES, {"app_label": app_label, "model": model, "fields": "id"}
+        )
+        return found[0]["id"] if found else None
+
+    async def interface_vms(self, interface_ids: list[int]) -> dict[int, int]:
+        """VM interface id → its VM, for the interfaces that still exist."""
+        found = await self.client.list_by_ids(
+            VM_INTERFACES, "id", interface_ids, {"fields": "id,virtual_machine"}
+        )
+        return {i["id"]: nested_id(i["virtual_machine"]) for i in found}
+
+
+@dataclass(frozen=True)
+class GuestScope:
+    """What an incremental run reads of the cluster's VMs: these by id, and any carrying
+    one of these source keys."""
+
+    vm_ids: frozenset[int]
+    source_keys: frozenset[str]
 
 
 def _body(response) -> Any:

@@ -108,5 +108,6 @@ async def apply(
     """(VM id, interface name) → interface id."""
     # A cluster whose VMs are all new this run has no interfaces to read.
     fetch = any(vm_id in existing_vm_ids for vm_id, _ in owned)
-    current = await netbox.interfaces(cluster_id) if fetch else []
+    existing = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
+    current = await netbox.interfaces(cluster_id, existing) if fetch else []
     return await apply_plan(netbox.client, VM_INTERFACES, plan(owned, current, vlan_ids), tally)

@@ -1,0 +1,229 @@
+"""Incremental runs, the application side: read the change log since the baseline,
+decide what the run may leave out, and write the next baseline (`domain/baseline.py`
+says what each piece means)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from dataclasses import dataclass
+
+from proxbox_backend import __version__
+from proxbox_backend.baselines import BaselineStore, baseline_key
+from proxbox_backend.domain import baseline as bl
+from proxbox_backend.domain.endpoint import Endpoint
+from proxbox_backend.domain.models import Guest
+from proxbox_backend.gateways.netbox import ChangeLogUnreadable, GuestScope, NetBoxGateway
+from proxbox_backend.stages import records as records_stage
+from proxbox_backend.stages.guests import cluster_source, source_key
+
+# A change NetBox logged just before the baseline's run read its first entry may commit
+# after that read (its transaction was still open): others' changes are read from this
+# much earlier than the baseline's start, and seen twice at worst.
+OVERLAP = dt.timedelta(minutes=5)
+
+RECORD_TYPES = frozenset(kind.object_type for kind in records_stage.TYPES)
+
+
+@dataclass
+class History:
+    """What the change log says since the baseline; `reason` set: a full run."""
+
+    baseline: bl.Baseline | None
+    started: tuple[int, str] | None  # the newest change before this run wrote anything
+    drift: bl.Drift = dataclasses.field(default_factory=bl.Drift)
+    reason: str | None = None
+
+
+async def read_history(
+    netbox: NetBoxGateway, store: BaselineStore, key: str, full_sync_interval: float
+) -> History:
+    """Read before the run writes anything: this run's starting position in the change
+    log, the baseline, and what others changed since it."""
+    try:
+        started = await netbox.newest_change()
+    except ChangeLogUnreadable as exc:
+        return History(None, None, reason=str(exc))
+    if full_sync_interval <= 0:
+        return History(None, started, reason="incremental runs are off (interval 0)")
+    baseline = await store.load(key)
+    if baseline is None:
+        return History(None, started, reason="no baseline of an earlier successful run")
+    if time.time() - baseline.full_at > full_sync_interval:
+        return History(baseline, started, reason="periodic full run")
+    if started is None or baseline.ended_change is None:
+        return History(baseline, started, reason="the change log does not reach the baseline")
+    me = await netbox.user_id()
+    # Anyone's changes after the baseline's run ended (the sync's own user included: an
+    # operator sharing its token, a run that stopped half-way), starting with the entry
+    # that ended it: if it is gone, the log was pruned or NetBox restored.
+    later = await netbox.changes(id__gte=baseline.ended_change, id__lte=started[0])
+    if not later or later[0]["id"] != baseline.ended_change:
+        return History(baseline, started, reason="the change log does not reach the baseline")
+    others: list[dict] = []
+    if baseline.started_change is not None:
+        since = dt.datetime.fromisoformat(baseline.started_change[1]) - OVERLAP
+        others = await netbox.changes(
+            user_id__n=me,
+            time_after=since.isoformat(),
+            id__lte=baseline.ended_change,
+        )
+    else:
+        others = await netbox.changes(user_id__n=me, id__lte=baseline.ended_change)
+    changes = [bl.Change.from_api(entry) for entry in [*others, *later[1:]]]
+    interface_type, interface_vms = None, {}
+    if any(change.names_interfaces for change in changes):
+        interface_type = await netbox.object_type_id(bl.VM_INTERFACE)
+        interfaces = bl.interfaces_to_resolve(changes, interface_type)
+        interface_vms = await netbox.interface_vms(sorted(interfaces)) if interfaces else {}
+    drift = bl.drift(changes, RECORD_TYPES, interface_vms, baseline.cluster_id, interface_type)
+    return History(baseline, started, drift, drift.full_reason)
+
+
+def context_digest(
+    endpoint: Endpoint,
+    cluster_id: int,
+    device_ids: dict[str, int],
+    disappeared: str,
+    templates: str,
+    tag_colors: dict,
+) -> str:
+    """Everything outside a guest that shapes what the sync writes for it."""
+    return bl.digest(
+        {
+            "release": __version__,
+            "cluster": cluster_id,
+            "devices": device_ids,
+            "endpoint": dataclasses.replace(endpoint, netbox_cluster_id=None),
+            "disappeared": disappeared,
+            "templates": templates,
+            "tag_colors": tag_colors,
+        }
+    )
+
+
+class Incremental:
+    """One run's use of the baseline: whether it is incremental, which guests it syncs,
+    and the baseline it leaves."""
+
+    def __init__(self, store: BaselineStore, netbox: NetBoxGateway, endpoint: Endpoint):
+        self.store, self.netbox = store, netbox
+        self.key = baseline_key(str(netbox.client.base_url), endpoint.id)
+        self.history = History(None, None, reason="not read")
+        self.scope: bl.Scope | None = None
+        self.context = ""
+        self.digests: dict[str, str] = {}
+
+    async def read(self, full_sync_interval: float) -> None:
+        self.history = await read_history(self.netbox, self.store, self.key, full_sync_interval)
+
+    @property
+    def reason(self) -> str | None:
+        return self.history.reason
+
+    def may_skip(self) -> bool:
+        """Whether the run may turn out incremental (then nothing is read ahead)."""
+        return self.history.reason is None
+
+    def decide(
+        self,
+        context: str,
+        cluster_id: int,
+        guests: list[Guest],
+        unreadable: set[tuple[str, int]],
+    ) -> list[Guest]:
+        """The guests this run syncs: all of them in a full run, the dirty ones in an
+        incremental run (the gateway then reads only their VMs)."""
+        self.context = context
+        self.digests = {bl.guest_ref(g.kind, g.vmid): bl.digest(g) for g in guests}
+        history = self.history
+        if history.reason is None:
+            baseline = history.baseline
+            if baseline.cluster_id != cluster_id:
+                history.reason = "the endpoint's cluster changed"
+            elif baseline.context != context:
+                history.reason = "the endpoint, its policy, placement or the release changed"
+        if history.reason is not None:
+            return guests
+        skipped = {bl.guest_ref(kind, vmid) for kind, vmid in unreadable}
+        self.scope = bl.scope(history.baseline, self.digests, skipped, history.drift)
+        dirty = [g for g in guests if bl.guest_ref(g.kind, g.vmid) in self.scope.dirty]
+        prefix = cluster_source(cluster_id)
+        self.netbox.scope = GuestScope(
+            frozenset(self.scope.vm_ids),
+            frozenset(
+                source_key(prefix, g)
+                for g in dirty
+                if bl.guest_ref(g.kind, g.vmid) in self.scope.new
+            ),
+        )
+        return dirty
+
+    def clean_vms(self) -> dict[int, int]:
+        """VMID → VM of the guests an incremental run leaves out as unchanged."""
+        if self.scope is None:
+            return {}
+        baseline = self.history.baseline
+        return {
+            int(ref.split("/")[1]): entry.vm_id
+            for ref, entry in baseline.guests.items()
+            if ref in self.digests and ref not in self.scope.dirty
+        }
+
+    def records_unchanged(self, records_digest: str | None) -> bool:
+        """Whether an incremental run may leave the records stage out."""
+        return (
+            self.scope is not None
+            and records_digest == self.history.baseline.records
+            and not self.history.drift.records
+        )
+
+    def summary(self) -> dict:
+        if self.scope is None:
+            return {"mode": "full", "reason": self.history.reason}
+        return {
+            "mode": "incremental",
+            "guests_synced": len(self.scope.dirty),
+            "guests_unchanged": len(self.digests) - len(self.scope.dirty & set(self.digests)),
+            "guests_gone": len(self.scope.gone),
+        }
+
+    async def save(
+        self,
+        cluster_id: int,
+        device_ids: dict[str, int],
+        owned: list[tuple[int, Guest]],
+        records_digest: str | None,
+    ) -> None:
+        """After a run without failures: the baseline the next run compares against."""
+        ended = await self.netbox.newest_change()
+        if ended is None:
+            return
+        synced = {
+            ref: bl.GuestEntry(self.digests[ref], vm_id)
+            for vm_id, guest in owned
+            if (ref := bl.guest_ref(guest.kind, guest.vmid)) in self.digests
+        }
+        previous = self.history.baseline
+        full = self.scope is None
+        await self.store.save(
+            self.key,
+            bl.Baseline(
+                cluster_id=cluster_id,
+                context=self.context,
+                device_ids=device_ids,
+                guests=bl.next_guests(previous, synced, self.scope),
+                records=records_digest,
+                started_change=self.history.started,
+                ended_change=ended[0],
+                full_at=time.time() if full or previous is None else previous.full_at,
+            ),
+        )
+
+
+def records_digest(records, links) -> str | None:
+    """The records' input (what Proxmox listed, what it links to); None: not synced."""
+    if records is None:
+        return None
+    return bl.digest({"records": dataclasses.replace(records, warnings=[]), "links": links})
