@@ -215,7 +215,10 @@ def test_backend_user_holds_only_its_grants(stack):
         revealed = client.get(f"{ENDPOINTS}{endpoint['id']}/credentials/")
         users = client.get("/api/users/users/")
         racks = client.get("/api/dcim/racks/")
+        # Incremental runs read the change log.
+        changes = client.get("/api/core/object-changes/", params={"limit": 1})
     assert revealed.status_code == 200
+    assert changes.status_code == 200, changes.text
     assert revealed.json()["token_id"] == endpoint["token_id"]
     # Not a superuser: nothing outside its grants.
     assert users.status_code == 403
@@ -249,6 +252,9 @@ def test_sync_now_reaches_the_backend(stack, rival):
         done.get("log_entries"),
     )
     assert "POST /sync/" in (stack.home / "logs" / "backend.log").read_text()
+    # The backend's user reads the change log, so this run could be incremental.
+    run_mode = done["data"]["report"]["run_mode"]
+    assert "may not read the change log" not in str(run_mode.get("reason")), run_mode
 
 
 def test_down_stops_simulator_and_backend(stack):

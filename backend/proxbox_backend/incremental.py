@@ -52,14 +52,15 @@ async def read_history(
         return History(None, started, reason="no baseline of an earlier successful run")
     if time.time() - baseline.full_at > full_sync_interval:
         return History(baseline, started, reason="periodic full run")
-    if started is None or baseline.ended_change is None:
+    ended_id, ended_time = baseline.ended_change
+    if started is None:
         return History(baseline, started, reason="the change log does not reach the baseline")
     me = await netbox.user_id()
     # Anyone's changes after the baseline's run ended (the sync's own user included: an
     # operator sharing its token, a run that stopped half-way), starting with the entry
     # that ended it: if it is gone, the log was pruned or NetBox restored.
-    later = await netbox.changes(id__gte=baseline.ended_change, id__lte=started[0])
-    if not later or later[0]["id"] != baseline.ended_change:
+    later = await netbox.changes(id__gte=ended_id, id__lte=started[0])
+    if not later or (later[0]["id"], later[0]["time"]) != (ended_id, ended_time):
         return History(baseline, started, reason="the change log does not reach the baseline")
     others: list[dict] = []
     if baseline.started_change is not None:
@@ -67,10 +68,10 @@ async def read_history(
         others = await netbox.changes(
             user_id__n=me,
             time_after=since.isoformat(),
-            id__lte=baseline.ended_change,
+            id__lte=ended_id,
         )
     else:
-        others = await netbox.changes(user_id__n=me, id__lte=baseline.ended_change)
+        others = await netbox.changes(user_id__n=me, id__lte=ended_id)
     changes = [bl.Change.from_api(entry) for entry in [*others, *later[1:]]]
     interface_type, interface_vms = None, {}
     if any(change.names_interfaces for change in changes):
@@ -216,7 +217,7 @@ class Incremental:
                 guests=bl.next_guests(previous, synced, self.scope),
                 records=records_digest,
                 started_change=self.history.started,
-                ended_change=ended[0],
+                ended_change=ended,
                 full_at=time.time() if full or previous is None else previous.full_at,
             ),
         )

@@ -96,10 +96,11 @@ class Baseline:
     device_ids: dict[str, int]  # node name → device id
     guests: dict[str, GuestEntry]  # `qemu/100` → its input's digest and its VM
     records: str | None  # digest of the records' input; None: not synced
-    # The newest change-log entry before the run began (id, NetBox's time), and after it
-    # ended: the next run reads what lies between and after them.
+    # The newest change-log entry (id, NetBox's time of it) before the run began, and
+    # after it ended: the next run reads what lies between and after them.  The time
+    # tells that entry from another NetBox's (or a restored one's) entry with its id.
     started_change: tuple[int, str] | None
-    ended_change: int | None
+    ended_change: tuple[int, str]
     full_at: float  # when the last full run finished (epoch seconds)
 
     def to_json(self) -> str:
@@ -117,8 +118,9 @@ class Baseline:
             if data.pop("format", None) != FORMAT:
                 return None
             data["guests"] = {ref: GuestEntry(d, int(v)) for ref, (d, v) in data["guests"].items()}
-            started = data["started_change"]
+            started, ended = data["started_change"], data["ended_change"]
             data["started_change"] = (int(started[0]), str(started[1])) if started else None
+            data["ended_change"] = (int(ended[0]), str(ended[1]))
             return cls(**data)
         except (ValueError, TypeError, KeyError):
             return None

@@ -59,7 +59,9 @@ INTERFACE_FIELDS = (
 DEVICE_INTERFACE_FIELDS = "id,name,type,enabled,mtu,description,device,parent,lag,bridge,tags"
 DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
 IP_FIELDS = "id,address,status,vrf,assigned_object_type,assigned_object_id,tags"
-CHANGE_FIELDS = "id,action,changed_object_type,changed_object_id,prechange_data,postchange_data"
+CHANGE_FIELDS = (
+    "id,time,action,changed_object_type,changed_object_id,prechange_data,postchange_data"
+)
 # A source key is ~40 characters: 40 of them keep a URL within gunicorn's request line.
 SOURCE_KEYS_PER_READ = 40
 

@@ -53,7 +53,8 @@ BACKEND_WRITES = (
     "virtualization.vminterface",
     "virtualization.virtualdisk",
 )
-BACKEND_READS = ("dcim.site", "tenancy.tenant")
+# The change log lets runs be incremental.
+BACKEND_READS = ("dcim.site", "tenancy.tenant", "core.objectchange")
 CLONE_STEP = "cloning the NetBox database"
 ADMIN_USERNAME = "admin"
 TOKEN_DESCRIPTION = "proxbox dev stack"
