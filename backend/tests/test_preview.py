@@ -125,7 +125,7 @@ def service(monkeypatch):
     monkeypatch.setenv("PROXBOX_NETBOX_URL", "http://netbox.test")
     monkeypatch.setenv("PROXBOX_NETBOX_TOKEN", "x" * 40)
     planning = PlanningService()
-    monkeypatch.setattr(cli, "SyncService", lambda settings: planning)
+    monkeypatch.setattr(cli, "SyncService", lambda settings, baselines=None: planning)
     return planning
 
 
