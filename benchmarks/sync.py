@@ -7,17 +7,22 @@ address, and 2 storages; one backup job), into a real NetBox: gunicorn serving
 NetBox's WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database
 cloned from the migrated template, dropped afterwards.  Per size, in order:
 
-* initial sync, no-op resync;
-* change-only resync: 1 % of the guests (at least 2) changed in the fake Proxmox
-  (memory; every other one paused, the others a new disk and a new address), so its
-  inventory writes are those objects only;
+* initial sync (a full run), the no-op resync as a full run (every guest read and
+  planned against NetBox's whole state), the no-op resync as the incremental run it is
+  after a full run (the change log read, no guest changed);
+* change-only resync (incremental): 1 % of the guests (at least 2) changed in the fake
+  Proxmox (memory; every other one paused, the others a new disk and a new address), so
+  its inventory writes are those objects only;
 * with `--latency-compare N`: the no-op resync again with N ms per Proxmox request,
   and its ratio to the no-op resync above;
-* in fake mode, the floor (benchmarks/sync_floor.py): the same kinds of objects
-  written straight to NetBox's REST API with plain httpx, in the backend's chunks
-  (100) and concurrency (4), into a site and cluster of its own; the initial sync's
-  wall time is printed as a ratio to it.  A floor write NetBox refuses ends the run
-  (exit 1), no ratio.
+* in fake mode, the floor (benchmarks/sync_floor.py): the objects the initial sync
+  writes (node networks and addresses, VMs and their components, records) written
+  straight to NetBox's REST API with plain httpx, in the backend's chunks (100) and
+  concurrency (4), into a site and cluster of its own; the initial sync's wall time is
+  printed as a ratio to it.  A floor write NetBox refuses ends the run (exit 1), no
+  ratio.
+
+The phases keep their baseline in Redis (PROXBOX_REDIS_URL), as `proxbox-sync run` does.
 
 Every sync runs in a spawned child process that loads the backend and the fake
 Proxmox but not Django, so its peak RSS (VmHWM) is the backend's own; the child
@@ -219,13 +224,20 @@ def guest_backup(vmid: int) -> dict:
     }
 
 
+def node_addresses(network: str) -> dict[str, str]:
+    """Each node's bridge address: below the guests' (which start at .10), after the
+    gateway's (.1)."""
+    net = ipaddress.ip_network(network)
+    return {n: f"{net.network_address + 2 + i}/{net.prefixlen}" for i, n in enumerate(NODES)}
+
+
 def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms: float = 0):
     """A Proxmox answering /version, /cluster/status, /cluster/resources, node networks
     and storages, per-guest config, snapshot and agent reads (interfaces and OS) for the
     guests of `specs`, spread over three nodes; each answer `latency_ms` late."""
     net = ipaddress.ip_network(network)
-    # Node addresses below the guests' (which start at .10), the gateway first.
-    node_ips = {n: str(net.network_address + 2 + i) for i, n in enumerate(NODES)}
+    node_cidrs = node_addresses(network)
+    node_ips = {n: cidr.split("/")[0] for n, cidr in node_cidrs.items()}
     status = [{"type": "cluster", "name": cluster, "nodes": 3, "quorate": 1}] + [
         {"type": "node", "name": n, "online": 1, "nodeid": i + 1, "ip": node_ips[n]}
         for i, n in enumerate(NODES)
@@ -234,7 +246,7 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
     def node_network(node: str) -> list[dict]:
         bridge = {
             **NODE_NETWORK[-1],
-            "cidr": f"{node_ips[node]}/{net.prefixlen}",
+            "cidr": node_cidrs[node],
             "gateway": str(net.network_address + 1),
         }
         return [*NODE_NETWORK[:-1], bridge]
@@ -295,6 +307,7 @@ def run_phase(spec: dict) -> dict:
     """One sync run in this spawned process, which loads the backend but not Django (nor
     NetBox's code), so that its peak RSS is the backend's own; the fake Proxmox lives here
     too.  `spec` and the answer are plain data (they cross a pipe)."""
+    from proxbox_backend.baselines import RedisBaselines
     from proxbox_backend.clients.http import RetryPolicy
     from proxbox_backend.clients.proxmox import ProxmoxClient
     from proxbox_backend.config import Settings
@@ -310,6 +323,8 @@ def run_phase(spec: dict) -> dict:
         proxmox_token_id=simulator["token_id"] if simulator else "root@pam!bench",
         proxmox_token=Secret(simulator["token_secret"] if simulator else "bench"),
         retry=RetryPolicy(attempts=3, backoff=0.5),
+        # 0: a full run whatever the baseline says (the "full" phases)
+        full_sync_interval=0.0 if spec["full"] else 24 * 3600.0,
     )
     factory = None
     if simulator is None:
@@ -326,7 +341,9 @@ def run_phase(spec: dict) -> dict:
                 concurrency=settings.proxmox_concurrency,
             )
 
-    service = SyncService(settings, proxmox_factory=factory)
+    # Phases are processes of their own: the baseline lives in Redis, as with `run`.
+    baselines = RedisBaselines(spec["redis_url"])
+    service = SyncService(settings, proxmox_factory=factory, baselines=baselines)
     started = time.perf_counter()
     report = asyncio.run(service.run(spec["endpoint_id"]))
     wall = time.perf_counter() - started
@@ -341,6 +358,7 @@ def run_phase(spec: dict) -> dict:
         "writes_by_type": {k: c.writes for k, c in report.tally.counters.items() if c.writes},
         "proxmox_requests": report.proxmox_requests.get("total", 0),
         "peak_rss_mib": peak_rss_mib(),
+        "run_mode": report.run_mode.get("mode", ""),
         "django_loaded": "django" in sys.modules,
     }
 
@@ -374,14 +392,20 @@ class Row:
     ratio: float | None = None
 
 
-def phases(args) -> list[tuple[str, bool, float]]:
-    """(label, fake Proxmox changed, latency ms) of each sync run, in order."""
+def phases(args) -> list[tuple[str, bool, float, bool]]:
+    """(label, fake Proxmox changed, latency ms, full run) of each sync run, in order."""
     latency = args.proxmox_latency_ms
-    runs = [("initial sync", False, latency), ("no-op resync", False, latency)]
+    runs = [
+        ("initial sync", False, latency, True),
+        ("no-op resync, full run", False, latency, True),
+        ("no-op resync", False, latency, False),
+    ]
     if args.proxmox == "fake":
-        runs.append(("change-only resync", True, latency))
+        runs.append(("change-only resync", True, latency, False))
         if args.latency_compare is not None:
-            runs.append((f"no-op resync, {args.latency_compare:g} ms", True, args.latency_compare))
+            runs.append(
+                (f"no-op resync, {args.latency_compare:g} ms", True, args.latency_compare, False)
+            )
     return runs
 
 
@@ -393,8 +417,8 @@ def describe(row: Row) -> str:
     )
     if "peak_rss_mib" in f:
         line += (
-            f", {f['proxmox_requests']} Proxmox requests, peak RSS {f['peak_rss_mib']:.0f} MiB"
-            f" (writes: {f['writes_by_type'] or 'none'})"
+            f", {f['proxmox_requests']} Proxmox requests, peak RSS {f['peak_rss_mib']:.0f} MiB,"
+            f" {f['run_mode']} run (writes: {f['writes_by_type'] or 'none'})"
         )
     return line
 
@@ -413,9 +437,9 @@ def floor_row(size: int, floor) -> Row:
 
 def markdown_table(rows: list[Row]) -> str:
     lines = [
-        "| guests | phase | wall | NetBox requests | per guest | inventory writes "
+        "| guests | phase | run | wall | NetBox requests | per guest | inventory writes "
         "| Proxmox requests | peak RSS (MiB) | ratio to floor |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         f = row.figures
@@ -423,7 +447,8 @@ def markdown_table(rows: list[Row]) -> str:
         pve = f"{f['proxmox_requests']:,}" if "proxmox_requests" in f else "—"
         ratio = f"{row.ratio:.2f}×" if row.ratio is not None else ""
         lines.append(
-            f"| {row.size:,} | {row.phase} | {f['wall']:.2f} s | {f['netbox_requests']:,} "
+            f"| {row.size:,} | {row.phase} | {f.get('run_mode', '—')} | {f['wall']:.2f} s "
+            f"| {f['netbox_requests']:,} "
             f"| {f['netbox_requests'] / row.size:.3f} | {f['inventory_writes']:,} | {pve} "
             f"| {rss} | {ratio} |"
         )
@@ -494,6 +519,7 @@ def main() -> int:
                     "size": size,
                     "network": f"172.{16 + number}.0.0/16",
                     "simulator": None,
+                    "redis_url": os.environ["PROXBOX_REDIS_URL"],
                 }
                 if args.proxmox == "simulator":
                     profile = SIMULATOR_PROFILES[size]
@@ -512,8 +538,10 @@ def main() -> int:
                 spec["endpoint_id"] = endpoint["id"]
 
                 size_rows = []
-                for phase, changed, latency in phases(args):
-                    figures = phase_in_child({**spec, "changed": changed, "latency_ms": latency})
+                for phase, changed, latency, full in phases(args):
+                    figures = phase_in_child(
+                        {**spec, "changed": changed, "latency_ms": latency, "full": full}
+                    )
                     if figures["django_loaded"]:
                         raise SystemExit(
                             "the sync's child process loaded Django: its RSS is not the backend's"
@@ -528,13 +556,15 @@ def main() -> int:
                 if args.proxmox == "fake":
                     # The floor writes the fake's guests; a simulator's profile has other
                     # shapes (LXC, one NIC, other disks), so no ratio would be honest there.
+                    floor_network = f"10.{100 + number}.0.0/16"
                     floor = asyncio.run(
                         sync_floor.measure_floor(
                             netbox.url,
                             netbox.admin_token,
                             f"floor-{size}",
                             NODES,
-                            guest_specs(size, f"10.{100 + number}.0.0/16", oui="BC:25"),
+                            guest_specs(size, floor_network, oui="BC:25"),
+                            node_addresses(floor_network),
                         )
                     )
                 rows += report_size(size, size_rows, floor, args)
@@ -554,7 +584,8 @@ def main() -> int:
 def report_size(size: int, size_rows: list[Row], floor, args) -> list[Row]:
     """The size's rows with the floor's (if measured) after the initial sync; prints the
     ratios."""
-    initial, noop = size_rows[0], size_rows[1]
+    initial = size_rows[0]
+    noop = next(row for row in size_rows if row.phase == "no-op resync")
     if floor is None:
         print(f"{size:>6} guests  no floor: it writes the fake's guests (--proxmox fake)")
         return size_rows

@@ -1,13 +1,14 @@
 """The sync benchmark's floor: the inventory a sync writes, written straight to NetBox.
 
-Plain httpx against NetBox's REST API, none of the backend's code: the same kinds of
-objects the initial sync creates for the fake Proxmox's guests (a VLAN group and its
-VLANs, a device per node, per guest a VM, 2 interfaces with their MACs, the tagged one
-in access mode, 1 IP address, 2 virtual disks, then the VMs' primary addresses), sent
-the way the backend sends them: bulk requests of `WRITE_CHUNK` objects, at most
-`CONCURRENCY` in flight.  Whatever the sync takes beyond this is the backend's own
-cost (reads, planning, claim, sidecar records) and the objects the floor leaves out
-(node interfaces and addresses, snapshots, backups).
+Plain httpx against NetBox's REST API, none of the backend's code: the objects the
+initial sync creates for the fake Proxmox, sent the way the backend sends them: bulk
+requests of `WRITE_CHUNK` objects, at most `CONCURRENCY` in flight.  Per node a device,
+its network (2 NICs, a bond of them, a bridge over the bond; then the bond's members and
+the bridge port linked), the bridge's address and the device's primary address, and 2
+storages; a VLAN group with the guests' VLANs; per guest a VM, 2 interfaces with their
+MACs (the tagged one in access mode), 1 IP address, 2 virtual disks, the VM's primary
+address, a snapshot and a backup; one backup job.  Whatever the sync takes beyond this
+is the backend's own cost (reads, planning, the claim, the sidecar records).
 
 The prerequisites (site, cluster, device type and role, tags) are created before the
 clock starts, into a site and cluster of the floor's own.
@@ -102,8 +103,148 @@ async def prerequisites(writer: FloorWriter, name: str, tag_names: set[str]) -> 
     }
 
 
+# A node's network as benchmarks/sync.py's fake Proxmox lists it, in NetBox's terms.
+NODE_INTERFACES = (
+    {"name": "eno1", "type": "other"},
+    {"name": "eno2", "type": "other"},
+    {"name": "bond0", "type": "lag", "mtu": 9000},
+    {"name": "vmbr0", "type": "bridge"},
+)
+NODE_LINKS = {"eno1": ("lag", "bond0"), "eno2": ("lag", "bond0"), "bond0": ("bridge", "vmbr0")}
+INVENTORY = "/plugins/proxbox/inventory"
+
+
+async def write_nodes(writer: FloorWriter, nodes, device_ids: dict, addresses: dict, tag: int):
+    """Each node's interfaces, then their links; the bridge's address, then the device's
+    primary address."""
+    created = await writer.bulk(
+        "POST",
+        "/dcim/interfaces/",
+        [
+            {"device": device_ids[node], "enabled": True, "tags": [tag], **interface}
+            for node in nodes
+            for interface in NODE_INTERFACES
+        ],
+    )
+    ids = {(i["device"]["id"], i["name"]): i["id"] for i in created}
+    await writer.bulk(
+        "PATCH",
+        "/dcim/interfaces/",
+        [
+            {"id": ids[(device_ids[node], name)], link: ids[(device_ids[node], target)]}
+            for node in nodes
+            for name, (link, target) in NODE_LINKS.items()
+        ],
+    )
+    ips = await writer.bulk(
+        "POST",
+        "/ipam/ip-addresses/",
+        [
+            {
+                "address": addresses[node],
+                "status": "active",
+                "assigned_object_type": "dcim.interface",
+                "assigned_object_id": ids[(device_ids[node], "vmbr0")],
+                "tags": [tag],
+            }
+            for node in nodes
+        ],
+    )
+    await writer.bulk(
+        "PATCH",
+        "/dcim/devices/",
+        [
+            {"id": device_ids[node], "primary_ip4": ip["id"]}
+            for node, ip in zip(nodes, ips, strict=True)
+        ],
+    )
+
+
+async def write_records(
+    writer: FloorWriter, nodes, device_ids: dict, guests: list, vms: list, base: dict
+) -> None:
+    """The plugin's records: 2 storages per node, one backup job, per guest a backup (on
+    its node's `local`) and a snapshot."""
+    cluster, tag = base["cluster"], base["tags"]["proxbox"]
+    storages = await writer.bulk(
+        "POST",
+        f"{INVENTORY}/storages/",
+        [
+            {
+                "cluster": cluster,
+                "name": storage,
+                "node": node,
+                "device": device_ids[node],
+                "storage_type": kind,
+                "content": content,
+                "shared": False,
+                "enabled": True,
+                "capacity": capacity,
+                "used": capacity // 4,
+                "tags": [tag],
+            }
+            for node in nodes
+            for storage, kind, content, capacity in (
+                ("local", "dir", "iso,vztmpl,backup", 100 * 1024**3),
+                ("local-lvm", "lvmthin", "images,rootdir", 2048 * 1024**3),
+            )
+        ],
+    )
+    local = {s["node"]: s["id"] for s in storages if s["name"] == "local"}
+    await writer.bulk(
+        "POST",
+        f"{INVENTORY}/backup-jobs/",
+        [
+            {
+                "cluster": cluster,
+                "job_id": "nightly",
+                "enabled": True,
+                "schedule": "02:00",
+                "selection": "all",
+                "storage": "local",
+                "tags": [tag],
+            }
+        ],
+    )
+    await writer.bulk(
+        "POST",
+        f"{INVENTORY}/backups/",
+        [
+            {
+                "cluster": cluster,
+                "storage": local[g["node"]],
+                "volume": f"local:backup/vzdump-qemu-{g['vmid']}-2025_01_01-02_00_00.vma.zst",
+                "vmid": g["vmid"],
+                "virtual_machine": vm["id"],
+                "backup_time": "2025-01-01T02:00:00Z",
+                "size": 4 * 1024**3,
+                "format": "vma.zst",
+                "verification": "ok",
+                "tags": [tag],
+            }
+            for g, vm in zip(guests, vms, strict=True)
+        ],
+    )
+    await writer.bulk(
+        "POST",
+        f"{INVENTORY}/snapshots/",
+        [
+            {
+                "cluster": cluster,
+                "virtual_machine": vm["id"],
+                "name": "before-upgrade",
+                "snapshot_time": "2025-01-01T00:00:00Z",
+                "vmstate": False,
+                "description": "bench",
+                "tags": [tag],
+            }
+            for vm in vms
+        ],
+    )
+
+
 async def write_inventory(
-    writer: FloorWriter, name: str, nodes, inventory: dict, base: dict
+    writer: FloorWriter, name: str, nodes, inventory: dict, base: dict, node_addresses: dict
 ) -> None:
     tags = base["tags"]
     group = await writer.send("POST", "/ipam/vlan-groups/", {"name": name, "slug": name.lower()})
@@ -130,6 +271,7 @@ async def write_inventory(
         ],
     )
     device_ids = {node: d["id"] for node, d in zip(nodes, devices, strict=True)}
+    await write_nodes(writer, nodes, device_ids, node_addresses, tags["proxbox"])
     guests = list(inventory.values())
     vms = await writer.bulk(
         "POST",
@@ -211,11 +353,15 @@ async def write_inventory(
             for (_i, _a, vm_id), ip in zip(addressed, ips, strict=True)
         ],
     )
+    await write_records(writer, nodes, device_ids, guests, vms, base)
 
 
-async def measure_floor(url: str, token: str, name: str, nodes, inventory: dict) -> Floor:
+async def measure_floor(
+    url: str, token: str, name: str, nodes, inventory: dict, node_addresses: dict
+) -> Floor:
     """`inventory`: vmid → {name, node, vcpus, memory_mb, tags, nics: [{name, mac, vlan,
-    address}], disks: [{name, size_mb}]} (benchmarks/sync.py's `floor_inventory`)."""
+    address}], disks: [{name, size_mb}]} (benchmarks/sync.py's `guest_specs`);
+    `node_addresses`: node → its bridge's address."""
     scheme = "Bearer" if token.startswith("nbt_") else "Token"
     async with httpx.AsyncClient(
         base_url=f"{url}/api",
@@ -227,5 +373,5 @@ async def measure_floor(url: str, token: str, name: str, nodes, inventory: dict)
         tag_names = {"proxbox", *(t for g in inventory.values() for t in g["tags"])}
         base = await prerequisites(writer, name, tag_names)
         started = time.perf_counter()
-        await write_inventory(writer, name, nodes, inventory, base)
+        await write_inventory(writer, name, nodes, inventory, base, node_addresses)
         return Floor(time.perf_counter() - started, writer.objects, writer.requests)
