@@ -111,6 +111,7 @@ class Incremental:
     def __init__(self, store: BaselineStore, netbox: NetBoxGateway, endpoint: Endpoint):
         self.store, self.netbox = store, netbox
         self.key = baseline_key(str(netbox.client.base_url), endpoint.id)
+        self.adopting = endpoint.policy.adopt_existing
         self.history = History(None, None, reason="not read")
         self.scope: bl.Scope | None = None
         self.context = ""
@@ -141,7 +142,10 @@ class Incremental:
         history = self.history
         if history.reason is None:
             baseline = history.baseline
-            if baseline.cluster_id != cluster_id:
+            if self.adopting:
+                # Marked objects are the operator's, found by name or address among all.
+                history.reason = "adoption is on (adopt_existing)"
+            elif baseline.cluster_id != cluster_id:
                 history.reason = "the endpoint's cluster changed"
             elif baseline.context != context:
                 history.reason = "the endpoint, its policy, placement or the release changed"

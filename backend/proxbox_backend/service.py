@@ -31,6 +31,7 @@ from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.domain.records import Records
 from proxbox_backend.gateways import proxmox_records
 from proxbox_backend.gateways.netbox import (
+    ChangeLogUnreadable,
     ClaimRefused,
     EndpointNotFound,
     NetBoxGateway,
@@ -314,7 +315,11 @@ class _Run:
             # A run with failures leaves the previous baseline: the guests it could not
             # sync still differ from it, and what it wrote is in the change log after it.
             if self.tally.failed == 0:
-                await incremental.save(cluster_id, device_ids, owned, self.records_digest)
+                try:
+                    await incremental.save(cluster_id, device_ids, owned, self.records_digest)
+                except (NetBoxError, TransportError, ChangeLogUnreadable) as exc:
+                    # The run is done; only the next run's shortcut is lost.
+                    self.report.warnings.append(f"no baseline for the next run: {exc}")
 
     async def claim(self, identity: ClusterIdentity, cluster_type_id: int) -> int:
         self.stage("cluster", "started", total=1)

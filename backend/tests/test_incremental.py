@@ -2,6 +2,7 @@
 syncs, and the change-log reads (a fake gateway records them)."""
 
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import subprocess
@@ -12,9 +13,17 @@ import pytest
 
 from proxbox_backend.baselines import MemoryBaselines, baseline_key
 from proxbox_backend.domain import baseline as bl
+from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Guest, GuestDisk
+from proxbox_backend.domain.policy import SyncPolicy
 from proxbox_backend.gateways.netbox import ChangeLogUnreadable
-from proxbox_backend.incremental import OVERLAP, RECORD_TYPES, read_history
+from proxbox_backend.incremental import (
+    OVERLAP,
+    RECORD_TYPES,
+    History,
+    Incremental,
+    read_history,
+)
 
 
 def a_guest(vmid: int = 100, **changes) -> Guest:
@@ -368,3 +377,55 @@ def test_an_address_change_is_placed_on_its_vm():
 )
 def test_when_a_run_is_a_full_one(log, baseline, interval, reason):
     assert history(log, baseline, interval).reason == reason
+
+
+# -- the run's decision ---------------------------------------------------------------------
+
+
+class Gateway:
+    """What `Incremental` touches of a NetBox gateway outside the change log."""
+
+    class client:  # stands in for the NetBoxClient attribute
+        base_url = "http://netbox.test/api"
+
+    scope = None
+
+
+def decided(policy=None, context="ctx", cluster_id=7, guests=None):
+    endpoint = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
+    if policy is not None:
+        endpoint = dataclasses.replace(endpoint, policy=policy)
+    gateway = Gateway()
+    run = Incremental(MemoryBaselines(), gateway, endpoint)
+    run.history = History(a_baseline(), (700, "t"))
+    guests = guests or [a_guest(100), a_guest(101, memory_mb=1), a_guest(103)]
+    synced = run.decide(context, cluster_id, guests, set())
+    return run, gateway, synced
+
+
+def test_an_incremental_run_syncs_and_reads_the_dirty_guests_only():
+    run, gateway, synced = decided()
+    assert [g.vmid for g in synced] == [101, 103]
+    assert gateway.scope.vm_ids == {1001, 1002}  # changed, gone
+    assert gateway.scope.source_keys == {"cluster-7/qemu/103"}  # the new one
+    assert run.clean_vms() == {100: 1000}
+    assert run.summary() == {
+        "mode": "incremental",
+        "guests_synced": 2,
+        "guests_unchanged": 1,
+        "guests_gone": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"policy": SyncPolicy(adopt_existing=True)}, "adoption is on (adopt_existing)"),
+        ({"context": "other"}, "the endpoint, its policy, placement or the release changed"),
+        ({"cluster_id": 8}, "the endpoint's cluster changed"),
+    ],
+)
+def test_what_the_baseline_cannot_vouch_for_is_a_full_run(changes, reason):
+    run, gateway, synced = decided(**changes)
+    assert len(synced) == 3 and gateway.scope is None
+    assert run.summary() == {"mode": "full", "reason": reason}
