@@ -180,6 +180,25 @@ def test_an_operators_edits_in_netbox_are_undone_for_those_vms_only(
     assert float(vm["vcpus"]) != 17
 
 
+def test_an_operators_edit_of_a_nodes_interface_is_undone(
+    netbox_server, simulator, first_run, sync
+):
+    cluster_id = first_run.cluster["id"]
+    devices = list_all(netbox_server, "/dcim/devices/", cluster_id=cluster_id)
+    interface = list_all(netbox_server, "/dcim/interfaces/", device_id=devices[0]["id"])[0]
+    with netbox_server.api() as api:
+        changed = api.patch(f"/dcim/interfaces/{interface['id']}/", json={"enabled": False})
+        assert changed.status_code == 200, changed.text
+    report = sync()
+    assert report.run_mode["mode"] == "incremental"
+    assert report.run_mode["guests_synced"] == 0
+    assert report.tally.of("dcim.interface").updated == 1
+    with netbox_server.api() as api:
+        assert api.get(f"/dcim/interfaces/{interface['id']}/").json()["enabled"] is True
+    # Nothing changed since: the node stages are left out again.
+    assert sync().tally.of("dcim.interface").unchanged == 0
+
+
 def test_guests_created_and_destroyed_in_proxmox(netbox_server, simulator, first_run, sync):
     cluster_id = first_run.cluster["id"]
     stopped = guest(simulator, status="stopped")

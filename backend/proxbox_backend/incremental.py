@@ -4,6 +4,7 @@ says what each piece means)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import time
@@ -14,7 +15,12 @@ from proxbox_backend.baselines import BaselineStore, baseline_key
 from proxbox_backend.domain import baseline as bl
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Guest
-from proxbox_backend.gateways.netbox import ChangeLogUnreadable, GuestScope, NetBoxGateway
+from proxbox_backend.gateways.netbox import (
+    ChangeLogUnreadable,
+    GuestScope,
+    NetBoxGateway,
+    Prerequisites,
+)
 from proxbox_backend.stages import records as records_stage
 from proxbox_backend.stages.guests import cluster_source, source_key
 
@@ -55,47 +61,42 @@ async def read_history(
     ended_id, ended_time = baseline.ended_change
     if started is None:
         return History(baseline, started, reason="the change log does not reach the baseline")
-    me = await netbox.user_id()
     # Anyone's changes after the baseline's run ended (the sync's own user included: an
     # operator sharing its token, a run that stopped half-way), starting with the entry
-    # that ended it: if it is gone, the log was pruned or NetBox restored.
-    later = await netbox.changes(id__gte=ended_id, id__lte=started[0])
-    if not later or (later[0]["id"], later[0]["time"]) != (ended_id, ended_time):
-        return History(baseline, started, reason="the change log does not reach the baseline")
-    others: list[dict] = []
+    # that ended it: if it is gone, the log was pruned or NetBox restored.  And others'
+    # changes while that run wrote.
+    others_since = {}
     if baseline.started_change is not None:
         since = dt.datetime.fromisoformat(baseline.started_change[1]) - OVERLAP
-        others = await netbox.changes(
-            user_id__n=me,
-            time_after=since.isoformat(),
-            id__lte=ended_id,
-        )
-    else:
-        others = await netbox.changes(user_id__n=me, id__lte=ended_id)
+        others_since = {"time_after": since.isoformat()}
+    later, others = await asyncio.gather(
+        netbox.changes(id__gte=ended_id, id__lte=started[0]),
+        netbox.changes(user_id__n=baseline.user_id, id__lte=ended_id, **others_since),
+    )
+    if not later or (later[0]["id"], later[0]["time"]) != (ended_id, ended_time):
+        return History(baseline, started, reason="the change log does not reach the baseline")
     changes = [bl.Change.from_api(entry) for entry in [*others, *later[1:]]]
     interface_type, interface_vms = None, {}
     if any(change.names_interfaces for change in changes):
         interface_type = await netbox.object_type_id(bl.VM_INTERFACE)
         interfaces = bl.interfaces_to_resolve(changes, interface_type)
         interface_vms = await netbox.interface_vms(sorted(interfaces)) if interfaces else {}
-    drift = bl.drift(changes, RECORD_TYPES, interface_vms, baseline.cluster_id, interface_type)
+    drift = bl.drift(changes, RECORD_TYPES, interface_vms, baseline, interface_type)
     return History(baseline, started, drift, drift.full_reason)
 
 
 def context_digest(
     endpoint: Endpoint,
     cluster_id: int,
-    device_ids: dict[str, int],
     disappeared: str,
     templates: str,
     tag_colors: dict,
 ) -> str:
-    """Everything outside a guest that shapes what the sync writes for it."""
+    """Everything outside the guests and nodes that shapes what the sync writes."""
     return bl.digest(
         {
             "release": __version__,
             "cluster": cluster_id,
-            "devices": device_ids,
             "endpoint": dataclasses.replace(endpoint, netbox_cluster_id=None),
             "disappeared": disappeared,
             "templates": templates,
@@ -115,6 +116,7 @@ class Incremental:
         self.history = History(None, None, reason="not read")
         self.scope: bl.Scope | None = None
         self.context = ""
+        self.nodes = ""
         self.digests: dict[str, str] = {}
 
     async def read(self, full_sync_interval: float) -> None:
@@ -128,33 +130,57 @@ class Incremental:
         """Whether the run may turn out incremental (then nothing is read ahead)."""
         return self.history.reason is None
 
+    def prerequisites(self) -> Prerequisites | None:
+        """The objects the baseline's run ensured, while the change log shows none of them
+        edited or deleted (those are shared: that would make a full run)."""
+        if self.history.reason is not None:
+            return None
+        return Prerequisites(*self.history.baseline.prerequisites)
+
+    def check(self, context: str, cluster_id: int) -> None:
+        """Whether the run-wide inputs are still the baseline's."""
+        history = self.history
+        self.context = context
+        if history.reason is not None:
+            return
+        if self.adopting:
+            # Marked objects are the operator's, found by name or address among all.
+            history.reason = "adoption is on (adopt_existing)"
+        elif history.baseline.cluster_id != cluster_id:
+            history.reason = "the endpoint's cluster changed"
+        elif history.baseline.context != context:
+            history.reason = "the endpoint, its policy, placement or the release changed"
+
+    def unchanged_devices(self, nodes_digest: str) -> dict[str, int] | None:
+        """The nodes' devices when the node stages may be left out: the nodes' input is
+        the baseline's and nobody touched their devices, interfaces or addresses."""
+        history = self.history
+        if history.reason is not None or history.drift.nodes:
+            return None
+        if history.baseline.nodes != nodes_digest:
+            return None
+        return dict(history.baseline.device_ids)
+
     def decide(
         self,
-        context: str,
-        cluster_id: int,
+        nodes_digest: str,
+        device_ids: dict[str, int],
         guests: list[Guest],
         unreadable: set[tuple[str, int]],
     ) -> list[Guest]:
         """The guests this run syncs: all of them in a full run, the dirty ones in an
         incremental run (the gateway then reads only their VMs)."""
-        self.context = context
+        self.nodes = nodes_digest
         self.digests = {bl.guest_ref(g.kind, g.vmid): bl.digest(g) for g in guests}
         history = self.history
-        if history.reason is None:
-            baseline = history.baseline
-            if self.adopting:
-                # Marked objects are the operator's, found by name or address among all.
-                history.reason = "adoption is on (adopt_existing)"
-            elif baseline.cluster_id != cluster_id:
-                history.reason = "the endpoint's cluster changed"
-            elif baseline.context != context:
-                history.reason = "the endpoint, its policy, placement or the release changed"
+        if history.reason is None and history.baseline.device_ids != device_ids:
+            history.reason = "the nodes' devices changed"
         if history.reason is not None:
             return guests
         skipped = {bl.guest_ref(kind, vmid) for kind, vmid in unreadable}
         self.scope = bl.scope(history.baseline, self.digests, skipped, history.drift)
         dirty = [g for g in guests if bl.guest_ref(g.kind, g.vmid) in self.scope.dirty]
-        prefix = cluster_source(cluster_id)
+        prefix = cluster_source(history.baseline.cluster_id)
         self.netbox.scope = GuestScope(
             frozenset(self.scope.vm_ids),
             frozenset(
@@ -197,12 +223,13 @@ class Incremental:
     async def save(
         self,
         cluster_id: int,
+        prerequisites: Prerequisites,
         device_ids: dict[str, int],
         owned: list[tuple[int, Guest]],
         records_digest: str | None,
     ) -> None:
         """After a run without failures: the baseline the next run compares against."""
-        ended = await self.netbox.newest_change()
+        ended, user_id = await asyncio.gather(self.netbox.newest_change(), self.netbox.user_id())
         if ended is None:
             return
         synced = {
@@ -217,14 +244,26 @@ class Incremental:
             bl.Baseline(
                 cluster_id=cluster_id,
                 context=self.context,
+                prerequisites=(
+                    prerequisites.cluster_type_id,
+                    prerequisites.device_role_id,
+                    prerequisites.device_type_id,
+                ),
+                nodes=self.nodes,
                 device_ids=device_ids,
                 guests=bl.next_guests(previous, synced, self.scope),
                 records=records_digest,
                 started_change=self.history.started,
                 ended_change=ended,
+                user_id=user_id,
                 full_at=time.time() if full or previous is None else previous.full_at,
             ),
         )
+
+
+def node_digest(nodes, networks) -> str:
+    """The nodes' input: their status, cluster address and network."""
+    return bl.digest({"nodes": nodes, "networks": networks})
 
 
 def records_digest(records, links) -> str | None:

@@ -39,7 +39,12 @@ from proxbox_backend.gateways.netbox import (
 )
 from proxbox_backend.gateways.preview import PreviewNetBoxClient, PreviewNetBoxGateway
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
-from proxbox_backend.incremental import Incremental, context_digest, records_digest
+from proxbox_backend.incremental import (
+    Incremental,
+    context_digest,
+    node_digest,
+    records_digest,
+)
 from proxbox_backend.secrets import scrub
 from proxbox_backend.stages import cluster as cluster_stage
 from proxbox_backend.stages import disks as disks_stage
@@ -290,7 +295,9 @@ class _Run:
             if incremental is not None:
                 # Before this run writes anything: where it starts in the change log.
                 await incremental.read(self.settings.full_sync_interval)
-            prerequisites = await self.netbox.prerequisites(self.tally)
+            prerequisites = (
+                incremental.prerequisites() if incremental is not None else None
+            ) or await self.netbox.prerequisites(self.tally)
             cluster_id = await self.claim(identity, prerequisites.cluster_type_id)
             if incremental is None or not incremental.may_skip():
                 # Nothing before the guests stage writes VMs: their read overlaps Proxmox's.
@@ -307,19 +314,29 @@ class _Run:
                 raise
             finally:
                 await self.netbox.forget()
-        self.report.sync_state = await self.netbox.write_sync_state(
-            cluster_id, reflection(self.tally)
+        # The sidecar is bookkeeping, not inventory: the baseline's end in the change log
+        # is read while it is written.
+        baseline = self.save_baseline(cluster_id, prerequisites, device_ids, owned)
+        self.report.sync_state, _ = await asyncio.gather(
+            self.netbox.write_sync_state(cluster_id, reflection(self.tally)), baseline
         )
-        if incremental is not None:
-            self.report.run_mode = incremental.summary()
-            # A run with failures leaves the previous baseline: the guests it could not
-            # sync still differ from it, and what it wrote is in the change log after it.
-            if self.tally.failed == 0:
-                try:
-                    await incremental.save(cluster_id, device_ids, owned, self.records_digest)
-                except (NetBoxError, TransportError, ChangeLogUnreadable) as exc:
-                    # The run is done; only the next run's shortcut is lost.
-                    self.report.warnings.append(f"no baseline for the next run: {exc}")
+
+    async def save_baseline(self, cluster_id, prerequisites, device_ids, owned) -> None:
+        incremental = self.incremental
+        if incremental is None:
+            return
+        self.report.run_mode = incremental.summary()
+        # A run with failures leaves the previous baseline: the guests it could not sync
+        # still differ from it, and what it wrote is in the change log after it.
+        if self.tally.failed:
+            return
+        try:
+            await incremental.save(
+                cluster_id, prerequisites, device_ids, owned, self.records_digest
+            )
+        except (NetBoxError, TransportError, ChangeLogUnreadable) as exc:
+            # The run is done; only the next run's shortcut is lost.
+            self.report.warnings.append(f"no baseline for the next run: {exc}")
 
     async def claim(self, identity: ClusterIdentity, cluster_type_id: int) -> int:
         self.stage("cluster", "started", total=1)
@@ -403,56 +420,39 @@ class _Run:
         """Every stage before the records, in dependency order; the guests the cluster
         owns (NetBox id, guest) and the nodes' device ids."""
         endpoint, netbox, tally = self.endpoint, self.netbox, self.tally
+        incremental = self.incremental
+        if incremental is not None:
+            incremental.check(
+                context_digest(
+                    endpoint,
+                    cluster_id,
+                    policy.removed_guests or self.settings.disappeared,
+                    self.settings.templates
+                    if policy.sync_templates is None
+                    else policy.sync_templates,
+                    inventory.tag_colors,
+                ),
+                cluster_id,
+            )
+        nodes_digest = node_digest(nodes, inventory.node_networks)
+        device_ids = incremental.unchanged_devices(nodes_digest) if incremental else None
+        if device_ids is None:
+            device_ids = await self.node_stages(inventory, nodes, policy, prerequisites, cluster_id)
+        else:
+            self.stage("nodes", "started", total=0)
+            self.stage("nodes", "finished", done=0)
+        policy = ACTIVE.get()  # a node target knows its device now
+
+        if incremental is not None:
+            synced = incremental.decide(nodes_digest, device_ids, guests, unreadable)
+            # The guests left out are unchanged: like unreadable ones, never "gone".
+            kept = {(g.kind, g.vmid) for g in guests} - {(g.kind, g.vmid) for g in synced}
+            unreadable, guests = unreadable | kept, synced
         if policy.mode("extras.tag") != OFF:
             await netbox.ensure_tags(
                 guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
             )
         platforms = await netbox.ensure_platforms(guests_stage.guest_platforms(guests), tally)
-
-        self.stage("nodes", "started", total=len(nodes))
-        placement = nodes_stage.NodePlacement(
-            cluster_id,
-            endpoint.site_id,
-            endpoint.tenant_id,
-            prerequisites.device_role_id,
-            prerequisites.device_type_id,
-            adopt=policy.adopt_existing,
-        )
-        device_ids, device_outcomes = await nodes_stage.apply(netbox, nodes, placement, tally)
-        self.stage("nodes", "finished", done=len(nodes))
-
-        target = policy.target
-        if target is not None and target.node is not None:
-            policy = dataclasses.replace(policy, target=target.with_device(device_ids))
-            ACTIVE.set(policy)
-            target = policy.target
-        # A node target refreshes that node's network; a guest target no node's.
-        networks = {
-            device_ids[name]: interfaces
-            for name, interfaces in inventory.node_networks.items()
-            if name in device_ids and (target is None or name == target.node)
-        }
-        count = sum(len(interfaces) for interfaces in networks.values())
-        self.stage("node interfaces", "started", total=count)
-        node_interface_ids = await node_interfaces_stage.apply(
-            netbox, networks, set(networks), tally
-        )
-        self.stage("node interfaces", "finished", done=count)
-        await self.node_addresses(nodes, device_ids, networks, node_interface_ids, device_outcomes)
-
-        if self.incremental is not None:
-            context = context_digest(
-                endpoint,
-                cluster_id,
-                device_ids,
-                policy.removed_guests or self.settings.disappeared,
-                self.settings.templates if policy.sync_templates is None else policy.sync_templates,
-                inventory.tag_colors,
-            )
-            synced = self.incremental.decide(context, cluster_id, guests, unreadable)
-            # The guests left out are unchanged: like unreadable ones, never "gone".
-            kept = {(g.kind, g.vmid) for g in guests} - {(g.kind, g.vmid) for g in synced}
-            unreadable, guests = unreadable | kept, synced
 
         self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(
@@ -521,6 +521,41 @@ class _Run:
         await disks_stage.apply(netbox, owned, existing_vm_ids, tally)
         self.stage("disks", "finished", done=count)
         return owned, device_ids
+
+    async def node_stages(self, inventory, nodes, policy, prerequisites, cluster_id):
+        """Nodes, their interfaces and addresses; node name → device id."""
+        endpoint, netbox, tally = self.endpoint, self.netbox, self.tally
+        self.stage("nodes", "started", total=len(nodes))
+        placement = nodes_stage.NodePlacement(
+            cluster_id,
+            endpoint.site_id,
+            endpoint.tenant_id,
+            prerequisites.device_role_id,
+            prerequisites.device_type_id,
+            adopt=policy.adopt_existing,
+        )
+        device_ids, device_outcomes = await nodes_stage.apply(netbox, nodes, placement, tally)
+        self.stage("nodes", "finished", done=len(nodes))
+
+        target = policy.target
+        if target is not None and target.node is not None:
+            policy = dataclasses.replace(policy, target=target.with_device(device_ids))
+            ACTIVE.set(policy)
+            target = policy.target
+        # A node target refreshes that node's network; a guest target no node's.
+        networks = {
+            device_ids[name]: interfaces
+            for name, interfaces in inventory.node_networks.items()
+            if name in device_ids and (target is None or name == target.node)
+        }
+        count = sum(len(interfaces) for interfaces in networks.values())
+        self.stage("node interfaces", "started", total=count)
+        node_interface_ids = await node_interfaces_stage.apply(
+            netbox, networks, set(networks), tally
+        )
+        self.stage("node interfaces", "finished", done=count)
+        await self.node_addresses(nodes, device_ids, networks, node_interface_ids, device_outcomes)
+        return device_ids
 
     async def node_addresses(self, nodes, device_ids, networks, interface_ids, outcomes) -> None:
         count = sum(len(i.addresses) for interfaces in networks.values() for i in interfaces)

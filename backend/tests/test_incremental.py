@@ -16,7 +16,7 @@ from proxbox_backend.domain import baseline as bl
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Guest, GuestDisk
 from proxbox_backend.domain.policy import SyncPolicy
-from proxbox_backend.gateways.netbox import ChangeLogUnreadable
+from proxbox_backend.gateways.netbox import ChangeLogUnreadable, Prerequisites
 from proxbox_backend.incremental import (
     OVERLAP,
     RECORD_TYPES,
@@ -45,6 +45,8 @@ def a_baseline(**changes) -> bl.Baseline:
     fields = {
         "cluster_id": 7,
         "context": "ctx",
+        "prerequisites": (1, 2, 3),
+        "nodes": "nodes",
         "device_ids": {"pve1": 3},
         "guests": {
             "qemu/100": bl.GuestEntry(bl.digest(a_guest(100)), 1000),
@@ -54,6 +56,7 @@ def a_baseline(**changes) -> bl.Baseline:
         "records": "rec",
         "started_change": (500, "2026-12-03T06:00:00.000000+00:00"),
         "ended_change": (640, "2026-12-03T06:10:00.000000+00:00"),
+        "user_id": 2,
         "full_at": time.time(),
     }
     return bl.Baseline(**{**fields, **changes})
@@ -190,7 +193,7 @@ def change(object_type, object_id=1, action="update", before=None, after=None):
 def test_what_a_change_means_for_the_next_run(entry, vm_ids, records, full):
     interface_vms = {5: 1002}
     assert bl.interfaces_to_resolve([entry], INTERFACE_TYPE) <= {5}
-    drift = bl.drift([entry], RECORD_TYPES, interface_vms, 7, INTERFACE_TYPE)
+    drift = bl.drift([entry], RECORD_TYPES, interface_vms, a_baseline(), INTERFACE_TYPE)
     assert drift.full_reason == full
     if full is None:
         assert (set(drift.vm_ids), drift.records) == (vm_ids, records)
@@ -267,9 +270,6 @@ class ChangeLog:
         if self.unreadable:
             raise ChangeLogUnreadable("the NetBox token may not read the change log")
         return self.newest
-
-    async def user_id(self):
-        return 2
 
     async def changes(self, **filters):
         self.reads.append(filters)
@@ -391,7 +391,7 @@ class Gateway:
     scope = None
 
 
-def decided(policy=None, context="ctx", cluster_id=7, guests=None):
+def decided(policy=None, context="ctx", cluster_id=7, guests=None, devices=None):
     endpoint = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
     if policy is not None:
         endpoint = dataclasses.replace(endpoint, policy=policy)
@@ -399,7 +399,8 @@ def decided(policy=None, context="ctx", cluster_id=7, guests=None):
     run = Incremental(MemoryBaselines(), gateway, endpoint)
     run.history = History(a_baseline(), (700, "t"))
     guests = guests or [a_guest(100), a_guest(101, memory_mb=1), a_guest(103)]
-    synced = run.decide(context, cluster_id, guests, set())
+    run.check(context, cluster_id)
+    synced = run.decide("nodes", devices or {"pve1": 3}, guests, set())
     return run, gateway, synced
 
 
@@ -423,9 +424,48 @@ def test_an_incremental_run_syncs_and_reads_the_dirty_guests_only():
         ({"policy": SyncPolicy(adopt_existing=True)}, "adoption is on (adopt_existing)"),
         ({"context": "other"}, "the endpoint, its policy, placement or the release changed"),
         ({"cluster_id": 8}, "the endpoint's cluster changed"),
+        ({"devices": {"pve1": 4}}, "the nodes' devices changed"),
     ],
 )
 def test_what_the_baseline_cannot_vouch_for_is_a_full_run(changes, reason):
     run, gateway, synced = decided(**changes)
     assert len(synced) == 3 and gateway.scope is None
     assert run.summary() == {"mode": "full", "reason": reason}
+
+
+@pytest.mark.parametrize(
+    ("entry", "nodes"),
+    [
+        (change(bl.DEVICE, 3), True),  # a node's device (the baseline's pve1)
+        (change(bl.DEVICE, 99), False),  # someone else's
+        (change(bl.DEVICE_INTERFACE, 12, after={"device": 3}), True),
+        (change(bl.DEVICE_INTERFACE, 12, "delete", before={"device": 99}), False),
+        # an address on a device interface: the node stages read them again
+        (
+            change(bl.IP_ADDRESS, 4, after={"assigned_object_type": 3, "assigned_object_id": 7}),
+            True,
+        ),
+        (
+            change(
+                bl.IP_ADDRESS,
+                4,
+                after={"assigned_object_type": INTERFACE_TYPE, "assigned_object_id": 5},
+            ),
+            False,
+        ),
+    ],
+)
+def test_which_changes_send_the_run_through_the_node_stages(entry, nodes):
+    drift = bl.drift([entry], RECORD_TYPES, {5: 1002}, a_baseline(), INTERFACE_TYPE)
+    assert drift.nodes is nodes
+
+
+def test_unchanged_nodes_and_prerequisites_are_not_read_again():
+    run, _gateway, _synced = decided()
+    assert run.unchanged_devices("nodes") == {"pve1": 3}
+    assert run.unchanged_devices("other nodes") is None
+    assert run.prerequisites() == Prerequisites(1, 2, 3)
+    run.history = History(a_baseline(), (700, "t"), bl.Drift(nodes=True))
+    assert run.unchanged_devices("nodes") is None
+    run.history = History(a_baseline(), (700, "t"), reason="periodic full run")
+    assert run.prerequisites() is None and run.unchanged_devices("nodes") is None

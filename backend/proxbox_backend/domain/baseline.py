@@ -37,6 +37,8 @@ VM_INTERFACE = "virtualization.vminterface"
 VIRTUAL_DISK = "virtualization.virtualdisk"
 IP_ADDRESS = "ipam.ipaddress"
 MAC_ADDRESS = "dcim.macaddress"
+DEVICE = "dcim.device"
+DEVICE_INTERFACE = "dcim.interface"
 
 # Objects several guests share, or that stand behind a VM's fields without a change of
 # the VM being logged (a deleted tag leaves its VMs untagged silently): an edit or a
@@ -49,6 +51,8 @@ SHARED = frozenset(
         "dcim.platform",
         "dcim.site",
         "dcim.devicerole",
+        "dcim.devicetype",
+        "dcim.manufacturer",
         "tenancy.tenant",
         "ipam.vlan",
         "ipam.vlangroup",
@@ -93,6 +97,9 @@ class GuestEntry:
 class Baseline:
     cluster_id: int
     context: str  # digest of the run-wide inputs
+    # The cluster type, device role and device type the run ensured (their ids).
+    prerequisites: tuple[int, int, int]
+    nodes: str  # digest of the nodes' input (status, network)
     device_ids: dict[str, int]  # node name → device id
     guests: dict[str, GuestEntry]  # `qemu/100` → its input's digest and its VM
     records: str | None  # digest of the records' input; None: not synced
@@ -101,6 +108,7 @@ class Baseline:
     # tells that entry from another NetBox's (or a restored one's) entry with its id.
     started_change: tuple[int, str] | None
     ended_change: tuple[int, str]
+    user_id: int  # the NetBox user that wrote the run: others' changes are drift
     full_at: float  # when the last full run finished (epoch seconds)
 
     def to_json(self) -> str:
@@ -121,6 +129,7 @@ class Baseline:
             started, ended = data["started_change"], data["ended_change"]
             data["started_change"] = (int(started[0]), str(started[1])) if started else None
             data["ended_change"] = (int(ended[0]), str(ended[1]))
+            data["prerequisites"] = tuple(int(i) for i in data["prerequisites"])
             return cls(**data)
         except (ValueError, TypeError, KeyError):
             return None
@@ -192,19 +201,22 @@ class Drift:
     full_reason: str | None = None
     vm_ids: frozenset[int] = frozenset()  # VMs whose own fields or components changed
     records: bool = False  # the plugin's inventory records changed
+    nodes: bool = False  # the nodes' devices, their interfaces or addresses changed
 
 
 def drift(
     changes: Iterable[Change],
     record_types: frozenset[str],
     interface_vms: dict[int, int],
-    cluster_id: int,
+    baseline: Baseline,
     interface_type: int | None = None,
 ) -> Drift:
     """The meaning of the change-log entries for the next run.  `interface_vms` maps the
     VM interfaces named by address changes to their VMs (`interfaces_to_resolve`)."""
     vm_ids: set[int] = set()
-    records = False
+    records = nodes = False
+    devices = set(baseline.device_ids.values())
+    cluster_id = baseline.cluster_id
     for change in changes:
         kind = change.object_type
         if kind == VM and change.object_id is not None:
@@ -214,13 +226,19 @@ def drift(
         elif kind in (IP_ADDRESS, MAC_ADDRESS):
             interfaces = change.interfaces(interface_type)
             vm_ids |= {interface_vms[i] for i in interfaces if i in interface_vms}
+            # Assigned to something else (a node's interface, say): the nodes' business.
+            nodes = nodes or bool(change.values("assigned_object_id") - interfaces)
+        elif kind == DEVICE:
+            nodes = nodes or change.object_id in devices
+        elif kind == DEVICE_INTERFACE:
+            nodes = nodes or bool(change.values("device") & devices)
         elif kind in record_types:
             records = True
         elif kind in SHARED and change.action != "create":
             if kind == "virtualization.cluster" and change.object_id not in (None, cluster_id):
                 continue
             return Drift(full_reason=f"{kind} {change.object_id} was {change.action}d in NetBox")
-    return Drift(vm_ids=frozenset(vm_ids), records=records)
+    return Drift(vm_ids=frozenset(vm_ids), records=records, nodes=nodes)
 
 
 @dataclass
