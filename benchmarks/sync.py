@@ -345,7 +345,15 @@ def run_phase(spec: dict) -> dict:
     baselines = RedisBaselines(spec["redis_url"])
     service = SyncService(settings, proxmox_factory=factory, baselines=baselines)
     started = time.perf_counter()
-    report = asyncio.run(service.run(spec["endpoint_id"]))
+    spans: dict[str, list[float]] = {}
+
+    def timeline(event: dict) -> None:
+        # Stages may overlap: each one's span from its start to its end.
+        if event.get("event") == "stage":
+            span = spans.setdefault(event["stage"], [0.0, 0.0])
+            span[0 if event["state"] == "started" else 1] = time.perf_counter() - started
+
+    report = asyncio.run(service.run(spec["endpoint_id"], timeline))
     wall = time.perf_counter() - started
     return {
         "wall": wall,
@@ -359,6 +367,7 @@ def run_phase(spec: dict) -> dict:
         "proxmox_requests": report.proxmox_requests.get("total", 0),
         "peak_rss_mib": peak_rss_mib(),
         "run_mode": report.run_mode.get("mode", ""),
+        "stages": {name: (start, end) for name, (start, end) in spans.items()},
         "django_loaded": "django" in sys.modules,
     }
 
@@ -421,6 +430,12 @@ def describe(row: Row) -> str:
             f" {f['run_mode']} run (writes: {f['writes_by_type'] or 'none'})"
         )
     return line
+
+
+def stage_spans(spans: dict) -> str:
+    """Each stage's span in the run (seconds from its start), in order of starting."""
+    ordered = sorted(spans.items(), key=lambda item: item[1][0])
+    return "stages: " + ", ".join(f"{name} {a:.1f}–{b:.1f}" for name, (a, b) in ordered)
 
 
 def floor_row(size: int, floor) -> Row:
@@ -551,6 +566,7 @@ def main() -> int:
                         print(f"{cluster} {phase} FAILED: {figures['error']} {figures['failures']}")
                     size_rows.append(Row(size, phase, figures))
                     print(describe(size_rows[-1]), flush=True)
+                    print(f"{'':>14}{stage_spans(figures['stages'])}", flush=True)
 
                 floor = None
                 if args.proxmox == "fake":
@@ -591,6 +607,8 @@ def report_size(size: int, size_rows: list[Row], floor, args) -> list[Row]:
         return size_rows
     floor_figures = floor_row(size, floor)
     print(describe(floor_figures), flush=True)
+    steps = ", ".join(f"{step} {seconds:.1f}" for step, seconds in floor.steps.items())
+    print(f"{'':>14}steps: {steps}", flush=True)
     if initial.figures["ok"]:
         initial.ratio = initial.figures["wall"] / floor.seconds
         print(f"{size:>6} guests  initial sync {initial.ratio:.2f}× the floor", flush=True)

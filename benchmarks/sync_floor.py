@@ -37,6 +37,7 @@ class Floor:
     seconds: float
     objects: int
     requests: int
+    steps: dict  # "<method> <path>" → seconds its bulk writes took
 
 
 class FloorWriter:
@@ -45,6 +46,7 @@ class FloorWriter:
         self.slots = asyncio.Semaphore(CONCURRENCY)
         self.objects = 0
         self.requests = 0
+        self.steps: dict[str, float] = {}
 
     async def send(self, method: str, path: str, json) -> list | dict:
         try:
@@ -62,7 +64,10 @@ class FloorWriter:
     async def bulk(self, method: str, path: str, items: list[dict]) -> list[dict]:
         """Every item written, chunk by chunk concurrently; NetBox's answers in input order."""
         chunks = [items[i : i + WRITE_CHUNK] for i in range(0, len(items), WRITE_CHUNK)]
+        started = time.perf_counter()
         answers = await asyncio.gather(*(self.send(method, path, chunk) for chunk in chunks))
+        step = f"{method} {path.removeprefix('/plugins/proxbox/inventory')}"
+        self.steps[step] = self.steps.get(step, 0.0) + time.perf_counter() - started
         self.objects += len(items)
         return [obj for answer in answers for obj in answer]
 
@@ -374,4 +379,4 @@ async def measure_floor(
         base = await prerequisites(writer, name, tag_names)
         started = time.perf_counter()
         await write_inventory(writer, name, nodes, inventory, base, node_addresses)
-        return Floor(time.perf_counter() - started, writer.objects, writer.requests)
+        return Floor(time.perf_counter() - started, writer.objects, writer.requests, writer.steps)

@@ -24,3 +24,13 @@ async def in_background(read):
         yield task
     finally:
         await abandon(task)
+
+
+async def together(*work):
+    """Run independent work at once; the first failure cancels the rest and is raised
+    as itself (not as a group), so callers handle it like the failure of one step."""
+    tasks = [asyncio.ensure_future(w) for w in work]
+    try:
+        return await asyncio.gather(*tasks)
+    finally:
+        await abandon(*tasks)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from proxbox_backend.background import in_background
+from proxbox_backend.background import in_background, together
 from proxbox_backend.baselines import BaselineStore
 from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
@@ -410,15 +410,22 @@ class _Run:
         ]
         # The records' reads (a snapshot list per guest) overlap the stages before them.
         async with in_background(self.read_records(nodes, guests)) as records_read:
-            owned, device_ids = await self.stages(
-                inventory, nodes, guests, unreadable, policy, prerequisites, cluster_id
+            return await self.stages(
+                inventory,
+                nodes,
+                guests,
+                unreadable,
+                policy,
+                prerequisites,
+                cluster_id,
+                records_read,
             )
-            await self.records(cluster_id, records_read, owned, device_ids)
-        return owned, device_ids
 
-    async def stages(self, inventory, nodes, guests, unreadable, policy, prerequisites, cluster_id):
-        """Every stage before the records, in dependency order; the guests the cluster
-        owns (NetBox id, guest) and the nodes' device ids."""
+    async def stages(
+        self, inventory, nodes, guests, unreadable, policy, prerequisites, cluster_id, records_read
+    ):
+        """Every stage, in dependency order; the guests the cluster owns (NetBox id,
+        guest) and the nodes' device ids."""
         endpoint, netbox, tally = self.endpoint, self.netbox, self.tally
         incremental = self.incremental
         if incremental is not None:
@@ -448,11 +455,14 @@ class _Run:
             # The guests left out are unchanged: like unreadable ones, never "gone".
             kept = {(g.kind, g.vmid) for g in guests} - {(g.kind, g.vmid) for g in synced}
             unreadable, guests = unreadable | kept, synced
-        if policy.mode("extras.tag") != OFF:
-            await netbox.ensure_tags(
-                guests_stage.guest_tag_definitions(guests, inventory.tag_colors), tally
-            )
-        platforms = await netbox.ensure_platforms(guests_stage.guest_platforms(guests), tally)
+        # The VMs are read (just theirs, in an incremental run) while tags and platforms
+        # are ensured: neither writes VMs.
+        netbox.read_ahead("virtual_machines", cluster_id)
+        tag_definitions = guests_stage.guest_tag_definitions(guests, inventory.tag_colors)
+        _, platforms = await together(
+            netbox.ensure_tags(tag_definitions if policy.mode("extras.tag") != OFF else [], tally),
+            netbox.ensure_platforms(guests_stage.guest_platforms(guests), tally),
+        )
 
         self.stage("guests", "started", total=len(guests))
         guest_placement = guests_stage.GuestPlacement(
@@ -478,14 +488,27 @@ class _Run:
             if (key := guests_stage.source_key(prefix, g)) in vm_ids
         ]
 
-        # The VMs' disks and addresses are read while the VLANs and interfaces are synced:
-        # neither stage touches disks, and an interface it deletes takes its addresses
-        # with it, which the address plan ignores (it weighs only the run's interfaces).
+        # The VMs' interfaces, disks and addresses are read while the VLANs are synced:
+        # that stage touches none of them; an interface the interface stage deletes takes
+        # its addresses with it, which the address plan ignores (it weighs only the run's
+        # interfaces).
         preexisting = guests_stage.preexisting(owned, existing_vm_ids)
         if preexisting:
+            netbox.read_ahead("interfaces", cluster_id, preexisting)
             netbox.read_ahead("disks", preexisting)
             netbox.read_ahead("ip_addresses", preexisting)
+        # Interfaces with their addresses, disks, and records need the VMs, not one
+        # another: they are written at once (the NetBox client bounds what is in flight).
+        await together(
+            self.vm_interfaces(owned, existing_vm_ids, vm_outcomes, cluster_id, policy),
+            self.disks(owned, existing_vm_ids),
+            self.records(cluster_id, records_read, owned, device_ids),
+        )
+        return owned, device_ids
 
+    async def vm_interfaces(self, owned, existing_vm_ids, vm_outcomes, cluster_id, policy):
+        """VLANs, the VMs' interfaces, their addresses and the VMs' primary addresses."""
+        endpoint, netbox, tally = self.endpoint, self.netbox, self.tally
         vids = vlans_stage.wanted_vids([g for _, g in owned])
         self.stage("vlans", "started", total=len(vids))
         vlan_ids = await vlans_stage.apply(
@@ -516,11 +539,11 @@ class _Run:
         )
         self.stage("ips", "finished", done=count)
 
+    async def disks(self, owned, existing_vm_ids) -> None:
         count = sum(len(g.disks) for _, g in owned)
         self.stage("disks", "started", total=count)
-        await disks_stage.apply(netbox, owned, existing_vm_ids, tally)
+        await disks_stage.apply(self.netbox, owned, existing_vm_ids, self.tally)
         self.stage("disks", "finished", done=count)
-        return owned, device_ids
 
     async def node_stages(self, inventory, nodes, policy, prerequisites, cluster_id):
         """Nodes, their interfaces and addresses; node name → device id."""

@@ -106,4 +106,4 @@ def test_the_proxmox_concurrency_comes_from_the_environment_and_is_bounded():
         for name, value in {**base, "PROXBOX_PROXMOX_CONCURRENCY": "24"}.items():
             env.setenv(name, value)
         assert Settings.from_env().proxmox_concurrency == 24
-    assert Settings(netbox_url="http://netbox.test", netbox_token="t").proxmox_concurrency == 32
+    assert Settings(netbox_url="http://netbox.test", netbox_token="t").proxmox_concurrency == 64

@@ -400,6 +400,7 @@ class NetBoxGateway:
         )
         return list({vm["id"]: vm for vm in [*by_id, *by_key]}.values())
 
+    @readable_ahead
     async def interfaces(self, cluster_id: int, vm_ids: list[int] | None = None) -> list[dict]:
         """The cluster's VM interfaces; in an incremental run those of `vm_ids` only."""
         if self.scope is not None and vm_ids is not None:
