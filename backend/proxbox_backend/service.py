@@ -281,6 +281,12 @@ class _Run:
     def stage(self, name: str, state: str, **extra) -> None:
         self.emit({"event": "stage", "stage": name, "state": state, **extra})
 
+    def skipped(self, *names: str) -> None:
+        """Stages with nothing to do this run still start and finish, for followers."""
+        for name in names:
+            self.stage(name, "started", total=0)
+            self.stage(name, "finished", done=0)
+
     async def execute(self) -> None:
         identity, nodes = await self.proxmox.identity()
         if identity.mode != self.endpoint.mode:
@@ -446,8 +452,7 @@ class _Run:
         if device_ids is None:
             device_ids = await self.node_stages(inventory, nodes, policy, prerequisites, cluster_id)
         else:
-            self.stage("nodes", "started", total=0)
-            self.stage("nodes", "finished", done=0)
+            self.skipped("nodes", "node interfaces", "node addresses")
         policy = ACTIVE.get()  # a node target knows its device now
 
         if incremental is not None:
@@ -607,8 +612,7 @@ class _Run:
         """Storages, backups, jobs, snapshots, replication and HA of the cluster."""
         records = await records_read
         if records is None:
-            self.stage("records", "started", total=0)
-            self.stage("records", "finished", done=0)
+            self.skipped("records")
             return
         self.report.warnings.extend(records.warnings)
         vms = {g.vmid: vm_id for vm_id, g in owned}
@@ -617,8 +621,7 @@ class _Run:
         links = records_stage.Links(device_ids, vms)
         self.records_digest = records_digest(records, links)
         if self.incremental is not None and self.incremental.records_unchanged(self.records_digest):
-            self.stage("records", "started", total=0)
-            self.stage("records", "finished", done=0)
+            self.skipped("records")
             return
         self.stage("records", "started", total=len(records_stage.TYPES))
         await records_stage.apply(
