@@ -30,9 +30,9 @@ netbox_server = fixtures.netbox_server
 
 @pytest.fixture(scope="module")
 def simulator(sync_workdir):
-    simulator = Simulator("incremental", "small", 5, sync_workdir)
+    simulator = Simulator("incremental", "small", 9, sync_workdir)
     try:
-        simulator.start().renumber("10.81.0")
+        simulator.start().renumber("10.86.0")
         yield simulator
     finally:
         simulator.stop()
@@ -199,25 +199,34 @@ def test_an_operators_edit_of_a_nodes_interface_is_undone(
     assert sync().tally.of("dcim.interface").unchanged == 0
 
 
-def test_guests_created_and_destroyed_in_proxmox(netbox_server, simulator, first_run, sync):
-    cluster_id = first_run.cluster["id"]
-    stopped = guest(simulator, status="stopped")
+def create_guest(simulator, node: str, vmid: int, name: str, memory: int) -> None:
     with simulator.api() as pve:
         created = pve.post(
-            "/nodes/pve1/qemu",
+            f"/nodes/{node}/qemu",
             data={
-                "vmid": 991,
-                "name": "incremental-new",
-                "memory": 1024,
+                "vmid": vmid,
+                "name": name,
+                "memory": memory,
                 "net0": "virtio,bridge=vmbr0",
                 "scsi0": "local-lvm:4",
             },
         )
         assert created.status_code == 200, created.text
         simulator.wait_task(created.json()["data"])
-        destroyed = pve.delete(f"/nodes/{stopped['node']}/{stopped['type']}/{stopped['vmid']}")
+
+
+def destroy_guest(simulator, node: str, kind: str, vmid: int) -> None:
+    with simulator.api() as pve:
+        destroyed = pve.delete(f"/nodes/{node}/{kind}/{vmid}")
         assert destroyed.status_code == 200, destroyed.text
         simulator.wait_task(destroyed.json()["data"])
+
+
+def test_guests_created_and_destroyed_in_proxmox(netbox_server, simulator, first_run, sync):
+    cluster_id = first_run.cluster["id"]
+    stopped = guest(simulator, status="stopped")
+    create_guest(simulator, "pve1", 991, "incremental-new", 1024)
+    destroy_guest(simulator, stopped["node"], stopped["type"], stopped["vmid"])
 
     report = sync(disappeared="delete")
     # The disappeared-guest policy is part of what the baseline vouches for.
@@ -225,22 +234,8 @@ def test_guests_created_and_destroyed_in_proxmox(netbox_server, simulator, first
     report = sync(disappeared="delete")
     assert report.run_mode["mode"] == "incremental" and report.tally.writes == 0
 
-    with simulator.api() as pve:
-        created = pve.post(
-            "/nodes/pve2/qemu",
-            data={
-                "vmid": 992,
-                "name": "incremental-newer",
-                "memory": 512,
-                "net0": "virtio,bridge=vmbr0",
-                "scsi0": "local-lvm:2",
-            },
-        )
-        assert created.status_code == 200, created.text
-        simulator.wait_task(created.json()["data"])
-        gone = pve.delete("/nodes/pve1/qemu/991")
-        assert gone.status_code == 200, gone.text
-        simulator.wait_task(gone.json()["data"])
+    create_guest(simulator, "pve2", 992, "incremental-newer", 512)
+    destroy_guest(simulator, "pve1", "qemu", 991)
     report = sync(disappeared="delete")
     assert report.run_mode["mode"] == "incremental"
     assert (report.run_mode["guests_synced"], report.run_mode["guests_gone"]) == (1, 1)
