@@ -122,10 +122,6 @@ class Incremental:
     async def read(self, full_sync_interval: float) -> None:
         self.history = await read_history(self.netbox, self.store, self.key, full_sync_interval)
 
-    @property
-    def reason(self) -> str | None:
-        return self.history.reason
-
     def may_skip(self) -> bool:
         """Whether the run may turn out incremental (then nothing is read ahead)."""
         return self.history.reason is None

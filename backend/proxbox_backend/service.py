@@ -414,6 +414,12 @@ class _Run:
             for g in guests_stage.syncable(inventory.guests, templates)
             if (g.kind, g.vmid) not in excluded
         ]
+        if self.incremental is not None:
+            disappeared = policy.removed_guests or self.settings.disappeared
+            self.incremental.check(
+                context_digest(endpoint, cluster_id, disappeared, templates, inventory.tag_colors),
+                cluster_id,
+            )
         # The records' reads (a snapshot list per guest) overlap the stages before them.
         async with in_background(self.read_records(nodes, guests)) as records_read:
             return await self.stages(
@@ -434,19 +440,6 @@ class _Run:
         guest) and the nodes' device ids."""
         endpoint, netbox, tally = self.endpoint, self.netbox, self.tally
         incremental = self.incremental
-        if incremental is not None:
-            incremental.check(
-                context_digest(
-                    endpoint,
-                    cluster_id,
-                    policy.removed_guests or self.settings.disappeared,
-                    self.settings.templates
-                    if policy.sync_templates is None
-                    else policy.sync_templates,
-                    inventory.tag_colors,
-                ),
-                cluster_id,
-            )
         nodes_digest = node_digest(nodes, inventory.node_networks)
         device_ids = incremental.unchanged_devices(nodes_digest) if incremental else None
         if device_ids is None:
@@ -619,10 +612,12 @@ class _Run:
         if self.incremental is not None:
             vms = {**self.incremental.clean_vms(), **vms}
         links = records_stage.Links(device_ids, vms)
-        self.records_digest = records_digest(records, links)
-        if self.incremental is not None and self.incremental.records_unchanged(self.records_digest):
-            self.skipped("records")
-            return
+        if self.incremental is not None:
+            # Only a run that keeps a baseline needs the records' digest.
+            self.records_digest = records_digest(records, links)
+            if self.incremental.records_unchanged(self.records_digest):
+                self.skipped("records")
+                return
         self.stage("records", "started", total=len(records_stage.TYPES))
         await records_stage.apply(
             self.netbox,
