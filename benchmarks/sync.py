@@ -5,7 +5,13 @@ Of 100 and 1,000 guests (3 nodes; per guest 2 interfaces, one of them VLAN-tagge
 network interfaces: 2 NICs in a bond, bridged, the bridge carrying the node's cluster
 address, and 2 storages; one backup job), into a real NetBox: gunicorn serving
 NetBox's WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database
-cloned from the migrated template, dropped afterwards.  Per size, in order:
+cloned from the migrated template, dropped afterwards.  gunicorn closes each connection
+after its answer (`--netbox-keep-alive 0`, the default here): a kept-alive connection
+stays with the worker that accepted it, and which worker accepts the client's 4
+connections is chance, so with keep-alive one run may get both workers and the next
+put 3 or 4 connections on one (seen here: one floor's workers used 188 and 247 CPU
+seconds, the next one's 361 and 119, and it took 35 % longer).  A connection per request
+lets each request go to the worker that accepts first.  Per size, in order:
 
 * initial sync (a full run), the no-op resync as a full run (every guest read and
   planned against NetBox's whole state), the no-op resync as the incremental run it is
@@ -20,7 +26,13 @@ cloned from the migrated template, dropped afterwards.  Per size, in order:
   straight to NetBox's REST API with plain httpx, in the backend's chunks (100) and
   concurrency (4), into a site and cluster of its own; the initial sync's wall time is
   printed as a ratio to it.  A floor write NetBox refuses ends the run (exit 1), no
-  ratio.
+  ratio;
+* with `--rounds N`, N-1 more pairs of an initial sync (into an endpoint, site, cluster
+  and addresses of its own) and a floor, the floor first in every other round; the
+  ratio printed is the rounds' summed sync time over their summed floor time, with each
+  round's beside it.  On a machine whose speed drifts over minutes (a shared host), one
+  pair's ratio says little; alternating pairs weigh the drift on both sides.
+  `--initial-only` leaves out the resync phases.
 
 The phases keep their baseline in Redis (PROXBOX_REDIS_URL), as `proxbox-sync run` does.
 
@@ -37,16 +49,22 @@ Each size gets its own endpoint, site and address range.
 
 Printed per size and phase: wall time, NetBox requests (total and per guest),
 inventory writes (objects created/updated/deleted) and by type, Proxmox requests,
-the child's peak RSS; then a markdown table of them.
+the child's peak RSS, and the CPU seconds each side used: the client (the backend's
+child process, or the floor's httpx), NetBox (gunicorn's arbiter and workers, and each
+worker's share: how gunicorn spread the client's connections) and PostgreSQL (every
+`postgres` process, the machine's whole server); then a markdown table of them.
+`--profile DIR` writes a cProfile file of each sync run's child into DIR.
 
     PROXBOX_DATABASE_URL=... PROXBOX_REDIS_URL=... uv run python benchmarks/sync.py \
         [--sizes 100,1000] [--proxmox fake|simulator] [--proxmox-latency-ms N] [--latency-compare N]
+        [--rounds N] [--initial-only] [--profile DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import ipaddress
 import multiprocessing
 import os
@@ -328,7 +346,7 @@ def run_phase(spec: dict) -> dict:
     )
     factory = None
     if simulator is None:
-        specs = guest_specs(spec["size"], spec["network"])
+        specs = guest_specs(spec["size"], spec["network"], spec["oui"])
         if spec["changed"]:
             change_guests(specs, spec["network"])
         transport = fake_proxmox(spec["cluster"], specs, spec["network"], spec["latency_ms"])
@@ -353,8 +371,16 @@ def run_phase(spec: dict) -> dict:
             span = spans.setdefault(event["stage"], [0.0, 0.0])
             span[0 if event["state"] == "started" else 1] = time.perf_counter() - started
 
+    profiler = cProfile.Profile() if spec["profile"] else None
+    cpu_started = time.process_time()
+    if profiler:
+        profiler.enable()
     report = asyncio.run(service.run(spec["endpoint_id"], timeline))
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(spec["profile"])
     return {
         "wall": wall,
         "ok": report.ok,
@@ -366,6 +392,7 @@ def run_phase(spec: dict) -> dict:
         "writes_by_type": {k: c.writes for k, c in report.tally.counters.items() if c.writes},
         "proxmox_requests": report.proxmox_requests.get("total", 0),
         "peak_rss_mib": peak_rss_mib(),
+        "cpu": {"backend": cpu},
         "run_mode": report.run_mode.get("mode", ""),
         "stages": {name: (start, end) for name, (start, end) in spans.items()},
         "django_loaded": "django" in sys.modules,
@@ -404,8 +431,10 @@ class Row:
 def phases(args) -> list[tuple[str, bool, float, bool]]:
     """(label, fake Proxmox changed, latency ms, full run) of each sync run, in order."""
     latency = args.proxmox_latency_ms
-    runs = [
-        ("initial sync", False, latency, True),
+    runs = [("initial sync", False, latency, True)]
+    if args.initial_only:
+        return runs
+    runs += [
         ("no-op resync, full run", False, latency, True),
         ("no-op resync", False, latency, False),
     ]
@@ -429,6 +458,8 @@ def describe(row: Row) -> str:
             f", {f['proxmox_requests']} Proxmox requests, peak RSS {f['peak_rss_mib']:.0f} MiB,"
             f" {f['run_mode']} run (writes: {f['writes_by_type'] or 'none'})"
         )
+    if "cpu" in f:
+        line += ", CPU s: " + ", ".join(f"{who} {s:.1f}" for who, s in f["cpu"].items())
     return line
 
 
@@ -453,19 +484,30 @@ def floor_row(size: int, floor) -> Row:
 def markdown_table(rows: list[Row]) -> str:
     lines = [
         "| guests | phase | run | wall | NetBox requests | per guest | inventory writes "
-        "| Proxmox requests | peak RSS (MiB) | ratio to floor |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| Proxmox requests | peak RSS (MiB) | CPU s: client, NetBox, PostgreSQL "
+        "| ratio to floor |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for row in rows:
         f = row.figures
         rss = f"{f['peak_rss_mib']:.0f}" if "peak_rss_mib" in f else "—"
         pve = f"{f['proxmox_requests']:,}" if "proxmox_requests" in f else "—"
         ratio = f"{row.ratio:.2f}×" if row.ratio is not None else ""
+        cpu = f.get("cpu", {})
+        # The sync's client is the backend; the floor's is plain httpx in this process.
+        cpu = " / ".join(
+            f"{seconds:.1f}" if seconds is not None else "—"
+            for seconds in (
+                cpu.get("backend", cpu.get("client")),
+                cpu.get("netbox"),
+                cpu.get("postgres"),
+            )
+        )
         lines.append(
             f"| {row.size:,} | {row.phase} | {f.get('run_mode', '—')} | {f['wall']:.2f} s "
             f"| {f['netbox_requests']:,} "
             f"| {f['netbox_requests'] / row.size:.3f} | {f['inventory_writes']:,} | {pve} "
-            f"| {rss} | {ratio} |"
+            f"| {rss} | {cpu} | {ratio} |"
         )
     return "\n".join(lines)
 
@@ -476,7 +518,30 @@ def parse_arguments():
     parser.add_argument("--proxmox", choices=("fake", "simulator"), default="fake")
     parser.add_argument("--proxmox-latency-ms", type=float, default=0.0, metavar="N")
     parser.add_argument("--latency-compare", type=float, metavar="N")
+    parser.add_argument(
+        "--rounds", type=int, default=1, metavar="N", help="initial sync and floor pairs per size"
+    )
+    parser.add_argument(
+        "--initial-only", action="store_true", help="no resync phases: initial syncs and floors"
+    )
+    parser.add_argument("--profile", metavar="DIR", help="a cProfile file per sync run into DIR")
+    parser.add_argument(
+        "--netbox-keep-alive",
+        type=int,
+        default=0,
+        metavar="S",
+        help="gunicorn's keep-alive seconds (default 0: a connection per request)",
+    )
+    parser.add_argument(
+        "--netbox-access-log",
+        metavar="FILE",
+        help="gunicorn's access log: method, path, status, microseconds, worker pid",
+    )
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds takes 1 or more")
+    if args.initial_only and args.latency_compare is not None:
+        parser.error("--latency-compare compares resyncs: not with --initial-only")
     args.sizes = [int(s) for s in args.sizes.split(",")]
     if args.proxmox == "simulator":
         if len(args.sizes) != 1 or args.sizes[0] not in SIMULATOR_PROFILES:
@@ -485,6 +550,8 @@ def parse_arguments():
             parser.error(f"--proxmox simulator takes one size of {sorted(SIMULATOR_PROFILES)}")
         if args.proxmox_latency_ms or args.latency_compare is not None:
             parser.error("Proxmox latency is the fake's: --proxmox fake")
+        if args.rounds > 1:
+            parser.error("rounds pair initial syncs with floors: --proxmox fake")
     return args
 
 
@@ -509,81 +576,46 @@ def main() -> int:
 
     django.setup()
     sys.path.insert(0, str(ROOT / "e2e"))
-    from sync_fixtures import (
-        NetBoxServer,
-        Simulator,
-        create_endpoint,
-        create_endpoint_record,
-        create_site,
-    )
+    from sync_fixtures import NetBoxServer, Simulator, create_endpoint, create_site
 
     rows: list[Row] = []
     failed = False
     with tempfile.TemporaryDirectory(prefix="pbsync-bench-") as workdir:
-        netbox = NetBoxServer(Path(workdir))
+        gunicorn_args = ["--keep-alive", str(args.netbox_keep_alive)]
+        if args.netbox_access_log:
+            gunicorn_args += [
+                "--access-logfile",
+                str(Path(args.netbox_access_log).resolve()),
+                "--access-logformat",
+                "%(m)s %(U)s %(s)s %(D)s %(p)s",
+            ]
+        netbox = NetBoxServer(Path(workdir), gunicorn_args=tuple(gunicorn_args))
         simulator = None
         try:
             netbox.start()
             for number, size in enumerate(args.sizes):
-                cluster = f"bench-{size}"
-                site = create_site(netbox, cluster)
-                spec = {
-                    "netbox_url": netbox.url,
-                    "netbox_token": netbox.admin_token,
-                    "cluster": cluster,
-                    "size": size,
-                    "network": f"172.{16 + number}.0.0/16",
-                    "simulator": None,
-                    "redis_url": os.environ["PROXBOX_REDIS_URL"],
-                }
+                bench = SizeBench(args, netbox, size, number)
                 if args.proxmox == "simulator":
                     profile = SIMULATOR_PROFILES[size]
                     print(f"Proxmox: simulator, seed profile {profile!r}", flush=True)
                     simulator = Simulator(f"bench{size}", profile, 1, Path(workdir)).start()
-                    endpoint = create_endpoint(netbox, cluster, simulator, site=site)
-                    spec["simulator"] = {
+                    site = create_site(netbox, bench.cluster(0))
+                    endpoint = create_endpoint(netbox, bench.cluster(0), simulator, site=site)
+                    bench.spec_base["simulator"] = {
                         "url": simulator.url,
                         "ca_bundle": simulator.ca_bundle,
                         "token_id": simulator.token_id,
                         "token_secret": simulator.token_secret,
                     }
+                    size_rows = bench.phases(endpoint["id"])
+                    print(
+                        f"{size:>6} guests  no floor: it writes the fake's guests (--proxmox fake)"
+                    )
                 else:
                     print(f"Proxmox: fake, {args.proxmox_latency_ms:g} ms per request", flush=True)
-                    endpoint = create_endpoint_record(netbox, cluster, "127.0.0.1", 8006, site=site)
-                spec["endpoint_id"] = endpoint["id"]
-
-                size_rows = []
-                for phase, changed, latency, full in phases(args):
-                    figures = phase_in_child(
-                        {**spec, "changed": changed, "latency_ms": latency, "full": full}
-                    )
-                    if figures["django_loaded"]:
-                        raise SystemExit(
-                            "the sync's child process loaded Django: its RSS is not the backend's"
-                        )
-                    if not figures["ok"]:
-                        failed = True
-                        print(f"{cluster} {phase} FAILED: {figures['error']} {figures['failures']}")
-                    size_rows.append(Row(size, phase, figures))
-                    print(describe(size_rows[-1]), flush=True)
-                    print(f"{'':>14}{stage_spans(figures['stages'])}", flush=True)
-
-                floor = None
-                if args.proxmox == "fake":
-                    # The floor writes the fake's guests; a simulator's profile has other
-                    # shapes (LXC, one NIC, other disks), so no ratio would be honest there.
-                    floor_network = f"10.{100 + number}.0.0/16"
-                    floor = asyncio.run(
-                        sync_floor.measure_floor(
-                            netbox.url,
-                            netbox.admin_token,
-                            f"floor-{size}",
-                            NODES,
-                            guest_specs(size, floor_network, oui="BC:25"),
-                            node_addresses(floor_network),
-                        )
-                    )
-                rows += report_size(size, size_rows, floor, args)
+                    size_rows = bench.rounds()
+                failed |= any(not row.figures.get("ok", True) for row in size_rows)
+                rows += size_rows
         except sync_floor.FloorFailed as exc:
             print(f"FLOOR FAILED, no ratio: {exc}", file=sys.stderr)
             return 1
@@ -597,30 +629,193 @@ def main() -> int:
     return 1 if failed else 0
 
 
-def report_size(size: int, size_rows: list[Row], floor, args) -> list[Row]:
-    """The size's rows with the floor's (if measured) after the initial sync; prints the
-    ratios."""
-    initial = size_rows[0]
-    noop = next(row for row in size_rows if row.phase == "no-op resync")
-    if floor is None:
-        print(f"{size:>6} guests  no floor: it writes the fake's guests (--proxmox fake)")
-        return size_rows
-    floor_figures = floor_row(size, floor)
-    print(describe(floor_figures), flush=True)
-    steps = ", ".join(f"{step} {seconds:.1f}" for step, seconds in floor.steps.items())
-    print(f"{'':>14}steps: {steps}", flush=True)
-    if initial.figures["ok"]:
-        initial.ratio = initial.figures["wall"] / floor.seconds
-        print(f"{size:>6} guests  initial sync {initial.ratio:.2f}× the floor", flush=True)
-    if args.latency_compare is not None:
-        late = size_rows[-1]
-        ratio = late.figures["wall"] / noop.figures["wall"]
-        print(
-            f"{noop.size:>6} guests  no-op resync at {args.latency_compare:g} ms Proxmox latency: "
-            f"{ratio:.2f}× the one at {args.proxmox_latency_ms:g} ms (target ≤ 2×)",
-            flush=True,
+class SizeBench:
+    """One size's runs against one NetBox.  Round 1 is the initial sync followed by the
+    resync phases on its endpoint, then the floor; each further round (`--rounds`) is
+    another initial sync, into an endpoint, site and cluster of its own, and another
+    floor, in alternating order (the floor first in round 2, the sync first in round 3,
+    ...), so that a drift of the machine's speed over the run weighs on both alike.  The
+    ratio is the rounds' summed sync time over their summed floor time."""
+
+    def __init__(self, args, netbox, size: int, number: int):
+        self.args = args
+        self.netbox = netbox
+        self.size = size
+        self.number = number
+        self.spec_base = {
+            "netbox_url": netbox.url,
+            "netbox_token": netbox.admin_token,
+            "size": size,
+            "simulator": None,
+            "redis_url": os.environ["PROXBOX_REDIS_URL"],
+        }
+
+    def cluster(self, round_: int) -> str:
+        return f"bench-{self.size}" + (f"-r{round_ + 1}" if round_ else "")
+
+    def network(self, round_: int, floor: bool) -> str:
+        """Addresses of the round's own: NetBox keeps global addresses unique."""
+        if floor:
+            return f"10.{100 + 8 * self.number + round_}.0.0/16"
+        if round_ == 0:
+            return f"172.{16 + self.number}.0.0/16"
+        return f"10.{200 + 8 * self.number + round_}.0.0/16"
+
+    def spec(self, round_: int, endpoint_id: int) -> dict:
+        return {
+            **self.spec_base,
+            "cluster": self.cluster(round_),
+            "network": self.network(round_, floor=False),
+            "oui": f"BC:{24 + 2 * round_}",
+            "endpoint_id": endpoint_id,
+        }
+
+    def endpoint(self, round_: int) -> int:
+        from sync_fixtures import create_endpoint_record, create_site
+
+        cluster = self.cluster(round_)
+        site = create_site(self.netbox, cluster)
+        return create_endpoint_record(self.netbox, cluster, "127.0.0.1", 8006, site=site)["id"]
+
+    def sync(self, spec: dict, phase: str, changed: bool, latency: float, full: bool) -> Row:
+        profile = None
+        if self.args.profile:
+            label = f"{spec['cluster']}-{phase}".replace(" ", "_").replace(",", "")
+            profile = str(Path(self.args.profile).resolve() / f"{label}.prof")
+        before = server_cpu(self.netbox.process.pid)
+        figures = phase_in_child(
+            {**spec, "changed": changed, "latency_ms": latency, "full": full, "profile": profile}
         )
-    return [initial, floor_figures, *size_rows[1:]]
+        figures["cpu"].update(cpu_since(before, server_cpu(self.netbox.process.pid)))
+        if figures["django_loaded"]:
+            raise SystemExit("the sync's child process loaded Django: its RSS is not the backend's")
+        if not figures["ok"]:
+            print(f"{spec['cluster']} {phase} FAILED: {figures['error']} {figures['failures']}")
+        row = Row(self.size, phase, figures)
+        print(describe(row), flush=True)
+        print(f"{'':>14}{stage_spans(figures['stages'])}", flush=True)
+        return row
+
+    def phases(self, endpoint_id: int) -> list[Row]:
+        spec = self.spec(0, endpoint_id)
+        return [self.sync(spec, *phase) for phase in phases(self.args)]
+
+    def floor(self, round_: int) -> Row:
+        network = self.network(round_, floor=True)
+        before = server_cpu(self.netbox.process.pid)
+        client_started = time.process_time()
+        floor = asyncio.run(
+            sync_floor.measure_floor(
+                self.netbox.url,
+                self.netbox.admin_token,
+                f"floor-{self.size}" + (f"-r{round_ + 1}" if round_ else ""),
+                NODES,
+                guest_specs(self.size, network, oui=f"BC:{25 + 2 * round_}"),
+                node_addresses(network),
+            )
+        )
+        row = floor_row(self.size, floor)
+        row.figures["cpu"] = {
+            "client": time.process_time() - client_started,
+            **cpu_since(before, server_cpu(self.netbox.process.pid)),
+        }
+        if round_:
+            row.phase += f", round {round_ + 1}"
+        print(describe(row), flush=True)
+        steps = ", ".join(f"{step} {seconds:.1f}" for step, seconds in floor.steps.items())
+        print(f"{'':>14}steps: {steps}", flush=True)
+        return row
+
+    def initial(self, round_: int) -> Row:
+        label, changed, latency, full = phases(self.args)[0]
+        spec = self.spec(round_, self.endpoint(round_))
+        return self.sync(spec, f"{label}, round {round_ + 1}", changed, latency, full)
+
+    def rounds(self) -> list[Row]:
+        size_rows = self.phases(self.endpoint(0))
+        pairs = [(size_rows[0], self.floor(0))]
+        for round_ in range(1, self.args.rounds):
+            if round_ % 2:
+                floor = self.floor(round_)
+                initial = self.initial(round_)
+            else:
+                initial = self.initial(round_)
+                floor = self.floor(round_)
+            pairs.append((initial, floor))
+        return self.report(size_rows, pairs)
+
+    def report(self, size_rows: list[Row], pairs: list[tuple[Row, Row]]) -> list[Row]:
+        """The rows, each round's floor after its initial sync; prints the ratios."""
+        size = self.size
+        for initial, floor in pairs:
+            if initial.figures["ok"]:
+                initial.ratio = initial.figures["wall"] / floor.figures["wall"]
+        if all(initial.figures["ok"] for initial, _ in pairs):
+            synced = sum(initial.figures["wall"] for initial, _ in pairs)
+            floored = sum(floor.figures["wall"] for _, floor in pairs)
+            each = ", ".join(f"{initial.ratio:.2f}×" for initial, _ in pairs)
+            print(
+                f"{size:>6} guests  initial sync {synced / floored:.2f}× the floor "
+                f"({synced:.1f} s / {floored:.1f} s over {len(pairs)} round(s): {each})",
+                flush=True,
+            )
+        if self.args.latency_compare is not None:
+            noop = next(row for row in size_rows if row.phase == "no-op resync")
+            late = size_rows[-1]
+            ratio = late.figures["wall"] / noop.figures["wall"]
+            print(
+                f"{size:>6} guests  no-op resync at {self.args.latency_compare:g} ms Proxmox "
+                f"latency: {ratio:.2f}× the one at {self.args.proxmox_latency_ms:g} ms "
+                "(target ≤ 2×)",
+                flush=True,
+            )
+        return [
+            size_rows[0],
+            pairs[0][1],
+            *size_rows[1:],
+            *(row for pair in pairs[1:] for row in pair),
+        ]
+
+
+# -- CPU of the servers ---------------------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(netbox_pid: int) -> dict[str, float]:
+    """CPU seconds NetBox's gunicorn (its arbiter and workers) and the PostgreSQL server
+    (every `postgres` process) have used so far, exited children included: each live
+    process's own time plus what it reaped (cutime, cstime)."""
+    processes = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:  # gone between the listing and the read
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ticks = sum(int(field) for field in fields[11:15])  # utime stime cutime cstime
+        processes[int(entry.name)] = (int(fields[1]), comm, ticks / CLOCK_TICKS)
+    netbox = {netbox_pid}
+    while True:  # the arbiter's descendants
+        grown = netbox | {pid for pid, (ppid, _, _) in processes.items() if ppid in netbox}
+        if grown == netbox:
+            break
+        netbox = grown
+    workers = sorted(pid for pid in netbox if processes.get(pid, (None,))[0] == netbox_pid)
+    return {
+        "netbox": sum(processes[pid][2] for pid in netbox if pid in processes),
+        "postgres": sum(cpu for _, comm, cpu in processes.values() if comm == "postgres"),
+        # Each worker's share shows how gunicorn spread the client's connections.
+        **{f"worker {n}": processes[pid][2] for n, pid in enumerate(workers, 1)},
+    }
+
+
+def cpu_since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """A worker gunicorn replaced in between is left out."""
+    return {server: after[server] - before[server] for server in after if server in before}
 
 
 if __name__ == "__main__":

@@ -66,10 +66,18 @@ def drop_database(name: str) -> None:
 
 
 class NetBoxServer:
-    """`database` names a server of its own (default `pbsync_netbox_<pid>_<n>`); `env` adds to
-    the environment of its processes (another NETBOX_CONFIGURATION, a Redis pair)."""
+    """`database` names a server of its own (default `pbsync_netbox_<pid>_<n>`);
+    `gunicorn_args` go to gunicorn before the app; `env` adds to the environment of its
+    processes (another NETBOX_CONFIGURATION, a Redis pair)."""
 
-    def __init__(self, workdir: Path, database: str | None = None, **env: str):
+    def __init__(
+        self,
+        workdir: Path,
+        database: str | None = None,
+        gunicorn_args: tuple[str, ...] = (),
+        **env: str,
+    ):
+        self.gunicorn_args = gunicorn_args
         self.database = database or f"{PREFIX}netbox_{os.getpid()}_{next(_NETBOXES)}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -135,6 +143,7 @@ class NetBoxServer:
                 "2",
                 "--timeout",
                 "300",
+                *self.gunicorn_args,
                 "proxbox_devstack.wsgi:application",
             ],
             env=self.env(),
