@@ -113,6 +113,9 @@ NODE_STORAGES = [
 ]
 
 
+# Rounds per size: SizeBench.network gives each size 8 address ranges per side.
+MAX_ROUNDS = 8
+
 # The simulator's seed profiles a size runs against in `--proxmox simulator` mode.
 SIMULATOR_PROFILES = {100: "medium", 1000: "large"}
 
@@ -538,8 +541,9 @@ def parse_arguments():
         help="gunicorn's access log: method, path, status, microseconds, worker pid",
     )
     args = parser.parse_args()
-    if args.rounds < 1:
-        parser.error("--rounds takes 1 or more")
+    if not 1 <= args.rounds <= MAX_ROUNDS:
+        # Each round of a size takes address ranges and MAC prefixes of its own.
+        parser.error(f"--rounds takes 1 to {MAX_ROUNDS}")
     if args.initial_only and args.latency_compare is not None:
         parser.error("--latency-compare compares resyncs: not with --initial-only")
     args.sizes = [int(s) for s in args.sizes.split(",")]
@@ -650,8 +654,10 @@ class SizeBench:
             "redis_url": os.environ["PROXBOX_REDIS_URL"],
         }
 
-    def cluster(self, round_: int) -> str:
-        return f"bench-{self.size}" + (f"-r{round_ + 1}" if round_ else "")
+    def cluster(self, round_: int, prefix: str = "bench") -> str:
+        """The round's name for the sync's endpoint, site and cluster (the floor's with
+        prefix `floor`)."""
+        return f"{prefix}-{self.size}" + (f"-r{round_ + 1}" if round_ else "")
 
     def network(self, round_: int, floor: bool) -> str:
         """Addresses of the round's own: NetBox keeps global addresses unique."""
@@ -708,7 +714,7 @@ class SizeBench:
             sync_floor.measure_floor(
                 self.netbox.url,
                 self.netbox.admin_token,
-                f"floor-{self.size}" + (f"-r{round_ + 1}" if round_ else ""),
+                self.cluster(round_, prefix="floor"),
                 NODES,
                 guest_specs(self.size, network, oui=f"BC:{25 + 2 * round_}"),
                 node_addresses(network),
@@ -805,11 +811,12 @@ def server_cpu(netbox_pid: int) -> dict[str, float]:
             break
         netbox = grown
     workers = sorted(pid for pid in netbox if processes.get(pid, (None,))[0] == netbox_pid)
+    # Keyed by pid: a worker gunicorn replaced during a run has no "before" to subtract.
     return {
         "netbox": sum(processes[pid][2] for pid in netbox if pid in processes),
         "postgres": sum(cpu for _, comm, cpu in processes.values() if comm == "postgres"),
         # Each worker's share shows how gunicorn spread the client's connections.
-        **{f"worker {n}": processes[pid][2] for n, pid in enumerate(workers, 1)},
+        **{f"worker {pid}": processes[pid][2] for pid in workers},
     }
 
 
