@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from proxbox_backend import __version__
+from proxbox_backend.background import together
 from proxbox_backend.baselines import BaselineStore, baseline_key
 from proxbox_backend.domain import baseline as bl
 from proxbox_backend.domain.endpoint import Endpoint
@@ -47,34 +48,33 @@ async def read_history(
 ) -> History:
     """Read before the run writes anything: this run's starting position in the change
     log, the baseline, and what others changed since it."""
-    try:
-        started = await netbox.newest_change()
-    except ChangeLogUnreadable as exc:
-        return History(None, None, reason=str(exc))
     if full_sync_interval <= 0:
-        return History(None, started, reason="incremental runs are off (interval 0)")
+        return await _full_run(netbox, None, "incremental runs are off (interval 0)")
     baseline = await store.load(key)
     if baseline is None:
-        return History(None, started, reason="no baseline of an earlier successful run")
+        return await _full_run(netbox, None, "no baseline of an earlier successful run")
     if time.time() - baseline.full_at > full_sync_interval:
-        return History(baseline, started, reason="periodic full run")
+        return await _full_run(netbox, baseline, "periodic full run")
     ended_id, ended_time = baseline.ended_change
-    if started is None:
-        return History(baseline, started, reason="the change log does not reach the baseline")
     # Anyone's changes after the baseline's run ended (the sync's own user included: an
     # operator sharing its token, a run that stopped half-way), starting with the entry
-    # that ended it: if it is gone, the log was pruned or NetBox restored.  And others'
-    # changes while that run wrote.
+    # that ended it: if it is gone, the log was pruned or NetBox restored.  The newest of
+    # them is where this run starts, so one read gives both.  And, at the same time,
+    # others' changes while that run wrote.
     others_since = {}
     if baseline.started_change is not None:
         since = dt.datetime.fromisoformat(baseline.started_change[1]) - OVERLAP
         others_since = {"time_after": since.isoformat()}
-    later, others = await asyncio.gather(
-        netbox.changes(id__gte=ended_id, id__lte=started[0]),
-        netbox.changes(user_id__n=baseline.user_id, id__lte=ended_id, **others_since),
-    )
+    try:
+        later, others = await together(
+            netbox.changes(id__gte=ended_id),
+            netbox.changes(user_id__n=baseline.user_id, id__lte=ended_id, **others_since),
+        )
+    except ChangeLogUnreadable as exc:
+        return History(None, None, reason=str(exc))
     if not later or (later[0]["id"], later[0]["time"]) != (ended_id, ended_time):
-        return History(baseline, started, reason="the change log does not reach the baseline")
+        return await _full_run(netbox, baseline, "the change log does not reach the baseline")
+    started = (later[-1]["id"], later[-1]["time"])
     changes = [bl.Change.from_api(entry) for entry in [*others, *later[1:]]]
     interface_type, interface_vms = None, {}
     if any(change.names_interfaces for change in changes):
@@ -83,6 +83,16 @@ async def read_history(
         interface_vms = await netbox.interface_vms(sorted(interfaces)) if interfaces else {}
     drift = bl.drift(changes, RECORD_TYPES, interface_vms, baseline, interface_type)
     return History(baseline, started, drift, drift.full_reason)
+
+
+async def _full_run(netbox: NetBoxGateway, baseline: bl.Baseline | None, reason: str) -> History:
+    """A full run still starts from its position in the change log (the next baseline
+    records it); a change log it may not read makes it one for that reason."""
+    try:
+        started = await netbox.newest_change()
+    except ChangeLogUnreadable as exc:
+        return History(None, None, reason=str(exc))
+    return History(baseline, started, reason=reason)
 
 
 def context_digest(

@@ -229,31 +229,40 @@ class SyncService:
             )
         if not endpoint.enabled:
             raise SyncFailed(f"endpoint {endpoint.name!r} is disabled")
-        credentials = await netbox.credentials(endpoint) or self.settings.fallback_credentials(
-            endpoint.token_id
-        )
-        if credentials is None:
-            raise SyncFailed(
-                f"no Proxmox credentials for endpoint {endpoint.name!r}: the credentials API "
-                "did not provide them and PROXBOX_PROXMOX_TOKEN (or user/password) is unset"
+        incremental = None
+        # A preview shows the whole plan, and a targeted sync is not a whole run.
+        if self.baselines is not None and target is None and not report.dry_run:
+            incremental = Incremental(self.baselines, netbox, endpoint)
+        # Nothing is written before the claim: the change log is read meanwhile.
+        async with in_background(self._read_history(incremental)) as history_read:
+            credentials = await netbox.credentials(endpoint) or self.settings.fallback_credentials(
+                endpoint.token_id
             )
-        proxmox_client = self._proxmox_factory(endpoint, credentials)
-        try:
-            await proxmox_client.login()
-            run = _Run(
-                self.settings, endpoint, netbox, ProxmoxGateway(proxmox_client), report, emit
-            )
-            # A preview shows the whole plan, and a targeted sync is not a whole run.
-            if self.baselines is not None and target is None and not report.dry_run:
-                run.incremental = Incremental(self.baselines, netbox, endpoint)
-            policy = ACTIVE.set(endpoint.policy)
+            if credentials is None:
+                raise SyncFailed(
+                    f"no Proxmox credentials for endpoint {endpoint.name!r}: the credentials "
+                    "API did not provide them and PROXBOX_PROXMOX_TOKEN (or user/password) "
+                    "is unset"
+                )
+            proxmox_client = self._proxmox_factory(endpoint, credentials)
             try:
-                await run.execute()
+                await proxmox_client.login()
+                run = _Run(
+                    self.settings, endpoint, netbox, ProxmoxGateway(proxmox_client), report, emit
+                )
+                run.incremental = incremental
+                policy = ACTIVE.set(endpoint.policy)
+                try:
+                    await run.execute(history_read)
+                finally:
+                    ACTIVE.reset(policy)
             finally:
-                ACTIVE.reset(policy)
-        finally:
-            report.proxmox_requests = proxmox_client.stats.as_dict()
-            await proxmox_client.aclose()
+                report.proxmox_requests = proxmox_client.stats.as_dict()
+                await proxmox_client.aclose()
+
+    async def _read_history(self, incremental: Incremental | None) -> None:
+        if incremental is not None:
+            await incremental.read(self.settings.full_sync_interval)
 
 
 class _Run:
@@ -287,7 +296,9 @@ class _Run:
             self.stage(name, "started", total=0)
             self.stage(name, "finished", done=0)
 
-    async def execute(self) -> None:
+    async def execute(self, history_read: asyncio.Future) -> None:
+        """The run's stages; `history_read`: the incremental run's change-log read, started
+        before Proxmox was asked anything."""
         identity, nodes = await self.proxmox.identity()
         if identity.mode != self.endpoint.mode:
             # Proxmox is the authority on what it is; the record is only a declaration.
@@ -298,34 +309,43 @@ class _Run:
         # Proxmox's guests are read while NetBox answers the prerequisites and the claim.
         async with in_background(self.read_proxmox(identity, nodes)) as proxmox_read:
             incremental = self.incremental
-            if incremental is not None:
-                # Before this run writes anything: where it starts in the change log.
-                await incremental.read(self.settings.full_sync_interval)
+            # Before this run writes anything: where it starts in the change log.
+            await history_read
             prerequisites = (
                 incremental.prerequisites() if incremental is not None else None
             ) or await self.netbox.prerequisites(self.tally)
-            cluster_id = await self.claim(identity, prerequisites.cluster_type_id)
+            claimed = await self.claim(identity, prerequisites.cluster_type_id)
+            cluster_id = claimed.cluster_id
             if incremental is None or not incremental.may_skip():
                 # Nothing before the guests stage writes VMs: their read overlaps Proxmox's.
                 self.netbox.read_ahead("virtual_machines", cluster_id)
-            try:
-                owned, device_ids = await self.inventory(
-                    proxmox_read, nodes, prerequisites, cluster_id
+            # The tracking record's refresh and the sidecar's lookup need only the claim:
+            # they run beside the stages instead of before and after them.
+            async with (
+                in_background(self.refresh_tracking(identity, claimed)) as tracking,
+                in_background(self.netbox.sync_state_sidecar(cluster_id)) as sidecar,
+            ):
+                try:
+                    owned, device_ids = await self.inventory(
+                        proxmox_read, nodes, prerequisites, cluster_id
+                    )
+                    await tracking
+                except (NetBoxError, ProxmoxError, TransportError) as exc:
+                    # Proxmox was seen all the same; the tracking record says so.
+                    await asyncio.gather(tracking, return_exceptions=True)
+                    # The cluster is ours: its sidecar says the run broke off, and why.
+                    self.report.sync_state = await self.netbox.write_sync_state(
+                        await sidecar, reflection(self.tally, error=str(exc))
+                    )
+                    raise
+                finally:
+                    await self.netbox.forget()
+                # The sidecar is bookkeeping, not inventory: the baseline's end in the
+                # change log is read while it is written.
+                baseline = self.save_baseline(cluster_id, prerequisites, device_ids, owned)
+                self.report.sync_state, _ = await asyncio.gather(
+                    self.netbox.write_sync_state(await sidecar, reflection(self.tally)), baseline
                 )
-            except (NetBoxError, ProxmoxError, TransportError) as exc:
-                # The cluster is ours: its sidecar says the run broke off, and why.
-                self.report.sync_state = await self.netbox.write_sync_state(
-                    cluster_id, reflection(self.tally, error=str(exc))
-                )
-                raise
-            finally:
-                await self.netbox.forget()
-        # The sidecar is bookkeeping, not inventory: the baseline's end in the change log
-        # is read while it is written.
-        baseline = self.save_baseline(cluster_id, prerequisites, device_ids, owned)
-        self.report.sync_state, _ = await asyncio.gather(
-            self.netbox.write_sync_state(cluster_id, reflection(self.tally)), baseline
-        )
 
     async def save_baseline(self, cluster_id, prerequisites, device_ids, owned) -> None:
         incremental = self.incremental
@@ -344,11 +364,13 @@ class _Run:
             # The run is done; only the next run's shortcut is lost.
             self.report.warnings.append(f"no baseline for the next run: {exc}")
 
-    async def claim(self, identity: ClusterIdentity, cluster_type_id: int) -> int:
+    async def claim(
+        self, identity: ClusterIdentity, cluster_type_id: int
+    ) -> cluster_stage.ClusterOutcome:
         self.stage("cluster", "started", total=1)
         try:
-            outcome = await cluster_stage.apply(
-                self.netbox, self.endpoint, identity, cluster_type_id, self.tally
+            outcome = await cluster_stage.claim(
+                self.netbox, self.endpoint, identity, cluster_type_id
             )
         except ClaimRefused as exc:
             self.tally.fail(cluster_stage.OBJECT_TYPE, identity.name, str(exc))
@@ -365,7 +387,18 @@ class _Run:
             "changed": outcome.claim.changed,
             "metadata_changed": outcome.metadata_changed,
         }
-        return outcome.cluster_id
+        return outcome
+
+    async def refresh_tracking(
+        self, identity: ClusterIdentity, outcome: cluster_stage.ClusterOutcome
+    ) -> None:
+        """The tracking record's refresh; then the cluster is counted."""
+        tracking_changed = await cluster_stage.refresh_tracking(
+            self.netbox, outcome.claim, identity
+        )
+        changed = outcome.metadata_changed or tracking_changed
+        self.report.cluster["metadata_changed"] = changed
+        cluster_stage.count(self.tally, outcome.claim, changed)
 
     async def read_proxmox(
         self, identity: ClusterIdentity, nodes: list[ProxmoxNode]

@@ -272,12 +272,14 @@ class ChangeLog:
         return self.newest
 
     async def changes(self, **filters):
+        if self.unreadable:
+            raise ChangeLogUnreadable("the NetBox token may not read the change log")
         self.reads.append(filters)
         found = [
             e
             for e in self.entries
             if e["id"] >= filters.get("id__gte", 0)
-            and e["id"] <= filters["id__lte"]
+            and e["id"] <= filters.get("id__lte", float("inf"))
             and e["user"] != filters.get("user_id__n")
         ]
         return found
@@ -321,11 +323,21 @@ def test_history_reads_others_since_the_baseline_began_and_anyone_since_it_ended
     found = history(log, a_baseline())
     assert found.reason is None
     assert set(found.drift.vm_ids) == {1000, 1002}
+    # The newest entry since the baseline is where this run starts: one read for both.
+    assert found.started == (650, entry(650, 2)["time"])
     later, others = log.reads
-    assert later == {"id__gte": 640, "id__lte": 700}
+    assert later == {"id__gte": 640}
     started = "2026-12-03T06:00:00.000000+00:00"
     assert others["user_id__n"] == 2 and others["id__lte"] == 640
     assert others["time_after"] == (dt.datetime.fromisoformat(started) - OVERLAP).isoformat()
+
+
+def test_a_full_run_still_knows_where_it_starts_in_the_change_log():
+    # The entry that ended the baseline's run is gone: the newest entry is read apart.
+    found = history(ChangeLog([entry(650, 9)]), a_baseline())
+    assert found.reason == "the change log does not reach the baseline"
+    assert found.started == (700, "2026-12-03T07:00:00+00:00")
+    assert history(ChangeLog([]), None).started == (700, "2026-12-03T07:00:00+00:00")
 
 
 def test_an_address_change_is_placed_on_its_vm():

@@ -937,7 +937,9 @@ async def test_cluster_stage_records_when_proxmox_was_last_seen(node_count, outc
     seen_at = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.UTC)
     tally = Tally()
 
-    await cluster.apply(gateway, endpoint, identity, 1, tally, seen_at=seen_at)
+    claimed = await cluster.claim(gateway, endpoint, identity, 1)
+    changed = await cluster.refresh_tracking(gateway, claimed.claim, identity, seen_at=seen_at)
+    cluster.count(tally, claimed.claim, claimed.metadata_changed or changed)
 
     expected = {"last_seen": "2026-12-01T09:30:00+00:00"}
     if node_count != 1:

@@ -70,6 +70,9 @@ class EndpointNotFound(LookupError):
     pass
 
 
+CHANGE_LOG_FORBIDDEN = "the NetBox token may not read the change log (core.objectchange view)"
+
+
 class ChangeLogUnreadable(Exception):
     """The token may not read NetBox's change log: every run is a full one."""
 
@@ -79,6 +82,14 @@ class Prerequisites:
     cluster_type_id: int
     device_role_id: int
     device_type_id: int
+
+
+@dataclass(frozen=True)
+class SyncStateSidecar:
+    """Where a run is recorded: the sidecar's id, or why the run cannot be."""
+
+    id: int | None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,24 +221,31 @@ class NetBoxGateway:
     async def update_tracking_record(self, tracking_id: int, changes: dict) -> dict:
         return await self.client.call("PATCH", f"{TRACKING}{tracking_id}/", json=changes)
 
-    async def write_sync_state(self, cluster_id: int, reflection: dict) -> str:
-        """Record the run on the cluster's typed sidecar (created by the claim); say how it went.
-
-        Reflection metadata only: the ownership link is the claim's business.
-        """
+    async def sync_state_sidecar(self, cluster_id: int) -> SyncStateSidecar:
+        """The cluster's typed sidecar (created by the claim), looked up while the run
+        writes, so that recording the run at its end takes one request."""
         response = await self.client.request(
             "GET", SYNC_STATES, params={"cluster_id": cluster_id, "fields": "id"}
         )
         if response.status_code == 404:
-            return "not recorded: this NetBox has no sync-state API"
+            return SyncStateSidecar(None, "not recorded: this NetBox has no sync-state API")
         if not response.is_success:
-            return f"not recorded: sidecar lookup answered HTTP {response.status_code}"
+            return SyncStateSidecar(
+                None, f"not recorded: sidecar lookup answered HTTP {response.status_code}"
+            )
         results = response.json().get("results", [])
         if not results:
-            return "not recorded: the cluster has no sync-state sidecar"
-        update = await self.client.request(
-            "PATCH", f"{SYNC_STATES}{results[0]['id']}/", json=reflection
-        )
+            return SyncStateSidecar(None, "not recorded: the cluster has no sync-state sidecar")
+        return SyncStateSidecar(results[0]["id"])
+
+    async def write_sync_state(self, sidecar: SyncStateSidecar, reflection: dict) -> str:
+        """Record the run on the cluster's sidecar; say how it went.
+
+        Reflection metadata only: the ownership link is the claim's business.
+        """
+        if sidecar.id is None:
+            return sidecar.problem
+        update = await self.client.request("PATCH", f"{SYNC_STATES}{sidecar.id}/", json=reflection)
         if not update.is_success:
             return f"not recorded: HTTP {update.status_code}: {describe_error(_body(update))}"
         return "recorded"
@@ -428,8 +446,15 @@ class NetBoxGateway:
             VLAN_GROUPS, {"slug": slug}, payload, tally, "ipam.vlangroup"
         )
 
-    async def vlans(self, group_id: int) -> list[dict]:
-        return await self.client.list(VLANS, {"group_id": group_id, "fields": "id,vid,tags"})
+    async def vlans(self, group_slug: str) -> list[dict]:
+        """The VLANs of the group with `group_slug`; none while there is no such group
+        (NetBox refuses a filter naming a group it does not know)."""
+        try:
+            return await self.client.list(VLANS, {"group": group_slug, "fields": "id,vid,tags"})
+        except NetBoxError as exc:
+            if exc.status == 400 and isinstance(exc.body, dict) and "group" in exc.body:
+                return []
+            raise
 
     @readable_ahead
     async def ip_addresses(self, vm_ids: list[int]) -> list[dict]:
@@ -462,9 +487,7 @@ class NetBoxGateway:
             "GET", OBJECT_CHANGES, params={"ordering": "-id", "limit": 1, "fields": "id,time"}
         )
         if response.status_code in (401, 403):
-            raise ChangeLogUnreadable(
-                "the NetBox token may not read the change log (core.objectchange view)"
-            )
+            raise ChangeLogUnreadable(CHANGE_LOG_FORBIDDEN)
         if not response.is_success:
             raise NetBoxError(response.status_code, "GET", OBJECT_CHANGES, _body(response))
         results = response.json().get("results") or []
@@ -473,9 +496,14 @@ class NetBoxGateway:
     async def changes(self, **filters) -> list[dict]:
         """The change-log entries matching `filters`, oldest first (stable pages while
         new entries arrive)."""
-        return await self.client.list(
-            OBJECT_CHANGES, {**filters, "ordering": "id", "fields": CHANGE_FIELDS}
-        )
+        try:
+            return await self.client.list(
+                OBJECT_CHANGES, {**filters, "ordering": "id", "fields": CHANGE_FIELDS}
+            )
+        except NetBoxError as exc:
+            if exc.status in (401, 403):
+                raise ChangeLogUnreadable(CHANGE_LOG_FORBIDDEN) from exc
+            raise
 
     async def object_type_id(self, label: str) -> int | None:
         """The id NetBox gives an object type (`app_label.model`), as the change log's

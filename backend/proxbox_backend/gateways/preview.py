@@ -21,7 +21,7 @@ from proxbox_backend.clients.netbox import BulkResult, NetBoxClient, NetBoxError
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.gateways import netbox as nb
-from proxbox_backend.gateways.netbox import ClaimResult, NetBoxGateway
+from proxbox_backend.gateways.netbox import ClaimResult, NetBoxGateway, SyncStateSidecar
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -211,5 +211,5 @@ class PreviewNetBoxGateway(NetBoxGateway):
             self.recorder.update(object_type_of(nb.TRACKING), tracking_id, inventory, current)
         return {"id": tracking_id, **changes}
 
-    async def write_sync_state(self, cluster_id: int, reflection: dict) -> str:
-        return "not recorded: a preview writes nothing"
+    async def sync_state_sidecar(self, cluster_id: int) -> SyncStateSidecar:
+        return SyncStateSidecar(None, "not recorded: a preview writes nothing")

@@ -69,26 +69,36 @@ def count(tally: Tally, claim: ClaimResult, metadata_changed: bool) -> None:
         tally.add(OBJECT_TYPE, "unchanged")
 
 
-async def apply(
+async def claim(
     netbox: NetBoxGateway,
     endpoint: Endpoint,
     identity: ClusterIdentity,
     cluster_type_id: int,
-    tally: Tally,
-    seen_at: dt.datetime | None = None,
 ) -> ClusterOutcome:
+    """The claim, then the native cluster's status and tags."""
     claim = await netbox.claim(endpoint, claim_body(identity, endpoint, cluster_type_id))
     changed = False
     if changes := plan_metadata(identity, claim.cluster):
         await netbox.update_cluster(claim.cluster_id, changes)
         changed = True
-    if claim.tracking_id is not None:
-        tracking = await netbox.tracking_record(claim.tracking_id)
-        changes = plan_tracking(identity, tracking)
-        changed = changed or bool(changes)
-        # Proxmox just answered: the record says when, on every run. That is reflection
-        # metadata like the sidecar's last sync, so it is not counted as an inventory change.
-        seen_at = (seen_at or dt.datetime.now(dt.UTC)).isoformat()
-        await netbox.update_tracking_record(claim.tracking_id, {**changes, "last_seen": seen_at})
-    count(tally, claim, changed)
     return ClusterOutcome(claim, nested_id(claim.cluster), changed)
+
+
+async def refresh_tracking(
+    netbox: NetBoxGateway,
+    claim: ClaimResult,
+    identity: ClusterIdentity,
+    seen_at: dt.datetime | None = None,
+) -> bool:
+    """Bring the tracking record up to date; whether that changed what it knows.
+
+    Nothing the later stages write depends on it: a run does it beside them."""
+    if claim.tracking_id is None:
+        return False
+    tracking = await netbox.tracking_record(claim.tracking_id)
+    changes = plan_tracking(identity, tracking)
+    # Proxmox just answered: the record says when, on every run. That is reflection
+    # metadata like the sidecar's last sync, so it is not counted as an inventory change.
+    seen_at = (seen_at or dt.datetime.now(dt.UTC)).isoformat()
+    await netbox.update_tracking_record(claim.tracking_id, {**changes, "last_seen": seen_at})
+    return bool(changes)

@@ -8,6 +8,7 @@ be a network an operator documents. Nothing is read or written when no NIC has a
 
 from __future__ import annotations
 
+from proxbox_backend.background import together
 from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
@@ -70,8 +71,10 @@ async def apply(
     vids = wanted_vids(guests)
     if not vids:
         return {}
-    group_id = await netbox.vlan_group(
-        group_slug(cluster_id), group_payload(cluster_id, endpoint_name), tally
+    # The group's VLANs are read by its slug while the group is looked up (or created).
+    slug = group_slug(cluster_id)
+    group_id, current = await together(
+        netbox.vlan_group(slug, group_payload(cluster_id, endpoint_name), tally),
+        netbox.vlans(slug),
     )
-    current = await netbox.vlans(group_id)
     return await apply_plan(netbox.client, VLANS, plan(vids, group_id, current), tally)
