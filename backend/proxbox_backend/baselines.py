@@ -49,14 +49,17 @@ class RedisBaselines:
     writes, so the next run plans the guests they touched again."""
 
     def __init__(self, url: str):
+        # The client library loads with the store: imported inside a run, it would hold
+        # the event loop, and every request in flight, for as long as the import takes.
+        import redis.asyncio
+
         self.url = url
+        self._redis = redis.asyncio.Redis
 
     def _connect(self):
         # A connection per call: a run loads once and saves once, and the CLI's and the
         # HTTP service's event loops then need no shared pool to close.
-        import redis.asyncio
-
-        return redis.asyncio.Redis.from_url(self.url, socket_connect_timeout=5)
+        return self._redis.from_url(self.url, socket_connect_timeout=5)
 
     async def load(self, key: str) -> Baseline | None:
         try:
