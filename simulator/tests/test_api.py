@@ -512,6 +512,37 @@ def test_guest_lifecycle_with_json_bodies_snapshots_and_agent(root, unique_vmid)
     assert root.get(f"/nodes/pve1/qemu/{vmid}/config").status_code == 500
 
 
+def test_the_config_digest_covers_the_snapshot_sections(root, unique_vmid):
+    """PVE's digest hashes the whole config file: describing a snapshot changes it though
+    no config value changed (clients skip rereading snapshots while it stays)."""
+    vmid = unique_vmid
+    created = root.post("/nodes/pve1/qemu", data={"vmid": vmid, "name": "digest", "memory": 512})
+    assert root.wait(created.json()["data"])["exitstatus"] == "OK"
+    snap = root.post(f"/nodes/pve1/qemu/{vmid}/snapshot", data={"snapname": "s1"})
+    assert root.wait(snap.json()["data"])["exitstatus"] == "OK"
+    before = root.get(f"/nodes/pve1/qemu/{vmid}/config").json()["data"]
+    described = root.put(
+        f"/nodes/pve1/qemu/{vmid}/snapshot/s1/config", data={"description": "before upgrade"}
+    )
+    assert described.status_code == 200, described.text
+    after = root.get(f"/nodes/pve1/qemu/{vmid}/config").json()["data"]
+    assert {k: v for k, v in after.items() if k != "digest"} == {
+        k: v for k, v in before.items() if k != "digest"
+    }
+    assert after["digest"] != before["digest"]
+    current = root.get(f"/nodes/pve1/qemu/{vmid}/snapshot").json()["data"][-1]
+    assert current["name"] == "current" and current["digest"] == after["digest"]
+    # A write against the digest read before the snapshot changed is refused.
+    stale = root.put(
+        f"/nodes/pve1/qemu/{vmid}/config", data={"memory": 1024, "digest": before["digest"]}
+    )
+    assert stale.status_code == 500 and "file changed by other user" in stale.reason_phrase
+    fresh = root.put(
+        f"/nodes/pve1/qemu/{vmid}/config", data={"memory": 1024, "digest": after["digest"]}
+    )
+    assert fresh.status_code == 200, fresh.text
+
+
 def test_lxc_interfaces_and_power(root, unique_vmid):
     vmid = unique_vmid
     upid = root.post(

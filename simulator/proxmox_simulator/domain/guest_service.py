@@ -291,17 +291,15 @@ async def create(
         )
 
 
-def render_config(row, *, with_digest: bool = True) -> dict:
-    config = dict(row["config"])
-    if with_digest:
-        config["digest"] = rules.config_digest(row["config"])
-    return config
+def render_config(row, snapshots) -> dict:
+    return {**row["config"], "digest": rules.config_digest(row["config"], snapshots)}
 
 
 async def get_config(rt, kind: str, node: str, vmid: int) -> dict:
     async with rt.pool.acquire() as conn:
         row = await load_guest(conn, kind, node, vmid)
-    return render_config(row)
+        snapshots = await guest_repo.snapshots(conn, vmid)
+    return render_config(row, snapshots)
 
 
 async def update_config(
@@ -344,7 +342,9 @@ async def _write_config(
         current = dict(row["config"])
         if current.get("lock") and not params.get("skiplock"):
             raise PveError(f"{rules.noun(kind)} is locked ({current['lock']})")
-        if digest and digest != rules.config_digest(current):
+        if digest and digest != rules.config_digest(
+            current, await guest_repo.snapshots(conn, vmid)
+        ):
             raise PveError(
                 "detected modified configuration - file changed by other user? Try again."
             )
@@ -556,7 +556,7 @@ async def list_snapshots(rt, kind: str, node: str, vmid: int) -> list[dict]:
     current = {
         "name": "current",
         "description": "You are here!",
-        "digest": rules.config_digest(row["config"]),
+        "digest": rules.config_digest(row["config"], snaps),
     }
     if row["config"].get("parent"):
         current["parent"] = row["config"]["parent"]

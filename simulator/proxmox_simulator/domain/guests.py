@@ -92,9 +92,16 @@ def require_stopped_for_destroy(kind: str, vmid: int, status: str) -> None:
         raise PveError(f"{noun(kind)} {vmid} is running - destroy failed")
 
 
-def config_digest(config: dict) -> str:
-    """PVE's digest is a SHA-1 of the config file; ours hashes the canonical config."""
-    return hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()
+def config_digest(config: dict, snapshots=()) -> str:
+    """PVE's digest is a SHA-1 of the whole config file, its snapshot sections included
+    (a snapshot taken, removed or described changes it); ours hashes the canonical
+    config with the snapshots' rows (name, parent, description, time, vmstate, config)."""
+    sections = [
+        [s["name"], s["parent"], s["description"], s["snaptime"], s["vmstate"], s["config"]]
+        for s in snapshots
+    ]
+    text = json.dumps({"config": config, "snapshots": sections}, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 QEMU_DISK_KEY = re.compile(r"^(?:scsi|virtio|sata|ide)\d+$|^(?:efidisk0|tpmstate0)$")
