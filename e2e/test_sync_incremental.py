@@ -140,6 +140,50 @@ def test_a_guest_changed_in_proxmox_is_the_only_one_synced(
     converged(netbox_server, simulator, cluster_id)
 
 
+def test_snapshots_are_read_again_only_when_their_guests_config_digest_changes(
+    netbox_server, simulator, first_run, sync
+):
+    """Proxmox's config digest covers the config file's snapshot sections: an incremental
+    run reads the snapshot list of a guest whose digest changed, and of no other."""
+    cluster_id = first_run.cluster["id"]
+    resource = guest(simulator)
+    base = f"/nodes/{resource['node']}/qemu/{resource['vmid']}"
+    with simulator.api() as pve:
+        taken = pve.post(f"{base}/snapshot", data={"snapname": "pre-patch"})
+        assert taken.status_code == 200, taken.text
+        simulator.wait_task(taken.json()["data"])
+    report = sync()
+    assert report.run_mode["mode"] == "incremental"
+    assert report.tally.of("netbox_proxbox.proxmoxsnapshot").created == 1
+    vm = vm_named(netbox_server, cluster_id, resource["name"])
+
+    unchanged = sync()
+    assert unchanged.run_mode["mode"] == "incremental" and unchanged.tally.writes == 0
+    reads = unchanged.proxmox_requests["by_method"]["GET"]
+
+    with simulator.api() as pve:
+        described = pve.put(f"{base}/snapshot/pre-patch/config", data={"description": "kernel"})
+        assert described.status_code == 200, described.text
+    report = sync()
+    assert report.run_mode["mode"] == "incremental"
+    assert report.tally.of("netbox_proxbox.proxmoxsnapshot").updated == 1
+    assert report.tally.writes == 1
+    # That guest's snapshot list, and no other guest's.
+    assert report.proxmox_requests["by_method"]["GET"] == reads + 1
+    (record,) = list_all(
+        netbox_server, "/plugins/proxbox/inventory/snapshots/", virtual_machine_id=vm["id"]
+    )
+    assert (record["name"], record["description"]) == ("pre-patch", "kernel")
+
+    # A full run reads every synced guest's list.
+    full = sync(full_sync_interval=0.0)
+    synced = [
+        g for g in simulator.inventory()["guests"].values() if not g["resource"].get("template")
+    ]
+    assert full.proxmox_requests["by_method"]["GET"] == reads + len(synced)
+    assert full.tally.writes == 0
+
+
 def test_an_operators_edits_in_netbox_are_undone_for_those_vms_only(
     netbox_server, simulator, first_run, sync
 ):

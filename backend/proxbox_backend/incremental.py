@@ -128,6 +128,11 @@ class Incremental:
         self.context = ""
         self.nodes = ""
         self.digests: dict[str, str] = {}
+        # VMID → (config digest, snapshot list digest) of the guests whose snapshots this
+        # run knows: read, or known from the baseline.
+        self.snapshots: dict[int, tuple[str, str]] = {}
+        self.known_snapshots: dict[int, str] = {}
+        self.config_digests: dict[int, str] = {}
 
     async def read(self, full_sync_interval: float) -> None:
         self.history = await read_history(self.netbox, self.store, self.key, full_sync_interval)
@@ -156,6 +161,32 @@ class Incremental:
             history.reason = "the endpoint's cluster changed"
         elif history.baseline.context != context:
             history.reason = "the endpoint, its policy, placement or the release changed"
+
+    def snapshots_known(self, config_digests: dict[int, str]) -> dict[int, str]:
+        """VMID → snapshot list digest of the guests whose snapshots need no read: their
+        config is the baseline's (`baseline.snapshots_known`).  None in a full run."""
+        self.config_digests = config_digests
+        history = self.history
+        if history.reason is None:
+            self.known_snapshots = bl.snapshots_known(
+                history.baseline, config_digests, history.drift
+            )
+        return self.known_snapshots
+
+    def snapshot_digests(self, records) -> dict[int, str]:
+        """VMID → snapshot list digest of every guest whose snapshots this run knows: the
+        ones it read, and the ones it left unread as known."""
+        listed: dict[int, list] = {vmid: [] for vmid in records.snapshot_vmids}
+        for snapshot in records.snapshots:
+            listed.setdefault(snapshot.vmid, []).append(snapshot)
+        digests = {**self.known_snapshots}
+        digests.update({vmid: bl.digest(found) for vmid, found in listed.items()})
+        self.snapshots = {
+            vmid: (self.config_digests[vmid], digest)
+            for vmid, digest in digests.items()
+            if vmid in self.config_digests
+        }
+        return digests
 
     def unchanged_devices(self, nodes_digest: str) -> dict[str, int] | None:
         """The nodes' devices when the node stages may be left out: the nodes' input is
@@ -263,6 +294,7 @@ class Incremental:
                 ended_change=ended,
                 user_id=user_id,
                 full_at=time.time() if full or previous is None else previous.full_at,
+                snapshots=self.snapshots,
             ),
         )
 
@@ -272,8 +304,11 @@ def node_digest(nodes, networks) -> str:
     return bl.digest({"nodes": nodes, "networks": networks})
 
 
-def records_digest(records, links) -> str | None:
-    """The records' input (what Proxmox listed, what it links to); None: not synced."""
+def records_digest(records, links, snapshot_digests: dict[int, str]) -> str | None:
+    """The records' input (what Proxmox listed, what it links to); None: not synced.
+    The guests' snapshots count by their lists' digests (`snapshot_digests`), so a run
+    that left known lists unread digests the same input as one that read them."""
     if records is None:
         return None
-    return bl.digest({"records": dataclasses.replace(records, warnings=[]), "links": links})
+    rest = dataclasses.replace(records, snapshots=[], snapshot_vmids=set(), warnings=[])
+    return bl.digest({"records": rest, "snapshots": snapshot_digests, "links": links})

@@ -454,7 +454,12 @@ class _Run:
                 cluster_id,
             )
         # The records' reads (a snapshot list per guest) overlap the stages before them.
-        async with in_background(self.read_records(nodes, guests)) as records_read:
+        known = (
+            self.incremental.snapshots_known(inventory.config_digests)
+            if self.incremental is not None
+            else {}
+        )
+        async with in_background(self.read_records(nodes, guests, known)) as records_read:
             return await self.stages(
                 inventory,
                 nodes,
@@ -626,13 +631,14 @@ class _Run:
         )
         self.stage("node addresses", "finished", done=count)
 
-    async def read_records(self, nodes, guests) -> Records | None:
+    async def read_records(self, nodes, guests, known_snapshots) -> Records | None:
         """The cluster's records from Proxmox; None when the policy writes none (Proxmox
         is spared the reads, one per guest for snapshots).  A guest that does not end up
-        owned has its snapshots read but linked to no VM, so they make no record."""
+        owned has its snapshots read but linked to no VM, so they make no record; one in
+        `known_snapshots` has them left unread, and its records as they are."""
         if ACTIVE.get().mode(records_stage.STORAGES.object_type) == OFF:
             return None
-        return await proxmox_records.read(self.proxmox.client, nodes, guests)
+        return await proxmox_records.read(self.proxmox.client, nodes, guests, known_snapshots)
 
     async def records(self, cluster_id: int, records_read, owned, device_ids) -> None:
         """Storages, backups, jobs, snapshots, replication and HA of the cluster."""
@@ -647,7 +653,9 @@ class _Run:
         links = records_stage.Links(device_ids, vms)
         if self.incremental is not None:
             # Only a run that keeps a baseline needs the records' digest.
-            self.records_digest = records_digest(records, links)
+            self.records_digest = records_digest(
+                records, links, self.incremental.snapshot_digests(records)
+            )
             if self.incremental.records_unchanged(self.records_digest):
                 self.skipped("records")
                 return

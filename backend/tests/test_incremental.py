@@ -13,6 +13,7 @@ import pytest
 
 from proxbox_backend.baselines import MemoryBaselines, baseline_key
 from proxbox_backend.domain import baseline as bl
+from proxbox_backend.domain import records as records_domain
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Guest, GuestDisk
 from proxbox_backend.domain.policy import SyncPolicy
@@ -23,7 +24,9 @@ from proxbox_backend.incremental import (
     History,
     Incremental,
     read_history,
+    records_digest,
 )
+from proxbox_backend.stages import records as records_stage
 
 
 def a_guest(vmid: int = 100, **changes) -> Guest:
@@ -58,6 +61,7 @@ def a_baseline(**changes) -> bl.Baseline:
         "ended_change": (640, "2026-12-03T06:10:00.000000+00:00"),
         "user_id": 2,
         "full_at": time.time(),
+        "snapshots": {100: ("cfg-100", "snaps-100"), 101: ("cfg-101", "snaps-101")},
     }
     return bl.Baseline(**{**fields, **changes})
 
@@ -403,8 +407,11 @@ class Gateway:
     scope = None
 
 
+ENDPOINT = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
+
+
 def decided(policy=None, context="ctx", cluster_id=7, guests=None, devices=None):
-    endpoint = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
+    endpoint = ENDPOINT
     if policy is not None:
         endpoint = dataclasses.replace(endpoint, policy=policy)
     gateway = Gateway()
@@ -470,6 +477,56 @@ def test_what_the_baseline_cannot_vouch_for_is_a_full_run(changes, reason):
 def test_which_changes_send_the_run_through_the_node_stages(entry, nodes):
     drift = bl.drift([entry], RECORD_TYPES, {5: 1002}, a_baseline(), INTERFACE_TYPE)
     assert drift.nodes is nodes
+
+
+def test_snapshots_are_known_while_the_config_digest_stays_the_baselines():
+    run, _gateway, _synced = decided()
+    # 100 as the baseline saw it, 101's config file changed, 103 is new, 102 gone.
+    configs = {100: "cfg-100", 101: "cfg-101 after a snapshot", 103: "cfg-103"}
+    assert run.snapshots_known(configs) == {100: "snaps-100"}
+    # Someone changed inventory records in NetBox: every guest's snapshots are compared.
+    run.history = History(a_baseline(), (700, "t"), bl.Drift(records=True))
+    run.known_snapshots = {}
+    assert run.snapshots_known(configs) == {}
+    run.history = History(a_baseline(), (700, "t"), reason="periodic full run")
+    assert run.snapshots_known(configs) == {}
+
+
+def snapshot(vmid: int, name: str, description: str = "") -> records_domain.Snapshot:
+    return records_domain.Snapshot(vmid, name, "", "2026-12-01T10:00:00Z", False, description)
+
+
+def test_known_snapshots_left_unread_digest_the_records_as_read_ones_do():
+    """The records' digest of a run that read every snapshot list equals that of a run
+    that left the known ones unread, and each run leaves the next one what it knows."""
+    links = records_stage.Links({"pve1": 3}, {100: 1000, 101: 1001})
+    configs = {100: "cfg-100", 101: "cfg-101"}
+    both = records_domain.Records(
+        snapshots=[snapshot(100, "a"), snapshot(101, "b")], snapshot_vmids={100, 101}
+    )
+    full = Incremental(MemoryBaselines(), Gateway(), ENDPOINT)
+    full.history = History(None, (700, "t"), reason="no baseline of an earlier successful run")
+    assert full.snapshots_known(configs) == {}
+    read_all = records_digest(both, links, full.snapshot_digests(both))
+    saved = full.snapshots
+    assert set(saved) == {100, 101} and saved[100][0] == "cfg-100"
+
+    later = Incremental(MemoryBaselines(), Gateway(), ENDPOINT)
+    later.history = History(a_baseline(snapshots=saved), (800, "t"))
+    assert later.snapshots_known(configs) == {100: saved[100][1], 101: saved[101][1]}
+    nothing_read = records_domain.Records()
+    assert records_digest(nothing_read, links, later.snapshot_digests(nothing_read)) == read_all
+    assert later.snapshots == saved
+
+    # A snapshot described anew changes its guest's config digest: read, and it shows.
+    described = records_domain.Records(
+        snapshots=[snapshot(101, "b", "before upgrade")], snapshot_vmids={101}
+    )
+    again = Incremental(MemoryBaselines(), Gateway(), ENDPOINT)
+    again.history = History(a_baseline(snapshots=saved), (800, "t"))
+    assert again.snapshots_known({**configs, 101: "cfg-101 described"}) == {100: saved[100][1]}
+    assert records_digest(described, links, again.snapshot_digests(described)) != read_all
+    assert again.snapshots[101] == ("cfg-101 described", bl.digest(described.snapshots))
 
 
 def test_unchanged_nodes_and_prerequisites_are_not_read_again():

@@ -6,7 +6,15 @@ import pytest
 from proxbox_backend.clients.http import RetryPolicy
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials
 from proxbox_backend.domain import proxmox_config as parse
-from proxbox_backend.domain.models import CLUSTER, STANDALONE, GuestAddress, GuestDisk
+from proxbox_backend.domain.models import (
+    CLUSTER,
+    STANDALONE,
+    ClusterIdentity,
+    GuestAddress,
+    GuestDisk,
+    Platform,
+    ProxmoxInventory,
+)
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
 from proxbox_backend.secrets import Secret
 
@@ -199,6 +207,26 @@ def test_reported_addresses_follow_the_configured_ones_once():
     assert parse.guest(resource, CLOUD_INIT_CONFIG, []).addresses_reported is True
 
 
+@pytest.mark.parametrize(
+    ("config", "reported", "platform"),
+    [
+        (CLOUD_INIT_CONFIG, [GuestAddress("net1", "192.168.5.9/24")], None),
+        # a reported address the config names too is listed once, where the config has it
+        (CLOUD_INIT_CONFIG, [GuestAddress("net0", "10.1.0.7/24")], Platform("debian-12", "D")),
+        ({**QEMU_CONFIG, "ostype": "win11"}, [], Platform("mswindows-11", "Windows 11")),
+        ({**QEMU_CONFIG, "ostype": "win11"}, [], None),
+    ],
+)
+def test_a_report_added_to_the_parsed_config_is_the_guest_parsed_with_it(
+    config, reported, platform
+):
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "running"}
+    draft = parse.guest(resource, config)
+    assert parse.reported(draft, reported, platform) == parse.guest(
+        resource, config, reported, platform
+    )
+
+
 # -- the gateway: when does a guest count as having reported its addresses --------------
 
 AGENT_ANSWER = {
@@ -210,6 +238,11 @@ AGENT_ANSWER = {
         }
     ]
 }
+
+
+def blank_inventory() -> ProxmoxInventory:
+    """What a guest's read adds to: its warnings and its config's digest."""
+    return ProxmoxInventory(ClusterIdentity("pve1", STANDALONE, ("pve1",), True), [], [])
 
 
 def _pve(config: dict, agent: int | dict, lxc: int | list | None = None):
@@ -254,9 +287,10 @@ async def test_gateway_qemu_addresses_reported_only_by_an_answering_agent(
 ):
     config = {**QEMU_CONFIG, "agent": agent_setting, "ipconfig0": "ip=10.1.0.7/24"}
     gateway, asked = _pve(config, agent)
-    warnings: list[str] = []
     resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": status, "name": "w"}
-    guest = await gateway._guest(resource, warnings)
+    inventory = blank_inventory()
+    guest = await gateway._guest(resource, inventory)
+    warnings = inventory.warnings
     assert guest.addresses_reported is reported
     assert [a.address for a in guest.addresses] == addresses
     assert any(p.endswith("/agent/network-get-interfaces") for p in asked) is agent_asked
@@ -286,7 +320,7 @@ async def test_gateway_container_addresses_reported_by_its_runtime(
     }
     gateway, _ = _pve(config, 500, runtime)
     resource = {"type": "lxc", "vmid": 102, "node": "pve2", "status": status}
-    guest = await gateway._guest(resource, [])
+    guest = await gateway._guest(resource, blank_inventory())
     assert guest.addresses_reported is reported
     assert [a.address for a in guest.addresses] == addresses
 
@@ -380,7 +414,7 @@ async def test_gateway_asks_the_agent_for_the_os(osinfo_status, slug, reported):
         retry=RetryPolicy(attempts=1),
     )
     resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "running", "name": "w"}
-    guest = await ProxmoxGateway(client)._guest(resource, [])
+    guest = await ProxmoxGateway(client)._guest(resource, blank_inventory())
     assert (guest.platform.slug, guest.platform_reported) == (slug, reported)
     assert guest.addresses_reported  # the interfaces answer stands on its own
 

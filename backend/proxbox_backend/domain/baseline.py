@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bumped when a baseline written by an earlier release must not be trusted.
-FORMAT = 1
+FORMAT = 2
 
 VM = "virtualization.virtualmachine"
 VM_INTERFACE = "virtualization.vminterface"
@@ -110,10 +110,15 @@ class Baseline:
     ended_change: tuple[int, str]
     user_id: int  # the NetBox user that wrote the run: others' changes are drift
     full_at: float  # when the last full run finished (epoch seconds)
+    # VMID → (the digest Proxmox gave with its config, the digest of its snapshot list):
+    # Proxmox's digest covers the config file's snapshot sections, so while it stays
+    # the same the snapshots are the ones this run saw (`snapshots_known`).
+    snapshots: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)
         data["guests"] = {ref: [e.digest, e.vm_id] for ref, e in self.guests.items()}
+        data["snapshots"] = {str(vmid): list(pair) for vmid, pair in self.snapshots.items()}
         return json.dumps({"format": FORMAT, **data}, separators=(",", ":"))
 
     @classmethod
@@ -130,6 +135,10 @@ class Baseline:
             data["started_change"] = (int(started[0]), str(started[1])) if started else None
             data["ended_change"] = (int(ended[0]), str(ended[1]))
             data["prerequisites"] = tuple(int(i) for i in data["prerequisites"])
+            data["snapshots"] = {
+                int(vmid): (str(config), str(snapshots))
+                for vmid, (config, snapshots) in data["snapshots"].items()
+            }
             return cls(**data)
         except (ValueError, TypeError, KeyError):
             return None
@@ -275,6 +284,22 @@ def scope(
     unknown = drifted.vm_ids - {e.vm_id for e in baseline.guests.values()}
     result.vm_ids = known | unknown
     return result
+
+
+def snapshots_known(
+    baseline: Baseline, config_digests: dict[int, str], drifted: Drift
+) -> dict[int, str]:
+    """VMID → its snapshot list's digest, for the guests whose config digest is the one
+    the baseline's run saw: their snapshots are that run's, and need no read.  None of
+    them when someone changed the inventory records in NetBox since (the records stage
+    then compares every guest's snapshots with Proxmox's again)."""
+    if drifted.records:
+        return {}
+    return {
+        vmid: snapshots
+        for vmid, (config, snapshots) in baseline.snapshots.items()
+        if config_digests.get(vmid) == config
+    }
 
 
 def next_guests(

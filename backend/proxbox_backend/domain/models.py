@@ -123,3 +123,6 @@ class ProxmoxInventory:
     node_networks: dict[str, list[NodeInterface]] = field(default_factory=dict)
     # Proxmox tag → background colour (six hex digits) from the cluster's tag style.
     tag_colors: dict[str, str] = field(default_factory=dict)
+    # vmid → the `digest` Proxmox gave with the guest's config: a SHA-1 of its whole
+    # config file, snapshot sections included, so it changes with any of its snapshots.
+    config_digests: dict[int, str] = field(default_factory=dict)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import replace
 
 from proxbox_backend.domain.models import (
     CLUSTER,
@@ -368,6 +369,19 @@ def agent_platform(osinfo: dict) -> Platform | None:
     slug = _PLATFORM_SLUG_UNSAFE.sub("-", f"{os_id} {version}".lower()).strip("-")
     name = " ".join(p for p in (str(osinfo.get("name") or os_id).strip(), version) if p)
     return Platform(slug[:100], name[:100])
+
+
+def reported(draft: Guest, addresses: list[GuestAddress], platform: Platform | None) -> Guest:
+    """The guest parsed from its config (`guest` without a report), with what the running
+    guest reported: `guest(resource, config, addresses, platform)` without parsing the
+    config again."""
+    return replace(
+        draft,
+        addresses=tuple(dict.fromkeys((*draft.addresses, *addresses))),
+        addresses_reported=True,
+        platform=platform or draft.platform,
+        platform_reported=platform is not None,
+    )
 
 
 def guest(

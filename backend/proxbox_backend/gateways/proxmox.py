@@ -53,7 +53,7 @@ class ProxmoxGateway:
         async def read(resource: dict) -> Guest | None:
             nonlocal done
             try:
-                return await self._guest(resource, inventory.warnings)
+                return await self._guest(resource, inventory)
             except (ProxmoxError, TransportError, parse.ConfigError) as exc:
                 inventory.warnings.append(
                     f"{resource.get('type')}/{resource.get('vmid')}: config unreadable: {exc}"
@@ -86,10 +86,12 @@ class ProxmoxGateway:
         }
         return inventory
 
-    async def _guest(self, resource: dict, warnings: list[str]) -> Guest:
+    async def _guest(self, resource: dict, inventory: ProxmoxInventory) -> Guest:
         kind, node, vmid = resource["type"], resource["node"], int(resource["vmid"])
         config = await self.client.guest_config(node, kind, vmid)
         draft = parse.guest(resource, config)
+        if isinstance(config.get("digest"), str):
+            inventory.config_digests[vmid] = config["digest"]
         if resource.get("status") != "running":
             return draft
         try:
@@ -111,9 +113,9 @@ class ProxmoxGateway:
         except ProxmoxError as exc:
             # An agent that is not running is normal: the guest syncs with its configured
             # addresses, and the ones it reported earlier are kept until it answers again.
-            warnings.append(f"{draft.label}: no runtime addresses: {exc.reason}")
+            inventory.warnings.append(f"{draft.label}: no runtime addresses: {exc.reason}")
             return draft
-        return parse.guest(resource, config, reported, platform)
+        return parse.reported(draft, reported, platform)
 
     async def _agent_platform(self, node: str, vmid: int):
         """The OS the agent names; None when it cannot say (older agents lack the call)."""

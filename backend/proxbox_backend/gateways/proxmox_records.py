@@ -10,6 +10,7 @@ records it would have produced stay as they are in NetBox.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from urllib.parse import quote
 
 from proxbox_backend.clients.http import TransportError
@@ -21,7 +22,15 @@ from proxbox_backend.domain.records import Records
 UNREADABLE = (ProxmoxError, TransportError)
 
 
-async def read(client: ProxmoxClient, nodes: list[ProxmoxNode], guests: list[Guest]) -> Records:
+async def read(
+    client: ProxmoxClient,
+    nodes: list[ProxmoxNode],
+    guests: list[Guest],
+    known_snapshots: Collection[int] = (),
+) -> Records:
+    """`known_snapshots`: VMIDs whose snapshots are not read (the caller knows them
+    unchanged); like guests whose list did not answer, they are left out of
+    `snapshot_vmids`, so their records stay as they are."""
     records = Records()
     online = [n.name for n in nodes if n.online]
 
@@ -87,7 +96,13 @@ async def read(client: ProxmoxClient, nodes: list[ProxmoxNode], guests: list[Gue
                 if parse.holds_backups(storage)
             )
         ),
-        asyncio.gather(*(guest_snapshots(g) for g in guests if g.node in online)),
+        asyncio.gather(
+            *(
+                guest_snapshots(g)
+                for g in guests
+                if g.node in online and g.vmid not in known_snapshots
+            )
+        ),
         listing("backup-jobs", "/cluster/backup"),
         listing("replication", "/cluster/replication"),
         listing("ha-groups", "/cluster/ha/groups"),
