@@ -41,8 +41,9 @@ Proxmox but not Django, so its peak RSS (VmHWM) is the backend's own; the child
 answers the figures over multiprocessing's pipe.
 
 The Proxmox side is a deterministic in-process fake (httpx.MockTransport) that answers
-the reads the sync makes, with zero latency unless `--proxmox-latency-ms N` (an async
-handler that sleeps N ms first).  `--proxmox simulator` syncs a real simulator
+the reads the sync makes, with zero latency unless `--proxmox-latency-ms N`: an async
+handler that sleeps N ms first, and at zero latency still suspends each request once,
+as a network read does.  `--proxmox simulator` syncs a real simulator
 process instead, seeded with the size's profile (100: `medium`, 1,000: `large`; one
 size per run, no floor: the profile's guests are not the fake's shape).
 Each size gets its own endpoint, site and address range.
@@ -65,7 +66,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import hashlib
 import ipaddress
+import json
 import multiprocessing
 import os
 import sys
@@ -282,7 +285,10 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
         elif path == "/cluster/resources":
             data = [guest_resource(g) for g in specs.values()]
         elif len(parts) == 5 and parts[4] == "config":
-            data = guest_config(specs[int(parts[3])])
+            config = guest_config(specs[int(parts[3])])
+            # Proxmox's digest: a SHA-1 of the whole config file, snapshot sections too.
+            text = json.dumps({"config": config, "snapshots": SNAPSHOTS}, sort_keys=True)
+            data = {**config, "digest": hashlib.sha1(text.encode()).hexdigest()}
         elif len(parts) == 3 and parts[2] == "network":
             data = node_network(parts[1])
         elif parts[-1] == "get-osinfo":
@@ -309,16 +315,17 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
             return httpx.Response(501, json={"data": None})
         return httpx.Response(200, json={"data": data})
 
-    if not latency_ms:
-        return httpx.MockTransport(answer)
-
-    async def late_answer(request: httpx.Request) -> httpx.Response:
+    async def network_answer(request: httpx.Request) -> httpx.Response:
         # The backend's client is async: a sleeping handler stands for a Proxmox's round
-        # trip without blocking the other requests in flight.
+        # trip without blocking the other requests in flight.  At zero latency it still
+        # suspends the request once, as a socket read does: a handler that never suspends
+        # runs every read the backend has in flight back to back in one turn of its event
+        # loop (its semaphore is free again before the next read starts), and NetBox's
+        # answers wait for the whole Proxmox read meanwhile.
         await asyncio.sleep(latency_ms / 1000)
         return answer(request)
 
-    return httpx.MockTransport(late_answer)
+    return httpx.MockTransport(network_answer)
 
 
 # -- one sync phase, in a child process ----------------------------------------------------
