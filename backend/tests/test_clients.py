@@ -8,7 +8,7 @@ import logging
 import httpx
 import pytest
 
-from proxbox_backend.clients.http import RetryPolicy, TransportError
+from proxbox_backend.clients.http import ResilientTransport, RetryPolicy, TransportError
 from proxbox_backend.clients.netbox import NetBoxClient
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials, ProxmoxError
 from proxbox_backend.secrets import Secret, install_redaction, redact
@@ -426,3 +426,23 @@ async def test_server_error_reasons_name_the_exception_not_the_markup(answer, re
     client, _ = netbox(Recorder(answer))
     result = await client.bulk_create("/dcim/sites/", [{"name": "a"}])
     assert result.failed[0] == reason
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/cluster/status",
+        "nodes/pve1/network",
+        "/nodes/pve%201/qemu/100/config",
+        "/cluster/resources?type=vm",
+        "/plugins/proxbox/endpoints/proxmox/1/",
+    ],
+)
+@pytest.mark.parametrize(
+    "base", ["https://pve.test:8006/api2/json", "http://netbox.test/api/", "http://netbox.test"]
+)
+def test_paths_join_the_base_url_as_httpx_joins_them(base, path):
+    client = httpx.AsyncClient(base_url=base)
+    transport = ResilientTransport(client)
+    assert httpx.URL(transport._absolute(path)) == client._merge_url(path)
+    assert transport._absolute("https://elsewhere.test/x") == "https://elsewhere.test/x"
