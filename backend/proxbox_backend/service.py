@@ -25,7 +25,7 @@ from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials, P
 from proxbox_backend.config import Settings
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
-from proxbox_backend.domain.models import ClusterIdentity, ProxmoxInventory, ProxmoxNode
+from proxbox_backend.domain.models import ClusterIdentity, Guest, ProxmoxInventory, ProxmoxNode
 from proxbox_backend.domain.policy import ACTIVE, OFF, PolicyError, Target
 from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.domain.records import Records
@@ -512,27 +512,36 @@ class _Run:
             sync_descriptions=endpoint.sync_descriptions,
             adopt=policy.adopt_existing,
         )
+        prefix = guests_stage.cluster_source(cluster_id)
+
+        def owned_by(vm_ids: dict[str, int]) -> list[tuple[int, Guest]]:
+            return [
+                (vm_ids[key], g)
+                for g in guests
+                if (key := guests_stage.source_key(prefix, g)) in vm_ids
+            ]
+
+        def read_components_ahead(kept: dict[str, int], existing: frozenset[int]) -> None:
+            # The VMs that existed and stay their guests': their interfaces, disks and
+            # addresses, and the cluster's VLANs, are read while the VMs are written and
+            # the VLANs synced.  Neither touches those: a deleted VM is no guest's, and an
+            # interface the interface stage deletes takes its addresses with it, which the
+            # address plan ignores (it weighs only the run's interfaces).
+            preexisting = guests_stage.preexisting(owned_by(kept), existing)
+            if preexisting:
+                netbox.read_ahead("interfaces", cluster_id, preexisting)
+                netbox.read_ahead("disks", preexisting)
+                netbox.read_ahead("ip_addresses", preexisting)
+            if vlans_stage.wanted_vids([g for _, g in owned_by(kept)]):
+                netbox.read_ahead("vlans", vlans_stage.group_slug(cluster_id))
+
         vm_ids, vm_outcomes = await guests_stage.apply(
-            netbox, guests, guest_placement, tally, unreadable
+            netbox, guests, guest_placement, tally, unreadable, read_components_ahead
         )
         existing_vm_ids = vm_outcomes.existing
         self.stage("guests", "finished", done=len(guests))
-        prefix = guests_stage.cluster_source(cluster_id)
-        owned = [
-            (vm_ids[key], g)
-            for g in guests
-            if (key := guests_stage.source_key(prefix, g)) in vm_ids
-        ]
+        owned = owned_by(vm_ids)
 
-        # The VMs' interfaces, disks and addresses are read while the VLANs are synced:
-        # that stage touches none of them; an interface the interface stage deletes takes
-        # its addresses with it, which the address plan ignores (it weighs only the run's
-        # interfaces).
-        preexisting = guests_stage.preexisting(owned, existing_vm_ids)
-        if preexisting:
-            netbox.read_ahead("interfaces", cluster_id, preexisting)
-            netbox.read_ahead("disks", preexisting)
-            netbox.read_ahead("ip_addresses", preexisting)
         # Interfaces with their addresses, disks, and records need the VMs, not one
         # another: they are written at once (the NetBox client bounds what is in flight).
         await together(

@@ -266,3 +266,70 @@ def test_the_sync_route_takes_one_target_a_guest_or_a_node():
         (None, "pve2"),
         None,
     ]
+
+
+class OrderedNetBox:
+    """Bulk writes that answer only when the test says: which write was sent before which
+    answer came back."""
+
+    def __init__(self):
+        self.events: list[str] = []
+        self.release = asyncio.Event()
+
+    async def _write(self, name: str, rows) -> BulkResult:
+        self.events.append(f"{name} sent")
+        if name == "update":
+            # The update's answer waits until the create was sent (or for ever).
+            await asyncio.wait_for(self.release.wait(), timeout=1)
+        else:
+            self.release.set()
+        self.events.append(f"{name} answered")
+        return BulkResult(succeeded={i: {"id": 100 + i} for i in range(len(rows))})
+
+    async def bulk_update(self, path, rows):
+        return await self._write("update", rows)
+
+    async def bulk_create(self, path, rows):
+        return await self._write("create", rows)
+
+
+def address_plan(update_changes: dict) -> Plan:
+    return Plan(
+        "ipam.ipaddress",
+        creates=[Create("new", "10.0.0.9/24", {"address": "10.0.0.9/24"})],
+        updates=[Update("kept", "10.0.0.5/24", 5, update_changes)],
+    )
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_updates_that_free_nothing_are_written_with_the_creates(follow):
+    netbox = OrderedNetBox()
+    plan = address_plan({"tags": [{"slug": "proxbox"}]})
+    token = ACTIVE.set(SyncPolicy())
+    try:
+        tally = Tally()
+        run = apply_plan(
+            netbox, "/api/ipam/ip-addresses/", plan, tally, creates_follow_updates=follow
+        )
+        if follow:
+            # The create waits for the update's answer, which waits for the create: stuck.
+            with pytest.raises(TimeoutError):
+                asyncio.run(run)
+            assert netbox.events == ["update sent"]
+            return
+        ids = asyncio.run(run)
+    finally:
+        ACTIVE.reset(token)
+    assert netbox.events[:2] == ["update sent", "create sent"]
+    assert ids == {"kept": 5, "new": 100}
+    assert (tally.of("ipam.ipaddress").updated, tally.of("ipam.ipaddress").created) == (1, 1)
+
+
+def test_only_address_updates_that_may_free_an_address_hold_the_creates_back():
+    from proxbox_backend.stages.ips import frees_addresses
+
+    assert not frees_addresses(address_plan({"tags": [{"slug": "proxbox-unconfirmed"}]}))
+    assert frees_addresses(address_plan({"vrf": 3}))
+    adopting = address_plan({"assigned_object_id": 7})
+    adopting.updates[0] = Update("kept", "adopted", 5, {"assigned_object_id": 7}, adopts=True)
+    assert frees_addresses(adopting)

@@ -255,7 +255,8 @@ class NetBoxGateway:
     async def _get_or_create(
         self, path: str, lookup: dict, payload: dict, tally: Tally, object_type: str
     ) -> int:
-        found = await self.client.list(path, lookup)
+        # Only its id: NetBox spends less on an answer it need not render in full.
+        found = await self.client.list(path, {**lookup, "fields": "id"})
         if found:
             return found[0]["id"]
         result = await self.client.bulk_create(path, [payload])
@@ -263,7 +264,7 @@ class NetBoxGateway:
             tally.add(object_type, "created")
             return result.succeeded[0]["id"]
         # Another backend may have created it between our read and our write.
-        found = await self.client.list(path, lookup)
+        found = await self.client.list(path, {**lookup, "fields": "id"})
         if found:
             return found[0]["id"]
         raise NetBoxError(400, "POST", path, result.failed.get(0))
@@ -446,6 +447,7 @@ class NetBoxGateway:
             VLAN_GROUPS, {"slug": slug}, payload, tally, "ipam.vlangroup"
         )
 
+    @readable_ahead
     async def vlans(self, group_slug: str) -> list[dict]:
         """The VLANs of the group with `group_slug`; none while there is no such group
         (NetBox refuses a filter naming a group it does not know)."""

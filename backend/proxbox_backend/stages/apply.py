@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxbox_backend.background import together
 from proxbox_backend.clients.netbox import NetBoxClient
 from proxbox_backend.domain import policy, tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.plan import Plan
 
 
-async def apply_plan(netbox: NetBoxClient, path: str, plan: Plan, tally: Tally) -> dict[Any, int]:
+async def apply_plan(
+    netbox: NetBoxClient,
+    path: str,
+    plan: Plan,
+    tally: Tally,
+    *,
+    creates_follow_updates: bool = True,
+) -> dict[Any, int]:
     """Run deletes, updates, then creates; return key → id of every object that now exists.
 
     Deletes and updates go first so that a name they free (a renamed or removed
-    guest) is available to the creates of the same run.
+    guest) is available to the creates of the same run.  A stage whose updates free
+    nothing a create could need passes `creates_follow_updates=False`: its updates and
+    creates are then written at once.
 
     Updated and unchanged objects keep their ids; a failed create has no id, so
     stages further down skip its components instead of guessing.
@@ -31,7 +41,10 @@ async def apply_plan(netbox: NetBoxClient, path: str, plan: Plan, tally: Tally) 
         tally.add(kind, "deleted", len(result.succeeded))
         for position, reason in result.failed.items():
             tally.fail(kind, plan.deletes[position].label, reason)
-    if plan.updates:
+
+    async def update() -> None:
+        if not plan.updates:
+            return
         result = await netbox.bulk_update(path, [{"id": u.id, **u.changes} for u in plan.updates])
         tally.add(kind, "updated", len(result.succeeded))
         for position, reason in result.failed.items():
@@ -43,7 +56,9 @@ async def apply_plan(netbox: NetBoxClient, path: str, plan: Plan, tally: Tally) 
             {u.key: u.id for i, u in enumerate(plan.updates) if not (u.adopts and i in failed)}
         )
 
-    if plan.creates:
+    async def create() -> None:
+        if not plan.creates:
+            return
         result = await netbox.bulk_create(path, [c.payload for c in plan.creates])
         for position, obj in result.succeeded.items():
             ids[plan.creates[position].key] = obj["id"]
@@ -51,6 +66,11 @@ async def apply_plan(netbox: NetBoxClient, path: str, plan: Plan, tally: Tally) 
         for position, reason in result.failed.items():
             tally.fail(kind, plan.creates[position].label, reason)
 
+    if creates_follow_updates:
+        await update()
+        await create()
+    else:
+        await together(update(), create())
     return ids
 
 

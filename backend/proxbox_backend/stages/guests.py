@@ -9,6 +9,7 @@ VMID.  Virtual machines without a key under this cluster are not ours: never tou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxbox_backend.domain import tags
@@ -282,12 +283,22 @@ async def apply(
     placement: GuestPlacement,
     tally: Tally,
     unreadable: set[tuple[str, int]] = frozenset(),
+    planned: Callable[[dict[str, int], frozenset[int]], None] | None = None,
 ) -> tuple[dict[str, int], VmOutcomes]:
-    """(source key → VM id of every guest now in NetBox, what happened to the VMs)."""
+    """(source key → VM id of every guest now in NetBox, what happened to the VMs).
+    `planned` hears, before anything is written, which VMs the plan keeps for their
+    guests (source key → VM id) and which VMs existed: the run starts the reads of
+    their components then, so that those overlap the VMs' writes."""
     current = await netbox.virtual_machines(placement.cluster_id)
     the_plan = plan(guests, current, placement, unreadable)
-    ids = await apply_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
     wanted = {source_key(cluster_source(placement.cluster_id), g) for g in guests}
+    if planned is not None:
+        kept = {**the_plan.unchanged, **{u.key: u.id for u in the_plan.updates}}
+        planned(
+            {key: vm_id for key, vm_id in kept.items() if key in wanted},
+            frozenset(vm["id"] for vm in current),
+        )
+    ids = await apply_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
     outcomes = VmOutcomes(
         existing=frozenset(vm["id"] for vm in current),
         unchanged=frozenset(the_plan.unchanged.values()),

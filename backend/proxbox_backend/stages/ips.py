@@ -198,5 +198,18 @@ async def apply(
     the_plan = plan(owned, interface_ids, current, vrf_id, marked)
     if marks_unconfirmed(the_plan):
         await netbox.ensure_tag(tags.UNCONFIRMED, tally)
-    ids = await apply_plan(netbox.client, IP_ADDRESSES, the_plan, tally)
+    ids = await apply_plan(
+        netbox.client,
+        IP_ADDRESSES,
+        the_plan,
+        tally,
+        creates_follow_updates=frees_addresses(the_plan),
+    )
     return ids, {delete.id for delete in the_plan.deletes}
+
+
+def frees_addresses(the_plan: Plan) -> bool:
+    """Whether an update may free an address a create of the same plan takes: one that
+    moves an address to another VRF (out of the one the create is in) or adopts one.
+    Tag changes never do, so such updates and the creates are written at once."""
+    return any("vrf" in update.changes or update.adopts for update in the_plan.updates)
