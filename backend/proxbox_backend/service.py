@@ -533,6 +533,7 @@ class _Run:
                 netbox.read_ahead("disks", preexisting)
                 netbox.read_ahead("ip_addresses", preexisting)
             if vlans_stage.wanted_vids([g for _, g in owned_by(kept)]):
+                netbox.read_ahead("vlan_group_id", vlans_stage.group_slug(cluster_id))
                 netbox.read_ahead("vlans", vlans_stage.group_slug(cluster_id))
 
         vm_ids, vm_outcomes = await guests_stage.apply(

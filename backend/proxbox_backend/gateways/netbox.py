@@ -441,8 +441,17 @@ class NetBoxGateway:
             DEVICE_INTERFACES, "device_id", device_ids, {"fields": DEVICE_INTERFACE_FIELDS}
         )
 
+    @readable_ahead
+    async def vlan_group_id(self, slug: str) -> int | None:
+        """The id of the VLAN group with `slug`, None while there is none."""
+        found = await self.client.list(VLAN_GROUPS, {"slug": slug, "fields": "id"})
+        return found[0]["id"] if found else None
+
     async def vlan_group(self, slug: str, payload: dict, tally: Tally) -> int:
         """The id of the VLAN group with `slug`, creating it the first time it is needed."""
+        found = await self.vlan_group_id(slug)
+        if found is not None:
+            return found
         return await self._get_or_create(
             VLAN_GROUPS, {"slug": slug}, payload, tally, "ipam.vlangroup"
         )
