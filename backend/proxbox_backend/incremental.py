@@ -164,7 +164,7 @@ class Incremental:
 
     def snapshots_known(self, config_digests: dict[int, str]) -> dict[int, str]:
         """VMID → snapshot list digest of the guests whose snapshots need no read: their
-        config is the baseline's (`baseline.snapshots_known`).  None in a full run."""
+        config is the baseline's (`baseline.snapshots_known`); none in a full run."""
         self.config_digests = config_digests
         history = self.history
         if history.reason is None:

@@ -527,12 +527,13 @@ class _Run:
             # the VLANs synced.  Neither touches those: a deleted VM is no guest's, and an
             # interface the interface stage deletes takes its addresses with it, which the
             # address plan ignores (it weighs only the run's interfaces).
-            preexisting = guests_stage.preexisting(owned_by(kept), existing)
+            staying = owned_by(kept)
+            preexisting = guests_stage.preexisting(staying, existing)
             if preexisting:
                 netbox.read_ahead("interfaces", cluster_id, preexisting)
                 netbox.read_ahead("disks", preexisting)
                 netbox.read_ahead("ip_addresses", preexisting)
-            if vlans_stage.wanted_vids([g for _, g in owned_by(kept)]):
+            if vlans_stage.wanted_vids([g for _, g in staying]):
                 netbox.read_ahead("vlan_group_id", vlans_stage.group_slug(cluster_id))
                 netbox.read_ahead("vlans", vlans_stage.group_slug(cluster_id))
 

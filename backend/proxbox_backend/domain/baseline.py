@@ -118,7 +118,6 @@ class Baseline:
     def to_json(self) -> str:
         data = dataclasses.asdict(self)
         data["guests"] = {ref: [e.digest, e.vm_id] for ref, e in self.guests.items()}
-        data["snapshots"] = {str(vmid): list(pair) for vmid, pair in self.snapshots.items()}
         return json.dumps({"format": FORMAT, **data}, separators=(",", ":"))
 
     @classmethod

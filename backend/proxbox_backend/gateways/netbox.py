@@ -259,6 +259,12 @@ class NetBoxGateway:
         found = await self.client.list(path, {**lookup, "fields": "id"})
         if found:
             return found[0]["id"]
+        return await self._create(path, lookup, payload, tally, object_type)
+
+    async def _create(
+        self, path: str, lookup: dict, payload: dict, tally: Tally, object_type: str
+    ) -> int:
+        """Create the object `lookup` did not find; its id."""
         result = await self.client.bulk_create(path, [payload])
         if 0 in result.succeeded:
             tally.add(object_type, "created")
@@ -452,9 +458,7 @@ class NetBoxGateway:
         found = await self.vlan_group_id(slug)
         if found is not None:
             return found
-        return await self._get_or_create(
-            VLAN_GROUPS, {"slug": slug}, payload, tally, "ipam.vlangroup"
-        )
+        return await self._create(VLAN_GROUPS, {"slug": slug}, payload, tally, "ipam.vlangroup")
 
     @readable_ahead
     async def vlans(self, group_slug: str) -> list[dict]:

@@ -292,15 +292,13 @@ async def apply(
     current = await netbox.virtual_machines(placement.cluster_id)
     the_plan = plan(guests, current, placement, unreadable)
     wanted = {source_key(cluster_source(placement.cluster_id), g) for g in guests}
+    existing = frozenset(vm["id"] for vm in current)
     if planned is not None:
         kept = {**the_plan.unchanged, **{u.key: u.id for u in the_plan.updates}}
-        planned(
-            {key: vm_id for key, vm_id in kept.items() if key in wanted},
-            frozenset(vm["id"] for vm in current),
-        )
+        planned({key: vm_id for key, vm_id in kept.items() if key in wanted}, existing)
     ids = await apply_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
     outcomes = VmOutcomes(
-        existing=frozenset(vm["id"] for vm in current),
+        existing=existing,
         unchanged=frozenset(the_plan.unchanged.values()),
         primaries=current_primaries(current),
     )
