@@ -55,7 +55,7 @@ def scene(netbox_server, adopt_simulator):
         else:
             post(api, FIELDS, name="proxbox_source", type="text", **only_vms)
     first = run_sync(netbox_server, adopt_simulator, endpoint["id"])
-    assert first.ok, first.as_dict()
+    assert first.ok, (first.error, first.as_dict())
     with netbox_server.api() as api:
         (field,) = api.get(FIELDS, params={"name": "proxbox_source"}).json()["results"]
     assert "dcim.device" in field["object_types"]

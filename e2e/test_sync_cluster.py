@@ -41,7 +41,7 @@ def test_first_sync_equals_simulator_inventory(
     netbox_server, cluster_simulator, endpoint, first_run, site
 ):
     report = first_run
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     # Declared "cluster" and Proxmox reports a cluster: nothing to warn about.
     assert not [w for w in report.warnings if "is declared" in w], report.warnings
     assert report.cluster["claim_status"] == 201
@@ -142,7 +142,7 @@ def test_endpoint_and_cluster_point_at_each_other(netbox_server, endpoint, first
 def test_second_sync_writes_nothing(netbox_server, cluster_simulator, endpoint, first_run):
     since = change_marker(netbox_server)
     report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.cluster["claim_status"] == 200
     assert (report.cluster["created"], report.cluster["changed"]) == (False, False)
     assert report.tally.writes == 0
@@ -199,7 +199,7 @@ def test_guests_created_changed_and_deleted_between_syncs(
         cluster_simulator.wait_task(destroyed.json()["data"])
 
     report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     vms = report.tally.of("virtualization.virtualmachine")
     # created: churn-new; updated: the resized guest and the destroyed one (marked offline,
     # unless it was offline already)
@@ -214,7 +214,7 @@ def test_guests_created_changed_and_deleted_between_syncs(
 
     # The same departure under the delete policy removes the VM (and its components).
     report = run_sync(netbox_server, cluster_simulator, endpoint["id"], disappeared="delete")
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.of("virtualization.virtualmachine").deleted == 1
     assert report.tally.of("virtualization.virtualmachine").created == 0
     assert vm_by_name(netbox_server, cluster_id, gone_name) is None
@@ -276,7 +276,7 @@ def test_reused_vmid_is_a_new_guest(netbox_server, cluster_simulator, endpoint, 
         cluster_simulator.wait_task(created.json()["data"])
 
     report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     vms = report.tally.of("virtualization.virtualmachine")
     assert (vms.created, vms.updated, vms.deleted) == (1, 1, 0)
     new = vm_by_name(netbox_server, cluster_id, "churn-new")
@@ -297,7 +297,7 @@ def test_renamed_cluster_keeps_native_cluster_and_tracking_record(
 ):
     cluster_simulator.rename("pvesim-renamed")
     report = run_sync(netbox_server, cluster_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.cluster["id"] == first_run.cluster["id"]
     assert report.cluster["tracking_id"] == first_run.cluster["tracking_id"]
     assert report.cluster["claim_status"] == 200

@@ -43,7 +43,7 @@ def owner(netbox_server, second_simulator, shared_site):
     """Endpoint X owns the native cluster `pvesim` in the shared site."""
     endpoint = create_endpoint(netbox_server, "pve-owner", second_simulator, site=shared_site)
     report = run_sync(netbox_server, second_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.cluster["name"] == "pvesim" and report.cluster["created"]
     return endpoint, report
 
@@ -138,7 +138,7 @@ def test_standalone_node_with_a_partial_failure(netbox_server, third_simulator, 
         assert api.delete(f"/ipam/ip-addresses/{blocker.json()['id']}/").status_code == 204
 
     again = run_sync(netbox_server, third_simulator, standalone["id"])
-    assert again.ok, again.as_dict()
+    assert again.ok, (again.error, again.as_dict())
     # The address, then its VM's empty primary slot: two writes, nothing else.
     assert again.tally.of("ipam.ipaddress").created == 1
     assert again.tally.of("virtualization.virtualmachine").updated == 1
@@ -238,5 +238,5 @@ def test_credentials_come_from_the_plugin(netbox_server, second_simulator, owner
     report = run_sync(
         netbox_server, second_simulator, endpoint["id"], proxmox_token=None, proxmox_token_id=None
     )
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.writes == 0

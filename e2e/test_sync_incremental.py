@@ -56,7 +56,7 @@ def sync(netbox_server, simulator, endpoint, baselines):
             settings_for(netbox_server, simulator, **overrides), baselines=baselines
         )
         report = asyncio.run(service.run(endpoint["id"]))
-        assert report.ok, report.as_dict()
+        assert report.ok, (report.error, report.as_dict())
         return report
 
     return run

@@ -73,7 +73,7 @@ def first_run(netbox_server, policy_simulator, endpoint, guests):
     # Records off from the start: every sync of this file until the records tests runs so.
     set_policy(netbox_server, endpoint, exclude_vmids=str(excluded_vmid), records_mode="off")
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     return report
 
 
@@ -105,7 +105,7 @@ def test_protected_name_and_operator_components_survive_a_resync(
         assert nic.status_code == 201 and disk.status_code == 201, (nic.text, disk.text)
 
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     with netbox_server.api() as api:
         assert api.get(f"/virtualization/virtual-machines/{vm['id']}/").json()["name"] == (
             "operator-name"
@@ -116,7 +116,7 @@ def test_protected_name_and_operator_components_survive_a_resync(
     # Switched off, the sync deletes what it did not create too; unprotected, it renames.
     set_policy(netbox_server, endpoint, protected_fields=[], keep_operator_objects=False)
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     with netbox_server.api() as api:
         assert (
             api.get(f"/virtualization/virtual-machines/{vm['id']}/").json()["name"] == (vm["name"])
@@ -141,7 +141,7 @@ def test_a_targeted_sync_touches_only_that_guest(
     marker = change_marker(netbox_server)
     service = SyncService(settings_for(netbox_server, policy_simulator))
     report = asyncio.run(service.run(endpoint["id"], target=Target.parse(guest=f"{kind}/{vmid}")))
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.endpoint["target"] == f"{kind}/{vmid}"
     after = vms(netbox_server, cluster_id)
     assert after[target_key]["status"]["value"] != "planned"  # the target was synced
@@ -170,7 +170,7 @@ def test_create_only_guests_are_not_updated_and_lifting_the_exclusion_creates(
             f"/virtualization/virtual-machines/{vm['id']}/", json={"status": "planned"}
         ).is_success
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     after = vms(netbox_server, cluster_id)
     assert after[vm["custom_fields"]["proxbox_source"]]["status"]["value"] == "planned"
     assert len(after) == len(guests)  # the guest no longer excluded was created
@@ -193,7 +193,7 @@ def test_records_mode_off_writes_no_record_and_the_preview_plans_none(
     assert storages(netbox_server, cluster_id) == []  # several syncs of this file ran
     service = SyncService(settings_for(netbox_server, policy_simulator))
     preview = asyncio.run(service.preview(endpoint["id"]))
-    assert preview.ok, preview.as_dict()
+    assert preview.ok, (preview.error, preview.as_dict())
     assert record_types(preview.plan.as_dict()) == {}
 
 
@@ -203,7 +203,7 @@ def test_create_only_records_are_created_and_not_updated(
     cluster_id = first_run.cluster["id"]
     set_policy(netbox_server, endpoint, records_mode="create_only")
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     stored = storages(netbox_server, cluster_id)
     assert stored and report.tally.of("netbox_proxbox.proxmoxstorage").created == len(stored)
     storage = stored[0]
@@ -217,7 +217,7 @@ def test_create_only_records_are_created_and_not_updated(
     preview = asyncio.run(service.preview(endpoint["id"]))
     assert all(p["update"] == 0 for p in record_types(preview.plan.as_dict()).values())
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.of("netbox_proxbox.proxmoxstorage").updated == 0
     with netbox_server.api() as api:
         now = api.get(f"/plugins/proxbox/inventory/storages/{storage['id']}/").json()
@@ -262,13 +262,13 @@ def test_a_component_type_switched_off_is_not_written_until_switched_on(
     with netbox_server.api() as api:
         assert api.delete(f"{path}{victim['id']}/").status_code == 204
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.of(object_type).created == 0
     assert identity(victim) not in {identity(o) for o in synced(netbox_server, path, cluster_id)}
 
     set_policy(netbox_server, endpoint, **{field: "always"})
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.of(object_type).created >= 1
     assert identity(victim) in {identity(o) for o in synced(netbox_server, path, cluster_id)}
 
@@ -312,13 +312,13 @@ def test_an_exclusion_keeps_the_guest_out_until_lifted(
     with netbox_server.api() as api:
         assert api.delete(f"/virtualization/virtual-machines/{vm['id']}/").status_code == 204
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.of("virtualization.virtualmachine").created == 0
     assert vm["name"] not in {v["name"] for v in vms(netbox_server, cluster_id).values()}
 
     set_policy(netbox_server, endpoint, **{f"exclude_{kind}": []})
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.of("virtualization.virtualmachine").created == 1
     assert vm["name"] in {v["name"] for v in vms(netbox_server, cluster_id).values()}
 
@@ -366,7 +366,7 @@ def test_vlans_mode_off_creates_no_vlan_until_switched_on(
     assert vlan_42() == []
     set_policy(netbox_server, endpoint, vlans_mode="always")
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.of("ipam.vlan").created == 1 and len(vlan_42()) == 1
 
 
@@ -410,7 +410,7 @@ def test_a_pool_exclusion_and_the_template_switch(
     assert tpl_pool() == []  # a template now, but in an excluded pool
     set_policy(netbox_server, endpoint, exclude_pools=[])
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert len(tpl_pool()) == 1
 
 
@@ -434,12 +434,12 @@ def test_the_removed_guests_policy_keeps_then_deletes_a_destroyed_guest(
 
     set_policy(netbox_server, endpoint, removed_guests="keep")
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     kept = vms(netbox_server, cluster_id).get(key)
     assert kept is not None and kept["status"]["value"] == vm["status"]["value"]
 
     set_policy(netbox_server, endpoint, removed_guests="delete")
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.as_dict())
     assert report.tally.of("virtualization.virtualmachine").deleted == 1
     assert key not in vms(netbox_server, cluster_id)

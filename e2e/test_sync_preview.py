@@ -169,7 +169,7 @@ def test_a_first_preview_writes_nothing_and_plans_what_the_first_sync_writes(
 ):
     since = change_marker(netbox_server)
     preview, recording = run(netbox_server, preview_simulator, endpoint["id"], dry_run=True)
-    assert preview.ok, preview.as_dict()
+    assert preview.ok, (preview.error, preview.as_dict())
     assert preview.status == "previewed"
     assert recording.writes == []
     assert preview.netbox_requests["writes"] == 0
@@ -184,7 +184,7 @@ def test_a_first_preview_writes_nothing_and_plans_what_the_first_sync_writes(
     assert any("placeholder" in note for note in plan["notes"])
 
     real, recording = run(netbox_server, preview_simulator, endpoint["id"], dry_run=False)
-    assert real.ok, real.as_dict()
+    assert real.ok, (real.error, real.as_dict())
     assert_preview_matches(preview, real, recording)
 
 
@@ -225,7 +225,7 @@ def test_a_preview_of_changes_shows_old_and_new_values_and_matches_the_sync(
     preview, recording = run(
         netbox_server, preview_simulator, endpoint["id"], dry_run=True, disappeared="delete"
     )
-    assert preview.ok, preview.as_dict()
+    assert preview.ok, (preview.error, preview.as_dict())
     assert recording.writes == [] and object_changes_since(netbox_server, since) == []
     vms = preview.as_dict()["plan"]["object_types"]["virtualization.virtualmachine"]
     update = next(u for u in vms["updates"] if u["label"] == resized["name"])
@@ -239,7 +239,7 @@ def test_a_preview_of_changes_shows_old_and_new_values_and_matches_the_sync(
     real, recording = run(
         netbox_server, preview_simulator, endpoint["id"], dry_run=False, disappeared="delete"
     )
-    assert real.ok, real.as_dict()
+    assert real.ok, (real.error, real.as_dict())
     assert_preview_matches(preview, real, recording)
 
 
@@ -270,7 +270,7 @@ def test_the_cli_previews_a_cluster_rename_and_the_sync_applies_it(
     assert object_changes_since(netbox_server, since) == []
 
     real, _recording = run(netbox_server, preview_simulator, endpoint["id"], dry_run=False)
-    assert real.ok, real.as_dict()
+    assert real.ok, (real.error, real.as_dict())
     assert real.cluster["changed"] and real.cluster["name"] == "pvesim-preview"
     assert real.tally.of("virtualization.cluster").updated == 1
     assert written_counters(real) == {"virtualization.cluster": (0, 1, 0)}
@@ -281,6 +281,6 @@ def test_a_preview_of_an_unchanged_cluster_plans_nothing(
 ):
     since = change_marker(netbox_server)
     preview, recording = run(netbox_server, preview_simulator, endpoint["id"], dry_run=True)
-    assert preview.ok, preview.as_dict()
+    assert preview.ok, (preview.error, preview.as_dict())
     assert recording.writes == [] and object_changes_since(netbox_server, since) == []
     assert preview.as_dict()["plan"]["object_types"] == {}
