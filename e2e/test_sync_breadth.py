@@ -385,7 +385,7 @@ def test_a_node_targeted_sync_refreshes_that_nodes_network(
     report = run_sync(
         netbox_server, simulator, endpoint["id"], target=Target.parse(node=node), templates="sync"
     )
-    assert report.ok, (report.error, report.as_dict())["failures"]
+    assert report.ok, (report.error, report.as_dict()["failures"])
     interfaces = {
         i["name"]: i for i in list_all(netbox_server, "/dcim/interfaces/", device_id=device["id"])
     }
