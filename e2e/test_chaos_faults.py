@@ -103,7 +103,7 @@ def test_seeded_faults_during_a_sync_are_retried_bounded_and_counted(
             time.sleep(0.1)
         assert status.json()["data"]["exitstatus"] == "start failed: QEMU exited"
     stdout, stderr = run.communicate(timeout=600)
-    assert run.returncode == 0, stderr[-3000:]
+    assert run.returncode == 0, (stdout[-3000:], stderr[-3000:])
     report = json.loads(stdout)
     assert report["ok"], report
 
@@ -124,7 +124,7 @@ def test_seeded_faults_during_a_sync_are_retried_bounded_and_counted(
     sim.cli("faults", "disable")
     _wait_for_scenario(sim, active=False)
     rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.returncode == 0, (rerun.stdout[-3000:], rerun.stderr[-3000:])
     calm = json.loads(rerun.stdout)
     assert calm["proxmox_requests"]["retries"] == 0
     # The same reads as the disturbed run, minus its retries.
