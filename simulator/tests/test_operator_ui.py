@@ -6,10 +6,9 @@ skipped where it is missing, a failure under CI.
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
+from proxbox_processes import wait_until
 from simtest_support import ROOT_PASSWORD, Session, create_database, drop_database, run
 
 from proxbox_devstack.browser import launch, requires_chromium
@@ -74,10 +73,14 @@ def test_operator_ui_controls_faults_and_shows_inventory_and_tasks(page, ui_serv
         # A task waits in the queue until a worker claims it; under load that outlasts
         # the first page load, so the page is loaded again until the claim shows.
         task_row = page.locator("#tasks tbody tr", has_text=upid)
-        deadline = time.monotonic() + 30
-        while "queued" in task_row.inner_text() and time.monotonic() < deadline:
-            time.sleep(0.2)
+
+        def claimed() -> bool:
+            if "queued" not in task_row.inner_text():
+                return True
             page.reload()
+            return False
+
+        wait_until(claimed, 30, "a worker to claim the task", interval=0.2)
         assert "running" in task_row.inner_text()
 
         # The manual clock holds the task; advancing it from the page lets it finish.
