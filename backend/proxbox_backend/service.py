@@ -541,16 +541,24 @@ class _Run:
             netbox, guests, guest_placement, tally, unreadable, read_components_ahead
         )
         existing_vm_ids = vm_outcomes.existing
-        self.stage("guests", "finished", done=len(guests))
         owned = owned_by(vm_ids)
 
+        async def guests_written() -> None:
+            await vm_outcomes.rows.settled()
+            self.stage("guests", "finished", done=len(guests))
+
         # Interfaces with their addresses, disks, and records need the VMs, not one
-        # another: they are written at once (the NetBox client bounds what is in flight).
-        await together(
-            self.vm_interfaces(owned, existing_vm_ids, vm_outcomes, cluster_id, policy),
-            self.disks(owned, existing_vm_ids),
-            self.records(cluster_id, records_read, owned, device_ids),
-        )
+        # another: they are written at once (the NetBox client bounds what is in flight),
+        # and beside the VMs' updates as far as `stages.vm_rows` allows.
+        try:
+            await together(
+                guests_written(),
+                self.vm_interfaces(owned, existing_vm_ids, vm_outcomes, cluster_id, policy),
+                self.disks(owned, existing_vm_ids, vm_outcomes.rows),
+                self.records(cluster_id, records_read, owned, device_ids),
+            )
+        finally:
+            await vm_outcomes.rows.abandon()
         return owned, device_ids
 
     async def vm_interfaces(self, owned, existing_vm_ids, vm_outcomes, cluster_id, policy):
@@ -566,7 +574,7 @@ class _Run:
         count = sum(len(g.nics) for _, g in owned)
         self.stage("interfaces", "started", total=count)
         interface_ids = await interfaces_stage.apply(
-            netbox, cluster_id, owned, existing_vm_ids, tally, vlan_ids
+            netbox, cluster_id, owned, existing_vm_ids, tally, vlan_ids, vm_outcomes.rows
         )
         self.stage("interfaces", "finished", done=count)
 
@@ -580,16 +588,17 @@ class _Run:
             tally,
             vrf_id=endpoint.vrf_id,
             adopt=policy.adopt_existing,
+            vm_rows=vm_outcomes.rows,
         )
         await primary_ips_stage.apply(
             netbox, owned, interface_ids, ip_ids, removed_ip_ids, vm_outcomes, tally
         )
         self.stage("ips", "finished", done=count)
 
-    async def disks(self, owned, existing_vm_ids) -> None:
+    async def disks(self, owned, existing_vm_ids, vm_rows) -> None:
         count = sum(len(g.disks) for _, g in owned)
         self.stage("disks", "started", total=count)
-        await disks_stage.apply(self.netbox, owned, existing_vm_ids, self.tally)
+        await disks_stage.apply(self.netbox, owned, existing_vm_ids, self.tally, vm_rows)
         self.stage("disks", "finished", done=count)
 
     async def node_stages(self, inventory, nodes, policy, prerequisites, cluster_id):

@@ -30,6 +30,28 @@ async def apply_plan(
     stages further down skip its components instead of guessing.
     """
     plan = await restricted(netbox, path, plan)
+    return await write_plan(
+        netbox, path, plan, tally, creates_follow_updates=creates_follow_updates
+    )
+
+
+def kept_ids(plan: Plan) -> dict[Any, int]:
+    """Key → id of what a restricted plan without creates or adoptions leaves in NetBox:
+    `write_plan`'s answer, known before it writes."""
+    if plan.creates or any(update.adopts for update in plan.updates):
+        raise ValueError("a plan's creates and adoptions have their ids once written")
+    return {**plan.unchanged, **{update.key: update.id for update in plan.updates}}
+
+
+async def write_plan(
+    netbox: NetBoxClient,
+    path: str,
+    plan: Plan,
+    tally: Tally,
+    *,
+    creates_follow_updates: bool = True,
+) -> dict[Any, int]:
+    """`apply_plan` for a plan the policy already restricted."""
     kind = plan.object_type
     ids: dict[Any, int] = dict(plan.unchanged)
     tally.add(kind, "unchanged", len(plan.unchanged))

@@ -12,6 +12,7 @@ from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import VIRTUAL_DISKS, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
 from proxbox_backend.stages.guests import preexisting
+from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "virtualization.virtualdisk"
 MANAGED = {tags.PROXBOX.slug}
@@ -56,8 +57,15 @@ def plan(owned: list[tuple[int, Guest]], current: list[dict]) -> Plan:
 
 
 async def apply(
-    netbox: NetBoxGateway, owned: list[tuple[int, Guest]], existing_vm_ids: set[int], tally: Tally
+    netbox: NetBoxGateway,
+    owned: list[tuple[int, Guest]],
+    existing_vm_ids: set[int],
+    tally: Tally,
+    vm_rows: VmRowWrites = SETTLED,
 ) -> dict:
     lookup = preexisting(owned, existing_vm_ids)
     current = await netbox.disks(lookup) if lookup else []
-    return await apply_plan(netbox.client, VIRTUAL_DISKS, plan(owned, current), tally)
+    the_plan = plan(owned, current)
+    if the_plan.writes:
+        await vm_rows.settled()  # a disk written sets its VM's disk total and count
+    return await apply_plan(netbox.client, VIRTUAL_DISKS, the_plan, tally)

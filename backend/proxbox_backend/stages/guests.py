@@ -18,8 +18,9 @@ from proxbox_backend.domain.models import Guest, Platform
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.gateways.netbox import SOURCE_FIELD, VIRTUAL_MACHINES, NetBoxGateway, nested_id
-from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.apply import kept_ids, restricted, write_plan
 from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
+from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "virtualization.virtualmachine"
 
@@ -288,18 +289,30 @@ async def apply(
     """(source key → VM id of every guest now in NetBox, what happened to the VMs).
     `planned` hears, before anything is written, which VMs the plan keeps for their
     guests (source key → VM id) and which VMs existed: the run starts the reads of
-    their components then, so that those overlap the VMs' writes."""
+    their components then, so that those overlap the VMs' writes.
+
+    A plan that creates and adopts no VM knows every id before it writes: its updates
+    and deletes are then left in flight (`VmOutcomes.rows`), for the components' writes
+    to go beside them (`stages.vm_rows` says which may); the caller awaits them."""
     current = await netbox.virtual_machines(placement.cluster_id)
-    the_plan = plan(guests, current, placement, unreadable)
+    the_plan = await restricted(
+        netbox.client, VIRTUAL_MACHINES, plan(guests, current, placement, unreadable)
+    )
     wanted = {source_key(cluster_source(placement.cluster_id), g) for g in guests}
     existing = frozenset(vm["id"] for vm in current)
     if planned is not None:
         kept = {**the_plan.unchanged, **{u.key: u.id for u in the_plan.updates}}
         planned({key: vm_id for key, vm_id in kept.items() if key in wanted}, existing)
-    ids = await apply_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
+    writes = write_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
+    adopts = any(u.adopts for u in the_plan.updates)
+    if not the_plan.creates and not adopts:
+        ids, rows = kept_ids(the_plan), VmRowWrites(writes)
+    else:
+        ids, rows = await writes, SETTLED
     outcomes = VmOutcomes(
         existing=existing,
         unchanged=frozenset(the_plan.unchanged.values()),
         primaries=current_primaries(current),
+        rows=rows,
     )
     return {k: v for k, v in ids.items() if k in wanted}, outcomes

@@ -13,6 +13,7 @@ from proxbox_backend.domain.models import Guest, GuestNic
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import VM_INTERFACES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "virtualization.vminterface"
 MANAGED = {tags.PROXBOX.slug}
@@ -104,10 +105,14 @@ async def apply(
     existing_vm_ids: set[int],
     tally: Tally,
     vlan_ids: dict[int, int] | None = None,
+    vm_rows: VmRowWrites = SETTLED,
 ) -> dict[tuple[int, str], int]:
     """(VM id, interface name) → interface id."""
     # A cluster whose VMs are all new this run has no interfaces to read.
     fetch = any(vm_id in existing_vm_ids for vm_id, _ in owned)
     existing = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
     current = await netbox.interfaces(cluster_id, existing) if fetch else []
-    return await apply_plan(netbox.client, VM_INTERFACES, plan(owned, current, vlan_ids), tally)
+    the_plan = plan(owned, current, vlan_ids)
+    if the_plan.creates or the_plan.deletes:
+        await vm_rows.settled()  # they change their VM's interface count
+    return await apply_plan(netbox.client, VM_INTERFACES, the_plan, tally)

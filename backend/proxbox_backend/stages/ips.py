@@ -25,6 +25,7 @@ from proxbox_backend.domain.plan import Create, Delete, Plan, Update
 from proxbox_backend.gateways.netbox import IP_ADDRESSES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import apply_plan
 from proxbox_backend.stages.guests import preexisting
+from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "ipam.ipaddress"
 ASSIGNED_TYPE = "virtualization.vminterface"
@@ -190,6 +191,7 @@ async def apply(
     *,
     vrf_id: int | None = None,
     adopt: bool = False,
+    vm_rows: VmRowWrites = SETTLED,
 ) -> tuple[dict[tuple[int, str], int], set[int]]:
     """((interface id, address) → id of every synced address now in NetBox, ids deleted)."""
     lookup = preexisting(owned, existing_vm_ids)
@@ -198,6 +200,8 @@ async def apply(
     the_plan = plan(owned, interface_ids, current, vrf_id, marked)
     if marks_unconfirmed(the_plan):
         await netbox.ensure_tag(tags.UNCONFIRMED, tally)
+    if the_plan.deletes:
+        await vm_rows.settled()  # a deleted primary address is cleared from its VM
     ids = await apply_plan(
         netbox.client,
         IP_ADDRESSES,

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Plan, Update
 from proxbox_backend.gateways.netbox import VIRTUAL_MACHINES, NetBoxGateway, nested_id
 from proxbox_backend.stages.apply import restricted
+from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "virtualization.virtualmachine"
 FIELDS = {4: "primary_ip4", 6: "primary_ip6"}
@@ -34,6 +35,8 @@ class VmOutcomes:
     existing: frozenset[int]  # VMs that existed before this run
     unchanged: frozenset[int]  # VMs the guests stage left as they were
     primaries: dict[int, dict[str, int | None]]  # vm id → {"primary_ip4": id, "primary_ip6": id}
+    # The VMs' updates, when they are still being written beside their components'.
+    rows: VmRowWrites = field(default=SETTLED, compare=False)
 
 
 def current_primaries(vms: Iterable[dict]) -> dict[int, dict[str, int | None]]:
@@ -112,6 +115,7 @@ async def write(
     """Set the planned primaries of VMs (or devices) and count them as part of their owner."""
     if not the_plan.updates:
         return
+    await outcomes.rows.settled()
     updates = the_plan.updates
     result = await netbox.client.bulk_update(path, [{"id": u.id, **u.changes} for u in updates])
     for position in result.succeeded:
