@@ -12,27 +12,10 @@ from proxbox_backend.domain.plan import Plan
 
 
 async def apply_plan(
-    netbox: NetBoxClient,
-    path: str,
-    plan: Plan,
-    tally: Tally,
-    *,
-    creates_follow_updates: bool = True,
+    netbox: NetBoxClient, path: str, plan: Plan, tally: Tally, **order: bool
 ) -> dict[Any, int]:
-    """Run deletes, updates, then creates; return key → id of every object that now exists.
-
-    Deletes and updates go first so that a name they free (a renamed or removed
-    guest) is available to the creates of the same run.  A stage whose updates free
-    nothing a create could need passes `creates_follow_updates=False`: its updates and
-    creates are then written at once.
-
-    Updated and unchanged objects keep their ids; a failed create has no id, so
-    stages further down skip its components instead of guessing.
-    """
-    plan = await restricted(netbox, path, plan)
-    return await write_plan(
-        netbox, path, plan, tally, creates_follow_updates=creates_follow_updates
-    )
+    """`write_plan` of the part of `plan` the run's sync policy lets through."""
+    return await write_plan(netbox, path, await restricted(netbox, path, plan), tally, **order)
 
 
 def kept_ids(plan: Plan) -> dict[Any, int]:
@@ -51,7 +34,16 @@ async def write_plan(
     *,
     creates_follow_updates: bool = True,
 ) -> dict[Any, int]:
-    """`apply_plan` for a plan the policy already restricted."""
+    """Run deletes, updates, then creates; return key → id of every object that now exists.
+
+    Deletes and updates go first so that a name they free (a renamed or removed
+    guest) is available to the creates of the same run.  A stage whose updates free
+    nothing a create could need passes `creates_follow_updates=False`: its updates and
+    creates are then written at once.
+
+    Updated and unchanged objects keep their ids; a failed create has no id, so
+    stages further down skip its components instead of guessing.
+    """
     kind = plan.object_type
     ids: dict[Any, int] = dict(plan.unchanged)
     tally.add(kind, "unchanged", len(plan.unchanged))
