@@ -146,24 +146,16 @@ async def vm_updated_in_flight(netbox: HeldVmUpdates, the_guest: Guest):
     return [(VM, the_guest)], outcomes, tally
 
 
-def address_create(netbox, owned, outcomes, tally):
+def address_writes(netbox, owned, outcomes, tally):
     return ips.apply(netbox.gateway, owned, {(VM, "net0"): 50}, {VM}, tally, vm_rows=outcomes.rows)
 
 
-def interface_update(netbox, owned, outcomes, tally):
+def interface_writes(netbox, owned, outcomes, tally):
     return interfaces.apply(netbox.gateway, CLUSTER, owned, {VM}, tally, {}, outcomes.rows)
 
 
 def disk_create(netbox, owned, outcomes, tally):
     return disks.apply(netbox.gateway, owned, {VM}, tally, outcomes.rows)
-
-
-def interface_create(netbox, owned, outcomes, tally):
-    return interfaces.apply(netbox.gateway, CLUSTER, owned, {VM}, tally, {}, outcomes.rows)
-
-
-def address_delete(netbox, owned, outcomes, tally):
-    return ips.apply(netbox.gateway, owned, {(VM, "net0"): 50}, {VM}, tally, vm_rows=outcomes.rows)
 
 
 def primary(netbox, owned, outcomes, tally):
@@ -182,9 +174,9 @@ def primary(netbox, owned, outcomes, tally):
 @pytest.mark.parametrize(
     ("stage", "changed", "netbox_has", "write"),
     [
-        (address_create, {"addresses": (ADDRESS,)}, {}, "POST ip-addresses"),
+        (address_writes, {"addresses": (ADDRESS,)}, {}, "POST ip-addresses"),
         (
-            interface_update,
+            interface_writes,
             {"nics": (GuestNic("net0", "net0", NIC.mac, False, "virtio on vmbr0"),)},
             {},
             "PATCH interfaces",
@@ -209,8 +201,8 @@ async def test_writes_that_touch_no_vm_row_go_beside_the_vms_updates(
     ("stage", "changed", "netbox_has", "write"),
     [
         (disk_create, {"disks": (DISK,)}, {}, "POST virtual-disks"),
-        (interface_create, {"nics": (NIC, NEW_NIC)}, {}, "POST interfaces"),
-        (address_delete, {}, {"addresses": (OLD_ADDRESS,)}, "DELETE ip-addresses"),
+        (interface_writes, {"nics": (NIC, NEW_NIC)}, {}, "POST interfaces"),
+        (address_writes, {}, {"addresses": (OLD_ADDRESS,)}, "DELETE ip-addresses"),
         (primary, {"addresses": (ADDRESS,)}, {}, "PATCH virtual-machines"),
     ],
 )
@@ -263,6 +255,6 @@ async def test_a_failed_vm_write_is_raised_to_every_stage_that_waits_for_it():
 async def test_writes_left_in_flight_are_cancelled_when_the_run_gives_up():
     release = asyncio.Event()
     rows = VmRowWrites(release.wait())
-    await rows.abandon()
+    await asyncio.wait_for(rows.abandon(), timeout=5)
     with pytest.raises(asyncio.CancelledError):
-        await rows.settled()
+        await asyncio.wait_for(rows.settled(), timeout=5)

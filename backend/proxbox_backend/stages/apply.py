@@ -18,14 +18,6 @@ async def apply_plan(
     return await write_plan(netbox, path, await restricted(netbox, path, plan), tally, **order)
 
 
-def kept_ids(plan: Plan) -> dict[Any, int]:
-    """Key → id of what a restricted plan without creates or adoptions leaves in NetBox:
-    `write_plan`'s answer, known before it writes."""
-    if plan.creates or any(update.adopts for update in plan.updates):
-        raise ValueError("a plan's creates and adoptions have their ids once written")
-    return {**plan.unchanged, **{update.key: update.id for update in plan.updates}}
-
-
 async def write_plan(
     netbox: NetBoxClient,
     path: str,

@@ -18,7 +18,7 @@ from proxbox_backend.domain.models import Guest, Platform
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.gateways.netbox import SOURCE_FIELD, VIRTUAL_MACHINES, NetBoxGateway, nested_id
-from proxbox_backend.stages.apply import kept_ids, restricted, write_plan
+from proxbox_backend.stages.apply import restricted, write_plan
 from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
 from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
@@ -300,13 +300,13 @@ async def apply(
     )
     wanted = {source_key(cluster_source(placement.cluster_id), g) for g in guests}
     existing = frozenset(vm["id"] for vm in current)
+    kept = {**the_plan.unchanged, **{u.key: u.id for u in the_plan.updates}}
     if planned is not None:
-        kept = {**the_plan.unchanged, **{u.key: u.id for u in the_plan.updates}}
         planned({key: vm_id for key, vm_id in kept.items() if key in wanted}, existing)
     writes = write_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
-    adopts = any(u.adopts for u in the_plan.updates)
-    if not the_plan.creates and not adopts:
-        ids, rows = kept_ids(the_plan), VmRowWrites(writes)
+    if not the_plan.creates and not any(u.adopts for u in the_plan.updates):
+        # What `write_plan` would answer: updated and unchanged VMs keep their ids.
+        ids, rows = kept, VmRowWrites(writes)
     else:
         ids, rows = await writes, SETTLED
     outcomes = VmOutcomes(
