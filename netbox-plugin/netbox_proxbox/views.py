@@ -1,10 +1,12 @@
 from dcim.models import Device
+from django.apps import apps
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import Http404
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.utils.html import format_html
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 from django.views.generic import View
 from netbox.object_actions import BulkDelete, BulkExport, DeleteObject, ObjectAction
@@ -188,6 +190,16 @@ class ProxmoxEndpointPreviewView(LoginRequiredMixin, View):
         )
 
 
+def object_type_title(object_type: str) -> str:
+    """ "Virtual machines" for `virtualization.virtualmachine`: the heading an operator reads.
+    A type this NetBox does not know keeps its code."""
+    try:
+        model = apps.get_model(object_type)
+    except (LookupError, ValueError):
+        return object_type
+    return capfirst(model._meta.verbose_name_plural)
+
+
 def plan_sections(report: dict) -> list[dict]:
     """The plan as the page lists it: per object type, creates / updates / deletes, with
     placeholder ids (objects the run would create) named instead of shown as numbers."""
@@ -209,6 +221,7 @@ def plan_sections(report: dict) -> list[dict]:
         sections.append(
             {
                 "object_type": object_type,
+                "title": object_type_title(object_type),
                 "counts": (types["create"], types["update"], types["delete"]),
                 "creates": [
                     {

@@ -4,6 +4,8 @@ backend app."""
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 from core.choices import JobStatusChoices
 from django.test import Client
 from django.urls import reverse
@@ -16,6 +18,35 @@ from netbox_proxbox.sync.jobs import SyncEndpointJob
 from .backend import PlanningSyncService
 from .base import auth_header, grant, make_endpoint
 from .test_sync_now import CHANGE, SyncNowTestCase, backend, plugin_config
+
+
+class _HeadingText(HTMLParser):
+    """The text of the plan's card headings, one string each, whitespace collapsed as a
+    browser shows it (so words of adjacent elements without a space between run together)."""
+
+    def __init__(self):
+        super().__init__()
+        self.headings: list[str] = []
+        self._parts: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "h2" and "card-header" in (dict(attrs).get("class") or ""):
+            self._parts = []
+
+    def handle_endtag(self, tag):
+        if tag == "h2" and self._parts is not None:
+            self.headings.append(" ".join("".join(self._parts).split()))
+            self._parts = None
+
+    def handle_data(self, data):
+        if self._parts is not None:
+            self._parts.append(data)
+
+
+def card_headings(page: str) -> list[str]:
+    parser = _HeadingText()
+    parser.feed(page)
+    return parser.headings
 
 
 def preview_url(endpoint_or_pk) -> str:
@@ -41,8 +72,12 @@ class PreviewPageTest(SyncNowTestCase):
             self.assertEqual(service.calls, [])  # a preview starts no sync
             self.assertFalse(SyncEndpointJob.get_jobs(self.endpoint).exists())
             page = response.content.decode()
-            self.assertIn("virtualization.virtualmachine", page)
-            self.assertIn("1 to create, 1 to update, 1 to delete", page)
+            # Each card is headed by the model's name and its counts, as separate words.
+            self.assertIn(
+                "Virtual machines virtualization.virtualmachine "
+                "1 to create, 1 to update, 1 to delete",
+                card_headings(page),
+            )
             self.assertIn("<code>memory</code>: 2048 &rarr; 4096", page)
             self.assertIn("web (#12)", page)
             self.assertIn("old-vm (#13)", page)
