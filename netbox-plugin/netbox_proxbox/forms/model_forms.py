@@ -45,12 +45,26 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         required=False,
         query_params={"vm_role": "True"},
     )
+    # NetBox's own multiple-choice select: its form renderer styles every non-checkbox
+    # input as a text box, which left CheckboxSelectMultiple as blank boxes.
     protected_fields = forms.MultipleChoiceField(
         label=_("Protected fields"),
         choices=ProtectedFieldChoices,
         required=False,
-        widget=forms.CheckboxSelectMultiple,
         help_text=_("Fields a sync never overwrites once the object exists"),
+    )
+    # Empty is a setting of its own (the backend's), not an unknown answer.
+    sync_templates = forms.NullBooleanField(
+        label=_("Sync templates"),
+        required=False,
+        widget=forms.Select(
+            choices=(
+                ("", _("The backend's setting (skip unless configured)")),
+                ("True", _("Yes")),
+                ("False", _("No")),
+            )
+        ),
+        help_text=_("Sync Proxmox templates as VMs (tagged proxbox-template)"),
     )
     comments = CommentField()
 

@@ -208,6 +208,40 @@ class SyncPolicyRestTest(TestCase):
         self.assertIn("Off", row)
         self.assertIn("Storage and data-protection records", page)
 
+    def test_the_form_renders_the_policy_widgets_as_netbox_does_and_saves_them(self):
+        self.client.force_login(self.operator)
+        url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
+        page = self.client.get(url).content.decode()
+        protected = page.split('name="protected_fields"', 1)[1].split("</select>", 1)[0]
+        self.assertIn("multiple", protected.split(">", 1)[0])
+        self.assertIn('class="form-select', protected.split(">", 1)[0])
+        self.assertIn(">Primary IP</option>", protected)
+        templates = page.split('name="sync_templates"', 1)[1].split("</select>", 1)[0]
+        self.assertNotIn("Unknown", templates)
+        self.assertRegex(templates, r'value=""\s+selected\s*>The backend&#x27;s setting')
+        fields = {
+            "name": self.endpoint.name,
+            "host": self.endpoint.host,
+            "port": 8006,
+            "token_id": self.endpoint.token_id,
+            "mode": "cluster",
+            "enabled": "on",
+            "keep_operator_objects": "on",
+            "protected_fields": ["name", "primary_ip"],
+            "sync_templates": "False",
+        }
+        response = self.client.post(url, fields)
+        self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
+        self.endpoint.refresh_from_db()
+        self.assertEqual(self.endpoint.protected_fields, ["name", "primary_ip"])
+        self.assertIs(self.endpoint.sync_templates, False)
+        page = self.client.get(url).content.decode()
+        templates = page.split('name="sync_templates"', 1)[1].split("</select>", 1)[0]
+        self.assertRegex(templates, r'value="False"\s+selected')
+        self.client.post(url, {**fields, "sync_templates": ""})
+        self.endpoint.refresh_from_db()
+        self.assertIsNone(self.endpoint.sync_templates)
+
 
 class VmidRangeTest(TestCase):
     def test_parsing(self):
