@@ -33,6 +33,7 @@ from proxbox_backend.gateways import proxmox_records
 from proxbox_backend.gateways.netbox import (
     ChangeLogUnreadable,
     ClaimRefused,
+    CredentialsWithheld,
     EndpointNotFound,
     NetBoxGateway,
     Prerequisites,
@@ -235,14 +236,17 @@ class SyncService:
             incremental = Incremental(self.baselines, netbox, endpoint)
         # Nothing is written before the claim: the change log is read meanwhile.
         async with in_background(self._read_history(incremental)) as history_read:
-            credentials = await netbox.credentials(endpoint) or self.settings.fallback_credentials(
-                endpoint.token_id
-            )
+            withheld = None
+            try:
+                credentials = await netbox.credentials(endpoint)
+            except CredentialsWithheld as exc:
+                credentials, withheld = None, exc
+            credentials = credentials or self.settings.fallback_credentials(endpoint.token_id)
             if credentials is None:
+                reason = withheld or "the credentials API did not provide them"
                 raise SyncFailed(
-                    f"no Proxmox credentials for endpoint {endpoint.name!r}: the credentials "
-                    "API did not provide them and PROXBOX_PROXMOX_TOKEN (or user/password) "
-                    "is unset"
+                    f"no Proxmox credentials for endpoint {endpoint.name!r}: {reason}; "
+                    "PROXBOX_PROXMOX_TOKEN (or user/password) is unset"
                 )
             proxmox_client = self._proxmox_factory(endpoint, credentials)
             try:

@@ -365,7 +365,6 @@ async def test_claim_retries_races_but_not_verdicts(answers, requests, status):
             "sync@pve!nb",
         ),
         (httpx.Response(404, json={"detail": "Not found."}), None),
-        (httpx.Response(403, json={"detail": "You do not have permission."}), None),
     ],
 )
 async def test_credentials_api_or_fallback(answer, expected):
@@ -382,6 +381,20 @@ async def test_credentials_api_or_fallback(answer, expected):
         assert credentials.token_secret.reveal() == PVE_SECRET and PVE_SECRET not in repr(
             credentials
         )
+
+
+@pytest.mark.asyncio
+async def test_withheld_credentials_name_the_permission_to_grant():
+    from proxbox_backend.domain.endpoint import Endpoint
+    from proxbox_backend.gateways.netbox import CredentialsWithheld, NetBoxGateway
+
+    detail = "Reading this endpoint's credentials requires the 'reveal_credentials' action on it."
+    server = Recorder(httpx.Response(403, json={"detail": detail, "code": "permission_denied"}))
+    client, _ = netbox(server)
+    endpoint = Endpoint(3, "pve", "h", 8006, True, True, "cluster", None, None, None, None)
+    with pytest.raises(CredentialsWithheld, match="custom action 'reveal_credentials'") as exc:
+        await NetBoxGateway(client).credentials(endpoint)
+    assert detail in str(exc.value) and "'pve'" in str(exc.value)
 
 
 NETBOX_500_PAGE = """<!DOCTYPE html>

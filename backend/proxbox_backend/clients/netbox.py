@@ -142,7 +142,7 @@ class NetBoxClient:
     async def call(self, method: str, path: str, *, expect: Iterable[int] = (), **kwargs) -> Any:
         """The decoded body of a successful answer; NetBoxError otherwise."""
         response = await self.request(method, path, **kwargs)
-        body = _json(response)
+        body = response_body(response)
         if response.is_success or response.status_code in set(expect):
             return body
         raise NetBoxError(response.status_code, method.upper(), path, body)
@@ -206,7 +206,7 @@ class NetBoxClient:
                 return
             payload = [items[p] for p in pending]
             response = await self.request(method, path, json=payload)
-            body = _json(response)
+            body = response_body(response)
             if response.is_success:
                 if method == "DELETE":
                     for p in pending:
@@ -239,7 +239,8 @@ class NetBoxClient:
         await self.aclose()
 
 
-def _json(response: httpx.Response) -> Any:
+def response_body(response: httpx.Response) -> Any:
+    """The answer's JSON, its text when it is not JSON, None when it is empty."""
     if not response.content:
         return None
     try:

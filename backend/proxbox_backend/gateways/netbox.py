@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxbox_backend.background import abandon
-from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError, describe_error
+from proxbox_backend.clients.netbox import (
+    NetBoxClient,
+    NetBoxError,
+    describe_error,
+    response_body,
+)
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
@@ -68,6 +73,18 @@ SOURCE_KEYS_PER_READ = 40
 
 class EndpointNotFound(LookupError):
     pass
+
+
+class CredentialsWithheld(Exception):
+    """NetBox answered the credentials API with 403: the token's user lacks the plugin's
+    `reveal_credentials` action on the endpoint (a superuser flag does not grant it)."""
+
+    def __init__(self, endpoint: Endpoint, detail: str):
+        super().__init__(
+            f"NetBox withheld the credentials of endpoint {endpoint.name!r} from this token "
+            f"({detail or 'HTTP 403'}): give the token's user an ObjectPermission with the "
+            "custom action 'reveal_credentials' on the endpoint (superusers need it too)"
+        )
 
 
 CHANGE_LOG_FORBIDDEN = "the NetBox token may not read the change log (core.objectchange view)"
@@ -185,10 +202,13 @@ class NetBoxGateway:
         return Endpoint.from_api(found[0])
 
     async def credentials(self, endpoint: Endpoint) -> ProxmoxCredentials | None:
-        """The endpoint's token from the backend-only credentials API, when it exists
-        and this NetBox token may read it; None otherwise (the caller falls back)."""
+        """The endpoint's token from the backend-only credentials API; None where the
+        plugin has no such API (the caller falls back). CredentialsWithheld when NetBox
+        refuses it to this token, so the caller can say which permission is missing."""
         response = await self.client.request("GET", f"{ENDPOINTS}{endpoint.id}/credentials/")
-        if response.status_code in (403, 404, 405):
+        if response.status_code == 403:
+            raise CredentialsWithheld(endpoint, describe_error(response_body(response)))
+        if response.status_code in (404, 405):  # a plugin without the credentials API
             return None
         if not response.is_success:
             raise NetBoxError(response.status_code, "GET", "credentials", response.text[:200])
