@@ -29,6 +29,9 @@ from proxmox_simulator.config import Settings, settings_env
 # check failed (...)") and clients such as proxmoxer surface it.  ASGI has no
 # field for a reason phrase, so the renderer passes it in a private header that
 # is stripped here and spliced into the status line of the httptools protocol.
+# That protocol's STATUS_LINE and RequestResponseCycle.send are uvicorn internals, so
+# simulator/pyproject.toml keeps uvicorn below its next minor release; raising that
+# bound means running the reason-phrase tests against the new release first.
 
 _reason: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("pve_reason", default=None)
 _REASON_HEADER = REASON_HEADER.encode()
