@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict
 
 from proxbox_backend.baselines import open_baselines
@@ -83,13 +84,32 @@ NO_SUCH_RUN = {404: {"model": Problem, "description": "no run with this id"}}
 # Only with PROXBOX_BACKEND_REDIS_URL: the runs are there, for every replica.
 STORE_DOWN = {503: {"model": Problem, "description": "the run store (Redis) does not answer"}}
 BEARER = {"bearer": []}
+
+
+def as_json(responses: dict) -> dict:
+    """Answers with a model, documented as JSON on a route whose own media type is another
+    (FastAPI files an answer's model under the route's media type, here the event stream)."""
+    return {
+        status: {
+            "description": answer["description"],
+            "content": {
+                "application/json": {
+                    "schema": {"$ref": f"#/components/schemas/{answer['model'].__name__}"}
+                }
+            },
+        }
+        for status, answer in responses.items()
+    }
+
+
 EVENT_STREAM = {
     200: {
         "description": "Server-sent events: started, stage, progress, finished (the report)",
-        # One schema per event, as SSE readers see it: its type and a JSON `data` line.
+        # One schema per event (OpenAPI 3.2's itemSchema, as fastapi.sse documents streams),
+        # as SSE readers see it: its type and a JSON `data` line.
         "content": {
             "text/event-stream": {
-                "schema": {
+                "itemSchema": {
                     "type": "object",
                     "properties": {
                         "event": {"enum": ["started", "stage", "progress", "finished"]},
@@ -239,23 +259,21 @@ def create_app(
             raise HTTPException(404, f"no run {run_id}")
         return RunState(**run)
 
+    async def existing_run(run_id: str) -> str:
+        """A dependency, so an unknown run is a 404 before the event stream starts."""
+        if await store.get(run_id) is None:
+            raise HTTPException(404, f"no run {run_id}")
+        return run_id
+
     @app.get(
         "/runs/{run_id}/events",
         **guarded,
-        response_class=StreamingResponse,
-        responses={**EVENT_STREAM, **UNAUTHORIZED, **NO_SUCH_RUN, **STORE_DOWN},
+        response_class=EventSourceResponse,
+        responses={**EVENT_STREAM, **as_json({**UNAUTHORIZED, **NO_SUCH_RUN, **STORE_DOWN})},
     )
-    async def run_events(run_id: str) -> StreamingResponse:
-        if await store.get(run_id) is None:
-            raise HTTPException(404, f"no run {run_id}")
-
-        async def stream():
-            async for event in store.follow(run_id):
-                yield f"event: {event.get('event', 'message')}\ndata: {json.dumps(event)}\n\n"
-
-        return StreamingResponse(
-            stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
+    async def run_events(run_id: str = Depends(existing_run)) -> AsyncIterator[ServerSentEvent]:
+        async for event in store.follow(run_id):
+            yield ServerSentEvent(data=event, event=event.get("event", "message"))
 
     def document() -> dict:
         if app.openapi_schema is None:

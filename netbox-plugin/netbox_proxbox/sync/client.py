@@ -129,10 +129,13 @@ class BackendClient:
                 )
             sleep(min(self.settings.poll_interval, remaining))
 
-    def events(self, run_id: str) -> Iterator[dict]:
-        """The run's events in order, live until it finishes (SSE `data:` lines are JSON).
+    def events(self, run_id: str, deadline: float | None = None) -> Iterator[dict]:
+        """The run's events in order, live until it finishes (SSE `data:` lines are JSON)
+        or until `deadline` (time.monotonic()) has passed.
 
         A stream silent for longer than backend_request_timeout ends in BackendUnavailable.
+        The backend sends keep-alive comments while a run is quiet, so the deadline is
+        checked on every line, not only on events: a hung run still ends the wait.
         """
         # A hung run must not hold the Job past its sync timeout waiting for the next line.
         read = min(self.settings.request_timeout, self.settings.sync_timeout)
@@ -147,6 +150,8 @@ class BackendClient:
         with response:
             try:
                 for line in response.iter_lines(decode_unicode=True):
+                    if deadline is not None and time.monotonic() > deadline:
+                        return
                     if line and line.startswith("data:"):
                         try:
                             yield json.loads(line[5:].strip())

@@ -124,10 +124,8 @@ class SyncEndpointJob(JobRunner):
         # Follow the run's event stream while it runs, so the Job's page and log show the
         # stages as they happen; the run's final state still comes from GET /runs/{id}.
         try:
-            for event in client.events(run_id):
+            for event in client.events(run_id, deadline):
                 self._log_event(event)
-                if time.monotonic() > deadline:
-                    break
         except BackendError as exc:
             self.logger.warning(f"Live progress interrupted ({exc}); waiting for the run")
         seen_states = set()

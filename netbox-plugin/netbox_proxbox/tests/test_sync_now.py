@@ -6,6 +6,7 @@ import contextlib
 from unittest import mock
 
 import django_rq
+import pytest
 from core.choices import JobStatusChoices
 from core.models import Job
 from django.conf import settings
@@ -198,6 +199,22 @@ class SyncNowProblemsTest(SyncNowTestCase):
         self.assertEqual(first.status, JobStatusChoices.STATUS_ERRORED)
         self.assertIn("already running on the backend", second.error)
         self.assertEqual(service.calls, [self.endpoint.pk])
+
+    @pytest.mark.timeout(60)  # without the deadline, the Job would follow the stream forever
+    def test_a_hung_run_between_keep_alives_still_ends_at_the_sync_timeout(self):
+        """The backend's event stream sends keep-alive comments while a run is quiet; they
+        must not keep the Job waiting past its sync timeout."""
+        import fastapi.routing
+
+        service = ScriptedSyncService(finish=False)
+        with (
+            mock.patch.object(fastapi.routing, "_PING_INTERVAL", 0.1),
+            backend(service, sync_timeout=1.5),
+        ):
+            self.sync()
+        job = self.job()
+        self.assertEqual(job.status, JobStatusChoices.STATUS_ERRORED)
+        self.assertIn("had not finished after 1.5 s", job.error)
 
     def test_sync_timeout_malformed(self):
         with backend(ScriptedSyncService(), sync_timeout="soon"):
