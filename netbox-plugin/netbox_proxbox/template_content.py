@@ -1,4 +1,5 @@
-"""A panel on NetBox's own Cluster page linking back to the owning endpoint."""
+"""What the plugin adds to NetBox's own pages: the owning endpoint on a Cluster page, Sync
+now on synced VMs and node devices, the sync report on a sync Job's page."""
 
 from netbox.plugins import PluginTemplateExtension
 
@@ -55,4 +56,21 @@ class SyncObjectButton(PluginTemplateExtension):
         )
 
 
-template_extensions = [NativeClusterOwnerPanel, SyncObjectButton]
+class SyncJobReportPanel(PluginTemplateExtension):
+    """A sync Job's report as tables (counters, failures, warnings) on NetBox's Job page,
+    following the run live while the Job waits or runs."""
+
+    models = ["core.job"]
+
+    def full_width_page(self):
+        from .sync.report import is_sync_job, sync_job_report_context
+
+        job = self.context["object"]
+        if not is_sync_job(job):
+            return ""
+        return self.render(
+            "netbox_proxbox/inc/sync_job_report.html", extra_context=sync_job_report_context(job)
+        )
+
+
+template_extensions = [NativeClusterOwnerPanel, SyncObjectButton, SyncJobReportPanel]

@@ -16,6 +16,7 @@ INVENTORY_PATHS = (
 )
 
 urlpatterns = [
+    path("sync-jobs/<int:pk>/report/", views.SyncJobReportView.as_view(), name="sync_job_report"),
     path(
         "sync-object/<str:model>/<int:pk>/",
         views.SyncObjectView.as_view(),

@@ -1,12 +1,11 @@
+from core.models import Job
 from dcim.models import Device
-from django.apps import apps
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import Http404
 from django.middleware.csrf import get_token
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
-from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 from django.views.generic import View
 from netbox.object_actions import BulkDelete, BulkExport, DeleteObject, ObjectAction
@@ -27,6 +26,7 @@ from .models import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .sync.report import is_sync_job, object_type_title, sync_job_report_context
 from .sync.service import (
     SyncNotFound,
     SyncRequestError,
@@ -188,16 +188,6 @@ class ProxmoxEndpointPreviewView(LoginRequiredMixin, View):
             "netbox_proxbox/proxmoxendpoint_preview.html",
             {"object": endpoint, "report": report, "plan": plan_sections(report)},
         )
-
-
-def object_type_title(object_type: str) -> str:
-    """ "Virtual machines" for `virtualization.virtualmachine`: the heading an operator reads.
-    A type this NetBox does not know keeps its code."""
-    try:
-        model = apps.get_model(object_type)
-    except (LookupError, ValueError):
-        return object_type
-    return capfirst(model._meta.verbose_name_plural)
 
 
 def plan_sections(report: dict) -> list[dict]:
@@ -454,3 +444,15 @@ class ProxmoxEndpointBulkImportView(generic.BulkImportView):
                 _("The pasted data contained token secrets and was cleared: paste it again."),
             )
         return super().get_extra_context(request)
+
+
+class SyncJobReportView(LoginRequiredMixin, View):
+    """The report card of a sync Job's page, reloaded by htmx while the Job runs."""
+
+    def get(self, request, pk):
+        job = get_object_or_404(Job.objects.restrict(request.user, "view"), pk=pk)
+        if not is_sync_job(job):
+            raise Http404
+        return render(
+            request, "netbox_proxbox/inc/sync_job_report.html", sync_job_report_context(job)
+        )
