@@ -161,7 +161,8 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
         page.fill("input[name=sync_interval]", "30")
         page.fill("input[name=exclude_vmids]", "900-999")
         page.select_option("select[name=guests_mode]", "create_only")
-        page.check("input[name=protected_fields][value=name]")
+        # NetBox's multiple select (TomSelect shows it; the form posts the select's values).
+        page.select_option("select[name=protected_fields]", ["name"], force=True)
         page.locator("form.object-edit button[type=submit][name=_update]").click()
         page.wait_for_url(f"**/plugins/proxbox/endpoints/{self.endpoint.pk}/")
         assert "Every 30 min" in page.locator("#sync-schedule").inner_text()
@@ -199,6 +200,13 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
                 )
                 page.goto(f"/core/jobs/{job.pk}/")
                 assert "Running" in page.locator("body").inner_text()
+                # The report card follows the run without a reload (htmx polls it).
+                page.locator("#sync-job-live").wait_for()
+                page.locator("#sync-job-progress", has_text="Stage guests").wait_for(timeout=30_000)
+                service.release.set()
+                worker.join(60)
+                page.locator("#sync-job-counters").wait_for(timeout=30_000)
+                assert page.locator("#sync-job-live").count() == 0
             finally:
                 service.release.set()
                 worker.join(60)
