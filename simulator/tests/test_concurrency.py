@@ -107,7 +107,8 @@ def test_a_failed_keyed_request_leaves_its_key_free_for_the_retry(server, root, 
         data={"vmid": unique_vmid, "scsi0": "no-such-storage:4"},
         headers=dict(headers),
     )
-    assert refused.status_code == 400, refused.text
+    assert refused.status_code == 500, refused.text
+    assert refused.reason_phrase == "storage 'no-such-storage' does not exist"
     retried = root.post(
         "/nodes/pve1/qemu", data={"vmid": unique_vmid, "memory": 512}, headers=dict(headers)
     )
