@@ -26,7 +26,7 @@ from proxmox_simulator.api.validation import validate
 from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts.model import Contract
 from proxmox_simulator.contracts.registry import resolve_contract
-from proxmox_simulator.domain import inventory_service
+from proxmox_simulator.domain import idempotency_service, inventory_service
 from proxmox_simulator.domain.access import Principal, check_permissions
 from proxmox_simulator.domain.errors import (
     AuthenticationFailed,
@@ -36,7 +36,6 @@ from proxmox_simulator.domain.errors import (
 )
 from proxmox_simulator.observability import metrics, tracing
 from proxmox_simulator.repositories import guests as guest_repo
-from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.repositories.migrations import is_ready
 from proxmox_simulator.runtime import ContractState, Runtime, build_selection
 from proxmox_simulator.simulation.clock import Clock, ManualClock, clock_from_spec
@@ -271,20 +270,28 @@ async def _guest_pool(rt: Runtime, principal: Principal, params: dict) -> str | 
 
 
 async def _run_idempotently(rt: Runtime, request: Request, principal: Principal, handler, ctx):
-    """Honour ``Idempotency-Key`` on writes: a retry returns the first task's UPID."""
+    """Honour ``Idempotency-Key`` on writes: a duplicate gets the first request's answer."""
     key = request.headers.get("idempotency-key")
     if not key or request.method == "GET":
         return await handler(ctx)
     scoped = scoped_idempotency_key(principal, key)
-    async with rt.pool.acquire() as conn:
-        existing = await task_repo.existing_for_key(conn, scoped)
-    if existing:
-        return existing
-    token = request_idempotency_key.set(scoped)
-    try:
-        return await handler(ctx)
-    finally:
-        request_idempotency_key.reset(token)
+
+    async def write() -> dict:
+        token = request_idempotency_key.set(scoped)
+        try:
+            data = await handler(ctx)
+        finally:
+            request_idempotency_key.reset(token)
+        if isinstance(data, render.WithExtra):
+            return {"data": data.data, "extra": data.extra}
+        return {"data": data}
+
+    answer = await idempotency_service.run_once(
+        rt.pool, scoped, f"{request.method} {request.url.path}", write
+    )
+    if "extra" in answer:
+        return render.WithExtra(answer["data"], answer["extra"])
+    return answer["data"]
 
 
 def _add_admin_routes(app: FastAPI) -> None:

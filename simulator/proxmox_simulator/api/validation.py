@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from proxmox_simulator.contracts.model import Endpoint, Parameter
+from proxmox_simulator.domain import property_strings
 from proxmox_simulator.domain.errors import ParameterError
 
 _TRUE = {"1", "yes", "on", "true"}
@@ -87,8 +88,8 @@ def _schema_for(endpoint: Endpoint, name: str) -> Parameter | None:
 _NUL = "value must not contain a NUL character"
 
 
-def coerce(param: Parameter, value):
-    """Return (value, error message or None)."""
+def coerce(param: Parameter, value, name: str | None = None):
+    """Return (value, error message or None); ``name`` is the parameter as sent (``net1``)."""
     kind = param.type
     if kind == "boolean":
         parsed = parse_boolean(value)
@@ -136,10 +137,19 @@ def coerce(param: Parameter, value):
         if compiled is not None and not compiled.fullmatch(text):
             return None, "value does not match the regex pattern"
     fmt = param.format
-    if isinstance(fmt, str):
+    properties = property_strings.property_format(fmt)
+    if properties is not None:
+        try:
+            property_strings.parse(properties, text, name or param.name)
+        except property_strings.FormatError as exc:
+            return None, str(exc)
+    elif isinstance(fmt, str):
         checker = _FORMATS.get(fmt)
         if checker is not None and not checker.match(text):
             return None, f"value does not look like a valid {fmt.removeprefix('pve-')}"
+        message = None if checker is not None else property_strings.check_named(fmt, text)
+        if message is not None:
+            return None, f"invalid format - {message}\n"
     return text, None
 
 
@@ -202,7 +212,7 @@ def validate(endpoint: Endpoint, path_params: dict, supplied: dict) -> dict:
             else:
                 values[name] = value
             continue
-        coerced, error = coerce(param, value)
+        coerced, error = coerce(param, value, name)
         if error:
             errors[name] = error
         else:

@@ -199,14 +199,21 @@ async def list_json(rt, state: AccessState, principal: Principal, kind: str, nod
 
 
 async def _check_disks(conn, kind: str, config: dict) -> None:
+    """PVE's storage checks of a config write: every volume a disk names is on a
+    configured storage, and a new volume's storage takes guest disks."""
+    for _key, volume in rules.disk_volumes(kind, config):
+        storage_id = rules.volume_storage(volume)
+        if storage_id is not None and await inventory.storage(conn, storage_id) is None:
+            raise PveError(f"storage '{storage_id}' does not exist")
     for request in rules.new_disk_requests(kind, config):
         storage = await inventory.storage(conn, request.storage)
         if storage is None:
-            raise ParameterError({request.key: f"storage '{request.storage}' does not exist"})
+            raise PveError(f"storage '{request.storage}' does not exist")
         wanted = "images" if kind == rules.QEMU else "rootdir"
         if wanted not in storage["content"].split(","):
+            what = "vm images" if kind == rules.QEMU else "container directories"
             raise ParameterError(
-                {request.key: f"storage '{request.storage}' does not support {wanted} content"}
+                {"storage": f"storage '{request.storage}' does not support {what}"}
             )
 
 

@@ -174,6 +174,36 @@ def new_disk_requests(kind: str, config: dict) -> list[DiskRequest]:
     return requests
 
 
+_VOLUME_STORAGE = re.compile(r"^(?P<storage>[a-z][a-z0-9\-_.]*[a-z0-9]):", re.I)
+
+
+def disk_volumes(kind: str, config: dict) -> list[tuple[str, str]]:
+    """(key, volume) of every disk in ``config``: ``local-lvm:vm-100-disk-0``, ``none``, a path."""
+    found = []
+    for key in sorted(config):
+        if is_disk_key(kind, key):
+            props = parse_property_string(config[key], "file" if kind == QEMU else "volume")
+            found.append((key, props.get("file") or props.get("volume") or ""))
+    return found
+
+
+def volume_storage(volume: str) -> str | None:
+    """The storage a volume ID lives on; None for ``none``, ``cdrom`` and device paths."""
+    match = _VOLUME_STORAGE.match(volume)
+    return match["storage"] if match else None
+
+
+def bridges(kind: str, config: dict) -> list[tuple[str, str]]:
+    """(key, bridge) of every NIC attached to a bridge (a QEMU NIC may have none: NAT)."""
+    found = []
+    for key in sorted(config):
+        if NET_KEY.match(key):
+            props = parse_property_string(config[key], "model" if kind == QEMU else None)
+            if props.get("bridge"):
+                found.append((key, props["bridge"]))
+    return found
+
+
 def mac_for(vmid: int, index: int) -> str:
     """A stable MAC under PVE's ``BC:24:11`` prefix.
 

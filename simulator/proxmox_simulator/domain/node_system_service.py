@@ -10,6 +10,7 @@ import re
 import zoneinfo
 
 from proxmox_simulator.domain import config_sections as sections
+from proxmox_simulator.domain import sdn_service
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import require_node
 from proxmox_simulator.domain.inventory_service import node_network
@@ -75,6 +76,14 @@ def _entry(name: str, options: dict, applied: dict, index: int) -> dict:
 async def _network_row(conn, node: str):
     node_row = await require_node(conn, node)
     return await repo.network(conn, node, _initial(node_row))
+
+
+async def guest_bridges(conn, node: str) -> set[str]:
+    """What a guest NIC on ``node`` can attach to: its applied Linux and OVS
+    bridges (pending changes count only after a reload) and the applied SDN VNets."""
+    row = await _network_row(conn, node)
+    local = {name for name, options in row["applied"].items() if options.get("type") in _BRIDGES}
+    return local | await sdn_service.running_vnets(conn)
 
 
 async def list_network(rt, node: str, kind: str | None) -> tuple[list[dict], str | None]:

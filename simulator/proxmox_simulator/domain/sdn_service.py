@@ -73,6 +73,11 @@ async def _running(conn) -> dict:
     return row["options"] if row else {"zones": {}, "vnets": {}, "subnets": {}}
 
 
+async def running_vnets(conn) -> set[str]:
+    """VNets of the applied SDN configuration: each is a bridge on every node."""
+    return set((await _running(conn))["vnets"])
+
+
 def _render(
     what: str, section_id: str, current: dict | None, running: dict | None, digest: str, mode: str
 ) -> dict:

@@ -43,10 +43,17 @@ UPDATE tasks SET lease_expires_at = clock_timestamp() + make_interval(secs => $3
 WHERE upid = $1 AND lease_owner = $2 AND state = 'running'
 RETURNING upid
 """
+# The UPDATE takes the task row's lock and, under READ COMMITTED, re-reads the
+# counter a concurrent appender just committed: every append gets its own range.
 _APPEND_LOG = """
+WITH reserved AS (
+    UPDATE tasks SET log_lines = log_lines + cardinality($2::text[])
+    WHERE upid = $1
+    RETURNING log_lines - cardinality($2::text[]) AS last_before
+)
 INSERT INTO task_log (upid, n, t)
-SELECT $1, coalesce((SELECT max(n) FROM task_log WHERE upid = $1), 0) + s.ord, s.line
-FROM unnest($2::text[]) WITH ORDINALITY AS s(line, ord)
+SELECT $1, reserved.last_before + s.ord, s.line
+FROM reserved, unnest($2::text[]) WITH ORDINALITY AS s(line, ord)
 """
 _FINISH = """
 UPDATE tasks SET state = 'stopped', exitstatus = $3, endtime = $4, warnings = $5,

@@ -306,7 +306,8 @@ _WIPE = """
 TRUNCATE task_log, task_events, resource_locks, tasks, guest_snapshots, volumes, guests,
          pool_storages, pools, storages, node_network, node_settings, nodes, cluster,
          backup_jobs, ha_resources, ha_groups, firewall_configs,
-         guest_agent_state, guest_agent_exec, guest_files, replication_jobs, section_configs
+         guest_agent_state, guest_agent_exec, guest_files, replication_jobs, section_configs,
+         idempotency_claims
 """
 
 

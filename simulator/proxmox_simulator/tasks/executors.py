@@ -7,7 +7,7 @@ commits its state change together with the task's completion.
 from __future__ import annotations
 
 from proxmox_simulator.domain import guests as rules
-from proxmox_simulator.domain import resource_store
+from proxmox_simulator.domain import node_system_service, resource_store
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.domain.guest_disks import apply_move, resize_in_place, store_disk_config
 from proxmox_simulator.domain.guest_placement import copy_disks, link_disks
@@ -33,9 +33,27 @@ async def _locked_guest(conn, ctx: TaskContext):
     return row
 
 
+async def _plug_nics(ctx: TaskContext, kind: str, vmid: int) -> None:
+    """Starting a guest plugs each NIC into its bridge; PVE's start fails on a
+    bridge the node does not have (the config write itself never checks)."""
+    async with ctx.worker.pool.acquire() as conn:
+        row = await guest_repo.get(conn, vmid)
+        if row is None:
+            return
+        known = await node_system_service.guest_bridges(conn, row["node"])
+    for _key, bridge in rules.bridges(kind, row["config"]):
+        if bridge not in known:
+            await ctx.log(f"bridge '{bridge}' does not exist")
+            if kind == rules.QEMU:
+                raise PveError("start failed: QEMU exited with code 1")
+            raise PveError(f"startup for container '{vmid}' failed")
+
+
 async def create_guest(ctx: TaskContext) -> None:
     vmid, kind = ctx.payload["vmid"], ctx.payload["kind"]
     await ctx.sleep(rules.DURATIONS["create"])
+    if ctx.payload.get("start"):
+        await _plug_nics(ctx, kind, vmid)
     lines: list[str] = []
 
     async def effect(conn) -> None:
@@ -69,6 +87,8 @@ async def create_guest(ctx: TaskContext) -> None:
 async def power(ctx: TaskContext) -> None:
     vmid, kind, action = ctx.payload["vmid"], ctx.payload["kind"], ctx.payload["action"]
     await ctx.sleep(rules.DURATIONS[action])
+    if action == "start":
+        await _plug_nics(ctx, kind, vmid)
 
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
