@@ -42,6 +42,11 @@ class ProxboxConfig(PluginConfig):
 
     def ready(self):
         super().ready()
+        from django.db.models.signals import pre_migrate
+
+        from .foreign_history import refuse_foreign_history
+
+        pre_migrate.connect(refuse_foreign_history, sender=self)
         from . import signals  # noqa: F401
         from .sync import schedules  # noqa: F401  (registers the schedule-keeping system job)
 
