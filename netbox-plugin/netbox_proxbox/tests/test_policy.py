@@ -161,18 +161,12 @@ class SyncPolicyRestTest(TestCase):
     def test_adoption_is_switched_on_in_the_form_and_shown_on_the_endpoint(self):
         self.client.force_login(self.operator)
         url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
-        fields = {
-            "name": self.endpoint.name,
-            "host": self.endpoint.host,
-            "port": 8006,
-            "token_id": self.endpoint.token_id,
-            "mode": "cluster",
-            "enabled": "on",
+        fields = edit_form_fields(
+            self.endpoint,
             **{f"{kind}_mode": "always" for kind in ("guests", "nodes", "interfaces", "ips")},
             **{f"{kind}_mode": "always" for kind in ("disks", "vlans", "tags")},
-            "keep_operator_objects": "on",
-            "adopt_existing": "on",
-        }
+            adopt_existing="on",
+        )
         response = self.client.post(url, fields)
         self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
         self.endpoint.refresh_from_db()
@@ -184,15 +178,7 @@ class SyncPolicyRestTest(TestCase):
     def test_records_mode_is_set_in_the_form_refused_when_unknown_and_shown_on_the_endpoint(self):
         self.client.force_login(self.operator)
         url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
-        fields = {
-            "name": self.endpoint.name,
-            "host": self.endpoint.host,
-            "port": 8006,
-            "token_id": self.endpoint.token_id,
-            "mode": "cluster",
-            "enabled": "on",
-            "keep_operator_objects": "on",
-        }
+        fields = edit_form_fields(self.endpoint)
         refused = self.client.post(url, {**fields, "records_mode": "sometimes"})
         self.assertEqual(refused.status_code, 200)
         self.assertIn("Select a valid choice", refused.content.decode())
@@ -219,17 +205,9 @@ class SyncPolicyRestTest(TestCase):
         templates = page.split('name="sync_templates"', 1)[1].split("</select>", 1)[0]
         self.assertNotIn("Unknown", templates)
         self.assertRegex(templates, r'value=""\s+selected\s*>The backend&#x27;s setting')
-        fields = {
-            "name": self.endpoint.name,
-            "host": self.endpoint.host,
-            "port": 8006,
-            "token_id": self.endpoint.token_id,
-            "mode": "cluster",
-            "enabled": "on",
-            "keep_operator_objects": "on",
-            "protected_fields": ["name", "primary_ip"],
-            "sync_templates": "False",
-        }
+        fields = edit_form_fields(
+            self.endpoint, protected_fields=["name", "primary_ip"], sync_templates="False"
+        )
         response = self.client.post(url, fields)
         self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
         self.endpoint.refresh_from_db()
@@ -241,6 +219,20 @@ class SyncPolicyRestTest(TestCase):
         self.client.post(url, {**fields, "sync_templates": ""})
         self.endpoint.refresh_from_db()
         self.assertIsNone(self.endpoint.sync_templates)
+
+
+def edit_form_fields(endpoint, **fields) -> dict:
+    """The endpoint edit form's required fields as they stand, plus `fields`."""
+    return {
+        "name": endpoint.name,
+        "host": endpoint.host,
+        "port": endpoint.port,
+        "token_id": endpoint.token_id,
+        "mode": "cluster",
+        "enabled": "on",
+        "keep_operator_objects": "on",
+        **fields,
+    }
 
 
 class VmidRangeTest(TestCase):
