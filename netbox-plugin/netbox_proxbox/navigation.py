@@ -3,7 +3,7 @@ from netbox.plugins import PluginMenu, PluginMenuButton, PluginMenuItem
 
 
 def _record(model, label):
-    """Inventory records are the sync's to write: no Add button."""
+    """Records the claim and the sync write (tracking, sync states, inventory): no Add button."""
     return PluginMenuItem(
         link=f"plugins:netbox_proxbox:{model}_list",
         link_text=label,
@@ -35,8 +35,8 @@ menu = PluginMenu(
             _("Proxmox"),
             (
                 _item("proxmoxendpoint", _("Endpoints")),
-                _item("proxmoxcluster", _("Tracked clusters")),
-                _item("proxboxclustersyncstate", _("Cluster sync states")),
+                _record("proxmoxcluster", _("Tracked clusters")),
+                _record("proxboxclustersyncstate", _("Cluster sync states")),
             ),
         ),
         (

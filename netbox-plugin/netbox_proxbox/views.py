@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.generic import View
-from netbox.object_actions import BulkDelete, BulkExport, DeleteObject, ObjectAction
+from netbox.object_actions import BulkExport, ObjectAction
 from netbox.views import generic
 from utilities.views import register_model_view
 from virtualization.models import VirtualMachine
@@ -285,139 +285,65 @@ class ProxmoxEndpointBulkDeleteView(generic.BulkDeleteView):
 
 
 #
-# Tracking records
+# Server-owned records: tracking records, typed sidecars and the inventory are written by
+# the claim and the sync, so the UI lists, shows and exports them, nothing more (REST keeps
+# its validated CRUD). No add, edit or delete views exist, so no page can link to one.
 #
 
-
-@register_model_view(ProxmoxCluster, "list", path="", detail=False)
-class ProxmoxClusterListView(generic.ObjectListView):
-    queryset = ProxmoxCluster.objects.select_related("endpoint", "netbox_cluster")
-    table = tables.ProxmoxClusterTable
-    filterset = filtersets.ProxmoxClusterFilterSet
-    filterset_form = forms.ProxmoxClusterFilterForm
-
-
-@register_model_view(ProxmoxCluster)
-class ProxmoxClusterView(generic.ObjectView):
-    queryset = ProxmoxCluster.objects.all()
-    template_name = "generic/object.html"
-    layout = PROXMOX_CLUSTER_LAYOUT
-
-
-@register_model_view(ProxmoxCluster, "add", detail=False)
-@register_model_view(ProxmoxCluster, "edit")
-class ProxmoxClusterEditView(generic.ObjectEditView):
-    queryset = ProxmoxCluster.objects.all()
-    form = forms.ProxmoxClusterForm
-
-
-@register_model_view(ProxmoxCluster, "delete")
-class ProxmoxClusterDeleteView(generic.ObjectDeleteView):
-    queryset = ProxmoxCluster.objects.all()
-
-
-@register_model_view(ProxmoxCluster, "bulk_delete", path="delete", detail=False)
-class ProxmoxClusterBulkDeleteView(generic.BulkDeleteView):
-    queryset = ProxmoxCluster.objects.all()
-    filterset = filtersets.ProxmoxClusterFilterSet
-    table = tables.ProxmoxClusterTable
-
-
-#
-# Typed sidecars
-#
-
-
-@register_model_view(ProxboxClusterSyncState, "list", path="", detail=False)
-class ProxboxClusterSyncStateListView(generic.ObjectListView):
-    queryset = ProxboxClusterSyncState.objects.select_related("cluster", "proxmox_cluster")
-    table = tables.ProxboxClusterSyncStateTable
-    filterset = filtersets.ProxboxClusterSyncStateFilterSet
-    filterset_form = forms.ProxboxClusterSyncStateFilterForm
-
-
-@register_model_view(ProxboxClusterSyncState)
-class ProxboxClusterSyncStateView(generic.ObjectView):
-    queryset = ProxboxClusterSyncState.objects.all()
-    template_name = "generic/object.html"
-    layout = SYNC_STATE_LAYOUT
-
-
-@register_model_view(ProxboxClusterSyncState, "add", detail=False)
-@register_model_view(ProxboxClusterSyncState, "edit")
-class ProxboxClusterSyncStateEditView(generic.ObjectEditView):
-    queryset = ProxboxClusterSyncState.objects.all()
-    form = forms.ProxboxClusterSyncStateForm
-
-
-@register_model_view(ProxboxClusterSyncState, "delete")
-class ProxboxClusterSyncStateDeleteView(generic.ObjectDeleteView):
-    queryset = ProxboxClusterSyncState.objects.all()
-
-
-@register_model_view(ProxboxClusterSyncState, "bulk_delete", path="delete", detail=False)
-class ProxboxClusterSyncStateBulkDeleteView(generic.BulkDeleteView):
-    queryset = ProxboxClusterSyncState.objects.all()
-    filterset = filtersets.ProxboxClusterSyncStateFilterSet
-    table = tables.ProxboxClusterSyncStateTable
-
-
-#
-# Inventory records: written by the sync, so list, detail and deletion only
-#
-
-INVENTORY = (
-    (ProxmoxStorage, ("cluster", "device")),
-    (ProxmoxBackup, ("cluster", "storage", "virtual_machine")),
-    (ProxmoxBackupJob, ("cluster",)),
-    (ProxmoxSnapshot, ("cluster", "virtual_machine")),
-    (ProxmoxReplicationJob, ("cluster", "virtual_machine", "target_device")),
-    (ProxmoxHAGroup, ("cluster",)),
-    (ProxmoxHAResource, ("cluster", "virtual_machine", "group")),
+SERVER_OWNED = (
+    # model, related objects its list shows, filter form (inventory lists have none)
+    (ProxmoxCluster, ("endpoint", "netbox_cluster"), forms.ProxmoxClusterFilterForm),
+    (
+        ProxboxClusterSyncState,
+        ("cluster", "proxmox_cluster"),
+        forms.ProxboxClusterSyncStateFilterForm,
+    ),
+    (ProxmoxStorage, ("cluster", "device"), None),
+    (ProxmoxBackup, ("cluster", "storage", "virtual_machine"), None),
+    (ProxmoxBackupJob, ("cluster",), None),
+    (ProxmoxSnapshot, ("cluster", "virtual_machine"), None),
+    (ProxmoxReplicationJob, ("cluster", "virtual_machine", "target_device"), None),
+    (ProxmoxHAGroup, ("cluster",), None),
+    (ProxmoxHAResource, ("cluster", "virtual_machine", "group"), None),
 )
 
+SERVER_OWNED_LAYOUTS = {
+    "proxmoxcluster": PROXMOX_CLUSTER_LAYOUT,
+    "proxboxclustersyncstate": SYNC_STATE_LAYOUT,
+    **LAYOUTS,
+}
 
-def register_inventory_views(model, related: tuple[str, ...]) -> None:
+
+def register_read_only_views(model, related: tuple[str, ...], filterset_form) -> None:
     name = model.__name__
-    table = getattr(tables, f"{name}Table")
-    filterset = getattr(filtersets, f"{name}FilterSet")
     queryset = model.objects.select_related(*related)
-    views = {
-        "list": type(
-            f"{name}ListView",
-            (generic.ObjectListView,),
-            {
-                "queryset": queryset,
-                "table": table,
-                "filterset": filterset,
-                "actions": (BulkExport, BulkDelete),
-            },
-        ),
-        "": type(
-            f"{name}View",
-            (generic.ObjectView,),
-            {
-                "queryset": queryset,
-                "template_name": "generic/object.html",
-                "layout": LAYOUTS[model._meta.model_name],
-                "actions": (DeleteObject,),
-            },
-        ),
-        "delete": type(f"{name}DeleteView", (generic.ObjectDeleteView,), {"queryset": queryset}),
-        "bulk_delete": type(
-            f"{name}BulkDeleteView",
-            (generic.BulkDeleteView,),
-            {"queryset": queryset, "filterset": filterset, "table": table},
-        ),
-    }
-    register_model_view(model, "list", path="", detail=False)(views["list"])
-    register_model_view(model)(views[""])
-    register_model_view(model, "delete")(views["delete"])
-    register_model_view(model, "bulk_delete", path="delete", detail=False)(views["bulk_delete"])
+    list_view = type(
+        f"{name}ListView",
+        (generic.ObjectListView,),
+        {
+            "queryset": queryset,
+            "table": getattr(tables, f"{name}Table"),
+            "filterset": getattr(filtersets, f"{name}FilterSet"),
+            "filterset_form": filterset_form,
+            "actions": (BulkExport,),
+        },
+    )
+    detail_view = type(
+        f"{name}View",
+        (generic.ObjectView,),
+        {
+            "queryset": queryset,
+            "template_name": "generic/object.html",
+            "layout": SERVER_OWNED_LAYOUTS[model._meta.model_name],
+            "actions": (),
+        },
+    )
+    register_model_view(model, "list", path="", detail=False)(list_view)
+    register_model_view(model)(detail_view)
 
 
-for _model, _related in INVENTORY:
-    register_inventory_views(_model, _related)
+for _model, _related, _filterset_form in SERVER_OWNED:
+    register_read_only_views(_model, _related, _filterset_form)
 
 
 @register_model_view(ProxmoxEndpoint, "bulk_import", path="import", detail=False)

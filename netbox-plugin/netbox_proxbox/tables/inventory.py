@@ -29,7 +29,12 @@ def _tags(model: str):
     return columns.TagColumn(url_name=f"plugins:netbox_proxbox:{model}_list")
 
 
-class ProxmoxStorageTable(NetBoxTable):
+class InventoryTable(NetBoxTable):
+    # The sync writes these records: the UI has no edit or delete views to link to.
+    actions = columns.ActionsColumn(actions=())
+
+
+class ProxmoxStorageTable(InventoryTable):
     name = tables.Column(linkify=True)
     cluster = tables.Column(linkify=True)
     device = tables.Column(linkify=True, verbose_name=_("Node device"))
@@ -59,7 +64,7 @@ class ProxmoxStorageTable(NetBoxTable):
         default_columns = ("name", "cluster", "node", "storage_type", "shared", "capacity", "used")
 
 
-class ProxmoxBackupTable(NetBoxTable):
+class ProxmoxBackupTable(InventoryTable):
     volume = tables.Column(linkify=True)
     cluster = tables.Column(linkify=True)
     storage = tables.Column(linkify=True)
@@ -94,7 +99,7 @@ class ProxmoxBackupTable(NetBoxTable):
         )
 
 
-class ProxmoxBackupJobTable(NetBoxTable):
+class ProxmoxBackupJobTable(InventoryTable):
     job_id = tables.Column(linkify=True)
     cluster = tables.Column(linkify=True)
     enabled = columns.BooleanColumn()
@@ -120,7 +125,7 @@ class ProxmoxBackupJobTable(NetBoxTable):
         default_columns = ("job_id", "cluster", "enabled", "schedule", "selection", "storage")
 
 
-class ProxmoxSnapshotTable(NetBoxTable):
+class ProxmoxSnapshotTable(InventoryTable):
     name = tables.Column(linkify=True)
     cluster = tables.Column(linkify=True)
     virtual_machine = tables.Column(linkify=True)
@@ -144,7 +149,7 @@ class ProxmoxSnapshotTable(NetBoxTable):
         default_columns = ("name", "virtual_machine", "parent", "snapshot_time", "vmstate")
 
 
-class ProxmoxReplicationJobTable(NetBoxTable):
+class ProxmoxReplicationJobTable(InventoryTable):
     job_id = tables.Column(linkify=True)
     cluster = tables.Column(linkify=True)
     virtual_machine = tables.Column(linkify=True)
@@ -182,7 +187,7 @@ class ProxmoxReplicationJobTable(NetBoxTable):
         )
 
 
-class ProxmoxHAGroupTable(NetBoxTable):
+class ProxmoxHAGroupTable(InventoryTable):
     name = tables.Column(linkify=True)
     cluster = tables.Column(linkify=True)
     restricted = columns.BooleanColumn()
@@ -205,7 +210,7 @@ class ProxmoxHAGroupTable(NetBoxTable):
         default_columns = ("name", "cluster", "nodes", "restricted", "nofailback")
 
 
-class ProxmoxHAResourceTable(NetBoxTable):
+class ProxmoxHAResourceTable(InventoryTable):
     sid = tables.Column(linkify=True)
     cluster = tables.Column(linkify=True)
     virtual_machine = tables.Column(linkify=True)

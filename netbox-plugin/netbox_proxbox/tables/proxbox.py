@@ -77,6 +77,8 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
 
 
 class ProxmoxClusterTable(ViewerAwareTable):
+    # Written by the claim and the sync: the UI has no edit or delete views to link to.
+    actions = columns.ActionsColumn(actions=())
     name = tables.Column(linkify=True)
     endpoint = tables.Column(linkify=True)
     mode = columns.ChoiceFieldColumn()
@@ -106,6 +108,8 @@ class ProxmoxClusterTable(ViewerAwareTable):
 
 
 class ProxboxClusterSyncStateTable(ViewerAwareTable):
+    # Written by the claim and the sync: the UI has no edit or delete views to link to.
+    actions = columns.ActionsColumn(actions=())
     id = tables.Column(linkify=True)
     cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
     proxmox_cluster = tables.Column(linkify=True, verbose_name=_("Tracking record"))

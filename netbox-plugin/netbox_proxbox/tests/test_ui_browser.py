@@ -1,5 +1,6 @@
 """The endpoint page's relations (with and without view permission) and Sync now, its
-schedule and policy form, its sync preview, and a running sync Job's live log, in headless
+schedule and policy form, its sync preview, a running sync Job's live log and a populated
+inventory list, in headless
 Chromium (Debian's /usr/bin/chromium through Playwright; no browser download).
 
 Skipped where that browser is missing, except under CI (`CI` set), where it is a failure.
@@ -19,7 +20,13 @@ from django.test import Client
 from proxbox_processes import wait_until
 from virtualization.models import Cluster
 
-from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from netbox_proxbox.models import (
+    ProxboxClusterSyncState,
+    ProxmoxBackup,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxStorage,
+)
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 from proxbox_devstack.browser import ScreenshotsOnFailure, launch, requires_chromium
 
@@ -237,6 +244,39 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
             assert "queued as" in page.locator("body").inner_text()
         job = SyncEndpointJob.get_jobs(self.endpoint).get()
         self.assertEqual(job.user, self.admin)
+
+    def test_a_populated_inventory_list_renders_its_rows_and_leads_to_the_records(self):
+        cluster, _sync_state = self.link_native_cluster()
+        storage = ProxmoxStorage.objects.create(
+            cluster=cluster, name="local-zfs-browser", node="pve1", storage_type="zfspool"
+        )
+        backup = ProxmoxBackup.objects.create(
+            cluster=cluster, storage=storage, volume="local-zfs-browser:backup/vzdump-qemu-101.vma"
+        )
+        viewer = self.viewer(
+            "netbox_proxbox.view_proxmoxstorage",
+            "netbox_proxbox.view_proxmoxbackup",
+            "virtualization.view_cluster",
+        )
+        # The process's first page loads every URL configuration and template, which on a
+        # busy machine outlasts the browser's timeout: render it once in-process first.
+        warm = Client()
+        warm.force_login(viewer)
+        self.assertEqual(warm.get("/plugins/proxbox/inventory/storages/").status_code, 200)
+        page = self.page(viewer)
+        # The rows are in the served HTML: no need to wait for every static file.
+        page.goto("/plugins/proxbox/inventory/storages/", wait_until="domcontentloaded")
+        row = page.locator("table tbody tr", has_text="local-zfs-browser")
+        assert row.locator("td", has_text="zfspool").count() == 1
+        assert row.locator(f'a[href="{cluster.get_absolute_url()}"]').inner_text() == "native-ui"
+        # Server-owned: the row has no edit or delete button.
+        assert row.locator(".mdi-pencil, .mdi-trash-can-outline").count() == 0
+        row.locator(f'a[href="{storage.get_absolute_url()}"]').click()
+        page.wait_for_url(f"**{storage.get_absolute_url()}", wait_until="domcontentloaded")
+        # The storage's backups: a table fetched by HTMX after the page loaded.
+        page.locator(f'a[href="{backup.get_absolute_url()}"]').click()
+        page.wait_for_url(f"**{backup.get_absolute_url()}", wait_until="domcontentloaded")
+        assert "local-zfs-browser:backup/vzdump-qemu-101.vma" in page.locator("body").inner_text()
 
     @staticmethod
     def _run_job(pk):

@@ -42,6 +42,8 @@ class ScriptFileTable(NetBoxTable):
     enabled = columns.BooleanColumn(verbose_name=_("Enabled"))
     discovery_status = columns.ChoiceFieldColumn(verbose_name=_("Discovery"))
     tags = columns.TagColumn(url_name="plugins:netbox_script_projects:scriptfile_list")
+    # Script Files go with their Project: there is no delete view to link to.
+    actions = columns.ActionsColumn(actions=("edit", "changelog"))
 
     class Meta(NetBoxTable.Meta):
         model = ScriptFile
