@@ -78,7 +78,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
 
 class ProxmoxClusterTable(ViewerAwareTable):
     name = tables.Column(linkify=True)
-    endpoint = tables.Column(linkify=True)
+    endpoint = VisibleRelationColumn(verbose_name=_("Endpoint"))
     mode = columns.ChoiceFieldColumn()
     netbox_cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
     quorate = columns.BooleanColumn()
@@ -108,7 +108,7 @@ class ProxmoxClusterTable(ViewerAwareTable):
 class ProxboxClusterSyncStateTable(ViewerAwareTable):
     id = tables.Column(linkify=True)
     cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
-    proxmox_cluster = tables.Column(linkify=True, verbose_name=_("Tracking record"))
+    proxmox_cluster = VisibleRelationColumn(verbose_name=_("Tracking record"))
     status = columns.ChoiceFieldColumn()
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxboxclustersyncstate_list")
 

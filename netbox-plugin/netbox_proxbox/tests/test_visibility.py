@@ -148,3 +148,104 @@ class RelationColumnsTest(TestCase):
                 hidden = client.get(api_url(model), **auth_header(denied)).json()["results"]
                 self.assertIsNone(hidden[0][field])
                 self.assertNotIn("native-hidden", str(hidden))
+
+
+class HiddenNamesTest(TestCase):
+    """A viewer of one ownership record learns nothing of the related records it may not view.
+
+    The tracking row carries the Proxmox cluster's name, as synchronization writes it, so
+    a leak of any related record would show one of these names.
+    """
+
+    ENDPOINT = "secret-endpoint-name"
+    HOST = "hidden-host.example"
+    CLUSTER = "hidden-cluster-name"
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, _, _ = make_references()
+        cls.endpoint = make_endpoint(cls.ENDPOINT, host=cls.HOST)
+        cls.cluster = Cluster.objects.create(name=cls.CLUSTER, type=cls.cluster_type)
+        cls.endpoint.netbox_cluster = cls.cluster
+        cls.endpoint.save(assign_native_cluster=True)
+        cls.tracking = ProxmoxCluster(
+            endpoint=cls.endpoint, name=cls.CLUSTER, netbox_cluster=cls.cluster
+        )
+        cls.tracking.save(claim=True)
+        cls.sidecar = ProxboxClusterSyncState(cluster=cls.cluster, proxmox_cluster=cls.tracking)
+        cls.sidecar.save(claim=True)
+
+    def responses(self, perms, pages):
+        """REST list, UI list and UI detail of each (model, pk) in `pages`, as one text."""
+        user, token = make_user(f"viewer-{'-'.join(sorted(perms))}"[:150], perms)
+        browser = Client()
+        browser.force_login(user)
+        out = []
+        for model, pk in pages:
+            for response in (
+                APIClient().get(api_url(model), **auth_header(token)),
+                browser.get(reverse(f"plugins:netbox_proxbox:{model}_list")),
+                browser.get(reverse(f"plugins:netbox_proxbox:{model}", args=[pk])),
+            ):
+                self.assertEqual(response.status_code, 200, response.content[:500])
+                out.append(response.content.decode())
+        return "\n".join(out)
+
+    def assertHidden(self, name, text):
+        at = text.find(name)
+        if at >= 0:
+            self.fail(f"{name!r} leaks: …{text[max(0, at - 200) : at + 60]}…")
+
+    def test_everything_is_named_for_a_viewer_of_everything(self):
+        text = self.responses(
+            (
+                "netbox_proxbox.view_proxmoxendpoint",
+                "netbox_proxbox.view_proxmoxcluster",
+                "netbox_proxbox.view_proxboxclustersyncstate",
+                "virtualization.view_cluster",
+            ),
+            [("proxboxclustersyncstate", self.sidecar.pk), ("proxmoxcluster", self.tracking.pk)],
+        )
+        for name in (self.ENDPOINT, self.HOST, self.CLUSTER):
+            self.assertIn(name, text)
+
+    def test_a_sync_state_viewer_sees_no_tracking_endpoint_or_cluster_name(self):
+        text = self.responses(
+            ("netbox_proxbox.view_proxboxclustersyncstate",),
+            [("proxboxclustersyncstate", self.sidecar.pk)],
+        )
+        for name in (self.ENDPOINT, self.HOST, self.CLUSTER):
+            self.assertHidden(name, text)
+        rest = (
+            APIClient()
+            .get(
+                api_url("proxboxclustersyncstate", self.sidecar.pk),
+                **auth_header(
+                    make_user("sidecar-only", ("netbox_proxbox.view_proxboxclustersyncstate",))[1]
+                ),
+            )
+            .json()
+        )
+        self.assertIsNone(rest["cluster"])
+        self.assertIsNone(rest["proxmox_cluster"])
+
+    def test_a_tracking_viewer_sees_no_endpoint_name_or_host(self):
+        text = self.responses(
+            ("netbox_proxbox.view_proxmoxcluster", "netbox_proxbox.view_proxboxclustersyncstate"),
+            [("proxmoxcluster", self.tracking.pk), ("proxboxclustersyncstate", self.sidecar.pk)],
+        )
+        self.assertHidden(self.ENDPOINT, text)
+        self.assertHidden(self.HOST, text)
+        rest = (
+            APIClient()
+            .get(
+                api_url("proxmoxcluster", self.tracking.pk),
+                **auth_header(
+                    make_user("tracking-only", ("netbox_proxbox.view_proxmoxcluster",))[1]
+                ),
+            )
+            .json()
+        )
+        self.assertIsNone(rest["endpoint"])
+        self.assertIsNone(rest["netbox_cluster"])
+        self.assertEqual(rest["name"], self.CLUSTER)
