@@ -352,3 +352,55 @@ class TrackingEditOfHiddenClusterTest(TestCase):
         self.assertIsNone(self.tracking.netbox_cluster_id)
         self.endpoint.refresh_from_db()
         self.assertEqual(self.endpoint.netbox_cluster_id, self.cluster.pk)
+
+
+class GraphQLHiddenRelationsTest(HiddenNamesTest):
+    """GraphQL answers a related object the caller may not view as null, not as an error."""
+
+    QUERY = """{
+      proxbox_cluster_sync_state_list { id display cluster { name } proxmox_cluster { name } }
+      proxmox_cluster_list { id display name endpoint { name host } netbox_cluster { name } }
+    }"""
+
+    def graphql(self, *perms):
+        user, _ = make_user(f"gql-{len(perms)}", perms)
+        browser = Client()
+        browser.force_login(user)
+        response = browser.post(
+            reverse("graphql"), {"query": self.QUERY}, content_type="application/json"
+        )
+        self.assertEqual(response.status_code, 200)
+        return response.json()
+
+    def test_a_viewer_of_everything_gets_every_relation(self):
+        body = self.graphql(
+            "netbox_proxbox.view_proxmoxendpoint",
+            "netbox_proxbox.view_proxmoxcluster",
+            "netbox_proxbox.view_proxboxclustersyncstate",
+            "virtualization.view_cluster",
+        )
+        self.assertNotIn("errors", body, body)
+        state = body["data"]["proxbox_cluster_sync_state_list"][0]
+        self.assertEqual(state["cluster"], {"name": self.CLUSTER})
+        tracking = body["data"]["proxmox_cluster_list"][0]
+        self.assertEqual(tracking["endpoint"], {"name": self.ENDPOINT, "host": self.HOST})
+
+    def test_hidden_relations_are_null(self):
+        body = self.graphql(
+            "netbox_proxbox.view_proxmoxcluster", "netbox_proxbox.view_proxboxclustersyncstate"
+        )
+        self.assertNotIn("errors", body, body)
+        state = body["data"]["proxbox_cluster_sync_state_list"]
+        self.assertEqual(len(state), 1)
+        self.assertIsNone(state[0]["cluster"])
+        tracking = body["data"]["proxmox_cluster_list"]
+        self.assertEqual(len(tracking), 1)
+        self.assertIsNone(tracking[0]["endpoint"])
+        self.assertIsNone(tracking[0]["netbox_cluster"])
+        self.assertHidden(self.ENDPOINT, str(body))
+        self.assertHidden(self.HOST, str(body))
+
+    # The REST/UI probes of the parent class are not repeated here.
+    test_everything_is_named_for_a_viewer_of_everything = None
+    test_a_sync_state_viewer_sees_no_tracking_endpoint_or_cluster_name = None
+    test_a_tracking_viewer_sees_no_endpoint_name_or_host = None
