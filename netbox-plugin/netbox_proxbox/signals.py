@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
+from core.signals import handle_deleted_object
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
@@ -56,25 +57,39 @@ def _owner_of(cluster_pk) -> int | None:
     )
 
 
-@receiver(pre_delete, sender=Cluster)
+def _endpoints_of(cluster_pk) -> set[int]:
+    """The owner and every endpoint whose tracking rows link the native cluster."""
+    owner = _owner_of(cluster_pk)
+    evidence = set(
+        ProxmoxCluster.objects.filter(netbox_cluster_id=cluster_pk).values_list(
+            "endpoint_id", flat=True
+        )
+    )
+    return evidence | ({owner} if owner is not None else set())
+
+
 def release_native_cluster(sender, instance, **kwargs):
     with concurrency_conflicts_as_retry(_("Deleting the native cluster")):
-        locks = InventoryLocks()
-        # Endpoint before native cluster, like every writer: the owner read without a lock is
-        # only a guess, so it is reloaded once its row is locked and again under the cluster
-        # lock. Whichever endpoint a claim made the owner meanwhile would have to be locked
-        # after the cluster (the reverse order, a deadlock): refuse instead.
+        # Endpoint before native cluster, like every writer: the endpoints read without a
+        # lock are only a guess, so they are read again under the cluster lock. A claim that
+        # made another endpoint the owner (or linked its tracking) meanwhile would need that
+        # endpoint locked after the cluster (the reverse order, a deadlock): refuse instead.
         owner = _owner_of(instance.pk)
-        if owner is not None:
-            locks.acquire(endpoint_id=owner)
-            if _owner_of(instance.pk) != owner:
-                raise ConcurrentInventoryChange(_("The native cluster changed owner meanwhile."))
-        locks.acquire(cluster_id=instance.pk)
-        if _owner_of(instance.pk) != owner:
+        endpoints = _endpoints_of(instance.pk)
+        locks = InventoryLocks().acquire(endpoint_ids=endpoints, cluster_id=instance.pk)
+        if _owner_of(instance.pk) != owner or not _endpoints_of(instance.pk) <= endpoints:
             raise ConcurrentInventoryChange(_("The native cluster changed owner meanwhile."))
+        linked = ProxmoxCluster.objects.filter(netbox_cluster_id=instance.pk)
+        locks.acquire(
+            tracking_ids=linked.values_list("pk", flat=True), sidecar_cluster_id=instance.pk
+        )
         if owner is not None:
             ProxmoxEndpoint.objects.filter(pk=owner).update(netbox_cluster=None)
-        ProxmoxCluster.objects.filter(netbox_cluster_id=instance.pk).update(netbox_cluster=None)
+        # Saved one by one (under the locks already held) so that each keeps its change record.
+        for tracking in locks.tracking:
+            tracking.snapshot()
+            tracking.netbox_cluster = None
+            tracking.save()
         late = ProxboxClusterSyncState.objects.filter(cluster_id=instance.pk).exclude(
             pk__in=_not_collected(ProxboxClusterSyncState)
         )
@@ -82,16 +97,38 @@ def release_native_cluster(sender, instance, **kwargs):
             late.delete()
 
 
+# NetBox's own pre_delete handler records the deletion and, inside a request, saves every
+# tracking row that links the cluster to clear the link. Each of those saves locks its
+# endpoint; after the first one holds the cluster, a second endpoint would be locked after
+# the cluster. So the plugin's handler runs first and takes all locks in order (and clears
+# the links itself, leaving NetBox's handler nothing to save).
+pre_delete.disconnect(handle_deleted_object)
+pre_delete.connect(release_native_cluster, sender=Cluster, dispatch_uid="proxbox-release-cluster")
+pre_delete.connect(handle_deleted_object)
+
+
 @receiver(pre_delete, sender=ProxmoxEndpoint)
 def release_endpoint(sender, instance, **kwargs):
     with concurrency_conflicts_as_retry(_("Deleting the endpoint")):
-        InventoryLocks().acquire(endpoint_id=instance.pk)
+        # Endpoint, native clusters, tracking rows, sidecars: the sync states that link this
+        # endpoint's tracking rows are only changed by writers holding this endpoint's lock,
+        # so the set read after taking it stays put.
+        locks = InventoryLocks().acquire(endpoint_id=instance.pk)
+        tracking = ProxmoxCluster.objects.filter(endpoint_id=instance.pk)
+        clusters = set(
+            ProxboxClusterSyncState.objects.filter(
+                proxmox_cluster__endpoint_id=instance.pk
+            ).values_list("cluster_id", flat=True)
+        )
+        locks.acquire(
+            cluster_ids=clusters,
+            tracking_ids=tracking.values_list("pk", flat=True),
+            sidecar_cluster_ids=clusters,
+        )
         ProxboxClusterSyncState.objects.filter(proxmox_cluster__endpoint_id=instance.pk).update(
             proxmox_cluster=None
         )
-        late = ProxmoxCluster.objects.filter(endpoint_id=instance.pk).exclude(
-            pk__in=_not_collected(ProxmoxCluster)
-        )
+        late = tracking.exclude(pk__in=_not_collected(ProxmoxCluster))
         if late.exists():
             late.delete()
 

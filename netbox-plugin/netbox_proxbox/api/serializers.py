@@ -14,7 +14,7 @@ from rest_framework import serializers
 from tenancy.api.serializers_.tenants import TenantSerializer
 from tenancy.models import Tenant
 from virtualization.api.serializers_.clusters import ClusterSerializer
-from virtualization.models import Cluster, ClusterType
+from virtualization.models import ClusterType
 
 from ..choices import (
     EndpointModeChoices,
@@ -40,10 +40,10 @@ __all__ = (
 )
 
 
-class VisibleNativeClusterSerializer(ClusterSerializer):
-    """A nested native cluster, represented only for callers who may view it (else null).
+class ViewerOnlyNestedMixin:
+    """A nested related object, represented only for callers who may view it (else null).
 
-    The same rule as the detail pages: ownership data never names or links a cluster the
+    The same rule as the detail pages: a record never names or links a related object the
     caller cannot see. Writes still resolve by ID (VisibleReferencesMixin checks those).
     """
 
@@ -51,10 +51,16 @@ class VisibleNativeClusterSerializer(ClusterSerializer):
         request = self.context.get("request")
         if request is None:
             return None
-        cache = self.context.setdefault("_visible_native_clusters", {})
-        if instance.pk not in cache:
-            cache[instance.pk] = visible(request.user, Cluster, instance.pk)
-        return super().to_representation(instance) if cache[instance.pk] else None
+        model = type(instance)
+        cache = self.context.setdefault("_viewable_related", {})
+        key = (model._meta.label, instance.pk)
+        if key not in cache:
+            cache[key] = visible(request.user, model, instance.pk)
+        return super().to_representation(instance) if cache[key] else None
+
+
+class VisibleNativeClusterSerializer(ViewerOnlyNestedMixin, ClusterSerializer):
+    pass
 
 
 class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):
@@ -175,10 +181,14 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
         brief_fields = ("description", "display", "host", "id", "name", "url")
 
 
+class VisibleEndpointSerializer(ViewerOnlyNestedMixin, ProxmoxEndpointSerializer):
+    pass
+
+
 class ProxmoxClusterSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):
     visible_references = ("endpoint", "netbox_cluster")
 
-    endpoint = ProxmoxEndpointSerializer(nested=True)
+    endpoint = VisibleEndpointSerializer(nested=True)
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
     netbox_cluster = VisibleNativeClusterSerializer(nested=True, required=False, allow_null=True)
 
@@ -206,13 +216,17 @@ class ProxmoxClusterSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetB
         brief_fields = ("cluster_id", "display", "id", "name", "url")
 
 
+class VisibleTrackingSerializer(ViewerOnlyNestedMixin, ProxmoxClusterSerializer):
+    pass
+
+
 class ProxboxClusterSyncStateSerializer(
     NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer
 ):
     visible_references = ("cluster", "proxmox_cluster")
 
     cluster = VisibleNativeClusterSerializer(nested=True)
-    proxmox_cluster = ProxmoxClusterSerializer(nested=True, required=False, allow_null=True)
+    proxmox_cluster = VisibleTrackingSerializer(nested=True, required=False, allow_null=True)
     status = ChoiceField(choices=SyncStatusChoices, required=False)
 
     class Meta:

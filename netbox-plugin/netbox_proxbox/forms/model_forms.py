@@ -2,6 +2,7 @@ from dcim.models import DeviceRole, Site
 from django import forms
 from django.utils.translation import gettext_lazy as _
 from ipam.models import VRF
+from netbox.context import current_request
 from netbox.forms import NetBoxModelForm
 from tenancy.forms import TenancyForm
 from utilities.forms.fields import CommentField, DynamicModelChoiceField
@@ -11,6 +12,7 @@ from virtualization.models import Cluster
 from ..choices import ProtectedFieldChoices
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..models.policy import OBJECT_MODE_FIELDS
+from ..ownership.permissions import visible
 
 POLICY_FORM_FIELDS = (
     "removed_guests",
@@ -161,11 +163,28 @@ class ProxmoxClusterForm(NetBoxModelForm):
             "cluster_id",
             "mode",
             "netbox_cluster",
+            "netbox_cluster_kept",
             "tags",
             name=_("Tracking record"),
         ),
         FieldSet("version", "quorate", "node_count", "last_seen", name=_("Reflection")),
     )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        link = self.instance.netbox_cluster_id
+        request = current_request.get()
+        if link is None or request is None or visible(request.user, Cluster, link):
+            return
+        # The choice field would render empty for this viewer and saving would clear the link;
+        # without the field the save leaves it alone (a link is cleared only by who sees it).
+        del self.fields["netbox_cluster"]
+        self.fields["netbox_cluster_kept"] = forms.CharField(
+            label=_("Native cluster"),
+            required=False,
+            disabled=True,
+            initial=_("Linked to a native cluster you may not view (kept)"),
+        )
 
     class Meta:
         model = ProxmoxCluster

@@ -34,7 +34,11 @@ class ProxmoxEndpointType(NetBoxObjectType):
     models.ProxmoxCluster, fields="__all__", filters=ProxmoxClusterFilter, pagination=True
 )
 class ProxmoxClusterType(NetBoxObjectType):
-    endpoint: Annotated["ProxmoxEndpointType", strawberry.lazy("netbox_proxbox.graphql.types")]
+    # Nullable although the column is not: a caller who may not view the related row gets
+    # null for it instead of an error that voids the whole answer.
+    endpoint: (
+        Annotated["ProxmoxEndpointType", strawberry.lazy("netbox_proxbox.graphql.types")] | None
+    )
     netbox_cluster: Annotated["ClusterType", strawberry.lazy("virtualization.graphql.types")] | None
 
 
@@ -45,7 +49,8 @@ class ProxmoxClusterType(NetBoxObjectType):
     pagination=True,
 )
 class ProxboxClusterSyncStateType(NetBoxObjectType):
-    cluster: Annotated["ClusterType", strawberry.lazy("virtualization.graphql.types")]
+    # Nullable for the same reason as ProxmoxClusterType.endpoint.
+    cluster: Annotated["ClusterType", strawberry.lazy("virtualization.graphql.types")] | None
     proxmox_cluster: (
         Annotated["ProxmoxClusterType", strawberry.lazy("netbox_proxbox.graphql.types")] | None
     )

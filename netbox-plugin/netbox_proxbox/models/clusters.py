@@ -103,7 +103,8 @@ class ProxmoxCluster(LoadedValuesMixin, NetBoxModel):
         indexes = (models.Index(fields=("endpoint", "cluster_id")),)
 
     def __str__(self):
-        return f"{self.endpoint} / {self.name}"
+        # Not the endpoint's name: viewers of the tracking record may not be allowed to view it.
+        return self.name
 
     def get_absolute_url(self):
         return reverse("plugins:netbox_proxbox:proxmoxcluster", args=[self.pk])

@@ -16,6 +16,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
+from netbox.api.viewsets.mixins import discard_events_on_rollback
 from virtualization.models import Cluster
 
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
@@ -58,7 +59,9 @@ class ClaimResult:
 def claim_native_cluster(user, endpoint: ProxmoxEndpoint, request: ClaimRequest) -> ClaimResult:
     """Run the claim for a caller already known to see and change `endpoint` (preflight)."""
     try:
-        with transaction.atomic():
+        # NetBox queues an object's events when it is saved; a refused claim rolls back rows
+        # it already wrote (a created native cluster), so their webhooks must go with them.
+        with transaction.atomic(), discard_events_on_rollback(sender=claim_native_cluster):
             return _Claim(user, endpoint.pk, request).run()
     except IntegrityError as exc:
         state = sqlstate(exc)

@@ -33,13 +33,30 @@ class LockOrderError(RuntimeError):
 
 @dataclass
 class InventoryLocks:
-    """Row locks held by one transaction, taken strictly in rank order."""
+    """Row locks held by one transaction, taken strictly in rank order.
+
+    Within a rank several rows are locked in primary-key order (a deletion locks every
+    endpoint with tracking evidence for its cluster, every cluster whose sync state links
+    its tracking rows, ...), so two writers locking overlapping sets cannot cross either.
+    """
 
     held_rank: int = 0
-    endpoint: object | None = None
-    cluster: object | None = None
+    endpoints: list = field(default_factory=list)
+    clusters: list = field(default_factory=list)
     tracking: list = field(default_factory=list)
-    sidecar: object | None = None
+    sidecars: list = field(default_factory=list)
+
+    @property
+    def endpoint(self):
+        return self.endpoints[0] if self.endpoints else None
+
+    @property
+    def cluster(self):
+        return self.clusters[0] if self.clusters else None
+
+    @property
+    def sidecar(self):
+        return self.sidecars[0] if self.sidecars else None
 
     def _enter(self, rank: int) -> None:
         if rank <= self.held_rank:
@@ -53,11 +70,14 @@ class InventoryLocks:
         cluster_id: int | None = None,
         tracking_ids: Iterable[int] | None = None,
         sidecar_cluster_id: int | None = None,
+        endpoint_ids: Iterable[int] | None = None,
+        cluster_ids: Iterable[int] | None = None,
+        sidecar_cluster_ids: Iterable[int] | None = None,
     ) -> InventoryLocks:
         """Lock the requested rows (SELECT … FOR UPDATE) in the fixed order and keep fresh copies.
 
-        A requested row that no longer exists is recorded as None (the caller
-        decides whether a concurrent deletion is a conflict).
+        A requested row that no longer exists is left out (with a single id: recorded as
+        None); the caller decides whether a concurrent deletion is a conflict.
         """
         Cluster = apps.get_model("virtualization", "Cluster")
         ProxmoxEndpoint = apps.get_model("netbox_proxbox", "ProxmoxEndpoint")
@@ -66,30 +86,34 @@ class InventoryLocks:
 
         if not transaction.get_connection().in_atomic_block:
             raise LockOrderError("inventory locks are only meaningful inside a transaction")
-        if endpoint_id is not None:
+        endpoints = _ids(endpoint_id, endpoint_ids)
+        clusters = _ids(cluster_id, cluster_ids)
+        sidecars = _ids(sidecar_cluster_id, sidecar_cluster_ids)
+        if endpoints is not None:
             self._enter(RANK_ENDPOINT)
-            self.endpoint = (
-                ProxmoxEndpoint.objects.select_for_update(of=("self",))
-                .filter(pk=endpoint_id)
-                .first()
-            )
-        if cluster_id is not None:
+            self.endpoints = _locked(ProxmoxEndpoint.objects, "pk", endpoints)
+        if clusters is not None:
             self._enter(RANK_CLUSTER)
-            self.cluster = (
-                Cluster.objects.select_for_update(of=("self",)).filter(pk=cluster_id).first()
-            )
+            self.clusters = _locked(Cluster.objects, "pk", clusters)
         if tracking_ids is not None:
             self._enter(RANK_TRACKING)
-            self.tracking = list(
-                ProxmoxCluster.objects.select_for_update(of=("self",))
-                .filter(pk__in=sorted(set(tracking_ids)))
-                .order_by("pk")
-            )
-        if sidecar_cluster_id is not None:
+            self.tracking = _locked(ProxmoxCluster.objects, "pk", tracking_ids)
+        if sidecars is not None:
             self._enter(RANK_SIDECAR)
-            self.sidecar = (
-                ProxboxClusterSyncState.objects.select_for_update(of=("self",))
-                .filter(cluster_id=sidecar_cluster_id)
-                .first()
-            )
+            self.sidecars = _locked(ProxboxClusterSyncState.objects, "cluster_id", sidecars)
         return self
+
+
+def _ids(single: int | None, many: Iterable[int] | None) -> list[int] | None:
+    if single is None and many is None:
+        return None
+    ids = set(many or ())
+    if single is not None:
+        ids.add(single)
+    return sorted(ids)
+
+
+def _locked(manager, key: str, ids: list[int]) -> list:
+    if not ids:
+        return []
+    return list(manager.select_for_update(of=("self",)).filter(**{f"{key}__in": ids}).order_by(key))

@@ -80,7 +80,7 @@ class ProxmoxClusterTable(ViewerAwareTable):
     # Written by the claim and the sync: the UI has no edit or delete views to link to.
     actions = columns.ActionsColumn(actions=())
     name = tables.Column(linkify=True)
-    endpoint = tables.Column(linkify=True)
+    endpoint = VisibleRelationColumn(verbose_name=_("Endpoint"))
     mode = columns.ChoiceFieldColumn()
     netbox_cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
     quorate = columns.BooleanColumn()
@@ -112,7 +112,7 @@ class ProxboxClusterSyncStateTable(ViewerAwareTable):
     actions = columns.ActionsColumn(actions=())
     id = tables.Column(linkify=True)
     cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
-    proxmox_cluster = tables.Column(linkify=True, verbose_name=_("Tracking record"))
+    proxmox_cluster = VisibleRelationColumn(verbose_name=_("Tracking record"))
     status = columns.ChoiceFieldColumn()
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxboxclustersyncstate_list")
 

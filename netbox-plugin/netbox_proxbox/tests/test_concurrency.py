@@ -7,6 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psycopg
+import pytest
+from django.db import transaction
 from proxbox_processes import wait_until
 
 from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
@@ -530,3 +532,102 @@ def test_sidecar_save_hit_by_a_serialization_failure_is_a_409(live_netbox, commi
     assert response.json()["code"] == "retry"
     sidecar.refresh_from_db()
     assert (sidecar.message, sidecar.status) == ("concurrent", "never")
+
+
+def test_cluster_deletion_locks_every_evidence_endpoint_before_the_cluster(
+    live_netbox, committed_inventory
+):
+    """Tracking rows of two endpoints link the cluster. NetBox's own delete path clears each
+    link by saving the row, which locks that row's endpoint: the second endpoint would be
+    locked after the cluster and deadlock with a claim of that endpoint (endpoint, then
+    cluster). The deletion must lock both endpoints first and then wait its turn."""
+    inv = committed_inventory
+    # NetBox clears the links in tracking order (by endpoint name): the owner's row first.
+    owner, other = inv.endpoint("a-owner"), inv.endpoint("z-evidence")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD))
+    claimed = httpx.post(
+        live_netbox + CLAIM.format(owner.pk),
+        json=inv.body("a-owner"),
+        headers={"Authorization": bearer(token)},
+        timeout=60,
+    )
+    assert claimed.status_code == 201, claimed.text
+    cluster_id = claimed.json()["cluster"]["id"]
+    ProxmoxCluster(endpoint=other, name=f"old-{inv.tag}", netbox_cluster_id=cluster_id).save(
+        claim=True
+    )
+    settings = connection_settings()
+    with psycopg.connect(**settings) as claim, ThreadPoolExecutor(max_workers=1) as pool:
+        # The other endpoint's claim has its endpoint locked and is about to lock the cluster.
+        claim.execute("SET deadlock_timeout = '20s'")
+        claim.execute(
+            "SELECT 1 FROM netbox_proxbox_proxmoxendpoint WHERE id = %s FOR UPDATE", [other.pk]
+        )
+        deletion = pool.submit(
+            httpx.delete,
+            live_netbox + CLUSTER.format(cluster_id),
+            headers={"Authorization": bearer(token)},
+            timeout=60,
+        )
+        wait_for_lock_waiters(settings, 1)
+        claim.execute("SELECT 1 FROM virtualization_cluster WHERE id = %s FOR UPDATE", [cluster_id])
+        claim.rollback()
+        response = deletion.result()
+    assert response.status_code == 204, response.text
+    owner.refresh_from_db()
+    assert owner.netbox_cluster_id is None
+    assert not ProxmoxCluster.objects.filter(netbox_cluster_id=cluster_id).exists()
+    assert ProxmoxCluster.objects.filter(endpoint__in=[owner, other]).count() == 2
+
+
+def test_endpoint_deletion_locks_tracking_rows_before_sidecars(live_netbox, committed_inventory):
+    """A writer of the suffix tracking row → sidecar holds the endpoint's tracking row and
+    next locks the sidecar. The endpoint deletion must not take the sidecar first (it would
+    deadlock); it waits for the tracking row and then deletes the endpoint."""
+    inv = committed_inventory
+    endpoint = inv.endpoint("leaving")
+    _, token = inv.user((*CLAIM_UPDATE_PERMS, *CRUD, "netbox_proxbox.delete_proxmoxendpoint"))
+    claimed = httpx.post(
+        live_netbox + CLAIM.format(endpoint.pk),
+        json=inv.body("leaving"),
+        headers={"Authorization": bearer(token)},
+        timeout=60,
+    )
+    assert claimed.status_code == 201, claimed.text
+    cluster_id, tracking_id = claimed.json()["cluster"]["id"], claimed.json()["proxmox_cluster"]
+    settings = connection_settings()
+    with psycopg.connect(**settings) as writer, ThreadPoolExecutor(max_workers=1) as pool:
+        writer.execute("SET deadlock_timeout = '20s'")
+        writer.execute(
+            "SELECT 1 FROM netbox_proxbox_proxmoxcluster WHERE id = %s FOR UPDATE", [tracking_id]
+        )
+        deletion = pool.submit(
+            httpx.delete,
+            live_netbox + ENDPOINT.format(endpoint.pk),
+            headers={"Authorization": bearer(token)},
+            timeout=60,
+        )
+        wait_for_lock_waiters(settings, 1)
+        writer.execute(
+            "SELECT 1 FROM netbox_proxbox_proxboxclustersyncstate WHERE cluster_id = %s FOR UPDATE",
+            [cluster_id],
+        )
+        writer.rollback()
+        response = deletion.result()
+    assert response.status_code == 204, response.text
+    assert not ProxmoxEndpoint.objects.filter(pk=endpoint.pk).exists()
+    assert inv.clusters().filter(pk=cluster_id).exists()  # the native cluster stays
+    assert ProxboxClusterSyncState.objects.get(cluster_id=cluster_id).proxmox_cluster_id is None
+
+
+@pytest.mark.django_db
+def test_a_lock_requested_against_the_order_is_refused():
+    from netbox_proxbox.ownership.locks import InventoryLocks, LockOrderError
+
+    with transaction.atomic():
+        locks = InventoryLocks().acquire(cluster_ids=[], tracking_ids=[])
+        with pytest.raises(LockOrderError, match="rank 1 requested while holding rank 3"):
+            locks.acquire(endpoint_ids=[])
+        with pytest.raises(LockOrderError, match="rank 3 requested while holding rank 3"):
+            locks.acquire(tracking_ids=[])
+        locks.acquire(sidecar_cluster_ids=[])  # a later rank is fine

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 from django.test import Client, TestCase
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -148,3 +150,257 @@ class RelationColumnsTest(TestCase):
                 hidden = client.get(api_url(model), **auth_header(denied)).json()["results"]
                 self.assertIsNone(hidden[0][field])
                 self.assertNotIn("native-hidden", str(hidden))
+
+
+class HiddenNamesTest(TestCase):
+    """A viewer of one ownership record learns nothing of the related records it may not view.
+
+    The tracking row carries the Proxmox cluster's name, as synchronization writes it, so
+    a leak of any related record would show one of these names.
+    """
+
+    ENDPOINT = "secret-endpoint-name"
+    HOST = "hidden-host.example"
+    CLUSTER = "hidden-cluster-name"
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, _, _ = make_references()
+        cls.endpoint = make_endpoint(cls.ENDPOINT, host=cls.HOST)
+        cls.cluster = Cluster.objects.create(name=cls.CLUSTER, type=cls.cluster_type)
+        cls.endpoint.netbox_cluster = cls.cluster
+        cls.endpoint.save(assign_native_cluster=True)
+        cls.tracking = ProxmoxCluster(
+            endpoint=cls.endpoint, name=cls.CLUSTER, netbox_cluster=cls.cluster
+        )
+        cls.tracking.save(claim=True)
+        cls.sidecar = ProxboxClusterSyncState(cluster=cls.cluster, proxmox_cluster=cls.tracking)
+        cls.sidecar.save(claim=True)
+
+    def responses(self, perms, pages):
+        """REST list, UI list and UI detail of each (model, pk) in `pages`, as one text."""
+        user, token = make_user(f"viewer-{'-'.join(sorted(perms))}"[:150], perms)
+        browser = Client()
+        browser.force_login(user)
+        out = []
+        for model, pk in pages:
+            for response in (
+                APIClient().get(api_url(model), **auth_header(token)),
+                browser.get(reverse(f"plugins:netbox_proxbox:{model}_list")),
+                browser.get(reverse(f"plugins:netbox_proxbox:{model}", args=[pk])),
+            ):
+                self.assertEqual(response.status_code, 200, response.content[:500])
+                out.append(response.content.decode())
+        return "\n".join(out)
+
+    def assertHidden(self, name, text):
+        at = text.find(name)
+        if at >= 0:
+            self.fail(f"{name!r} leaks: …{text[max(0, at - 200) : at + 60]}…")
+
+    def test_everything_is_named_for_a_viewer_of_everything(self):
+        text = self.responses(
+            (
+                "netbox_proxbox.view_proxmoxendpoint",
+                "netbox_proxbox.view_proxmoxcluster",
+                "netbox_proxbox.view_proxboxclustersyncstate",
+                "virtualization.view_cluster",
+            ),
+            [("proxboxclustersyncstate", self.sidecar.pk), ("proxmoxcluster", self.tracking.pk)],
+        )
+        for name in (self.ENDPOINT, self.HOST, self.CLUSTER):
+            self.assertIn(name, text)
+
+    def test_a_sync_state_viewer_sees_no_tracking_endpoint_or_cluster_name(self):
+        text = self.responses(
+            ("netbox_proxbox.view_proxboxclustersyncstate",),
+            [("proxboxclustersyncstate", self.sidecar.pk)],
+        )
+        for name in (self.ENDPOINT, self.HOST, self.CLUSTER):
+            self.assertHidden(name, text)
+        rest = (
+            APIClient()
+            .get(
+                api_url("proxboxclustersyncstate", self.sidecar.pk),
+                **auth_header(
+                    make_user("sidecar-only", ("netbox_proxbox.view_proxboxclustersyncstate",))[1]
+                ),
+            )
+            .json()
+        )
+        self.assertIsNone(rest["cluster"])
+        self.assertIsNone(rest["proxmox_cluster"])
+
+    def test_a_tracking_viewer_sees_no_endpoint_name_or_host(self):
+        text = self.responses(
+            ("netbox_proxbox.view_proxmoxcluster", "netbox_proxbox.view_proxboxclustersyncstate"),
+            [("proxmoxcluster", self.tracking.pk), ("proxboxclustersyncstate", self.sidecar.pk)],
+        )
+        self.assertHidden(self.ENDPOINT, text)
+        self.assertHidden(self.HOST, text)
+        rest = (
+            APIClient()
+            .get(
+                api_url("proxmoxcluster", self.tracking.pk),
+                **auth_header(
+                    make_user("tracking-only", ("netbox_proxbox.view_proxmoxcluster",))[1]
+                ),
+            )
+            .json()
+        )
+        self.assertIsNone(rest["endpoint"])
+        self.assertIsNone(rest["netbox_cluster"])
+        self.assertEqual(rest["name"], self.CLUSTER)
+
+
+class _EditForm(HTMLParser):
+    """The fields a browser submits from a NetBox edit page, with their rendered values."""
+
+    def __init__(self):
+        super().__init__()
+        self.data: dict[str, str] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        name = a.get("name")
+        if tag == "input" and name and a.get("type") not in ("submit", "button"):
+            if a.get("type") == "checkbox":
+                if "checked" in a:
+                    self.data[name] = a.get("value", "on")
+            else:
+                self.data[name] = a.get("value") or ""
+        elif tag == "select" and name:
+            self._select = name
+            if "multiple" not in a:  # an unselected multi-select submits nothing
+                self.data.setdefault(name, "")
+        elif tag == "option" and self._select and "selected" in a:
+            self.data[self._select] = a.get("value") or ""
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.data[name] = ""
+
+    def handle_endtag(self, tag):
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+    def handle_data(self, data):
+        if self._textarea:
+            self.data[self._textarea] += data.strip("\n")
+
+
+def browser_form(html: str) -> dict[str, str]:
+    parser = _EditForm()
+    parser.feed(html)
+    return parser.data
+
+
+class TrackingEditOfHiddenClusterTest(TestCase):
+    """An edit by a viewer who may not see the linked native cluster keeps the link."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.cluster_type, _, _ = make_references()
+        cls.endpoint = make_endpoint("pve-edit")
+        cls.cluster = Cluster.objects.create(name="hidden-cluster-name", type=cls.cluster_type)
+        cls.endpoint.netbox_cluster = cls.cluster
+        cls.endpoint.save(assign_native_cluster=True)
+        cls.tracking = ProxmoxCluster(
+            endpoint=cls.endpoint, name="pve-edit-source", netbox_cluster=cls.cluster
+        )
+        cls.tracking.save(claim=True)
+
+    def edit(self, *perms, change):
+        user, _ = make_user(f"editor-{len(perms)}", ())
+        for name in (
+            "netbox_proxbox.view_proxmoxendpoint",
+            "netbox_proxbox.view_proxmoxcluster",
+            "netbox_proxbox.change_proxmoxcluster",
+            *perms,
+        ):
+            grant(user, name)
+        browser = Client()
+        browser.force_login(user)
+        url = reverse("plugins:netbox_proxbox:proxmoxcluster_edit", args=[self.tracking.pk])
+        page = browser.get(url)
+        self.assertEqual(page.status_code, 200)
+        html = page.content.decode()
+        data = browser_form(html)
+        self.assertEqual(data["endpoint"], str(self.endpoint.pk))
+        data.update(change)
+        response = browser.post(url, data)
+        self.assertEqual(
+            response.status_code, 302, (data, response.context and response.context["form"].errors)
+        )
+        self.tracking.refresh_from_db()
+        return html
+
+    def test_metadata_edit_keeps_a_hidden_link(self):
+        # An empty value, as the old form submitted it, must not clear the link either.
+        html = self.edit(change={"version": "8.2.4", "netbox_cluster": ""})
+        self.assertNotIn("hidden-cluster-name", html)
+        self.assertIn("native cluster you may not view (kept)", html)
+        self.assertEqual(self.tracking.version, "8.2.4")
+        self.assertEqual(self.tracking.netbox_cluster_id, self.cluster.pk)
+
+    def test_a_viewer_of_the_cluster_can_still_clear_it(self):
+        html = self.edit("virtualization.view_cluster", change={"netbox_cluster": ""})
+        self.assertIn("hidden-cluster-name", html)
+        self.assertIsNone(self.tracking.netbox_cluster_id)
+        self.endpoint.refresh_from_db()
+        self.assertEqual(self.endpoint.netbox_cluster_id, self.cluster.pk)
+
+
+class GraphQLHiddenRelationsTest(HiddenNamesTest):
+    """GraphQL answers a related object the caller may not view as null, not as an error."""
+
+    QUERY = """{
+      proxbox_cluster_sync_state_list { id display cluster { name } proxmox_cluster { name } }
+      proxmox_cluster_list { id display name endpoint { name host } netbox_cluster { name } }
+    }"""
+
+    def graphql(self, *perms):
+        user, _ = make_user(f"gql-{len(perms)}", perms)
+        browser = Client()
+        browser.force_login(user)
+        response = browser.post(
+            reverse("graphql"), {"query": self.QUERY}, content_type="application/json"
+        )
+        self.assertEqual(response.status_code, 200)
+        return response.json()
+
+    def test_a_viewer_of_everything_gets_every_relation(self):
+        body = self.graphql(
+            "netbox_proxbox.view_proxmoxendpoint",
+            "netbox_proxbox.view_proxmoxcluster",
+            "netbox_proxbox.view_proxboxclustersyncstate",
+            "virtualization.view_cluster",
+        )
+        self.assertNotIn("errors", body, body)
+        state = body["data"]["proxbox_cluster_sync_state_list"][0]
+        self.assertEqual(state["cluster"], {"name": self.CLUSTER})
+        tracking = body["data"]["proxmox_cluster_list"][0]
+        self.assertEqual(tracking["endpoint"], {"name": self.ENDPOINT, "host": self.HOST})
+
+    def test_hidden_relations_are_null(self):
+        body = self.graphql(
+            "netbox_proxbox.view_proxmoxcluster", "netbox_proxbox.view_proxboxclustersyncstate"
+        )
+        self.assertNotIn("errors", body, body)
+        state = body["data"]["proxbox_cluster_sync_state_list"]
+        self.assertEqual(len(state), 1)
+        self.assertIsNone(state[0]["cluster"])
+        tracking = body["data"]["proxmox_cluster_list"]
+        self.assertEqual(len(tracking), 1)
+        self.assertIsNone(tracking[0]["endpoint"])
+        self.assertIsNone(tracking[0]["netbox_cluster"])
+        self.assertHidden(self.ENDPOINT, str(body))
+        self.assertHidden(self.HOST, str(body))
+
+    # The REST/UI probes of the parent class are not repeated here.
+    test_everything_is_named_for_a_viewer_of_everything = None
+    test_a_sync_state_viewer_sees_no_tracking_endpoint_or_cluster_name = None
+    test_a_tracking_viewer_sees_no_endpoint_name_or_host = None
