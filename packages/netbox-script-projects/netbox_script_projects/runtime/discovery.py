@@ -18,6 +18,7 @@ from extras.scripts import Script
 from extras.utils import is_script
 from rq.timeouts import JobTimeoutException
 
+from ..storage.paths import script_module_name_errors
 from .loader import LoadedRevision, module_name_for
 
 # NetBox's Script.name is a CharField(max_length=79) holding "<module>.<class>".
@@ -33,6 +34,7 @@ class DiscoveryCodes:
     DUPLICATE_SCRIPT = "duplicate_script"
     INVALID_DECLARATION = "invalid_declaration"
     NAME_TOO_LONG = "script_name_too_long"
+    INVALID_MODULE_NAME = "invalid_module_name"
 
 
 @dataclass
@@ -112,6 +114,12 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
                     DiscoveryCodes.SCRIPT_FILE_MISSING,
                     f"{path} is not part of the uploaded source.",
                 )
+            )
+            continue
+        if name_errors := script_module_name_errors(path):
+            # Declared before the rule existed: published Scripts could never be named.
+            errors.extend(
+                _error(path, DiscoveryCodes.INVALID_MODULE_NAME, e.message) for e in name_errors
             )
             continue
         try:

@@ -126,6 +126,19 @@ class ScriptFileAPITest(APITestCase):
                 self.assertIn("path", response.data)
         self.assertEqual(ScriptFile.objects.count(), 1)
 
+    def test_paths_that_cannot_import_as_modules_are_rejected_naming_the_field(self):
+        # Activation names Scripts "<module>.<class>": such a declaration
+        # could validate and then never be activated.
+        for path in ("scripts/vm-report.py", "vm-scripts/report.py", "scripts/2fa.py"):
+            with self.subTest(path=path):
+                response = self.post(path)
+                self.assertEqual(response.status_code, status.HTTP_400_BAD_REQUEST, response.data)
+                self.assertIn("not a Python identifier", str(response.data["path"]))
+        self.assertEqual(self.post("scripts/vm_report.py").status_code, 201)
+        self.assertEqual(
+            list(ScriptFile.objects.values_list("path", flat=True)), ["scripts/vm_report.py"]
+        )
+
     def test_script_files_are_removed_only_by_project_deletion(self):
         script_file = ScriptFile.objects.create(project=self.project, path="a.py")
         detail = reverse(f"{API}:scriptfile-detail", args=[script_file.pk])

@@ -88,6 +88,8 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             ),
             "declaration": ({"scripts/a.py": bad_meta}, ["scripts/a.py"]),
             "none": ({"scripts/a.py": VALID}, []),
+            # Declared before declarations were checked (save() skips clean()).
+            "dashed": ({"scripts/vm-report.py": VALID}, ["scripts/vm-report.py"]),
         }
         invalid = {key: self.make_project(key, *case) for key, case in cases.items()}
         manual, manual_revision = self.make_project(
@@ -153,6 +155,7 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             "duplicate": ["duplicate_script"],
             "declaration": ["invalid_declaration"],
             "none": ["no_script_files"],
+            "dashed": ["invalid_module_name"],
         }
         for key, (_project, revision) in invalid.items():
             with self.subTest(case=key):
@@ -170,6 +173,7 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
         self.assertIn("cannot start in scripts.a from scripts/a.py", raised["message"])
         self.assertIn('File "scripts/a.py", line 2', raised["traceback"])
         self.assertIn("scripts.a", raised["message"])
+        self.assertIn("'vm-report'", invalid["dashed"][1].validation_errors[0]["message"])
         syntax = invalid["syntax"][1].validation_errors[0]
         self.assertEqual(syntax["exception_type"], "SyntaxError")
         self.assertIn("scripts/a.py", syntax["traceback"])
