@@ -416,6 +416,9 @@ class ScriptProjectRevisionView(generic.ObjectView):
         left_panels=[panels.ScriptProjectRevisionPanel()],
         right_panels=[
             JSONPanel("validation_errors", title=_("Validation errors")),
+            # Environment failures return the revision to materialized: without
+            # this the page would show "Materialized" and no reason.
+            JSONPanel("last_validation_failure", title=_("Last validation failure")),
             JSONPanel("discovered_scripts", title=_("Discovered scripts")),
         ],
         breadcrumbs=[

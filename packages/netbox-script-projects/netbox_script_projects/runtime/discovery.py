@@ -35,6 +35,7 @@ class DiscoveryCodes:
     INVALID_DECLARATION = "invalid_declaration"
     NAME_TOO_LONG = "script_name_too_long"
     INVALID_MODULE_NAME = "invalid_module_name"
+    INVALID_SCRIPT_ORDER = "invalid_script_order"
 
 
 @dataclass
@@ -139,9 +140,9 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
                 )
             )
             continue
-        except (
-            Exception
-        ) as exc:  # whatever the source raises while importing is its content's fault
+        # Whatever the source raises while importing is its content's fault,
+        # including sys.exit(): SystemExit is no worker failure.
+        except (Exception, SystemExit) as exc:
             errors.append(
                 _error(
                     path,
@@ -153,7 +154,21 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
                 )
             )
             continue
-        for cls in _published_classes(module):
+        try:
+            published = _published_classes(module)
+        except (Exception, SystemExit) as exc:
+            errors.append(
+                _error(
+                    path,
+                    DiscoveryCodes.INVALID_SCRIPT_ORDER,
+                    f"script_order: {type(exc).__name__}: {exc}",
+                    exc,
+                    scrub,
+                    project_files,
+                )
+            )
+            continue
+        for cls in published:
             module_name = loaded.relative(cls.__module__)
             identity = (module_name, cls.__name__)
             if identity in seen:
@@ -220,7 +235,12 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
 
 def _published_classes(module) -> list[type]:
     """NetBox's own rule: `script_order` first, then the remaining Script classes by name."""
-    ordered = [cls for cls in getattr(module, "script_order", ()) if is_script(cls)]
+    script_order = getattr(module, "script_order", ())
+    if isinstance(script_order, (str, bytes)) or not hasattr(script_order, "__iter__"):
+        raise TypeError(
+            f"expected a list or tuple of Script classes, not {type(script_order).__name__}"
+        )
+    ordered = [cls for cls in script_order if is_script(cls)]
     for _name, cls in inspect.getmembers(module, is_script):
         if cls not in ordered:
             ordered.append(cls)

@@ -262,6 +262,20 @@ class UIViewsTest(TestCase):
             with self.subTest(url=url):
                 self.assertHttpStatus(self.client.get(url), 200)
 
+    def test_revision_page_shows_the_last_validation_failure(self):
+        ScriptProjectRevision.objects.filter(pk=self.revision.pk).update(
+            status="materialized",
+            last_validation_failure={
+                "code": "worker_failed",
+                "message": "worker-failure-reason-shown",
+                "job": 7,
+            },
+        )
+        response = self.client.get(self.revision.get_absolute_url())
+        self.assertHttpStatus(response, 200)
+        self.assertContains(response, "Last validation failure")
+        self.assertContains(response, "worker-failure-reason-shown")
+
     def test_revisions_have_no_standalone_list_edit_delete_or_search(self):
         from django.urls import NoReverseMatch
         from netbox.registry import registry

@@ -88,6 +88,11 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             ),
             "declaration": ({"scripts/a.py": bad_meta}, ["scripts/a.py"]),
             "none": ({"scripts/a.py": VALID}, []),
+            "exits": (
+                {"scripts/a.py": b"import sys\nsys.exit('leaving-at-import-secret')\n"},
+                ["scripts/a.py"],
+            ),
+            "order": ({"scripts/a.py": VALID + b"script_order = None\n"}, ["scripts/a.py"]),
             # Declared before declarations were checked (save() skips clean()).
             "dashed": ({"scripts/vm-report.py": VALID}, ["scripts/vm-report.py"]),
         }
@@ -155,6 +160,8 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             "duplicate": ["duplicate_script"],
             "declaration": ["invalid_declaration"],
             "none": ["no_script_files"],
+            "exits": ["import_error"],
+            "order": ["invalid_script_order"],
             "dashed": ["invalid_module_name"],
         }
         for key, (_project, revision) in invalid.items():
@@ -173,6 +180,11 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
         self.assertIn("cannot start in scripts.a from scripts/a.py", raised["message"])
         self.assertIn('File "scripts/a.py", line 2', raised["traceback"])
         self.assertIn("scripts.a", raised["message"])
+        exited = invalid["exits"][1].validation_errors[0]
+        self.assertEqual(exited["exception_type"], "SystemExit")
+        self.assertIn("leaving-at-import-secret", exited["message"])
+        self.assertIsNone(invalid["exits"][1].last_validation_failure)
+        self.assertIn("NoneType", invalid["order"][1].validation_errors[0]["message"])
         self.assertIn("'vm-report'", invalid["dashed"][1].validation_errors[0]["message"])
         syntax = invalid["syntax"][1].validation_errors[0]
         self.assertEqual(syntax["exception_type"], "SyntaxError")
