@@ -364,6 +364,25 @@ class SourceActionsAPITest(StorageTestMixin, APITestCase):
         self.assertEqual(missing.status_code, 400)
         self.assertIn("revision", missing.data)
 
+    def test_a_failed_automatic_activation_does_not_fail_the_upload(self):
+        created = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(created.status_code, 201, created.data)
+        self.assertEqual(created.data["activation"], {"outcome": "queued", "detail": None})
+        # A verdict whose discovery records were damaged afterwards: activating
+        # it is refused as corruption, but the upload itself succeeded.
+        ScriptProjectRevision.objects.filter(pk=created.data["revision"]["id"]).update(
+            status=RevisionStatusChoices.VALID, discovered_scripts=[{"module": "damaged-record"}]
+        )
+        reused = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(reused.status_code, 200, reused.data)
+        self.assertEqual(reused.data["outcome"], "reused")
+        self.assertEqual(reused.data["revision"]["id"], created.data["revision"]["id"])
+        self.assertEqual(reused.data["revision"]["status"]["value"], "valid")
+        self.assertEqual(reused.data["activation"]["outcome"], "failed")
+        self.assertIn("corrupt", reused.data["activation"]["detail"])
+        self.project.refresh_from_db()
+        self.assertIsNone(self.project.active_revision)
+
     def test_storage_failures_map_to_responses(self):
         FaultyStorage.saves_before_failure = 0
         failed = self.action("upload", {"file": py_upload("report.py")})
