@@ -59,7 +59,9 @@ def queue_validation(revision) -> Job | None:
     """Record one validation Job for `revision` (submitted to RQ on commit).
 
     Nothing is queued when the revision needs no verdict or a Job that has
-    not started yet already covers it.
+    not started yet already covers it. A waiting Job older than the lease
+    does not: its submission to RQ may have been lost (a Redis outage at
+    commit), and it would otherwise block validation for ever.
     """
     require_default_database(None)
     with transaction.atomic():
@@ -69,6 +71,7 @@ def queue_validation(revision) -> Job | None:
             name=VALIDATION_JOB_NAME,
             status__in=(JobStatusChoices.STATUS_PENDING, JobStatusChoices.STATUS_SCHEDULED),
             data__revision=revision.pk,
+            created__gte=_lease_expired_before(),
         )
         if waiting.exists():
             return None

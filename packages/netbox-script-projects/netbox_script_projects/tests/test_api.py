@@ -1,15 +1,18 @@
 """REST, GraphQL and UI surfaces of projects, script files and revisions."""
 
 import json
+from datetime import timedelta
 
-from core.models import ObjectChange
+from core.models import Job, ObjectChange
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework import status
 from utilities.testing import APITestCase, TestCase
 
 from netbox_script_projects.choices import RevisionStatusChoices
+from netbox_script_projects.constants import VALIDATION_JOB_NAME, get_validation_timing
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
 
 from .support import FaultyStorage, StorageTestMixin, archive_upload, py_upload, zip_bytes
@@ -382,6 +385,22 @@ class SourceActionsAPITest(StorageTestMixin, APITestCase):
         self.assertIn("corrupt", reused.data["activation"]["detail"])
         self.project.refresh_from_db()
         self.assertIsNone(self.project.active_revision)
+
+    def test_a_waiting_validation_job_older_than_the_lease_no_longer_covers_the_revision(self):
+        created = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(created.data["activation"]["outcome"], "queued")
+        again = self.action("upload", {"file": py_upload("report.py")})
+        # A Job that has not started yet covers the revision.
+        self.assertEqual(again.data["activation"]["outcome"], "none")
+        waiting = Job.objects.filter(name=VALIDATION_JOB_NAME, status="pending")
+        self.assertEqual(waiting.count(), 1)
+        # Its RQ submission was lost (Redis down at commit): it never starts.
+        lease = get_validation_timing().lease
+        waiting.update(created=timezone.now() - timedelta(seconds=lease + 60))
+        retried = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(retried.status_code, 200, retried.data)
+        self.assertEqual(retried.data["activation"]["outcome"], "queued")
+        self.assertEqual(waiting.count(), 2)
 
     def test_storage_failures_map_to_responses(self):
         FaultyStorage.saves_before_failure = 0
