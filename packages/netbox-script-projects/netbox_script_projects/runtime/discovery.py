@@ -169,6 +169,10 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
             )
             continue
         for cls in published:
+            if not str(cls.__module__).startswith(loaded.namespace + "."):
+                # Defined outside the project (NetBox, a library, or a class
+                # claiming another module): it could not be served from here.
+                continue
             module_name = loaded.relative(cls.__module__)
             identity = (module_name, cls.__name__)
             if identity in seen:

@@ -93,6 +93,14 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
                 ["scripts/a.py"],
             ),
             "order": ({"scripts/a.py": VALID + b"script_order = None\n"}, ["scripts/a.py"]),
+            "foreign": (
+                {
+                    "scripts/a.py": VALID.replace(
+                        b"        pass\n", b"        pass\n\n    __module__ = 'os'\n"
+                    )
+                },
+                ["scripts/a.py"],
+            ),
             # Declared before declarations were checked (save() skips clean()).
             "dashed": ({"scripts/vm-report.py": VALID}, ["scripts/vm-report.py"]),
         }
@@ -163,6 +171,7 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             "exits": ["import_error"],
             "order": ["invalid_script_order"],
             "dashed": ["invalid_module_name"],
+            "foreign": ["no_scripts"],
         }
         for key, (_project, revision) in invalid.items():
             with self.subTest(case=key):
