@@ -129,11 +129,13 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
             # The worker ran out of time: an environment failure, not a verdict.
             raise
         except SyntaxError as exc:
+            # str(SyntaxError) names only the file's base name (a.py); the
+            # Project-relative path says which a.py.
             errors.append(
                 _error(
                     path,
                     DiscoveryCodes.SYNTAX_ERROR,
-                    f"{type(exc).__name__}: {exc}",
+                    f"{type(exc).__name__}: {exc.msg} ({exc.filename}, line {exc.lineno})",
                     exc,
                     scrub,
                     project_files,
@@ -210,7 +212,9 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
                         path,
                         DiscoveryCodes.INVALID_DECLARATION,
                         f"{module_name}.{cls.__name__}: {'; '.join(exc.messages)}",
-                        scrub=scrub,
+                        exc,
+                        scrub,
+                        project_files,
                     )
                 )
                 continue

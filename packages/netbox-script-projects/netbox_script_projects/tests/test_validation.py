@@ -198,6 +198,10 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
         syntax = invalid["syntax"][1].validation_errors[0]
         self.assertEqual(syntax["exception_type"], "SyntaxError")
         self.assertIn("scripts/a.py", syntax["traceback"])
+        self.assertIn("(scripts/a.py, line 3)", syntax["message"])
+        declaration = invalid["declaration"][1].validation_errors[0]
+        self.assertEqual(declaration["exception_type"], "ValidationError")
+        self.assertIn("ValidationError", declaration["traceback"])
         self.assertIn(
             "No module named 'lib'", invalid["missing"][1].validation_errors[0]["message"]
         )
