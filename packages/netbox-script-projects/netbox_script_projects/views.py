@@ -169,7 +169,13 @@ class ScriptProjectUploadView(generic.ObjectView):
         return get_permission_for_model(ScriptProjectRevision, "add")
 
     def _project(self, request, pk):
-        return get_object_or_404(ScriptProject.objects.restrict(request.user, "change"), pk=pk)
+        # A project the user can see but not change is refused (403); only an
+        # invisible one is "not found".
+        project = ScriptProject.objects.restrict(request.user, "change").filter(pk=pk).first()
+        if project is None:
+            get_object_or_404(ScriptProject.objects.restrict(request.user, "view"), pk=pk)
+            raise PermissionDenied(_("Changing this script project is not permitted."))
+        return project
 
     def _render(self, request, project, form, storage_errors=()):
         return render(

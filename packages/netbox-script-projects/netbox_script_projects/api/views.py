@@ -143,7 +143,12 @@ class ScriptProjectViewSet(NetBoxModelViewSet):
     def _source_project(self, request, pk):
         # DRF's get_object_or_404: a malformed id ("abc") is a 404, as on
         # NetBox's own detail routes, not a ValueError.
-        project = get_object_or_404(ScriptProject.objects.restrict(request.user, "change"), pk=pk)
+        changeable = ScriptProject.objects.restrict(request.user, "change")
+        project = changeable.filter(pk=pk).first() if str(pk).isdigit() else None
+        if project is None:
+            # Visible but not changeable: refused (403), not "not found".
+            get_object_or_404(ScriptProject.objects.restrict(request.user, "view"), pk=pk)
+            raise PermissionDenied("Changing this script project is not permitted.")
         if not request.user.has_perm("netbox_script_projects.add_scriptprojectrevision"):
             raise PermissionDenied("Adding script project revisions is not permitted.")
         return project

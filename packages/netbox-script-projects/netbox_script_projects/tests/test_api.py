@@ -323,13 +323,24 @@ class UIUploadTest(StorageTestMixin, TestCase):
         self.assertEqual(self.stored_files(), [])
 
     def test_upload_requires_change_on_the_project(self):
-        other = ScriptProject.objects.create(name="Other", key="other")
+        view_only = ScriptProject.objects.create(name="view-only-project", key="view-only")
+        hidden = ScriptProject.objects.create(name="secret-hidden-project", key="secret-hidden")
         self.user.object_permissions.filter(actions__contains=["change"]).update(
             constraints={"pk": self.project.pk}
         )
-        url = reverse("plugins:netbox_script_projects:scriptproject_upload", args=[other.pk])
-        self.assertHttpStatus(self.client.post(url, {"file": py_upload()}), 404)
-        self.assertFalse(ScriptProjectRevision.objects.filter(project=other).exists())
+        self.user.object_permissions.filter(actions__contains=["view"]).update(
+            constraints={"pk__in": [self.project.pk, view_only.pk]}
+        )
+        for project, expected in ((view_only, 403), (hidden, 404)):
+            with self.subTest(project=project.key):
+                url = reverse(
+                    "plugins:netbox_script_projects:scriptproject_upload", args=[project.pk]
+                )
+                self.assertHttpStatus(self.client.get(url), expected)
+                response = self.client.post(url, {"file": py_upload()})
+                self.assertHttpStatus(response, expected)
+                self.assertNotContains(response, "secret-hidden-project", status_code=expected)
+                self.assertFalse(ScriptProjectRevision.objects.filter(project=project).exists())
 
 
 class SourceActionsAPITest(StorageTestMixin, APITestCase):
@@ -425,6 +436,20 @@ class SourceActionsAPITest(StorageTestMixin, APITestCase):
         self.user.object_permissions.all().delete()
         self.add_permissions("netbox_script_projects.add_scriptprojectrevision")
         self.assertEqual(self.action("upload", {"file": py_upload()}).status_code, 404)
+        self.assertFalse(ScriptProjectRevision.objects.exists())
+
+    def test_a_view_only_user_is_refused_not_told_the_project_is_missing(self):
+        self.user.object_permissions.all().delete()
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject",
+            "netbox_script_projects.add_scriptprojectrevision",
+        )
+        for name in ("upload", "refresh"):
+            with self.subTest(action=name):
+                data = {"file": py_upload()} if name == "upload" else {}
+                response = self.action(name, data)
+                self.assertEqual(response.status_code, 403, response.data)
+                self.assertIn("not permitted", response.data["detail"])
         self.assertFalse(ScriptProjectRevision.objects.exists())
 
     @override_settings(LOGIN_REQUIRED=True)
