@@ -52,14 +52,62 @@ def published_module(script_module):
     return module
 
 
+def _is_published_path(file_root, file_path) -> bool:
+    from core.choices import ManagedFileRootPathChoices
+
+    from ..activation import MODULE_PATH_PREFIX
+
+    return file_root == ManagedFileRootPathChoices.SCRIPTS and str(file_path or "").startswith(
+        MODULE_PATH_PREFIX + "/"
+    )
+
+
+def is_published_module(script_module, stored=False) -> bool:
+    """Whether a ScriptModule (or its ManagedFile) is one this plugin publishes.
+
+    stored: judge by the row as saved, not by edits pending on the instance.
+    """
+    from core.models import ManagedFile
+
+    if stored and script_module.pk:
+        row = ManagedFile.objects.filter(pk=script_module.pk).values("file_root", "file_path")
+        row = row.first()
+        if row is not None:
+            return _is_published_path(row["file_root"], row["file_path"])
+    return _is_published_path(script_module.file_root, script_module.file_path)
+
+
+def published_module_title(script_module) -> str | None:
+    """`<project>: <module>` for a plugin-published module, else None.
+
+    NetBox titles a module by its Python name, which for these is the
+    Project-local `scripts.hello`: two Projects would look alike.
+    """
+    from ..models import PublishedScript
+
+    if not is_published_module(script_module):
+        return None
+    publication = (
+        PublishedScript.objects.filter(script__module_id=script_module.pk)
+        .select_related("project")
+        .order_by("pk")
+        .first()
+    )
+    if publication is None:
+        return None
+    return f"{publication.project.name}: {module_name_for(publication.script_file_path)}"
+
+
 def install():
-    """Route ScriptModule.get_module() through published_module() (idempotent)."""
+    """Route ScriptModule.get_module() through published_module() and title
+    plugin-published modules by their Project (idempotent)."""
     global _netbox_get_module
     from extras.models import ScriptModule
 
     if _netbox_get_module is not None:
         return
     _netbox_get_module = ScriptModule.get_module
+    netbox_str = ScriptModule.__str__
 
     def get_module(self):
         module = published_module(self)
@@ -67,4 +115,8 @@ def install():
             return module
         return _netbox_get_module(self)
 
+    def title(self):
+        return published_module_title(self) or netbox_str(self)
+
     ScriptModule.get_module = get_module
+    ScriptModule.__str__ = title

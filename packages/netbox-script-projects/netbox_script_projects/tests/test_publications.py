@@ -178,3 +178,49 @@ class ProjectDeletionTest(PublishedScriptTestMixin, APITestCase):
         self.assertFalse(
             ScriptModule.objects.filter(file_path__startswith="_script_projects/").exists()
         )
+
+
+class NetBoxScriptsPageTest(PublishedScriptTestMixin, APITestCase):
+    """NetBox's own Scripts page: modules are titled by Project and managed only there."""
+
+    def setUp(self):
+        super().setUp()
+        # An administrator: NetBox shows Edit and Delete on every module card.
+        self.user.is_superuser = True
+        self.user.save()
+        self.client.force_login(self.user)
+        self.module = Script.objects.get(pk=self.publication().script_id).module
+
+    def test_published_modules_are_titled_by_their_project(self):
+        page = self.client.get(reverse("extras:script_list"))
+        self.assertContains(page, "Tags: scripts.tags")
+        self.assertEqual(str(self.module), "Tags: scripts.tags")
+
+    def test_deleting_a_published_module_there_is_refused_and_keeps_everything(self):
+        publication = self.publication()
+        job = Job.objects.create(
+            name="run", object_type=ObjectType.objects.get_for_model(Script),
+            object_id=publication.script_id, job_id="00000000-0000-0000-0000-000000000002",
+        )  # fmt: skip
+        PublishedScript.objects.filter(pk=publication.pk).update(enabled=False)
+        url = reverse("extras:scriptmodule_delete", args=[self.module.pk])
+        response = self.client.post(url, {"confirm": True}, follow=True)
+        self.assertContains(response, "published by a Script Project")
+        self.assertTrue(ScriptModule.objects.filter(pk=self.module.pk).exists())
+        self.assertTrue(Script.objects.filter(pk=publication.script_id).exists())
+        self.assertTrue(Job.objects.filter(pk=job.pk).exists())
+        self.assertFalse(PublishedScript.objects.get(pk=publication.pk).enabled)
+        self.assertTrue(self.executable(self.publication("Hello")))
+
+    def test_editing_a_published_module_is_refused(self):
+        from utilities.exceptions import AbortRequest
+
+        module = ScriptModule.objects.get(pk=self.module.pk)
+        module.file_path = "replaced.py"
+        with self.assertRaisesMessage(AbortRequest, "published by a Script Project"):
+            module.save()
+        self.assertTrue(
+            ScriptModule.objects.filter(
+                pk=self.module.pk, file_path__startswith="_script_projects/"
+            ).exists()
+        )
