@@ -51,7 +51,9 @@ class Scrubber:
 
     def __init__(self, loaded: LoadedRevision, secrets: list[str]):
         self.loaded = loaded
-        self.secrets = [s for s in secrets if s]
+        # Longest first: a path inside another (site-packages inside the
+        # virtualenv) is hidden whole, not left half-named.
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         text = text.replace(self.loaded.namespace + ".", "").replace(

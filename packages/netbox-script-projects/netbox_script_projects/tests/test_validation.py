@@ -4,6 +4,7 @@ environment failures and the validation lease under concurrency."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import uuid
 from datetime import timedelta
@@ -101,6 +102,14 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
                 },
                 ["scripts/a.py"],
             ),
+            # An absolute import reaches NetBox's own `core`, whose file lives in the virtualenv.
+            "shadow": (
+                {
+                    "core/__init__.py": b"helpers = 1\n",
+                    "scripts/a.py": b"from core import helpers\n",
+                },
+                ["scripts/a.py"],
+            ),
             # Declared before declarations were checked (save() skips clean()).
             "dashed": ({"scripts/vm-report.py": VALID}, ["scripts/vm-report.py"]),
         }
@@ -172,11 +181,12 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             "order": ["invalid_script_order"],
             "dashed": ["invalid_module_name"],
             "foreign": ["no_scripts"],
+            "shadow": ["import_error"],
         }
         for key, (_project, revision) in invalid.items():
             with self.subTest(case=key):
                 revision.refresh_from_db()
-                self.assertEqual(revision.status, Status.INVALID)
+                self.assertEqual(revision.status, Status.INVALID, revision.last_validation_failure)
                 self.assertEqual(
                     [e["code"] for e in revision.validation_errors], expected_codes[key]
                 )
@@ -195,6 +205,9 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
         self.assertIsNone(invalid["exits"][1].last_validation_failure)
         self.assertIn("NoneType", invalid["order"][1].validation_errors[0]["message"])
         self.assertIn("'vm-report'", invalid["dashed"][1].validation_errors[0]["message"])
+        shadowed = invalid["shadow"][1].validation_errors[0]["message"]
+        self.assertIn("cannot import name 'helpers' from 'core'", shadowed)
+        self.assertNotIn(sys.prefix, shadowed)
         syntax = invalid["syntax"][1].validation_errors[0]
         self.assertEqual(syntax["exception_type"], "SyntaxError")
         self.assertIn("scripts/a.py", syntax["traceback"])
