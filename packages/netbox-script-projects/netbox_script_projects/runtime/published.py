@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import types
 
-from .loader import load_revision, module_name_for
+from .loader import evict_revisions_except, load_revision, module_name_for
 
 _netbox_get_module = None
 
@@ -38,6 +38,12 @@ def published_module(script_module):
             f"{script_module.file_path}: no active revision serves these scripts"
         )
     revision = serving[0].revision
+    # Retired revisions' modules go before the serving one is loaded.
+    evict_revisions_except(
+        PublishedScript.objects.filter(revision__isnull=False, enabled=True)
+        .values_list("revision_id", flat=True)
+        .distinct()
+    )
     loaded = load_revision(revision)
     module = types.ModuleType(f"{loaded.namespace}.{module_name_for(serving[0].script_file_path)}")
     order = []

@@ -3,6 +3,8 @@ what a Project deletion does to the NetBox Scripts it published."""
 
 from __future__ import annotations
 
+import sys
+
 from core.models import Job, ObjectChange, ObjectType
 from django.urls import reverse
 from extras.models import Script, ScriptModule
@@ -12,6 +14,7 @@ from utilities.testing import APITestCase
 from netbox_script_projects.activation import activate_revision, deactivate_revision
 from netbox_script_projects.choices import ActivationPolicyChoices
 from netbox_script_projects.models import PublishedScript, ScriptFile, ScriptProject
+from netbox_script_projects.runtime.loader import loaded_namespaces, namespace_for
 from netbox_script_projects.storage.service import stage_upload
 
 from .support import StorageTestMixin, archive_upload, zip_bytes
@@ -224,3 +227,35 @@ class NetBoxScriptsPageTest(PublishedScriptTestMixin, APITestCase):
                 pk=self.module.pk, file_path__startswith="_script_projects/"
             ).exists()
         )
+
+    def test_a_web_process_drops_retired_revisions_from_memory(self):
+        first = self.project.revision
+        self.assertContains(self.client.get(reverse("extras:script_list")), "Tags: scripts.tags")
+        self.assertIn(namespace_for(first), sys.modules)
+
+        newer = {**SOURCE, "lib/naming.py": SOURCE["lib/naming.py"] + b"\nPADDING = 'x' * 10\n"}
+        staged = stage_upload(self.project, archive_upload(zip_bytes(newer)), "p.zip").revision
+        second = activate_revision(validate_in_process(staged))
+        self.assertContains(self.client.get(reverse("extras:script_list")), "Tags: scripts.tags")
+        self.assertIn(namespace_for(second), sys.modules)
+        retired = [n for n in sys.modules if n.startswith(namespace_for(first))]
+        self.assertEqual(retired, [])
+        self.assertEqual(loaded_namespaces(), [namespace_for(second)])
+
+    def test_loaded_revisions_are_bounded(self):
+        from netbox_script_projects.runtime import loader
+
+        revisions = [self.project.revision]
+        for index in range(loader.MAX_LOADED_REVISIONS + 1):
+            files = {
+                **SOURCE,
+                "lib/naming.py": SOURCE["lib/naming.py"] + f"\nN = {index}\n".encode(),
+            }
+            staged = stage_upload(self.project, archive_upload(zip_bytes(files)), "p.zip").revision
+            revisions.append(validate_in_process(staged))
+        for revision in revisions:
+            loader.load_revision(revision)
+        held = loaded_namespaces()
+        self.assertEqual(len(held), loader.MAX_LOADED_REVISIONS)
+        self.assertEqual(held[-1], namespace_for(revisions[-1]))
+        self.assertNotIn(namespace_for(revisions[0]), sys.modules)
