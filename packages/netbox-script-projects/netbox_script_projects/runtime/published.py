@@ -17,10 +17,6 @@ from .loader import evict_revisions_except, load_revision, module_name_for
 _netbox_get_module = None
 
 
-class PublicationRetired(ModuleNotFoundError):
-    """The module's Scripts are retired: no revision serves them now."""
-
-
 def published_module(script_module):
     """The module NetBox should see for a plugin-published ScriptModule, else None."""
     from ..models import PublishedScript
@@ -34,10 +30,18 @@ def published_module(script_module):
         return None
     serving = [p for p in publications if p.revision_id is not None and p.enabled]
     if not serving:
-        raise PublicationRetired(
-            f"{script_module.file_path}: no active revision serves these scripts"
-        )
+        # Retired (or disabled): no classes, as NetBox shows a script removed
+        # from its file. Raising would log an error on every Scripts page view.
+        module = types.ModuleType(f"retired_{script_module.pk}")
+        module.script_order = []
+        return module
     revision = serving[0].revision
+    # Publication order is the revision's discovery order (script_order first).
+    position = {
+        (record["module"], record["class_name"]): index
+        for index, record in enumerate(revision.discovered_scripts or [])
+    }
+    serving.sort(key=lambda p: position.get((p.module_name, p.class_name), len(position)))
     # Retired revisions' modules go before the serving one is loaded.
     evict_revisions_except(
         PublishedScript.objects.filter(revision__isnull=False, enabled=True)

@@ -259,3 +259,44 @@ class NetBoxScriptsPageTest(PublishedScriptTestMixin, APITestCase):
         self.assertEqual(len(held), loader.MAX_LOADED_REVISIONS)
         self.assertEqual(held[-1], namespace_for(revisions[-1]))
         self.assertNotIn(namespace_for(revisions[0]), sys.modules)
+
+    def test_scripts_list_in_publication_order(self):
+        ordered = {
+            "scripts/ordered.py": b"""from extras.scripts import Script
+
+
+class Alpha(Script):
+    class Meta:
+        name = "alpha-listed-second"
+
+    def run(self, data, commit):
+        pass
+
+
+class Zulu(Script):
+    class Meta:
+        name = "zulu-listed-first"
+
+    def run(self, data, commit):
+        pass
+
+
+script_order = (Zulu, Alpha)
+"""
+        }
+        project = ScriptProject.objects.create(
+            name="Ordered", key="ordered", activation_policy=ActivationPolicyChoices.MANUAL
+        )
+        ScriptFile.objects.create(project=project, path="scripts/ordered.py")
+        staged = stage_upload(project, archive_upload(zip_bytes(ordered)), "p.zip").revision
+        activate_revision(validate_in_process(staged))
+        page = self.client.get(reverse("extras:script_list")).content.decode()
+        self.assertIn("zulu-listed-first", page)
+        self.assertLess(page.index("zulu-listed-first"), page.index("alpha-listed-second"))
+
+    def test_retired_modules_load_quietly(self):
+        deactivate_revision(self.project.revision)
+        with self.assertNoLogs("netbox.data_backends", level="ERROR"):
+            page = self.client.get(reverse("extras:script_list"))
+        self.assertHttpStatus(page, 200)
+        self.assertFalse(self.executable(self.publication()))
