@@ -75,6 +75,7 @@ class StorageErrorCodes:
     # Archive-level rejections the path rules cannot express.
     UNSUPPORTED_MEMBER = "unsupported_member"
     INVALID_PATH = "invalid_path"
+    INVALID_MODULE_NAME = "invalid_module_name"
     INVALID_PATH_ENCODING = "invalid_path_encoding"
     INVALID_ARCHIVE = "invalid_archive"
     EMPTY_PROJECT = "empty_project"

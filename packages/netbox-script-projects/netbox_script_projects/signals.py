@@ -5,9 +5,12 @@ so QuerySet.delete() and Project cascades arrive here too.
 """
 
 import logging
+from contextvars import ContextVar
 
-from django.db.models.signals import post_delete, pre_delete
+from django.db.models.signals import post_delete, pre_delete, pre_save
 from django.dispatch import receiver
+from django.utils.translation import gettext as _
+from utilities.exceptions import AbortRequest
 
 from .jobs import StorageCleanupJob
 from .models import PublishedScript, ScriptFile, ScriptProject, ScriptProjectRevision
@@ -72,6 +75,43 @@ def lock_project_for_script_file_deletion(sender, instance, using, **kwargs):
     project_write_lock(storage_key, using)
 
 
+# Set while a Project deletion withdraws its own modules: the one deletion
+# of a plugin-published ScriptModule that is allowed.
+_withdrawing_project_modules = ContextVar("withdrawing_project_modules", default=False)
+
+
+def refuse_unmanaged_module_change(sender, instance, **kwargs):
+    """Plugin-published ScriptModules are managed only through their Project.
+
+    Deleting one from NetBox's Scripts page removed its Scripts, their Job
+    history and `enabled` settings while the revision stayed active; editing
+    one would replace the module with a file. Both are refused; deactivate or
+    delete the Project instead.
+    """
+    from .runtime.published import is_published_module
+
+    if _withdrawing_project_modules.get() or not is_published_module(instance, stored=True):
+        return
+    raise AbortRequest(
+        _(
+            "{module} is published by a Script Project; deactivate or delete the project instead."
+        ).format(module=instance)
+    )
+
+
+def _connect_module_guards():
+    from core.models import ManagedFile
+    from extras.models import ScriptModule
+
+    for model in (ScriptModule, ManagedFile):
+        pre_delete.connect(refuse_unmanaged_module_change, sender=model, weak=False)
+    # Activation writes ManagedFile rows itself; NetBox's edit form saves a ScriptModule.
+    pre_save.connect(refuse_unmanaged_module_change, sender=ScriptModule, weak=False)
+
+
+_connect_module_guards()
+
+
 @receiver(pre_delete, sender=ScriptProject)
 def withdraw_published_scripts(sender, instance, using, **kwargs):
     """A deleted Project takes its NetBox ScriptModules, Scripts and their Jobs along.
@@ -87,5 +127,9 @@ def withdraw_published_scripts(sender, instance, using, **kwargs):
         .filter(project_id=instance.pk)
         .values_list("script__module_id", flat=True)
     )
-    for module in ScriptModule.objects.using(using).filter(pk__in=list(module_ids)):
-        module.delete(using=using)
+    token = _withdrawing_project_modules.set(True)
+    try:
+        for module in ScriptModule.objects.using(using).filter(pk__in=list(module_ids)):
+            module.delete(using=using)
+    finally:
+        _withdrawing_project_modules.reset(token)

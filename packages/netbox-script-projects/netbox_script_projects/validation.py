@@ -9,6 +9,8 @@ never takes the Project lock: arbitrary source code runs under the lease.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from datetime import timedelta
 
 from core.choices import JobStatusChoices
@@ -59,7 +61,9 @@ def queue_validation(revision) -> Job | None:
     """Record one validation Job for `revision` (submitted to RQ on commit).
 
     Nothing is queued when the revision needs no verdict or a Job that has
-    not started yet already covers it.
+    not started yet already covers it. A waiting Job older than the lease
+    does not: its submission to RQ may have been lost (a Redis outage at
+    commit), and it would otherwise block validation for ever.
     """
     require_default_database(None)
     with transaction.atomic():
@@ -69,6 +73,7 @@ def queue_validation(revision) -> Job | None:
             name=VALIDATION_JOB_NAME,
             status__in=(JobStatusChoices.STATUS_PENDING, JobStatusChoices.STATUS_SCHEDULED),
             data__revision=revision.pk,
+            created__gte=_lease_expired_before(),
         )
         if waiting.exists():
             return None
@@ -159,13 +164,21 @@ def validation_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:
     terminate_lost(job, reason)
 
 
+def _interpreter_locations() -> list[str]:
+    """Where NetBox and its Python live: an import that reaches NetBox's own
+    packages (a project shadowing `core`, say) names files there."""
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    candidates.update(entry for entry in sys.path if isinstance(entry, str))
+    return [c for c in candidates if c and os.path.isabs(c) and c != os.sep]
+
+
 def _secrets(revision) -> list[str]:
     storage = get_storage()
     secrets = [str(revision.project.storage_key), revision.digest]
     location = getattr(storage, "location", None)
     if location:
         secrets.append(str(location))
-    return secrets
+    return secrets + _interpreter_locations()
 
 
 def accepted_for_automatic_activation(revision) -> bool:

@@ -169,7 +169,13 @@ class ScriptProjectUploadView(generic.ObjectView):
         return get_permission_for_model(ScriptProjectRevision, "add")
 
     def _project(self, request, pk):
-        return get_object_or_404(ScriptProject.objects.restrict(request.user, "change"), pk=pk)
+        # A project the user can see but not change is refused (403); only an
+        # invisible one is "not found".
+        project = ScriptProject.objects.restrict(request.user, "change").filter(pk=pk).first()
+        if project is None:
+            get_object_or_404(ScriptProject.objects.restrict(request.user, "view"), pk=pk)
+            raise PermissionDenied(_("Changing this script project is not permitted."))
+        return project
 
     def _render(self, request, project, form, storage_errors=()):
         return render(
@@ -416,6 +422,9 @@ class ScriptProjectRevisionView(generic.ObjectView):
         left_panels=[panels.ScriptProjectRevisionPanel()],
         right_panels=[
             JSONPanel("validation_errors", title=_("Validation errors")),
+            # Environment failures return the revision to materialized: without
+            # this the page would show "Materialized" and no reason.
+            JSONPanel("last_validation_failure", title=_("Last validation failure")),
             JSONPanel("discovered_scripts", title=_("Discovered scripts")),
         ],
         breadcrumbs=[

@@ -37,6 +37,15 @@ STAGED = inline_serializer(
     {
         "outcome": drf.CharField(),
         "revision": serializers.ScriptProjectRevisionSerializer(),
+        # What followed the staging, reported apart from it: a failed automatic
+        # activation does not turn a stored upload into an error response.
+        "activation": inline_serializer(
+            "StagedRevisionActivation",
+            {
+                "outcome": drf.ChoiceField(choices=["queued", "activated", "none", "failed"]),
+                "detail": drf.CharField(allow_null=True),
+            },
+        ),
     },
 )
 STAGING_RESPONSES = {
@@ -110,6 +119,15 @@ def storage_error_response(exc, request) -> Response:
     raise exc
 
 
+def activation_failure_detail(exc) -> str:
+    """One line naming why an automatic activation after staging failed."""
+    if isinstance(exc, errors.RevisionCorrupt):
+        return "The revision is corrupt; automatic activation was refused."
+    if isinstance(exc, errors.VerificationFailed):
+        return "Stored content differs from its manifest; automatic activation was refused."
+    return f"Automatic activation failed: {exc}"
+
+
 class ScriptProjectViewSet(NetBoxModelViewSet):
     queryset = ScriptProject.objects.select_related("active_revision")
     serializer_class = serializers.ScriptProjectSerializer
@@ -125,22 +143,32 @@ class ScriptProjectViewSet(NetBoxModelViewSet):
     def _source_project(self, request, pk):
         # DRF's get_object_or_404: a malformed id ("abc") is a 404, as on
         # NetBox's own detail routes, not a ValueError.
-        project = get_object_or_404(ScriptProject.objects.restrict(request.user, "change"), pk=pk)
+        changeable = ScriptProject.objects.restrict(request.user, "change")
+        project = changeable.filter(pk=pk).first() if str(pk).isdigit() else None
+        if project is None:
+            # Visible but not changeable: refused (403), not "not found".
+            get_object_or_404(ScriptProject.objects.restrict(request.user, "view"), pk=pk)
+            raise PermissionDenied("Changing this script project is not permitted.")
         if not request.user.has_perm("netbox_script_projects.add_scriptprojectrevision"):
             raise PermissionDenied("Adding script project revisions is not permitted.")
         return project
 
     def _staged(self, request, result) -> Response:
+        """The staging's own answer, with what followed it (validation or
+        automatic activation) reported separately: the source is stored even
+        when activating it afterwards fails."""
         try:
-            accept_source(result.revision)
+            follow_up = {"outcome": accept_source(result.revision) or "none", "detail": None}
         except errors.ScriptProjectStorageError as exc:
-            return storage_error_response(exc, request)
+            follow_up = {"outcome": "failed", "detail": activation_failure_detail(exc)}
         result.revision.refresh_from_db()
         data = serializers.ScriptProjectRevisionSerializer(
             result.revision, context={"request": request}
         ).data
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
-        return Response({"outcome": result.outcome, "revision": data}, status=code)
+        return Response(
+            {"outcome": result.outcome, "revision": data, "activation": follow_up}, status=code
+        )
 
     @extend_schema(
         request={"multipart/form-data": serializers.UploadSerializer}, responses=STAGING_RESPONSES

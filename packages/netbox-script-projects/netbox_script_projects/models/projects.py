@@ -9,7 +9,7 @@ from netbox.models import NetBoxModel, PrimaryModel
 from netbox.models.features import JobsMixin
 
 from ..choices import ActivationPolicyChoices, ScriptFileDiscoveryChoices
-from ..storage.paths import script_file_path_errors, tree_conflicts
+from ..storage.paths import script_file_path_errors, script_module_name_errors, tree_conflicts
 
 __all__ = ("ScriptFile", "ScriptProject")
 
@@ -189,7 +189,8 @@ class ScriptFile(NetBoxModel):
 
     def clean(self):
         super().clean()
-        if errors := script_file_path_errors(self.path or ""):
+        path = self.path or ""
+        if errors := script_file_path_errors(path) or script_module_name_errors(path):
             raise ValidationError({"path": [error.message for error in errors]})
         if not self.project_id:
             return

@@ -132,9 +132,16 @@ class ScriptProjectRevision(ChangeLoggedModel, EventRulesMixin):
         return RevisionStatusChoices.colors.get(self.status)
 
     def serialize_object(self, exclude=None):
-        # The manifest and snapshot are full stored documents; change records
-        # carry the lookup fields only (as the REST serializer does).
-        exclude = [*(exclude or ()), "manifest", "script_file_snapshot"]
+        # The manifest and snapshot are full stored documents, and the lease
+        # fields record internal ownership; change records and event
+        # snapshots carry what the REST serializer shows.
+        exclude = [
+            *(exclude or ()),
+            "manifest",
+            "script_file_snapshot",
+            "validation_job",
+            "validation_started",
+        ]
         return super().serialize_object(exclude=exclude)
 
     @property

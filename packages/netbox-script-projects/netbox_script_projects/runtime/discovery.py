@@ -18,6 +18,7 @@ from extras.scripts import Script
 from extras.utils import is_script
 from rq.timeouts import JobTimeoutException
 
+from ..storage.paths import script_module_name_errors
 from .loader import LoadedRevision, module_name_for
 
 # NetBox's Script.name is a CharField(max_length=79) holding "<module>.<class>".
@@ -33,6 +34,8 @@ class DiscoveryCodes:
     DUPLICATE_SCRIPT = "duplicate_script"
     INVALID_DECLARATION = "invalid_declaration"
     NAME_TOO_LONG = "script_name_too_long"
+    INVALID_MODULE_NAME = "invalid_module_name"
+    INVALID_SCRIPT_ORDER = "invalid_script_order"
 
 
 @dataclass
@@ -48,7 +51,9 @@ class Scrubber:
 
     def __init__(self, loaded: LoadedRevision, secrets: list[str]):
         self.loaded = loaded
-        self.secrets = [s for s in secrets if s]
+        # Longest first: a path inside another (site-packages inside the
+        # virtualenv) is hidden whole, not left half-named.
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         text = text.replace(self.loaded.namespace + ".", "").replace(
@@ -114,26 +119,34 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
                 )
             )
             continue
+        if name_errors := script_module_name_errors(path):
+            # Declared before the rule existed: published Scripts could never be named.
+            errors.extend(
+                _error(path, DiscoveryCodes.INVALID_MODULE_NAME, e.message) for e in name_errors
+            )
+            continue
         try:
             module = loaded.import_module(module_name_for(path))
         except JobTimeoutException:
             # The worker ran out of time: an environment failure, not a verdict.
             raise
         except SyntaxError as exc:
+            # str(SyntaxError) names only the file's base name (a.py); the
+            # Project-relative path says which a.py.
             errors.append(
                 _error(
                     path,
                     DiscoveryCodes.SYNTAX_ERROR,
-                    f"{type(exc).__name__}: {exc}",
+                    f"{type(exc).__name__}: {exc.msg} ({exc.filename}, line {exc.lineno})",
                     exc,
                     scrub,
                     project_files,
                 )
             )
             continue
-        except (
-            Exception
-        ) as exc:  # whatever the source raises while importing is its content's fault
+        # Whatever the source raises while importing is its content's fault,
+        # including sys.exit(): SystemExit is no worker failure.
+        except (Exception, SystemExit) as exc:
             errors.append(
                 _error(
                     path,
@@ -145,7 +158,25 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
                 )
             )
             continue
-        for cls in _published_classes(module):
+        try:
+            published = _published_classes(module)
+        except (Exception, SystemExit) as exc:
+            errors.append(
+                _error(
+                    path,
+                    DiscoveryCodes.INVALID_SCRIPT_ORDER,
+                    f"script_order: {type(exc).__name__}: {exc}",
+                    exc,
+                    scrub,
+                    project_files,
+                )
+            )
+            continue
+        for cls in published:
+            if not str(cls.__module__).startswith(loaded.namespace + "."):
+                # Defined outside the project (NetBox, a library, or a class
+                # claiming another module): it could not be served from here.
+                continue
             module_name = loaded.relative(cls.__module__)
             identity = (module_name, cls.__name__)
             if identity in seen:
@@ -183,7 +214,9 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
                         path,
                         DiscoveryCodes.INVALID_DECLARATION,
                         f"{module_name}.{cls.__name__}: {'; '.join(exc.messages)}",
-                        scrub=scrub,
+                        exc,
+                        scrub,
+                        project_files,
                     )
                 )
                 continue
@@ -212,7 +245,12 @@ def discover(loaded: LoadedRevision, snapshot: dict, scrub) -> Discovery:
 
 def _published_classes(module) -> list[type]:
     """NetBox's own rule: `script_order` first, then the remaining Script classes by name."""
-    ordered = [cls for cls in getattr(module, "script_order", ()) if is_script(cls)]
+    script_order = getattr(module, "script_order", ())
+    if isinstance(script_order, (str, bytes)) or not hasattr(script_order, "__iter__"):
+        raise TypeError(
+            f"expected a list or tuple of Script classes, not {type(script_order).__name__}"
+        )
+    ordered = [cls for cls in script_order if is_script(cls)]
     for _name, cls in inspect.getmembers(module, is_script):
         if cls not in ordered:
             ordered.append(cls)

@@ -17,6 +17,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..snapshot import check_revision_snapshot
@@ -27,13 +28,24 @@ from ..storage.store import file_key, get_storage
 # Loading replaces a revision's namespace in sys.modules; one load at a time.
 _load_lock = threading.RLock()
 
+# A long-lived web worker would otherwise keep every revision it ever
+# imported (source, modules, classes). Namespaces loaded here, oldest first;
+# beyond the bound the oldest is dropped, and callers evict revisions that
+# no longer serve anything.
+MAX_LOADED_REVISIONS = 8
+_loaded_order: OrderedDict[str, None] = OrderedDict()
+
 
 class StorageUnavailable(Exception):
     """Stored content could not be read (an environment failure, not a verdict)."""
 
 
 def namespace_for(revision) -> str:
-    return f"_nbsp_r{revision.pk}"
+    return namespace_for_id(revision.pk)
+
+
+def namespace_for_id(revision_id) -> str:
+    return f"_nbsp_r{revision_id}"
 
 
 def read_verified_source(revision) -> dict[str, bytes]:
@@ -157,6 +169,21 @@ def _drop_namespace(namespace: str) -> None:
     for finder in [f for f in sys.meta_path if isinstance(f, RevisionFinder)]:
         if finder.namespace == namespace:
             sys.meta_path.remove(finder)
+    _loaded_order.pop(namespace, None)
+
+
+def loaded_namespaces() -> list[str]:
+    """Revision namespaces this process holds, oldest first."""
+    with _load_lock:
+        return list(_loaded_order)
+
+
+def evict_revisions_except(revision_ids) -> None:
+    """Drop every loaded revision namespace except those of `revision_ids`."""
+    keep = {namespace_for_id(pk) for pk in revision_ids}
+    with _load_lock:
+        for namespace in [n for n in _loaded_order if n not in keep]:
+            _drop_namespace(namespace)
 
 
 def load_revision(revision, files: dict[str, bytes] | None = None) -> LoadedRevision:
@@ -173,4 +200,7 @@ def load_revision(revision, files: dict[str, bytes] | None = None) -> LoadedRevi
         _drop_namespace(namespace)
         sys.meta_path.insert(0, finder)
         importlib.import_module(namespace)
+        _loaded_order[namespace] = None
+        while len(_loaded_order) > MAX_LOADED_REVISIONS:
+            _drop_namespace(next(iter(_loaded_order)))
     return LoadedRevision(namespace, files, finder)

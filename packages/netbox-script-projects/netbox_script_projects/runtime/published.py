@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import types
 
-from .loader import load_revision, module_name_for
+from .loader import evict_revisions_except, load_revision, module_name_for
 
 _netbox_get_module = None
-
-
-class PublicationRetired(ModuleNotFoundError):
-    """The module's Scripts are retired: no revision serves them now."""
 
 
 def published_module(script_module):
@@ -34,10 +30,24 @@ def published_module(script_module):
         return None
     serving = [p for p in publications if p.revision_id is not None and p.enabled]
     if not serving:
-        raise PublicationRetired(
-            f"{script_module.file_path}: no active revision serves these scripts"
-        )
+        # Retired (or disabled): no classes, as NetBox shows a script removed
+        # from its file. Raising would log an error on every Scripts page view.
+        module = types.ModuleType(f"retired_{script_module.pk}")
+        module.script_order = []
+        return module
     revision = serving[0].revision
+    # Publication order is the revision's discovery order (script_order first).
+    position = {
+        (record["module"], record["class_name"]): index
+        for index, record in enumerate(revision.discovered_scripts or [])
+    }
+    serving.sort(key=lambda p: position.get((p.module_name, p.class_name), len(position)))
+    # Retired revisions' modules go before the serving one is loaded.
+    evict_revisions_except(
+        PublishedScript.objects.filter(revision__isnull=False, enabled=True)
+        .values_list("revision_id", flat=True)
+        .distinct()
+    )
     loaded = load_revision(revision)
     module = types.ModuleType(f"{loaded.namespace}.{module_name_for(serving[0].script_file_path)}")
     order = []
@@ -52,14 +62,62 @@ def published_module(script_module):
     return module
 
 
+def _is_published_path(file_root, file_path) -> bool:
+    from core.choices import ManagedFileRootPathChoices
+
+    from ..activation import MODULE_PATH_PREFIX
+
+    return file_root == ManagedFileRootPathChoices.SCRIPTS and str(file_path or "").startswith(
+        MODULE_PATH_PREFIX + "/"
+    )
+
+
+def is_published_module(script_module, stored=False) -> bool:
+    """Whether a ScriptModule (or its ManagedFile) is one this plugin publishes.
+
+    stored: judge by the row as saved, not by edits pending on the instance.
+    """
+    from core.models import ManagedFile
+
+    if stored and script_module.pk:
+        row = ManagedFile.objects.filter(pk=script_module.pk).values("file_root", "file_path")
+        row = row.first()
+        if row is not None:
+            return _is_published_path(row["file_root"], row["file_path"])
+    return _is_published_path(script_module.file_root, script_module.file_path)
+
+
+def published_module_title(script_module) -> str | None:
+    """`<project>: <module>` for a plugin-published module, else None.
+
+    NetBox titles a module by its Python name, which for these is the
+    Project-local `scripts.hello`: two Projects would look alike.
+    """
+    from ..models import PublishedScript
+
+    if not is_published_module(script_module):
+        return None
+    publication = (
+        PublishedScript.objects.filter(script__module_id=script_module.pk)
+        .select_related("project")
+        .order_by("pk")
+        .first()
+    )
+    if publication is None:
+        return None
+    return f"{publication.project.name}: {module_name_for(publication.script_file_path)}"
+
+
 def install():
-    """Route ScriptModule.get_module() through published_module() (idempotent)."""
+    """Route ScriptModule.get_module() through published_module() and title
+    plugin-published modules by their Project (idempotent)."""
     global _netbox_get_module
     from extras.models import ScriptModule
 
     if _netbox_get_module is not None:
         return
     _netbox_get_module = ScriptModule.get_module
+    netbox_str = ScriptModule.__str__
 
     def get_module(self):
         module = published_module(self)
@@ -67,4 +125,8 @@ def install():
             return module
         return _netbox_get_module(self)
 
+    def title(self):
+        return published_module_title(self) or netbox_str(self)
+
     ScriptModule.get_module = get_module
+    ScriptModule.__str__ = title

@@ -194,3 +194,26 @@ def script_file_path_errors(path: str) -> list[PathError]:
     if not path.endswith(SCRIPT_FILE_SUFFIX):
         errors.append(PathError(path, Codes.INVALID_PATH, "A script file is a .py file."))
     return errors
+
+
+def script_module_name_errors(path: str) -> list[PathError]:
+    """Why a Script File's module name could not be published (empty when it can).
+
+    NetBox names each Script `<module>.<class>` and activation refuses module
+    names that are not dotted Python identifiers, so a declaration such as
+    `scripts/vm-report.py` could validate but never be activated.
+    """
+    name = module_name(path)
+    if not name:
+        return []
+    bad = [part for part in name.split(".") if not part.isidentifier()]
+    if not bad:
+        return []
+    return [
+        PathError(
+            path,
+            Codes.INVALID_MODULE_NAME,
+            f"{bad[0]!r} is not a Python identifier; a script file and its directories must "
+            "be importable names (letters, digits and underscores, not starting with a digit).",
+        )
+    ]

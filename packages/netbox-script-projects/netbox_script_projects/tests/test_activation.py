@@ -80,6 +80,9 @@ class ActivationAPITest(StorageTestMixin, APITestCase):
         self.assertEqual(change.prechange_data["status"], Status.VALID)
         self.assertEqual(change.postchange_data["status"], Status.ACTIVE)
         self.assertEqual(change.user, self.user)
+        # The lease fields record internal ownership, as on the REST serializer.
+        for data in (change.prechange_data, change.postchange_data):
+            self.assertFalse({"validation_job", "validation_started"} & set(data))
 
     def test_status_gate_retire_previous_and_deactivate(self):
         self.grant(["view"], ScriptProjectRevision)
@@ -195,6 +198,8 @@ class ActivationAPITest(StorageTestMixin, APITestCase):
         self.assertEqual(event["data"]["status"]["value"], Status.ACTIVE)
         self.assertEqual(event["snapshots"]["prechange"]["status"], Status.VALID)
         self.assertEqual(event["snapshots"]["postchange"]["status"], Status.ACTIVE)
+        for snapshot in event["snapshots"].values():
+            self.assertFalse({"validation_job", "validation_started"} & set(snapshot))
 
     def test_cascaded_revision_deletion_fires_event_rules_with_revision_payload(self):
         revision = self.staged()

@@ -1,15 +1,18 @@
 """REST, GraphQL and UI surfaces of projects, script files and revisions."""
 
 import json
+from datetime import timedelta
 
-from core.models import ObjectChange
+from core.models import Job, ObjectChange
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework import status
 from utilities.testing import APITestCase, TestCase
 
 from netbox_script_projects.choices import RevisionStatusChoices
+from netbox_script_projects.constants import VALIDATION_JOB_NAME, get_validation_timing
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
 
 from .support import FaultyStorage, StorageTestMixin, archive_upload, py_upload, zip_bytes
@@ -125,6 +128,19 @@ class ScriptFileAPITest(APITestCase):
                 self.assertEqual(response.status_code, status.HTTP_400_BAD_REQUEST, response.data)
                 self.assertIn("path", response.data)
         self.assertEqual(ScriptFile.objects.count(), 1)
+
+    def test_paths_that_cannot_import_as_modules_are_rejected_naming_the_field(self):
+        # Activation names Scripts "<module>.<class>": such a declaration
+        # could validate and then never be activated.
+        for path in ("scripts/vm-report.py", "vm-scripts/report.py", "scripts/2fa.py"):
+            with self.subTest(path=path):
+                response = self.post(path)
+                self.assertEqual(response.status_code, status.HTTP_400_BAD_REQUEST, response.data)
+                self.assertIn("not a Python identifier", str(response.data["path"]))
+        self.assertEqual(self.post("scripts/vm_report.py").status_code, 201)
+        self.assertEqual(
+            list(ScriptFile.objects.values_list("path", flat=True)), ["scripts/vm_report.py"]
+        )
 
     def test_script_files_are_removed_only_by_project_deletion(self):
         script_file = ScriptFile.objects.create(project=self.project, path="a.py")
@@ -249,6 +265,20 @@ class UIViewsTest(TestCase):
             with self.subTest(url=url):
                 self.assertHttpStatus(self.client.get(url), 200)
 
+    def test_revision_page_shows_the_last_validation_failure(self):
+        ScriptProjectRevision.objects.filter(pk=self.revision.pk).update(
+            status="materialized",
+            last_validation_failure={
+                "code": "worker_failed",
+                "message": "worker-failure-reason-shown",
+                "job": 7,
+            },
+        )
+        response = self.client.get(self.revision.get_absolute_url())
+        self.assertHttpStatus(response, 200)
+        self.assertContains(response, "Last validation failure")
+        self.assertContains(response, "worker-failure-reason-shown")
+
     def test_revisions_have_no_standalone_list_edit_delete_or_search(self):
         from django.urls import NoReverseMatch
         from netbox.registry import registry
@@ -293,13 +323,24 @@ class UIUploadTest(StorageTestMixin, TestCase):
         self.assertEqual(self.stored_files(), [])
 
     def test_upload_requires_change_on_the_project(self):
-        other = ScriptProject.objects.create(name="Other", key="other")
+        view_only = ScriptProject.objects.create(name="view-only-project", key="view-only")
+        hidden = ScriptProject.objects.create(name="secret-hidden-project", key="secret-hidden")
         self.user.object_permissions.filter(actions__contains=["change"]).update(
             constraints={"pk": self.project.pk}
         )
-        url = reverse("plugins:netbox_script_projects:scriptproject_upload", args=[other.pk])
-        self.assertHttpStatus(self.client.post(url, {"file": py_upload()}), 404)
-        self.assertFalse(ScriptProjectRevision.objects.filter(project=other).exists())
+        self.user.object_permissions.filter(actions__contains=["view"]).update(
+            constraints={"pk__in": [self.project.pk, view_only.pk]}
+        )
+        for project, expected in ((view_only, 403), (hidden, 404)):
+            with self.subTest(project=project.key):
+                url = reverse(
+                    "plugins:netbox_script_projects:scriptproject_upload", args=[project.pk]
+                )
+                self.assertHttpStatus(self.client.get(url), expected)
+                response = self.client.post(url, {"file": py_upload()})
+                self.assertHttpStatus(response, expected)
+                self.assertNotContains(response, "secret-hidden-project", status_code=expected)
+                self.assertFalse(ScriptProjectRevision.objects.filter(project=project).exists())
 
 
 class SourceActionsAPITest(StorageTestMixin, APITestCase):
@@ -337,6 +378,41 @@ class SourceActionsAPITest(StorageTestMixin, APITestCase):
         self.assertEqual(missing.status_code, 400)
         self.assertIn("revision", missing.data)
 
+    def test_a_failed_automatic_activation_does_not_fail_the_upload(self):
+        created = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(created.status_code, 201, created.data)
+        self.assertEqual(created.data["activation"], {"outcome": "queued", "detail": None})
+        # A verdict whose discovery records were damaged afterwards: activating
+        # it is refused as corruption, but the upload itself succeeded.
+        ScriptProjectRevision.objects.filter(pk=created.data["revision"]["id"]).update(
+            status=RevisionStatusChoices.VALID, discovered_scripts=[{"module": "damaged-record"}]
+        )
+        reused = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(reused.status_code, 200, reused.data)
+        self.assertEqual(reused.data["outcome"], "reused")
+        self.assertEqual(reused.data["revision"]["id"], created.data["revision"]["id"])
+        self.assertEqual(reused.data["revision"]["status"]["value"], "valid")
+        self.assertEqual(reused.data["activation"]["outcome"], "failed")
+        self.assertIn("corrupt", reused.data["activation"]["detail"])
+        self.project.refresh_from_db()
+        self.assertIsNone(self.project.active_revision)
+
+    def test_a_waiting_validation_job_older_than_the_lease_no_longer_covers_the_revision(self):
+        created = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(created.data["activation"]["outcome"], "queued")
+        again = self.action("upload", {"file": py_upload("report.py")})
+        # A Job that has not started yet covers the revision.
+        self.assertEqual(again.data["activation"]["outcome"], "none")
+        waiting = Job.objects.filter(name=VALIDATION_JOB_NAME, status="pending")
+        self.assertEqual(waiting.count(), 1)
+        # Its RQ submission was lost (Redis down at commit): it never starts.
+        lease = get_validation_timing().lease
+        waiting.update(created=timezone.now() - timedelta(seconds=lease + 60))
+        retried = self.action("upload", {"file": py_upload("report.py")})
+        self.assertEqual(retried.status_code, 200, retried.data)
+        self.assertEqual(retried.data["activation"]["outcome"], "queued")
+        self.assertEqual(waiting.count(), 2)
+
     def test_storage_failures_map_to_responses(self):
         FaultyStorage.saves_before_failure = 0
         failed = self.action("upload", {"file": py_upload("report.py")})
@@ -360,6 +436,20 @@ class SourceActionsAPITest(StorageTestMixin, APITestCase):
         self.user.object_permissions.all().delete()
         self.add_permissions("netbox_script_projects.add_scriptprojectrevision")
         self.assertEqual(self.action("upload", {"file": py_upload()}).status_code, 404)
+        self.assertFalse(ScriptProjectRevision.objects.exists())
+
+    def test_a_view_only_user_is_refused_not_told_the_project_is_missing(self):
+        self.user.object_permissions.all().delete()
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject",
+            "netbox_script_projects.add_scriptprojectrevision",
+        )
+        for name in ("upload", "refresh"):
+            with self.subTest(action=name):
+                data = {"file": py_upload()} if name == "upload" else {}
+                response = self.action(name, data)
+                self.assertEqual(response.status_code, 403, response.data)
+                self.assertIn("not permitted", response.data["detail"])
         self.assertFalse(ScriptProjectRevision.objects.exists())
 
     @override_settings(LOGIN_REQUIRED=True)

@@ -3,6 +3,8 @@ what a Project deletion does to the NetBox Scripts it published."""
 
 from __future__ import annotations
 
+import sys
+
 from core.models import Job, ObjectChange, ObjectType
 from django.urls import reverse
 from extras.models import Script, ScriptModule
@@ -12,6 +14,7 @@ from utilities.testing import APITestCase
 from netbox_script_projects.activation import activate_revision, deactivate_revision
 from netbox_script_projects.choices import ActivationPolicyChoices
 from netbox_script_projects.models import PublishedScript, ScriptFile, ScriptProject
+from netbox_script_projects.runtime.loader import loaded_namespaces, namespace_for
 from netbox_script_projects.storage.service import stage_upload
 
 from .support import StorageTestMixin, archive_upload, zip_bytes
@@ -178,3 +181,122 @@ class ProjectDeletionTest(PublishedScriptTestMixin, APITestCase):
         self.assertFalse(
             ScriptModule.objects.filter(file_path__startswith="_script_projects/").exists()
         )
+
+
+class NetBoxScriptsPageTest(PublishedScriptTestMixin, APITestCase):
+    """NetBox's own Scripts page: modules are titled by Project and managed only there."""
+
+    def setUp(self):
+        super().setUp()
+        # An administrator: NetBox shows Edit and Delete on every module card.
+        self.user.is_superuser = True
+        self.user.save()
+        self.client.force_login(self.user)
+        self.module = Script.objects.get(pk=self.publication().script_id).module
+
+    def test_published_modules_are_titled_by_their_project(self):
+        page = self.client.get(reverse("extras:script_list"))
+        self.assertContains(page, "Tags: scripts.tags")
+        self.assertEqual(str(self.module), "Tags: scripts.tags")
+
+    def test_deleting_a_published_module_there_is_refused_and_keeps_everything(self):
+        publication = self.publication()
+        job = Job.objects.create(
+            name="run", object_type=ObjectType.objects.get_for_model(Script),
+            object_id=publication.script_id, job_id="00000000-0000-0000-0000-000000000002",
+        )  # fmt: skip
+        PublishedScript.objects.filter(pk=publication.pk).update(enabled=False)
+        url = reverse("extras:scriptmodule_delete", args=[self.module.pk])
+        response = self.client.post(url, {"confirm": True}, follow=True)
+        self.assertContains(response, "published by a Script Project")
+        self.assertTrue(ScriptModule.objects.filter(pk=self.module.pk).exists())
+        self.assertTrue(Script.objects.filter(pk=publication.script_id).exists())
+        self.assertTrue(Job.objects.filter(pk=job.pk).exists())
+        self.assertFalse(PublishedScript.objects.get(pk=publication.pk).enabled)
+        self.assertTrue(self.executable(self.publication("Hello")))
+
+    def test_editing_a_published_module_is_refused(self):
+        from utilities.exceptions import AbortRequest
+
+        module = ScriptModule.objects.get(pk=self.module.pk)
+        module.file_path = "replaced.py"
+        with self.assertRaisesMessage(AbortRequest, "published by a Script Project"):
+            module.save()
+        self.assertTrue(
+            ScriptModule.objects.filter(
+                pk=self.module.pk, file_path__startswith="_script_projects/"
+            ).exists()
+        )
+
+    def test_a_web_process_drops_retired_revisions_from_memory(self):
+        first = self.project.revision
+        self.assertContains(self.client.get(reverse("extras:script_list")), "Tags: scripts.tags")
+        self.assertIn(namespace_for(first), sys.modules)
+
+        newer = {**SOURCE, "lib/naming.py": SOURCE["lib/naming.py"] + b"\nPADDING = 'x' * 10\n"}
+        staged = stage_upload(self.project, archive_upload(zip_bytes(newer)), "p.zip").revision
+        second = activate_revision(validate_in_process(staged))
+        self.assertContains(self.client.get(reverse("extras:script_list")), "Tags: scripts.tags")
+        self.assertIn(namespace_for(second), sys.modules)
+        retired = [n for n in sys.modules if n.startswith(namespace_for(first))]
+        self.assertEqual(retired, [])
+        self.assertEqual(loaded_namespaces(), [namespace_for(second)])
+
+    def test_loaded_revisions_are_bounded(self):
+        from netbox_script_projects.runtime import loader
+
+        revisions = [self.project.revision]
+        for index in range(loader.MAX_LOADED_REVISIONS + 1):
+            files = {
+                **SOURCE,
+                "lib/naming.py": SOURCE["lib/naming.py"] + f"\nN = {index}\n".encode(),
+            }
+            staged = stage_upload(self.project, archive_upload(zip_bytes(files)), "p.zip").revision
+            revisions.append(validate_in_process(staged))
+        for revision in revisions:
+            loader.load_revision(revision)
+        held = loaded_namespaces()
+        self.assertEqual(len(held), loader.MAX_LOADED_REVISIONS)
+        self.assertEqual(held[-1], namespace_for(revisions[-1]))
+        self.assertNotIn(namespace_for(revisions[0]), sys.modules)
+
+    def test_scripts_list_in_publication_order(self):
+        ordered = {
+            "scripts/ordered.py": b"""from extras.scripts import Script
+
+
+class Alpha(Script):
+    class Meta:
+        name = "alpha-listed-second"
+
+    def run(self, data, commit):
+        pass
+
+
+class Zulu(Script):
+    class Meta:
+        name = "zulu-listed-first"
+
+    def run(self, data, commit):
+        pass
+
+
+script_order = (Zulu, Alpha)
+"""
+        }
+        project = ScriptProject.objects.create(
+            name="Ordered", key="ordered", activation_policy=ActivationPolicyChoices.MANUAL
+        )
+        ScriptFile.objects.create(project=project, path="scripts/ordered.py")
+        staged = stage_upload(project, archive_upload(zip_bytes(ordered)), "p.zip").revision
+        activate_revision(validate_in_process(staged))
+        page = self.client.get(reverse("extras:script_list")).content.decode()
+        self.assertIn("zulu-listed-first", page)
+        self.assertLess(page.index("zulu-listed-first"), page.index("alpha-listed-second"))
+
+    def test_retired_modules_load_quietly(self):
+        deactivate_revision(self.project.revision)
+        with self.assertNoLogs("netbox.data_backends", level="ERROR"):
+            page = self.client.get(reverse("extras:script_list"))
+        self.assertHttpStatus(page, 200)
+        self.assertFalse(self.executable(self.publication()))

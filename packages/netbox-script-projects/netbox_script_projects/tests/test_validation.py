@@ -4,6 +4,7 @@ environment failures and the validation lease under concurrency."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import uuid
 from datetime import timedelta
@@ -88,6 +89,29 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             ),
             "declaration": ({"scripts/a.py": bad_meta}, ["scripts/a.py"]),
             "none": ({"scripts/a.py": VALID}, []),
+            "exits": (
+                {"scripts/a.py": b"import sys\nsys.exit('leaving-at-import-secret')\n"},
+                ["scripts/a.py"],
+            ),
+            "order": ({"scripts/a.py": VALID + b"script_order = None\n"}, ["scripts/a.py"]),
+            "foreign": (
+                {
+                    "scripts/a.py": VALID.replace(
+                        b"        pass\n", b"        pass\n\n    __module__ = 'os'\n"
+                    )
+                },
+                ["scripts/a.py"],
+            ),
+            # An absolute import reaches NetBox's own `core`, whose file lives in the virtualenv.
+            "shadow": (
+                {
+                    "core/__init__.py": b"helpers = 1\n",
+                    "scripts/a.py": b"from core import helpers\n",
+                },
+                ["scripts/a.py"],
+            ),
+            # Declared before declarations were checked (save() skips clean()).
+            "dashed": ({"scripts/vm-report.py": VALID}, ["scripts/vm-report.py"]),
         }
         invalid = {key: self.make_project(key, *case) for key, case in cases.items()}
         manual, manual_revision = self.make_project(
@@ -153,11 +177,16 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
             "duplicate": ["duplicate_script"],
             "declaration": ["invalid_declaration"],
             "none": ["no_script_files"],
+            "exits": ["import_error"],
+            "order": ["invalid_script_order"],
+            "dashed": ["invalid_module_name"],
+            "foreign": ["no_scripts"],
+            "shadow": ["import_error"],
         }
         for key, (_project, revision) in invalid.items():
             with self.subTest(case=key):
                 revision.refresh_from_db()
-                self.assertEqual(revision.status, Status.INVALID)
+                self.assertEqual(revision.status, Status.INVALID, revision.last_validation_failure)
                 self.assertEqual(
                     [e["code"] for e in revision.validation_errors], expected_codes[key]
                 )
@@ -170,9 +199,22 @@ class VerdictTest(ProjectsMixin, TransactionTestCase):
         self.assertIn("cannot start in scripts.a from scripts/a.py", raised["message"])
         self.assertIn('File "scripts/a.py", line 2', raised["traceback"])
         self.assertIn("scripts.a", raised["message"])
+        exited = invalid["exits"][1].validation_errors[0]
+        self.assertEqual(exited["exception_type"], "SystemExit")
+        self.assertIn("leaving-at-import-secret", exited["message"])
+        self.assertIsNone(invalid["exits"][1].last_validation_failure)
+        self.assertIn("NoneType", invalid["order"][1].validation_errors[0]["message"])
+        self.assertIn("'vm-report'", invalid["dashed"][1].validation_errors[0]["message"])
+        shadowed = invalid["shadow"][1].validation_errors[0]["message"]
+        self.assertIn("cannot import name 'helpers' from 'core'", shadowed)
+        self.assertNotIn(sys.prefix, shadowed)
         syntax = invalid["syntax"][1].validation_errors[0]
         self.assertEqual(syntax["exception_type"], "SyntaxError")
         self.assertIn("scripts/a.py", syntax["traceback"])
+        self.assertIn("(scripts/a.py, line 3)", syntax["message"])
+        declaration = invalid["declaration"][1].validation_errors[0]
+        self.assertEqual(declaration["exception_type"], "ValidationError")
+        self.assertIn("ValidationError", declaration["traceback"])
         self.assertIn(
             "No module named 'lib'", invalid["missing"][1].validation_errors[0]["message"]
         )
