@@ -273,9 +273,14 @@ class SyncService:
             incremental = Incremental(self.baselines, netbox, endpoint)
         # Nothing is written before the claim: the change log is read meanwhile.
         async with in_background(self._read_history(incremental)) as history_read:
-            credentials = await netbox.credentials(endpoint) or self.settings.fallback_credentials(
-                endpoint.token_id
-            )
+            try:
+                credentials = await netbox.credentials(
+                    endpoint
+                ) or self.settings.fallback_credentials(endpoint.token_id)
+            except ValueError as exc:
+                raise SyncFailed(
+                    f"unusable Proxmox credentials for endpoint {endpoint.name!r}: {exc}"
+                ) from exc
             if credentials is None:
                 raise SyncFailed(
                     f"no Proxmox credentials for endpoint {endpoint.name!r}: the credentials "

@@ -34,8 +34,8 @@ class FakeNetBox:
     """The plugin's REST API as a run meets it before its stages: the endpoint, its
     credentials and the sidecar of the native cluster it owns (id 41, sidecar 9)."""
 
-    def __init__(self, *, owns_cluster=True, credentials=True):
-        self.owns_cluster, self.credentials = owns_cluster, credentials
+    def __init__(self, *, owns_cluster=True, credentials=True, secret=PVE_SECRET):
+        self.owns_cluster, self.credentials, self.secret = owns_cluster, credentials, secret
         self.sidecar_writes: list[dict] = []
         self.unexpected: list[str] = []
 
@@ -59,7 +59,7 @@ class FakeNetBox:
             if not self.credentials:
                 return httpx.Response(403, json={"detail": "no"})
             return httpx.Response(
-                200, json={"token_id": "sync@pve!outcome", "token_secret": PVE_SECRET}
+                200, json={"token_id": "sync@pve!outcome", "token_secret": self.secret}
             )
         if request.method == "GET" and path == SIDECARS:
             assert request.url.params["cluster_id"] == "41"
@@ -125,6 +125,20 @@ async def test_a_run_without_credentials_marks_the_sidecar_failed():
     assert report.error.startswith("no Proxmox credentials for endpoint 'pve-outcome'")
     assert [w["status"] for w in netbox.sidecar_writes] == ["failed"]
     assert netbox.sidecar_writes[0]["message"].startswith("no Proxmox credentials")
+
+
+@pytest.mark.parametrize("secret", [PVE_SECRET + "\n", "5d7c9a1e 2222", "5d7c\r\n9a1e"])
+@pytest.mark.asyncio
+async def test_a_secret_with_a_line_break_fails_before_proxmox_is_asked(secret):
+    netbox, asked = FakeNetBox(secret=secret), []
+    report = await service(netbox, asked).run(5)
+    assert asked == []  # no request, so nothing retried
+    assert report.error == (
+        "unusable Proxmox credentials for endpoint 'pve-outcome': the Proxmox secret "
+        "contains whitespace or control characters (a pasted line break?); enter it again"
+    )
+    assert [w["status"] for w in netbox.sidecar_writes] == ["failed"]
+    assert secret.strip() not in json.dumps(report.as_dict())
 
 
 @pytest.mark.asyncio
