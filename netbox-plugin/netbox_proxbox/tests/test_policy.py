@@ -168,6 +168,7 @@ class SyncPolicyRestTest(TestCase):
             "token_id": self.endpoint.token_id,
             "mode": "cluster",
             "enabled": "on",
+            "verify_tls": "on",  # left out, the checkbox would turn verification off
             **{f"{kind}_mode": "always" for kind in ("guests", "nodes", "interfaces", "ips")},
             **{f"{kind}_mode": "always" for kind in ("disks", "vlans", "tags")},
             "keep_operator_objects": "on",
@@ -191,6 +192,7 @@ class SyncPolicyRestTest(TestCase):
             "token_id": self.endpoint.token_id,
             "mode": "cluster",
             "enabled": "on",
+            "verify_tls": "on",  # left out, the checkbox would turn verification off
             "keep_operator_objects": "on",
         }
         refused = self.client.post(url, {**fields, "records_mode": "sometimes"})
