@@ -25,7 +25,8 @@ EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
 EXIT_CODES = """\
 exit codes:
   0  success (run: every object synced; run --dry-run: every object planned)
-  1  run: the sync (or preview) finished with failures or an error (the report lists them)
+  1  run: the sync (or preview) finished with failed writes or Proxmox reads, or an error
+     (the report lists them)
   2  usage or configuration error: a bad option, a missing NetBox URL or token, or a
      bad PROXBOX_* value (one line on stderr naming the variable), or an unreachable
      PROXBOX_BACKEND_REDIS_URL
@@ -78,6 +79,8 @@ def render_summary(report: RunReport, console) -> None:
     console.print(table)
     for failure in report.tally.failures:
         console.print(f"[red]failed[/] {failure.object_type} {failure.label}: {failure.reason}")
+    for failure in report.read_failures:
+        console.print(f"[red]read failed[/] {failure}")
     for warning in report.warnings:
         console.print(f"[yellow]warning[/] {warning}")
     nb = report.netbox_requests
@@ -125,6 +128,8 @@ def render_plan(report: RunReport, console) -> None:
         console.print("Negative ids (new #-n) stand for objects the run would create.")
     for failure in report.tally.failures:
         console.print(f"[red]failed[/] {failure.object_type} {failure.label}: {failure.reason}")
+    for failure in report.read_failures:
+        console.print(f"[red]read failed[/] {escape(failure)}")
     for warning in report.warnings:
         console.print(f"[yellow]warning[/] {warning}")
     if report.error:

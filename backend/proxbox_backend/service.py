@@ -70,6 +70,9 @@ class RunReport:
     cluster: dict = field(default_factory=dict)
     tally: Tally = field(default_factory=Tally)
     warnings: list[str] = field(default_factory=list)
+    # Proxmox reads that failed after retries: what they would have told is missing, so
+    # the run is degraded (its sidecar says so) even when every write succeeded.
+    read_failures: list[str] = field(default_factory=list)
     error: str | None = None  # a fatal error: the run stopped here
     netbox_requests: dict = field(default_factory=dict)
     proxmox_requests: dict = field(default_factory=dict)
@@ -84,14 +87,14 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.tally.failed == 0
+        return self.error is None and self.tally.failed == 0 and not self.read_failures
 
     @property
     def status(self) -> str:
         if self.error is not None:
             return "failed"
         done = "previewed" if self.dry_run else "completed"
-        return done if self.tally.failed == 0 else f"{done}_with_errors"
+        return done if self.tally.failed == 0 and not self.read_failures else f"{done}_with_errors"
 
     def as_dict(self) -> dict:
         """What adapters show or send: messages quoting remote answers are scrubbed."""
@@ -107,6 +110,7 @@ class RunReport:
             **tally,
             "inventory_writes": self.tally.writes,
             "warnings": [scrub(warning) for warning in self.warnings],
+            "read_failures": [scrub(failure) for failure in self.read_failures],
             "error": scrub(self.error) if self.error is not None else None,
             "netbox_requests": self.netbox_requests,
             "proxmox_requests": self.proxmox_requests,
@@ -121,6 +125,15 @@ class RunReport:
 
 class SyncFailed(Exception):
     """A problem that stops the run (no credentials, unreachable Proxmox, refused claim)."""
+
+
+FATAL = (SyncFailed, NetBoxError, ProxmoxError, TransportError)
+MAX_NAMED = 20  # failures a sidecar message names one by one; the Job's data has them all
+
+
+def failure_reason(exc: Exception) -> str:
+    """Why a run stopped, as its report and sidecar say it."""
+    return str(exc) if isinstance(exc, FATAL) else f"unexpected {type(exc).__name__}: {exc}"
 
 
 def _no_events(_event: dict) -> None:
@@ -191,13 +204,12 @@ class SyncService:
                 await self._run(endpoint_ref, preview, report, emit, target)
             else:
                 await self._run(endpoint_ref, netbox, report, emit, target)
-        except (SyncFailed, NetBoxError, ProxmoxError, TransportError) as exc:
-            report.error = str(exc)
         except Exception as exc:
             # The run's boundary: an unexpected answer ends this run with a report (and the
             # HTTP service's followers with a `finished` event) instead of a hung stream.
-            log.exception("sync of endpoint %s failed unexpectedly", endpoint_ref)
-            report.error = f"unexpected {type(exc).__name__}: {exc}"
+            if not isinstance(exc, FATAL):
+                log.exception("sync of endpoint %s failed unexpectedly", endpoint_ref)
+            report.error = failure_reason(exc)
         finally:
             report.duration_s = time.monotonic() - started
             report.netbox_requests = netbox.stats.as_dict()
@@ -230,6 +242,32 @@ class SyncService:
             )
         if not endpoint.enabled:
             raise SyncFailed(f"endpoint {endpoint.name!r} is disabled")
+        try:
+            await self._sync_endpoint(endpoint, netbox, report, emit, target)
+        except Exception as exc:
+            # A run that broke off before its stages recorded it (no credentials, Proxmox
+            # unreachable at its first read, a refused claim): the native cluster the
+            # endpoint already owns must not keep showing the previous run's success.
+            if not report.sync_state and not report.dry_run:
+                report.sync_state = await self._record_failure(netbox, endpoint, report, exc)
+            raise
+
+    async def _record_failure(
+        self, netbox: NetBoxGateway, endpoint: Endpoint, report: RunReport, exc: Exception
+    ) -> str:
+        if endpoint.netbox_cluster_id is None:
+            return "not recorded: the endpoint owns no native cluster yet"
+        try:
+            sidecar = await netbox.sync_state_sidecar(endpoint.netbox_cluster_id)
+            return await netbox.write_sync_state(
+                sidecar, reflection(report.tally, error=failure_reason(exc))
+            )
+        except (NetBoxError, TransportError) as write_failed:
+            return f"not recorded: {write_failed}"
+
+    async def _sync_endpoint(
+        self, endpoint: Endpoint, netbox: NetBoxGateway, report: RunReport, emit: Emit, target
+    ) -> None:
         incremental = None
         # A preview shows the whole plan, and a targeted sync is not a whole run.
         if self.baselines is not None and target is None and not report.dry_run:
@@ -238,10 +276,15 @@ class SyncService:
         async with in_background(self._read_history(incremental)) as history_read:
             withheld = None
             try:
-                credentials = await netbox.credentials(endpoint)
-            except CredentialsWithheld as exc:
-                credentials, withheld = None, exc
-            credentials = credentials or self.settings.fallback_credentials(endpoint.token_id)
+                try:
+                    credentials = await netbox.credentials(endpoint)
+                except CredentialsWithheld as exc:
+                    credentials, withheld = None, exc
+                credentials = credentials or self.settings.fallback_credentials(endpoint.token_id)
+            except ValueError as exc:
+                raise SyncFailed(
+                    f"unusable Proxmox credentials for endpoint {endpoint.name!r}: {exc}"
+                ) from exc
             if credentials is None:
                 reason = withheld or "the credentials API did not provide them"
                 raise SyncFailed(
@@ -339,7 +382,10 @@ class _Run:
                     await asyncio.gather(tracking, return_exceptions=True)
                     # The cluster is ours: its sidecar says the run broke off, and why.
                     self.report.sync_state = await self.netbox.write_sync_state(
-                        await sidecar, reflection(self.tally, error=str(exc))
+                        await sidecar,
+                        reflection(
+                            self.tally, error=str(exc), read_failures=self.report.read_failures
+                        ),
                     )
                     raise
                 finally:
@@ -348,7 +394,11 @@ class _Run:
                 # change log is read while it is written.
                 baseline = self.save_baseline(cluster_id, prerequisites, device_ids, owned)
                 self.report.sync_state, _ = await asyncio.gather(
-                    self.netbox.write_sync_state(await sidecar, reflection(self.tally)), baseline
+                    self.netbox.write_sync_state(
+                        await sidecar,
+                        reflection(self.tally, read_failures=self.report.read_failures),
+                    ),
+                    baseline,
                 )
 
     async def save_baseline(self, cluster_id, prerequisites, device_ids, owned) -> None:
@@ -430,6 +480,7 @@ class _Run:
         endpoint = self.endpoint
         inventory = await proxmox_read
         self.report.warnings.extend(inventory.warnings)
+        self.report.read_failures.extend(inventory.read_failures)
         policy = endpoint.policy
         if policy.target is not None and policy.target.node is not None:
             policy = dataclasses.replace(
@@ -670,7 +721,7 @@ class _Run:
         if records is None:
             self.skipped("records")
             return
-        self.report.warnings.extend(records.warnings)
+        self.report.read_failures.extend(records.warnings)
         vms = {g.vmid: vm_id for vm_id, g in owned}
         if self.incremental is not None:
             vms = {**self.incremental.clean_vms(), **vms}
@@ -695,24 +746,36 @@ class _Run:
         self.stage("records", "finished", done=len(records_stage.TYPES))
 
 
-def reflection(tally: Tally, error: str | None = None) -> dict:
-    """The sidecar's reflection metadata: when, how it went, what it changed."""
+def reflection(tally: Tally, error: str | None = None, read_failures: list[str] = ()) -> dict:
+    """The sidecar's reflection metadata: when, how it went, what it changed.
+
+    `failed`: the run stopped (`error`). `degraded`: it ran to its end, but Proxmox reads
+    or NetBox writes failed; `errors` counts both, the message names them.
+    """
     totals = {outcome: 0 for outcome in ("created", "updated", "deleted", "failed")}
     for counters in tally.counters.values():
         for outcome in totals:
             totals[outcome] += getattr(counters, outcome)
-    failed = bool(error) or totals["failed"] > 0
+    errors = totals["failed"] + len(read_failures)
     lines = [error] if error else []
-    lines += [f"{f.object_type} {f.label}: {f.reason}" for f in tally.failures[:20]]
-    if len(tally.failures) > 20:
-        lines.append(f"… and {len(tally.failures) - 20} more failures")
+    if errors:
+        lines.append(
+            f"{len(read_failures)} Proxmox read(s) failed, {totals['failed']} NetBox write(s) failed"
+        )
+    lines += [f"read failed: {failure}" for failure in read_failures[:MAX_NAMED]]
+    if len(read_failures) > MAX_NAMED:
+        lines.append(f"… and {len(read_failures) - MAX_NAMED} more failed reads")
+    lines += [f"{f.object_type} {f.label}: {f.reason}" for f in tally.failures[:MAX_NAMED]]
+    if len(tally.failures) > MAX_NAMED:
+        lines.append(f"… and {len(tally.failures) - MAX_NAMED} more failures")
+    status = "failed" if error else "degraded" if errors else "succeeded"
     return {
         "last_sync": dt.datetime.now(dt.UTC).isoformat(),
-        "status": "failed" if failed else "succeeded",
+        "status": status,
         "objects_created": totals["created"],
         "objects_updated": totals["updated"],
         "objects_deleted": totals["deleted"],
-        "errors": totals["failed"],
+        "errors": errors,
         # Stored in NetBox (and its change log): scrubbed like everything the run shows.
         "message": scrub("\n".join(lines)),
     }

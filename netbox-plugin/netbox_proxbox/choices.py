@@ -17,19 +17,28 @@ class EndpointModeChoices(ChoiceSet):
 
 
 class SyncStatusChoices(ChoiceSet):
-    """Outcome of the latest synchronization the backend reflected into a sidecar."""
+    """Outcome of the latest synchronization the backend reflected into a sidecar.
+
+    Degraded: the run went to its end, but Proxmox reads or NetBox writes failed (counted
+    in `errors`, named in `message`). Failed: the run stopped (the reason leads `message`).
+    """
 
     STATUS_NEVER = "never"
     STATUS_RUNNING = "running"
     STATUS_SUCCEEDED = "succeeded"
+    STATUS_DEGRADED = "degraded"
     STATUS_FAILED = "failed"
 
     CHOICES = (
         (STATUS_NEVER, _("Never synchronized"), "gray"),
         (STATUS_RUNNING, _("Running"), "blue"),
         (STATUS_SUCCEEDED, _("Succeeded"), "green"),
+        (STATUS_DEGRADED, _("Degraded"), "orange"),
         (STATUS_FAILED, _("Failed"), "red"),
     )
+
+    # Outcomes whose message says what went wrong.
+    PROBLEMS = (STATUS_DEGRADED, STATUS_FAILED)
 
 
 class BackupVerificationChoices(ChoiceSet):

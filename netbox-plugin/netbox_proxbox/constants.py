@@ -4,6 +4,11 @@
 # endpoint may read that endpoint's decrypted Proxmox API token (meant for the sync backend).
 REVEAL_CREDENTIALS_ACTION = "reveal_credentials"
 
+# Shortest API token secret accepted. PVE generates 36-character UUIDs; a short secret
+# (a word like "proxmox") cannot be masked in logs without garbling every line that
+# happens to contain it.
+MIN_TOKEN_SECRET_LENGTH = 16
+
 # PLUGINS_CONFIG["netbox_proxbox"] defaults for "Sync now".
 DEFAULT_SYNC_TIMEOUT = 3600  # seconds a Job waits for the backend's run to finish
 DEFAULT_SYNC_POLL_INTERVAL = 2.0  # seconds between GET /runs/{id}

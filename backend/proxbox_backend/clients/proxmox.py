@@ -31,6 +31,16 @@ class ProxmoxCredentials:
             )
         if self.token_id and "!" not in self.token_id:
             raise ValueError("token_id must look like user@realm!tokenid")
+        # Such a secret can never make a valid Authorization header: refused here, before
+        # the client would send (and retry) requests that cannot succeed.
+        # (A password may contain spaces: it travels in a form body, not a header.)
+        token = self.token_secret.reveal() if self.token_secret else ""
+        password = self.password.reveal() if self.password else ""
+        if any(char.isspace() for char in token) or not (token + password).isprintable():
+            raise ValueError(
+                "the Proxmox secret contains whitespace or control characters "
+                "(a pasted line break?); enter it again"
+            )
 
     @property
     def uses_token(self) -> bool:

@@ -117,6 +117,9 @@ class ProxmoxInventory:
     guests: list[Guest]
     # Things Proxmox would not tell us (agent down, config unreadable): reported, not fatal.
     warnings: list[str] = field(default_factory=list)
+    # Reads that failed after the client's retries (a guest's config, a node's network):
+    # the run is degraded, not clean.
+    read_failures: list[str] = field(default_factory=list)
     # (kind, vmid) of guests Proxmox listed but whose config could not be read.
     unreadable: set[tuple[str, int]] = field(default_factory=set)
     # node name → its network interfaces; a node missing here could not be read.

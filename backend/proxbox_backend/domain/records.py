@@ -122,6 +122,7 @@ class Records:
     backup_sources: set[tuple[str, str]] = field(default_factory=set)
     snapshot_vmids: set[int] = field(default_factory=set)
     lists: set[str] = field(default_factory=set)
+    # Lists that did not answer after the client's retries: each is a failed read.
     warnings: list[str] = field(default_factory=list)
 
 

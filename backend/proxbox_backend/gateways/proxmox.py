@@ -55,7 +55,7 @@ class ProxmoxGateway:
             try:
                 return await self._guest(resource, inventory)
             except (ProxmoxError, TransportError, parse.ConfigError) as exc:
-                inventory.warnings.append(
+                inventory.read_failures.append(
                     f"{resource.get('type')}/{resource.get('vmid')}: config unreadable: {exc}"
                 )
                 return None
@@ -69,7 +69,7 @@ class ProxmoxGateway:
                 entries = await self.client.node_network(node.name)
                 inventory.node_networks[node.name] = parse.node_interfaces(entries)
             except (ProxmoxError, TransportError) as exc:
-                inventory.warnings.append(f"node {node.name}: network unreadable: {exc}")
+                inventory.read_failures.append(f"node {node.name}: network unreadable: {exc}")
 
         # No readable tag style (no Sys.Audit on /, older PVE): tags get default colours.
         with contextlib.suppress(ProxmoxError, TransportError):

@@ -24,6 +24,7 @@ from ..choices import (
     SyncStatusChoices,
 )
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models.endpoints import validate_token_secret
 from ..ownership.permissions import visible
 from ..sync.schedules import next_scheduled_sync, schedule_state
 from .payloads import NulFreePayloadMixin
@@ -74,6 +75,8 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
         write_only=True,
         required=False,
         allow_blank=True,
+        trim_whitespace=False,
+        validators=[validate_token_secret],
         style={"input_type": "password"},
         help_text=_("Write-only. Omit to keep the stored secret; an empty string removes it."),
     )

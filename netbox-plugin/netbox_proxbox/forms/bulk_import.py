@@ -7,6 +7,7 @@ from utilities.forms.fields import CSVChoiceField, CSVModelChoiceField
 
 from ..choices import EndpointModeChoices
 from ..models import ProxmoxEndpoint
+from ..models.endpoints import validate_token_secret
 
 __all__ = ("ProxmoxEndpointImportForm",)
 
@@ -36,6 +37,7 @@ class ProxmoxEndpointImportForm(NetBoxModelImportForm):
         label=_("API token secret"),
         required=False,
         strip=False,
+        validators=[validate_token_secret],
         help_text=_(
             "Encrypted on import and never shown again. Empty or absent keeps the stored one."
         ),

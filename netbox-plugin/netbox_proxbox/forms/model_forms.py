@@ -11,6 +11,7 @@ from virtualization.models import Cluster
 
 from ..choices import ProtectedFieldChoices
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models.endpoints import validate_token_secret
 from ..models.policy import OBJECT_MODE_FIELDS
 from ..ownership.permissions import visible
 
@@ -37,6 +38,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         label=_("API token secret"),
         required=False,
         strip=False,
+        validators=[validate_token_secret],
         widget=forms.PasswordInput(render_value=False),
         help_text=_("Write-only. Leave empty to keep the stored secret."),
     )

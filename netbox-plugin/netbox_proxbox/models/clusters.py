@@ -241,6 +241,13 @@ class ProxboxClusterSyncState(LoadedValuesMixin, NetBoxModel):
     def get_status_color(self):
         return SyncStatusChoices.colors.get(self.status)
 
+    @property
+    def problem(self) -> str:
+        """What went wrong, in one line (the message's first); empty for a clean outcome."""
+        if self.status not in SyncStatusChoices.PROBLEMS:
+            return ""
+        return next((line for line in self.message.splitlines() if line.strip()), "")
+
     def clean(self):
         super().clean()
         if self._state.adding:

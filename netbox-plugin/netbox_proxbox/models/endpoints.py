@@ -12,15 +12,48 @@ from netbox.models import NetBoxModel
 from netbox.models.features import JobsMixin
 
 from ..choices import EndpointModeChoices
-from ..constants import MAX_SYNC_INTERVAL, MIN_SYNC_INTERVAL, REVEAL_CREDENTIALS_ACTION
+from ..constants import (
+    MAX_SYNC_INTERVAL,
+    MIN_SYNC_INTERVAL,
+    MIN_TOKEN_SECRET_LENGTH,
+    REVEAL_CREDENTIALS_ACTION,
+)
 from ..encryption import decrypt_secret, encrypt_secret
 from ..ownership.errors import ConcurrentInventoryChange, concurrency_conflicts_as_retry
 from .policy import SyncPolicyFields
 
-__all__ = ("ProxmoxEndpoint",)
+__all__ = ("CONNECTION_TARGET_FIELDS", "ProxmoxEndpoint", "validate_token_secret")
 
 # Never part of change records, exports or logs: only ciphertext is stored, and even that stays home.
 SECRET_FIELDS = ("token_secret_ciphertext",)
+
+# Where the backend sends the token secret. Pointing them elsewhere hands the stored secret
+# to the new target, so changing them is as sensitive as reading the secret (see clean()).
+CONNECTION_TARGET_FIELDS = ("host", "port", "verify_tls")
+
+# What change records show of the secret: whether one is stored, and whether this change
+# wrote a new one; never the secret, its ciphertext or anything derived from them.
+SECRET_NOT_SET, SECRET_SET, SECRET_NEW = "not set", "set", "set (new secret)"
+
+
+def validate_token_secret(value: str) -> None:
+    """A plaintext secret as entered (REST, forms, import); the empty string is handled by
+    the callers (it removes the stored secret)."""
+    if any(char.isspace() or not char.isprintable() for char in value):
+        raise ValidationError(
+            _("The token secret must not contain spaces, line breaks or control characters."),
+            code="invalid_token_secret",
+        )
+    if len(value) < MIN_TOKEN_SECRET_LENGTH:
+        raise ValidationError(
+            _(
+                "The token secret must be at least %(minimum)d characters long (Proxmox "
+                "generates 36); a shorter one cannot be kept out of logs reliably."
+            ),
+            code="token_secret_too_short",
+            params={"minimum": MIN_TOKEN_SECRET_LENGTH},
+        )
+
 
 # PVE's token identifier: `<userid>!<tokenid>`, userid being `<user>@<realm>`, and the
 # token name as PVE's pve-tokenid format allows. Checked here so that a malformed value is
@@ -171,6 +204,46 @@ class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
             raise ValidationError(
                 {"vm_role": _("This role may not be assigned to virtual machines.")}
             )
+        self._refuse_secret_redirect()
+
+    def _refuse_secret_redirect(self) -> None:
+        """Changing where the backend connects needs the secret re-entered or reveal_credentials.
+
+        Otherwise a user allowed only to edit the endpoint could point it at a listener of
+        their own and have the backend deliver the stored secret there (or, without one, the
+        backend's fallback token). Checked here so REST (single and bulk), the edit form,
+        bulk edit and import all apply the same rule. Without a request (shell, management
+        commands) nobody is acting through NetBox's permissions, and nothing is refused.
+        """
+        if self._state.adding or self.pk is None or self._writes_new_secret():
+            return
+        stored = type(self).objects.filter(pk=self.pk).values(*CONNECTION_TARGET_FIELDS).first()
+        if stored is None:
+            return
+        changed = [name for name in CONNECTION_TARGET_FIELDS if getattr(self, name) != stored[name]]
+        if not changed:
+            return
+        from netbox.context import current_request
+
+        from ..credentials import may_reveal_credentials
+
+        request = current_request.get()
+        if request is None or may_reveal_credentials(request.user, self):
+            return
+        raise ValidationError(
+            {
+                name: _(
+                    "Changing %(field)s sends the stored API token to a new target: enter "
+                    "the token secret again in the same change, or hold the "
+                    "'reveal_credentials' permission on this endpoint."
+                )
+                % {"field": self._meta.get_field(name).verbose_name}
+                for name in changed
+            }
+        )
+
+    def _writes_new_secret(self) -> bool:
+        return getattr(self, "_token_secret_written", False) and bool(self.token_secret_ciphertext)
 
     # --- the token secret: encrypted at rest, write-only everywhere outside this model ---
 
@@ -183,6 +256,9 @@ class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
     @token_secret.setter
     def token_secret(self, plaintext: str) -> None:
         self.token_secret_ciphertext = encrypt_secret(plaintext) if plaintext else ""
+        # For the change record and the connection-target rule (clean()); kept for the
+        # instance's life, since NetBox snapshots it again after saving tags.
+        self._token_secret_written = True
 
     def reveal_token_secret(self) -> str:
         """The decrypted secret, for the designated sync backend only (never serialized)."""
@@ -199,7 +275,15 @@ class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
         return bool(self.token_secret_ciphertext)
 
     def serialize_object(self, exclude=None):
-        return super().serialize_object(exclude=[*(exclude or []), *SECRET_FIELDS])
+        data = super().serialize_object(exclude=[*(exclude or []), *SECRET_FIELDS])
+        # Without it a rotation would be an empty change, and NetBox records none.
+        if not self.token_secret_ciphertext:
+            data["token_secret"] = SECRET_NOT_SET
+        elif getattr(self, "_token_secret_written", False):
+            data["token_secret"] = SECRET_NEW
+        else:
+            data["token_secret"] = SECRET_SET
+        return data
 
     # --- the server-owned native cluster relation ---
 

@@ -175,6 +175,8 @@ class SyncEndpointJob(JobRunner):
             self._publish()
 
     def _log_report(self, report: dict) -> None:
+        for failure in (report.get("read_failures") or [])[:MAX_LOGGED_FAILURES]:
+            self.logger.error(f"Proxmox read failed: {failure}")
         for warning in report.get("warnings") or []:
             self.logger.warning(warning)
         for failure in (report.get("failures") or [])[:MAX_LOGGED_FAILURES]:
@@ -239,12 +241,19 @@ def failure_reason(report: dict) -> str:
     if report.get("error"):
         return f"Sync failed: {report['error']}"
     failures = report.get("failures") or []
+    reads = report.get("read_failures") or []
+    problems = []
+    if reads:
+        problems.append(f"{len(reads)} Proxmox read(s) failed; first: {reads[0]}")
     if failures:
         first = failures[0]
-        return (
+        problems.append(
             f"{len(failures)} object(s) failed to sync; first: {first.get('object_type')} "
             f"{first.get('label')}: {first.get('reason')}"
         )
+    if problems:
+        # The run went to its end: its cluster's sync state says "degraded".
+        return ("Sync degraded: " if reads else "") + "; ".join(problems)
     return f"Sync ended with status {report.get('status')!r}"
 
 

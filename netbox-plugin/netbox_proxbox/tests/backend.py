@@ -48,7 +48,7 @@ def serve_backend(service, *, api_token: str = BACKEND_TOKEN, netbox_url="http:/
         thread.join(10)
 
 
-def report(*, failures=(), error=None, counters=None) -> dict:
+def report(*, failures=(), error=None, counters=None, read_failures=()) -> dict:
     """A run report exactly as the backend serializes it."""
     tally = Tally()
     for object_type, outcomes in (counters or {}).items():
@@ -56,7 +56,12 @@ def report(*, failures=(), error=None, counters=None) -> dict:
             tally.add(object_type, outcome, number)
     for object_type, label, reason in failures:
         tally.fail(object_type, label, reason)
-    run_report = RunReport(endpoint={"id": 0, "name": "scripted"}, tally=tally, error=error)
+    run_report = RunReport(
+        endpoint={"id": 0, "name": "scripted"},
+        tally=tally,
+        error=error,
+        read_failures=list(read_failures),
+    )
     return run_report.as_dict()
 
 

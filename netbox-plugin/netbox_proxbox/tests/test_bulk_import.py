@@ -78,12 +78,12 @@ class EndpointBulkImportTest(TestCase):
 
     def test_update_by_id_without_the_column_keeps_the_secret(self):
         endpoint = make_endpoint("pve-kept")
-        response = self.post(f"id,host\n{endpoint.pk},moved.example.net\n")
+        response = self.post(f"id,description\n{endpoint.pk},moved to rack 4\n")
         self.assertContains(response, "Imported 1")
         endpoint.refresh_from_db()
         self.assertEqual(
-            (endpoint.host, endpoint.reveal_token_secret()),
-            ("moved.example.net", "s3cret-pve-kept"),
+            (endpoint.description, endpoint.reveal_token_secret()),
+            ("moved to rack 4", "s3cret-pve-kept"),
         )
 
     def test_errors_name_the_field_like_rest_and_nothing_is_written_or_echoed(self):

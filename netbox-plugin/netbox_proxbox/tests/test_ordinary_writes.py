@@ -83,11 +83,13 @@ class EndpointWritesTest(OrdinaryWriteBase):
         self.assertEqual(endpoint.reveal_token_secret(), "very-secret-value")
 
         patched = self.api(
-            "patch", api_url("proxmoxendpoint", endpoint.pk), {"token_secret": "rotated"}
+            "patch",
+            api_url("proxmoxendpoint", endpoint.pk),
+            {"token_secret": "rotated-secret-value"},
         )
         self.assertEqual(patched.status_code, 200, patched.content)
         endpoint.refresh_from_db()
-        self.assertEqual(endpoint.reveal_token_secret(), "rotated")
+        self.assertEqual(endpoint.reveal_token_secret(), "rotated-secret-value")
         listed = self.api("get", api_url("proxmoxendpoint") + "?name=pve-new").content.decode()
         changes = json.dumps(
             list(
@@ -139,7 +141,12 @@ class EndpointWritesTest(OrdinaryWriteBase):
         response = self.api(
             "put",
             api_url("proxmoxendpoint", self.endpoint.pk),
-            {"name": "pve-a", "host": "h", "token_id": "proxbox@pve!sync", "netbox_cluster": None},
+            {
+                "name": "pve-a",
+                "host": "pve-a.example.net",
+                "token_id": "proxbox@pve!sync",
+                "netbox_cluster": None,
+            },
         )
         self.assertEqual(response.status_code, 200, response.content)
         self.assertEqual(response.json()["netbox_cluster"]["id"], cluster_id)

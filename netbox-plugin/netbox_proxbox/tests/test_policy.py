@@ -230,6 +230,8 @@ def edit_form_fields(endpoint, **fields) -> dict:
         "token_id": endpoint.token_id,
         "mode": "cluster",
         "enabled": "on",
+        # Left out, the checkbox would turn verification off (a change of connection target).
+        "verify_tls": "on" if endpoint.verify_tls else "",
         "keep_operator_objects": "on",
         **fields,
     }

@@ -44,7 +44,7 @@ def test_endpoint_crud_and_claim(live_netbox, committed_inventory):
         host="pve.example.net",
         port=8006,
         token_id="proxbox@pve!sync",
-        token_secret="pynetbox-secret",
+        token_secret="pynetbox-secret-value",
         mode="cluster",
         site=inv.site.pk,
     )
@@ -52,7 +52,9 @@ def test_endpoint_crud_and_claim(live_netbox, committed_inventory):
     assert created.has_token_secret is True
     assert "token_secret" not in dict(created)
     assert created.netbox_cluster is None
-    assert ProxmoxEndpoint.objects.get(pk=created.id).reveal_token_secret() == "pynetbox-secret"
+    assert (
+        ProxmoxEndpoint.objects.get(pk=created.id).reveal_token_secret() == "pynetbox-secret-value"
+    )
 
     fetched = bind(endpoints.get(created.id), endpoints)
     fetched.description = "edited through pynetbox"

@@ -175,8 +175,9 @@ class EditFormsTest(TestCase):
         self.assertNotIn(self.endpoint.token_secret_ciphertext, page)
         form = {
             "name": "pve-a",
-            "host": "h.example",
+            "host": "pve-a.example.net",
             "port": 8006,
+            "description": "edited in the UI",
             "token_id": "proxbox@pve!sync",
             "mode": "cluster",
             "enabled": "on",
@@ -186,9 +187,10 @@ class EditFormsTest(TestCase):
         self.assertEqual(response.status_code, 302, response.content.decode()[:2000])
         self.endpoint.refresh_from_db()
         self.assertEqual(
-            (self.endpoint.host, self.endpoint.reveal_token_secret()), ("h.example", "s3cret-pve-a")
+            (self.endpoint.description, self.endpoint.reveal_token_secret()),
+            ("edited in the UI", "s3cret-pve-a"),
         )
-        response = self.client.post(url, {**form, "token_secret": "rotated-in-ui"})
+        response = self.client.post(url, {**form, "token_secret": "rotated-in-the-ui-form"})
         self.assertEqual(response.status_code, 302)
         self.endpoint.refresh_from_db()
-        self.assertEqual(self.endpoint.reveal_token_secret(), "rotated-in-ui")
+        self.assertEqual(self.endpoint.reveal_token_secret(), "rotated-in-the-ui-form")

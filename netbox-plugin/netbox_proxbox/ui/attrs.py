@@ -1,9 +1,13 @@
 """Attributes the endpoint, tracking-record and sync-state panels need beyond NetBox's own."""
 
+from django.utils.formats import date_format
 from django.utils.html import format_html
+from django.utils.timezone import localtime
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 from netbox.ui import attrs
 
+from ..choices import SyncStatusChoices
 from ..sync.schedules import next_scheduled_sync, schedule_state
 
 
@@ -29,16 +33,57 @@ class _ViewableObjectAttr(attrs.RelatedObjectAttr):
     """
 
     def render(self, obj, context):
-        value = self.get_value(obj)
+        value = self.viewable_value(obj, context)
         if value is None:
-            return self.placeholder
-        user = context["perms"].user
-        if not type(value).objects.restrict(user, "view").filter(pk=value.pk).exists():
             return self.placeholder
         return super().render(obj, context)
 
+    def viewable_value(self, obj, context):
+        value = self.get_value(obj)
+        if value is None:
+            return None
+        user = context["perms"].user
+        if not type(value).objects.restrict(user, "view").filter(pk=value.pk).exists():
+            return None
+        return value
+
 
 class ViewableObjectAttr(AnchoredMixin, _ViewableObjectAttr):
+    pass
+
+
+class _SyncOutcomeAttr(_ViewableObjectAttr):
+    """The last sync's outcome from the native cluster's sidecar (for viewers of it): status,
+    when, and for a degraded or failed run the error count and what went wrong."""
+
+    def render(self, obj, context):
+        state = self.viewable_value(obj, context)
+        if state is None:
+            return self.placeholder
+        when = (
+            date_format(localtime(state.last_sync), "SHORT_DATETIME_FORMAT")
+            if state.last_sync
+            else ""
+        )
+        rendered = format_html(
+            '<a href="{}"><span class="badge text-bg-{}">{}</span></a> {}',
+            state.get_absolute_url(),
+            state.get_status_color(),
+            state.get_status_display(),
+            when,
+        )
+        if state.status in SyncStatusChoices.PROBLEMS:
+            rendered = format_html(
+                '{} <span class="text-danger">{}</span><div class="text-muted">{}</div>',
+                rendered,
+                ngettext("%(count)d error", "%(count)d errors", state.errors)
+                % {"count": state.errors},
+                state.problem,
+            )
+        return rendered
+
+
+class SyncOutcomeAttr(AnchoredMixin, _SyncOutcomeAttr):
     pass
 
 

@@ -10,6 +10,7 @@ from .attrs import (
     AnchoredChoiceAttr,
     HostAttr,
     NextSyncAttr,
+    SyncOutcomeAttr,
     SyncScheduleAttr,
     TokenSecretAttr,
     ViewableObjectAttr,
@@ -41,6 +42,9 @@ class ProxmoxEndpointPanel(panels.ObjectAttributesPanel):
         linkify=True,
         label=_("Cluster sync state"),
         dom_id="cluster-sync-state",
+    )
+    sync_outcome = SyncOutcomeAttr(
+        "netbox_cluster.proxbox_sync_state", label=_("Last sync"), dom_id="sync-outcome"
     )
     sync_schedule = SyncScheduleAttr("sync_interval", dom_id="sync-schedule")
     next_sync = NextSyncAttr("sync_interval", label=_("Next scheduled sync"), dom_id="next-sync")

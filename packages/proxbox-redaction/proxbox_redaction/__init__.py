@@ -22,6 +22,12 @@ __version__ = metadata.version("proxbox-redaction")
 
 REDACTED = "***"
 
+# Secrets shorter than this are masked only where they stand as a whole token (not inside a
+# longer word): a short secret such as "proxmox" or "y" is also part of ordinary words, and
+# masking it everywhere garbles every line ("alread*** in use"). Longer secrets are masked
+# wherever they occur. The NetBox plugin refuses shorter token secrets at entry.
+WHOLE_TOKEN_BELOW = 16
+
 # The password of any URL: postgresql://user:pw@host, redis://:pw@host, https://u:pw@h.
 URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s'\"]*:)[^@\s/'\"]+(?=@)", re.IGNORECASE)
 # libpq key/value connection strings and the like: password=…
@@ -30,11 +36,13 @@ KEYWORD_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)[^\s&'\",]+")
 
 class Redactor:
     """Rewrites text: each pattern keeps its group 1 and masks the rest of its match;
-    each exact secret it was given is masked wherever it occurs."""
+    each exact secret it was given is masked wherever it occurs, or, when shorter than
+    WHOLE_TOKEN_BELOW, wherever it stands as a whole token."""
 
     def __init__(self, patterns: Iterable[re.Pattern] = (), secrets: Iterable[str] = ()):
         self.patterns: list[re.Pattern] = [URL_PASSWORD, KEYWORD_PASSWORD]
         self.secrets: list[str] = []
+        self._short_secrets: re.Pattern | None = None
         self.add(patterns, secrets)
 
     def add(self, patterns: Iterable[re.Pattern] = (), secrets: Iterable[str] = ()) -> None:
@@ -44,12 +52,21 @@ class Redactor:
                 self.secrets.append(value)
         # Longest first: a secret that contains another is masked whole.
         self.secrets.sort(key=len, reverse=True)
+        short = [value for value in self.secrets if len(value) < WHOLE_TOKEN_BELOW]
+        self._short_secrets = (
+            re.compile(r"(?<!\w)(?:" + "|".join(re.escape(value) for value in short) + r")(?!\w)")
+            if short
+            else None
+        )
 
     def __call__(self, text: str) -> str:
         for pattern in self.patterns:
             text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
         for value in self.secrets:
-            text = text.replace(value, REDACTED)
+            if len(value) >= WHOLE_TOKEN_BELOW:
+                text = text.replace(value, REDACTED)
+        if self._short_secrets is not None:
+            text = self._short_secrets.sub(REDACTED, text)
         return text
 
     def data(self, value):

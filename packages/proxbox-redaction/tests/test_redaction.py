@@ -107,6 +107,33 @@ def test_longer_secret_masked_whole():
     assert Redactor(secrets=["abc", "abcdef"])("x abcdef y abc") == "x *** y ***"
 
 
+def test_short_secret_is_masked_only_as_a_whole_token():
+    """A short secret is also part of ordinary words: masking it inside them garbled every
+    log line ("address alread*** in use" for the secret "y")."""
+    redactor = Redactor(secrets=["proxmox", "y"])
+    line = "address already in use by proxmoxer; token=proxmox, user y: PVEAPIToken=a!b=proxmox"
+    assert redactor(line) == (
+        "address already in use by proxmoxer; token=***, user ***: PVEAPIToken=a!b=***"
+    )
+    assert redactor("proxmox_requests 'proxmox' y\nproxmox") == "proxmox_requests '***' ***\n***"
+
+
+def test_secret_of_safe_length_is_masked_inside_words_too():
+    long_secret = "0f3c2a9e5b1d4c77"
+    assert len(long_secret) == proxbox_redaction.WHOLE_TOKEN_BELOW
+    assert Redactor(secrets=[long_secret])(f"x{long_secret}y and {long_secret}") == "x***y and ***"
+
+
+def test_installed_short_secret_leaves_ordinary_words_alone(capsys):
+    proxbox_redaction.install(secrets=["y"])
+    try:
+        logger, stream = _stream_logger("proxbox_test.short")
+        logger.error("bind: address already in use (token %s)", "y")
+        assert stream.getvalue() == "ERROR bind: address already in use (token ***)\n"
+    finally:
+        proxbox_redaction.uninstall()
+
+
 def test_an_argument_that_cannot_be_printed_does_not_make_logging_raise(installed, capsys):
     class Unprintable:
         def __str__(self):
