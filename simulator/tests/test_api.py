@@ -358,6 +358,37 @@ def test_log_redaction():
     assert "c2ln" not in entry["msg"] and entry["identity"] == "a@pve"
 
 
+def test_an_unhandled_error_is_logged_with_its_type_and_redacted_traceback(
+    server, root, monkeypatch, capsys
+):
+    """The dispatcher's last resort logs the exception, not only "request … failed"."""
+    from proxmox_simulator.api import app as app_module
+    from proxmox_simulator.api.logging import configure_logging
+
+    async def broken_handler(ctx):
+        raise LookupError("storage pool lost, password=sekret-pool-pw")
+
+    monkeypatch.setattr(app_module, "semantic_handler", lambda contract, endpoint: broken_handler)
+    logger = logging.getLogger("proxmox_simulator")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    install_redaction()
+    configure_logging("info")  # the JSON lines `serve` writes, here on captured stderr
+    try:
+        response = root.get("/version")
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+        proxbox_redaction.uninstall()
+    assert response.status_code == 500 and response.reason_phrase == "internal error"
+    request_id = response.headers["x-request-id"]
+    entries = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
+    failure = next(e for e in entries if e["msg"] == f"request {request_id} failed")
+    assert failure["level"] == "error"
+    assert failure["exc"].startswith("Traceback (most recent call last):")
+    assert "in broken_handler" in failure["exc"]
+    assert failure["exc"].endswith("LookupError: storage pool lost, password=***")
+    assert "sekret-pool-pw" not in json.dumps(entries)
+
+
 # -- resources ---------------------------------------------------------------------------
 
 
