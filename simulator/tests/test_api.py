@@ -624,8 +624,21 @@ def test_task_status_fields_list_and_log_paging(root):
         root.get(f"/nodes/pve3/tasks/{upid}/log", params={"start": log["total"]}).json()["data"]
         == []
     )
+    # PVE reads its log with Perl numbers: positions past what storage holds are past
+    # the end (an empty page and the total), a limit past it reads to the end.
+    for start in (2**31, 2**63, 2**64, "9" * 5000):
+        page = root.get(f"/nodes/pve3/tasks/{upid}/log", params={"start": start})
+        assert page.status_code == 200, page.text
+        assert page.json() == {"data": [], "total": log["total"]}
+    whole = root.get(f"/nodes/pve3/tasks/{upid}/log", params={"limit": 2**63}).json()
+    assert [line["n"] for line in whole["data"]] == list(range(1, log["total"] + 1))
     tasks = root.get("/nodes/pve3/tasks", params={"vmid": vmid}).json()["data"]
     assert tasks[0]["upid"] == upid and tasks[0]["status"] == "OK"
+    assert root.get("/nodes/pve3/tasks", params={"vmid": vmid, "start": 2**63}).json() == {
+        "data": []
+    }
+    unbounded = root.get("/nodes/pve3/tasks", params={"vmid": vmid, "limit": 2**64}).json()
+    assert unbounded["data"][0]["upid"] == upid
     assert root.get("/nodes/pve1/tasks/" + upid + "/status").status_code == 500  # wrong node
     assert root.get("/nodes/pve3/tasks/UPID:garbage/status").status_code == 400
 
