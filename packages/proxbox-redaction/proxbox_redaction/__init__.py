@@ -26,6 +26,33 @@ REDACTED = "***"
 URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s'\"]*:)[^@\s/'\"]+(?=@)", re.IGNORECASE)
 # libpq key/value connection strings and the like: password=…
 KEYWORD_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)[^\s&'\",]+")
+# Words that mark a query parameter as a secret wherever they occur in its name
+# (`token`, `access_token`, `csrfmiddlewaretoken`, `client_secret`, `X-Amz-Signature`),
+# and whole names too short to search for inside others (`key`, `sig`, `pwd`).
+SECRET_QUERY_WORDS = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "api_key",
+    "api-key",
+    "ticket",
+    "csrf",
+    "signature",
+    "credential",
+    "session",
+)
+SECRET_QUERY_NAMES = ("key", "sig", "pwd", "auth")
+# Each such parameter of a URL, a query string or a bare `name=value` in a message: its
+# value masked, the name kept.
+QUERY_SECRET = re.compile(
+    r"(?i)(?<![^\s?&;'\"])((?:[^=&;?#\s'\"]*(?:"
+    + "|".join(re.escape(word) for word in SECRET_QUERY_WORDS)
+    + r")[^=&;?#\s'\"]*|"
+    + "|".join(SECRET_QUERY_NAMES)
+    + r")=)[^&;#\s'\"]+"
+)
 
 
 class Redactor:
@@ -33,7 +60,7 @@ class Redactor:
     each exact secret it was given is masked wherever it occurs."""
 
     def __init__(self, patterns: Iterable[re.Pattern] = (), secrets: Iterable[str] = ()):
-        self.patterns: list[re.Pattern] = [URL_PASSWORD, KEYWORD_PASSWORD]
+        self.patterns: list[re.Pattern] = [URL_PASSWORD, KEYWORD_PASSWORD, QUERY_SECRET]
         self.secrets: list[str] = []
         self.add(patterns, secrets)
 
@@ -176,7 +203,6 @@ def redact(text: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """A URL (or libpq connection string) fit to print: its password masked."""
-    return KEYWORD_PASSWORD.sub(
-        lambda m: m.group(1) + REDACTED, URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED, url)
-    )
+    """A URL (or libpq connection string) fit to print: its password and the values of
+    its secret query parameters masked."""
+    return _DEFAULT(url)
