@@ -19,6 +19,9 @@ TOKEN = "backend-token-0123456789abcdef"
 class IdleService:
     """Runs nothing: the guard is what is under test."""
 
+    async def endpoint_exists(self, endpoint_id):
+        return True
+
     async def run(self, endpoint, emit=None, target=None):
         return None
 
