@@ -4,17 +4,20 @@
 every record is scrubbed when it is created: whichever logger made it, whichever
 handlers a framework (uvicorn's `log_config`, Django's `LOGGING`, RQ) configures
 before or after, and Python's last-resort handler. Uncaught exceptions in the main
-thread and in threads are printed redacted too.
+thread and in threads are printed redacted too. `run_console` ends a command line
+tool the way a terminal user expects when the user ends it: no traceback at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import sys
 import threading
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import metadata
 
 # The version lives in pyproject.toml only; the installed metadata carries it here.
@@ -206,3 +209,40 @@ def redact_url(url: str) -> str:
     """A URL (or libpq connection string) fit to print: its password and the values of
     its secret query parameters masked."""
     return _DEFAULT(url)
+
+
+# As a shell reports a command Ctrl-C stopped (128 + SIGINT) and the writer of a pipe its
+# reader closed, `yes | head -1`'s `yes` (128 + SIGPIPE).
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+def run_console(prog: str, main: Callable[[], int | None]) -> int | None:
+    """Run a console command's `main`: its exit code, except when the user ends it.
+
+    A closed stdout (`proxbox status --json | head -1`) ends it quietly with
+    EXIT_BROKEN_PIPE; Ctrl-C prints `<prog>: interrupted` on stderr and gives
+    EXIT_INTERRUPTED. Neither prints a traceback; `finally` blocks have run.
+    """
+    try:
+        code = main()
+        # Output still buffered would otherwise meet the closed pipe at exit, outside here.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError):
+            print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _discard_stdout() -> None:
+    """What stdout still buffers goes nowhere: the interpreter flushes it at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
