@@ -26,7 +26,10 @@ __version__ = metadata.version("proxbox-redaction")
 REDACTED = "***"
 
 # The password of any URL: postgresql://user:pw@host, redis://:pw@host, https://u:pw@h.
-URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s'\"]*:)[^@\s/'\"]+(?=@)", re.IGNORECASE)
+# A scheme starts a word: tried from inside one too, a long word took quadratic time.
+URL_PASSWORD = re.compile(
+    r"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^:/@\s'\"]*:)[^@\s/'\"]+(?=@)", re.IGNORECASE
+)
 # libpq key/value connection strings and the like: password=…
 KEYWORD_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)[^\s&'\",]+")
 # Words that mark a query parameter as a secret wherever they occur in its name
@@ -48,11 +51,12 @@ SECRET_QUERY_WORDS = (
 )
 SECRET_QUERY_NAMES = ("key", "sig", "pwd", "auth")
 # Each such parameter of a URL, a query string or a bare `name=value` in a message: its
-# value masked, the name kept.
+# value masked, the name kept. The letters around the word are bounded: unbounded, a long
+# run of text without `=` (a blob in a log record) took quadratic time to reject.
 QUERY_SECRET = re.compile(
-    r"(?i)(?<![^\s?&;'\"])((?:[^=&;?#\s'\"]*(?:"
+    r"(?i)(?<![^\s?&;'\"])((?:[^=&;?#\s'\"]{0,40}(?:"
     + "|".join(re.escape(word) for word in SECRET_QUERY_WORDS)
-    + r")[^=&;?#\s'\"]*|"
+    + r")[^=&;?#\s'\"]{0,40}|"
     + "|".join(SECRET_QUERY_NAMES)
     + r")=)[^&;#\s'\"]+"
 )
