@@ -9,15 +9,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict
 
 from proxbox_backend.baselines import open_baselines
+from proxbox_backend.clients.http import TransportError
+from proxbox_backend.clients.netbox import NetBoxError
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.domain.policy import TARGET_REF, PolicyError, Target
 from proxbox_backend.runs import RunActive, RunStoreUnavailable, open_store
+from proxbox_backend.secrets import scrub
 from proxbox_backend.service import SyncService
 
 
@@ -81,6 +84,12 @@ class SyncRunning(BaseModel):
 # Every answer a route can give is in the schema: clients and fuzzers rely on it.
 UNAUTHORIZED = {401: {"model": Problem, "description": "missing or wrong bearer token"}}
 NO_SUCH_RUN = {404: {"model": Problem, "description": "no run with this id"}}
+NO_SUCH_ENDPOINT = {404: {"model": Problem, "description": "NetBox has no endpoint with this id"}}
+NETBOX_DOWN = {
+    502: {"model": Problem, "description": "NetBox could not say whether the endpoint exists"}
+}
+# NetBox's object ids are bigints: a larger id names nothing and is refused as invalid.
+EndpointId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 # Only with PROXBOX_BACKEND_REDIS_URL: the runs are there, for every replica.
 STORE_DOWN = {503: {"model": Problem, "description": "the run store (Redis) does not answer"}}
 BEARER = {"bearer": []}
@@ -202,15 +211,27 @@ def create_app(
         **guarded,
         responses={
             **UNAUTHORIZED,
+            **NO_SUCH_ENDPOINT,
             409: {"model": SyncRunning, "description": "a run of this endpoint is active"},
+            **NETBOX_DOWN,
             **STORE_DOWN,
         },
     )
     async def start_sync(
-        request: Request, endpoint_id: int, target: TargetQuery = None
+        request: Request, endpoint_id: EndpointId, target: TargetQuery = None
     ) -> SyncStarted:
         """Start a run; `?target=qemu/100` or `?target=node/pve1` syncs only that guest or node."""
         wanted = requested_target(request, target)
+        # Before anything is recorded: no run (and no lease) for an endpoint that is not there.
+        try:
+            exists = await service.endpoint_exists(endpoint_id)
+        except (NetBoxError, TransportError) as exc:
+            raise HTTPException(
+                502,
+                f"NetBox could not say whether endpoint {endpoint_id} exists: {scrub(str(exc))}",
+            ) from None
+        if not exists:
+            raise HTTPException(404, f"no Proxmox endpoint with id {endpoint_id} in NetBox")
         key = str(endpoint_id)
         try:
             run = await store.start(key)
@@ -240,7 +261,7 @@ def create_app(
         },
     )
     async def preview_sync(
-        request: Request, endpoint_id: int, target: TargetQuery = None
+        request: Request, endpoint_id: EndpointId, target: TargetQuery = None
     ) -> Preview:
         """Preview (dry run): plan the sync against NetBox's current state and answer with
         what it would create, update (field: old → new) and delete; nothing is written."""

@@ -31,7 +31,9 @@ exit codes:
      bad PROXBOX_* value (one line on stderr naming the variable), or an unreachable
      PROXBOX_BACKEND_REDIS_URL
   3  run: another process (a `run` or a `serve` replica sharing the Redis) is syncing
-     the endpoint (one line on stderr naming its run)"""
+     the endpoint (one line on stderr naming its run)
+  130  interrupted (Ctrl-C: `serve` shuts down gracefully first; one line, no traceback)
+  141  stdout closed by its reader (`run --json | head -1`), quietly"""
 
 
 def _settings(args) -> Settings:
@@ -278,7 +280,9 @@ def cmd_serve(args) -> int:
     except (ConfigurationError, RunStoreUnavailable) as exc:
         print(f"proxbox-sync: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    # uvicorn.run() would swallow the Ctrl-C that Server.run() raises again after a
+    # graceful shutdown; main() turns it into one line and exit 130.
+    uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info")).run()
     return EXIT_OK
 
 
@@ -345,9 +349,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+def main(argv: list[str] | None = None) -> int | None:
+    from proxbox_redaction import run_console
+
+    def command() -> int:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+
+    return run_console("proxbox-sync", command)
 
 
 if __name__ == "__main__":

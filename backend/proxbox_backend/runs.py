@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 QUEUED, RUNNING, FINISHED = "queued", "running", "finished"
-HISTORY = 200  # finished runs a memory store keeps for GET /runs/{id}
+HISTORY = 200  # finished runs a store keeps for GET /runs/{id} (memory and Redis)
 HISTORY_TTL = 24 * 3600  # seconds a Redis store keeps a run's state and events
 LEASE_TTL = 15.0  # seconds a crashed replica's endpoint lease outlives it
 PREFIX = "proxbox-backend"
@@ -185,6 +186,10 @@ def _lease_key(endpoint: str) -> str:
     return f"{PREFIX}:lease:{endpoint}"
 
 
+# Every recorded run's id, scored by its start time: the oldest go beyond HISTORY.
+RUNS_KEY = f"{PREFIX}:runs"
+
+
 class _RedisRun:
     """A run this process executes: events are written in order by one writer task, and
     the endpoint's lease is renewed until `finish()`."""
@@ -241,6 +246,7 @@ class RedisRunStore:
         lease_ttl: float = LEASE_TTL,
         history_ttl: int = HISTORY_TTL,
         poll_ms: int = 1000,
+        history: int = HISTORY,
     ):
         import redis.asyncio
 
@@ -249,6 +255,7 @@ class RedisRunStore:
             url, decode_responses=True, socket_connect_timeout=5
         )
         self.lease_ttl, self.history_ttl, self.poll_ms = lease_ttl, history_ttl, poll_ms
+        self.history = history
 
     async def start(self, endpoint: str) -> _RedisRun:
         async with _answering(self.url):
@@ -262,11 +269,34 @@ class RedisRunStore:
             holder = await self.redis.get(lease)
             if holder is not None:  # else it expired between the two calls: try again
                 raise RunActive(holder)
+        now = time.time()
         pipe = self.redis.pipeline(transaction=True)
         pipe.hset(_run_key(run_id), mapping={"endpoint": endpoint, "state": QUEUED})
         pipe.expire(_run_key(run_id), self.history_ttl)
+        pipe.zadd(RUNS_KEY, {run_id: now})
+        pipe.zremrangebyscore(RUNS_KEY, "-inf", now - self.history_ttl)  # their keys expired
+        pipe.expire(RUNS_KEY, self.history_ttl)
         await pipe.execute()
+        await self._forget_beyond_history()
         return _RedisRun(self, run_id, endpoint)
+
+    async def _forget_beyond_history(self) -> None:
+        """At most `history` runs, whatever starts them (a fuzzer, a loop): the oldest
+        finished ones beyond it go, state and events; a run still going stays."""
+        excess = await self.redis.zcard(RUNS_KEY) - self.history
+        if excess <= 0:
+            return
+        # Oldest first; the index holds about `history` ids, so reading it whole is cheap.
+        for run_id in await self.redis.zrange(RUNS_KEY, 0, -1):
+            if excess <= 0:
+                return
+            if await self.redis.hget(_run_key(run_id), "state") not in (None, FINISHED):
+                continue
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.delete(_run_key(run_id), _events_key(run_id))
+            pipe.zrem(RUNS_KEY, run_id)
+            await pipe.execute()
+            excess -= 1
 
     async def _abandon_if_orphaned(self, run_id: str, endpoint: str) -> None:
         finished = json.dumps({"event": "finished", "report": ABANDONED})

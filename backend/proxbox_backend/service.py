@@ -218,6 +218,16 @@ class SyncService:
         emit({"event": "finished", "report": report.as_dict()})
         return report
 
+    async def endpoint_exists(self, endpoint_id: int) -> bool:
+        """Asked before a run is recorded: a run of an endpoint NetBox does not have would
+        only fail. NetBoxError or TransportError when NetBox cannot tell."""
+        netbox = self._netbox or self.netbox_client()
+        try:
+            return await NetBoxGateway(netbox).endpoint_exists(endpoint_id)
+        finally:
+            if self._netbox is None:
+                await netbox.aclose()
+
     async def preview(
         self, endpoint_ref: str | int, emit: Emit = _no_events, target: Target | None = None
     ) -> RunReport:

@@ -24,7 +24,11 @@ EXAMPLES = int(os.environ.get("PROXBOX_FUZZ_EXAMPLES", "25"))
 
 
 class FinishingService:
-    """Ends each run at once with a report, as the real service's boundary does."""
+    """Ends each run at once with a report, as the real service's boundary does; NetBox
+    has the endpoints with odd ids, so the fuzzing meets the 404 of the others too."""
+
+    async def endpoint_exists(self, endpoint_id):
+        return endpoint_id % 2 == 1
 
     async def run(self, endpoint_id, emit, target=None, dry_run=False):
         emit({"event": "stage", "stage": "nodes", "state": "started", "total": 0})
@@ -66,6 +70,9 @@ def test_backend_api_refuses_without_the_token_as_documented(case):
 
 
 class BlockingService:
+    async def endpoint_exists(self, endpoint_id):
+        return True
+
     async def run(self, endpoint_id, emit, target=None, dry_run=False):
         import asyncio
 
@@ -90,6 +97,14 @@ def test_unauthorized_answer_is_documented():
 def test_unknown_run_answer_is_documented():
     case = _operation("/runs/{run_id}", "GET").Case(path_parameters={"run_id": "r1"})
     assert case.call_and_validate(headers=AUTH).status_code == 404
+
+
+def test_unknown_endpoint_answer_is_documented():
+    """Found by the fuzzing: every id was a 202 and a run record, NetBox had it or not."""
+    case = _operation("/sync/{endpoint_id}", "POST").Case(path_parameters={"endpoint_id": 999998})
+    response = case.call_and_validate(headers=AUTH)
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no Proxmox endpoint with id 999998 in NetBox"}
 
 
 def test_sync_already_running_answer_is_documented():

@@ -19,6 +19,9 @@ TOKEN = "backend-token-0123456789abcdef"
 class IdleService:
     """Runs nothing: the guard is what is under test."""
 
+    async def endpoint_exists(self, endpoint_id):
+        return True
+
     async def run(self, endpoint, emit=None, target=None):
         return None
 
@@ -89,3 +92,51 @@ def test_no_token_no_service(monkeypatch, capsys):
     assert cli.main(["serve", "--port", "9"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "PROXBOX_BACKEND_API_TOKEN" in err
+
+
+def test_the_access_log_masks_secrets_in_query_strings(tmp_path):
+    """`proxbox-sync serve` as the devstack runs it, its output in a log file: a request
+    whose query string carries credentials is logged with their values masked."""
+    import subprocess
+    import sys
+
+    import httpx
+    from proxbox_processes import free_port, stop_process, wait_for_http
+
+    leaked = {
+        "token": "nbt_QueryTokenLeak0123456789",
+        "access_token": "eyJhbGciOi.AccessTokenLeak",
+        "api_key": "ApiKeyLeak-4f1c",
+        "secret": "SecretLeak-9a7e",
+    }
+    port = free_port()
+    log_file = tmp_path / "backend.log"
+    with open(log_file, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxbox_backend.cli", "serve", "--port", str(port)],
+            env={
+                "PATH": "/usr/bin:/bin",
+                "PROXBOX_NETBOX_URL": "http://127.0.0.1:9",
+                "PROXBOX_NETBOX_TOKEN": "x" * 40,
+                "PROXBOX_BACKEND_API_TOKEN": TOKEN,
+            },
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for_http(f"{base}/health", process, timeout=60, require_success=True)
+        answer = httpx.get(
+            f"{base}/runs/run-with-secrets",
+            params={"page": "1", **leaked},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        assert answer.status_code == 404
+    finally:
+        stop_process(process)
+    logged = log_file.read_text("utf-8")
+    line = next(line for line in logged.splitlines() if "/runs/run-with-secrets" in line)
+    assert "GET /runs/run-with-secrets?page=1&token=***&access_token=***&api_key=***" in line
+    assert "&secret=*** HTTP/1.1" in line and line.rstrip().endswith("404 Not Found")
+    for value in leaked.values():
+        assert value not in logged

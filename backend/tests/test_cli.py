@@ -107,3 +107,90 @@ def test_the_proxmox_concurrency_comes_from_the_environment_and_is_bounded():
             env.setenv(name, value)
         assert Settings.from_env().proxmox_concurrency == 24
     assert Settings(netbox_url="http://netbox.test", netbox_token="t").proxmox_concurrency == 64
+
+
+@pytest.fixture
+def netbox_without_endpoints():
+    """A NetBox that answers every request at once: 404."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"detail": "Not found."}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_closed_pipe_ends_the_command_quietly(netbox_without_endpoints):
+    """`proxbox-sync run --json | head -1` once head has exited: the reader of the pipe is
+    gone before the report is written."""
+    import os
+    import subprocess
+    import sys
+
+    from proxbox_redaction import EXIT_BROKEN_PIPE
+
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", "3", "--json"],
+            env={
+                **os.environ,
+                "PROXBOX_NETBOX_URL": netbox_without_endpoints,
+                "PROXBOX_NETBOX_TOKEN": "x" * 40,
+            },
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (EXIT_BROKEN_PIPE, "")
+
+
+def test_ctrl_c_stops_serve_with_one_line_and_exit_130(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from proxbox_processes import free_port, stop_process, wait_for_http
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxbox_backend.cli", "serve", "--port", str(port)],
+        env={
+            **os.environ,
+            "PROXBOX_NETBOX_URL": "http://127.0.0.1:9",
+            "PROXBOX_NETBOX_TOKEN": "x" * 40,
+            "PROXBOX_BACKEND_API_TOKEN": "ctrl-c-token-0123456789",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/health", process, timeout=60)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        stop_process(process)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    assert stderr.rstrip().splitlines()[-1] == "proxbox-sync: interrupted"
+    assert stderr.count("proxbox-sync: interrupted") == 1

@@ -242,6 +242,9 @@ def test_the_sync_route_takes_one_target_a_guest_or_a_node():
     asked = []
 
     class RecordingService:
+        async def endpoint_exists(self, endpoint_id):
+            return True
+
         async def run(self, endpoint_id, emit=None, target=None):
             asked.append(target)
 

@@ -24,30 +24,15 @@ import httpx
 import pytest
 from proxbox_processes import free_port, stop_process, wait_until
 
-from proxbox_devstack.redis_server import ping, server_binary
-
 TOKEN = "replica-test-api-token-0123456789abcdef"
 ENDPOINT = 7
 LEASE_TTL = 2.0
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    server = subprocess.Popen(
-        [str(server_binary()), *args, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL
-    )
-    try:
-        wait_until(lambda: ping("127.0.0.1", port), 10, "redis-server to start")
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        stop_process(server, timeout=10)
-
-
 class HeldNetBox:
-    """NetBox whose endpoint lookups wait for `release()`, then answer 404."""
+    """NetBox that has the endpoint when asked before a run starts (a filtered list), and
+    whose endpoint lookups by a run wait for `release()`, then answer 404."""
 
     def __init__(self):
         self.released = threading.Event()
@@ -56,10 +41,16 @@ class HeldNetBox:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
+                if f"id={ENDPOINT}&" in self.path:
+                    page = {"count": 1, "next": None, "results": [{"id": ENDPOINT}]}
+                    return self.answer(200, page)
                 held.lookups += 1
                 held.released.wait(60)
-                body = json.dumps({"detail": "Not found."}).encode()
-                self.send_response(404)
+                self.answer(404, {"detail": "Not found."})
+
+            def answer(self, status, document):
+                body = json.dumps(document).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

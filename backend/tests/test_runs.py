@@ -65,3 +65,92 @@ def test_reports_and_sidecar_messages_are_scrubbed():
     assert "5d7c9a1e" not in str(shown)
     assert shown["failures"][0]["label"] == "10.0.0.5/24"
     assert report.tally.failures[0].reason.endswith("a" * 40)  # the domain keeps its facts
+
+
+@pytest.mark.asyncio
+async def test_redis_keeps_a_bounded_history_of_runs_that_expire(redis_url):
+    """A loop of POST /sync (a fuzzer) leaves at most `history` runs, each with a TTL;
+    a run still going is never the one forgotten."""
+    from proxbox_backend.runs import HISTORY_TTL, RUNS_KEY, RedisRunStore
+
+    store = RedisRunStore(redis_url, history=3)
+    try:
+        going = await store.start("endpoint-still-syncing")
+        going.record({"event": "started"})
+        finished = []
+        for number in range(6):
+            run = await store.start(f"endpoint-{number}")
+            run.record({"event": "finished", "report": {"ok": True}})
+            await run.finish()
+            finished.append(run.id)
+        kept = set(await store.redis.zrange(RUNS_KEY, 0, -1))
+        assert kept == {going.id, *finished[-2:]}
+        assert [await store.get(run_id) for run_id in finished[:-2]] == [None] * 4
+        run_keys = [key async for key in store.redis.scan_iter("proxbox-backend:run:*")]
+        assert sorted(run_keys) == sorted(
+            key
+            for run_id in (going.id, *finished[-2:])
+            for key in (f"proxbox-backend:run:{run_id}", f"proxbox-backend:run:{run_id}:events")
+        )
+        for key in [*run_keys, RUNS_KEY]:
+            assert 0 < await store.redis.ttl(key) <= HISTORY_TTL
+        assert (await store.get(going.id))["state"] == RUNNING
+        going.record({"event": "finished", "report": {"ok": True}})
+        await going.finish()
+    finally:
+        await store.close()
+
+
+def test_a_sync_of_an_endpoint_netbox_does_not_have_is_404_and_records_nothing():
+    import httpx
+    from fastapi.testclient import TestClient
+
+    from proxbox_backend.api import create_app
+    from proxbox_backend.clients.netbox import NetBoxClient
+    from proxbox_backend.config import Settings
+    from proxbox_backend.secrets import Secret
+    from proxbox_backend.service import SyncService
+
+    asked = []
+
+    def netbox_answer(request: httpx.Request) -> httpx.Response:
+        asked.append((request.url.path, dict(request.url.params)))
+        wanted = request.url.params.get("id")
+        if wanted == "403":
+            return httpx.Response(403, json={"detail": "You do not have permission."})
+        if request.url.path.endswith("/endpoints/proxmox/") and wanted is not None:
+            count = 1 if wanted == "7" else 0
+            return httpx.Response(200, json={"count": count, "results": [{"id": 7}][:count]})
+        return httpx.Response(404, json={"detail": "Not found."})
+
+    netbox = NetBoxClient(
+        "http://netbox.test", Secret("t" * 40), transport=httpx.MockTransport(netbox_answer)
+    )
+    settings = Settings(netbox_url="http://netbox.test", netbox_token=Secret("t" * 40))
+    app = create_app(settings, SyncService(settings, netbox=netbox), api_token="b" * 32)
+    auth = {"Authorization": "Bearer " + "b" * 32}
+    with TestClient(app) as client:
+        unknown = client.post("/sync/999999", headers=auth)
+        assert unknown.status_code == 404
+        assert unknown.json() == {"detail": "no Proxmox endpoint with id 999999 in NetBox"}
+        assert asked == [
+            (
+                "/api/plugins/proxbox/endpoints/proxmox/",
+                {"id": "999999", "brief": "1", "limit": "1"},
+            )
+        ]
+        assert app.state.runs.runs == {}
+        beyond = client.post(f"/sync/{2**63}", headers=auth)
+        assert beyond.status_code == 422 and beyond.json()["detail"][0]["loc"] == [
+            "path",
+            "endpoint_id",
+        ]
+        refused = client.post("/sync/403", headers=auth)
+        assert refused.status_code == 502
+        assert refused.json()["detail"].startswith(
+            "NetBox could not say whether endpoint 403 exists: "
+        )
+        assert app.state.runs.runs == {}
+        started = client.post("/sync/7", headers=auth)
+        assert started.status_code == 202
+        assert list(app.state.runs.runs) == [started.json()["run_id"]]

@@ -477,8 +477,8 @@ def cmd_worker(args) -> int:
             if tracer is not None:
                 tracer.shutdown()
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run())
+    # Ctrl-C cancels run(), which stops the workers, then reaches main: exit 130.
+    asyncio.run(run())
     return 0
 
 
@@ -638,7 +638,9 @@ exit codes:
   0  success (ready: the latest migration is applied)
   1  failure (ready: not migrated; contract show: no such path)
   2  usage or configuration error: a bad option, or a bad PROXMOX_SIMULATOR_* value
-     (one line on stderr naming the variable)"""
+     (one line on stderr naming the variable)
+  130  interrupted (Ctrl-C: `serve` and `worker` stop cleanly; one line, no traceback)
+  141  stdout closed by its reader (`… | head -1`), quietly"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -811,13 +813,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except ConfigurationError as exc:
-        print(f"proxmox-simulator: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+def main(argv: list[str] | None = None) -> int | None:
+    from proxbox_redaction import run_console
+
+    def command() -> int:
+        args = build_parser().parse_args(argv)
+        try:
+            return args.func(args)
+        except ConfigurationError as exc:
+            print(f"proxmox-simulator: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+
+    return run_console("proxmox-simulator", command)
 
 
 if __name__ == "__main__":

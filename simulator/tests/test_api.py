@@ -358,6 +358,37 @@ def test_log_redaction():
     assert "c2ln" not in entry["msg"] and entry["identity"] == "a@pve"
 
 
+def test_an_unhandled_error_is_logged_with_its_type_and_redacted_traceback(
+    server, root, monkeypatch, capsys
+):
+    """The dispatcher's last resort logs the exception, not only "request … failed"."""
+    from proxmox_simulator.api import app as app_module
+    from proxmox_simulator.api.logging import configure_logging
+
+    async def broken_handler(ctx):
+        raise LookupError("storage pool lost, password=sekret-pool-pw")
+
+    monkeypatch.setattr(app_module, "semantic_handler", lambda contract, endpoint: broken_handler)
+    logger = logging.getLogger("proxmox_simulator")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    install_redaction()
+    configure_logging("info")  # the JSON lines `serve` writes, here on captured stderr
+    try:
+        response = root.get("/version")
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+        proxbox_redaction.uninstall()
+    assert response.status_code == 500 and response.reason_phrase == "internal error"
+    request_id = response.headers["x-request-id"]
+    entries = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
+    failure = next(e for e in entries if e["msg"] == f"request {request_id} failed")
+    assert failure["level"] == "error"
+    assert failure["exc"].startswith("Traceback (most recent call last):")
+    assert "in broken_handler" in failure["exc"]
+    assert failure["exc"].endswith("LookupError: storage pool lost, password=***")
+    assert "sekret-pool-pw" not in json.dumps(entries)
+
+
 # -- resources ---------------------------------------------------------------------------
 
 
@@ -593,8 +624,21 @@ def test_task_status_fields_list_and_log_paging(root):
         root.get(f"/nodes/pve3/tasks/{upid}/log", params={"start": log["total"]}).json()["data"]
         == []
     )
+    # PVE reads its log with Perl numbers: positions past what storage holds are past
+    # the end (an empty page and the total), a limit past it reads to the end.
+    for start in (2**31, 2**63, 2**64, "9" * 5000):
+        page = root.get(f"/nodes/pve3/tasks/{upid}/log", params={"start": start})
+        assert page.status_code == 200, page.text
+        assert page.json() == {"data": [], "total": log["total"]}
+    whole = root.get(f"/nodes/pve3/tasks/{upid}/log", params={"limit": 2**63}).json()
+    assert [line["n"] for line in whole["data"]] == list(range(1, log["total"] + 1))
     tasks = root.get("/nodes/pve3/tasks", params={"vmid": vmid}).json()["data"]
     assert tasks[0]["upid"] == upid and tasks[0]["status"] == "OK"
+    assert root.get("/nodes/pve3/tasks", params={"vmid": vmid, "start": 2**63}).json() == {
+        "data": []
+    }
+    unbounded = root.get("/nodes/pve3/tasks", params={"vmid": vmid, "limit": 2**64}).json()
+    assert unbounded["data"][0]["upid"] == upid
     assert root.get("/nodes/pve1/tasks/" + upid + "/status").status_code == 500  # wrong node
     assert root.get("/nodes/pve3/tasks/UPID:garbage/status").status_code == 400
 

@@ -154,6 +154,121 @@ def test_handled_operations_answer_without_server_errors(fuzzed_server):
     assert not findings, "\n\n".join(f"{label}\n{text}" for label, text in findings.items())
 
 
+# Random integers stay small; storage and Python stop at fixed widths. Each unbounded
+# integer parameter is also sent at these: int4's and int8's edges, past uint8, and more
+# digits than Python's int() reads (sys.get_int_max_str_digits).
+ABOVE = ("2147483647", "2147483648", "9223372036854775807", "9223372036854775808", "1" * 21)
+BELOW = ("-2147483649", "-9223372036854775809")
+TOO_MANY_DIGITS = "9" * 5000
+# Reads (positions, counts, windows) by default; `nox -s fuzz` probes every method.
+BOUND_METHODS = ("GET", "DELETE") if DERANDOMIZE else ("GET", "DELETE", "POST", "PUT")
+
+
+def _integer_bounds(endpoint) -> dict[str, tuple[str, ...]]:
+    """Each integer parameter's boundary values the contract admits (or that PVE's
+    validation must refuse by name): its unbounded sides only."""
+    in_path = set(endpoint.path_params)
+    bounds = {}
+    for parameter in endpoint.parameters:
+        if parameter.type != "integer" or parameter.name in in_path or parameter.enum:
+            continue
+        values: tuple[str, ...] = ()
+        if parameter.maximum is None:
+            values += (*ABOVE, TOO_MANY_DIGITS)
+        if parameter.minimum is None:
+            values += (*BELOW, "-" + TOO_MANY_DIGITS)
+        if values:
+            bounds[parameter.name] = values
+    return bounds
+
+
+def _existing_path_values(server, headers) -> dict[str, dict[str, str]]:
+    """Path parameters naming seeded objects, so a probe reaches the handler's storage
+    instead of stopping at "no such node": per guest kind, then for any other path."""
+    import httpx
+
+    with httpx.Client(
+        base_url=server.base_url + BASE, headers=headers, verify=False, timeout=30
+    ) as pve:
+        guests = pve.get("/cluster/resources", params={"type": "vm"}).json()["data"]
+        guest = guests[0]
+        node = guest["node"]
+        action = "stop" if guest["status"] == "running" else "start"
+        # A task of its own: one with a log whose positions the probes go past.
+        upid = pve.post(f"/nodes/{node}/{guest['type']}/{guest['vmid']}/status/{action}")
+    values = {"": {"node": node, "upid": upid.json()["data"]}}
+    for kind in ("qemu", "lxc"):
+        guest = next(g for g in guests if g["type"] == kind)
+        values[f"/{kind}/"] = {**values[""], "node": guest["node"], "vmid": str(guest["vmid"])}
+    return values
+
+
+def _probe_bounds(operation, server, headers, known: dict, bounds: dict) -> int:
+    """One generated valid request of `operation`, its path naming `known` objects, sent
+    once per boundary value of each parameter; returns the number of requests."""
+    in_query = operation.method.upper() in ("GET", "DELETE")
+    sent = 0
+
+    @given(case=operation.as_strategy(GenerationMode.POSITIVE))
+    @settings(
+        max_examples=1,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+        phases=[Phase.generate],
+        derandomize=True,
+    )
+    def answers_at_bounds(case):
+        nonlocal sent
+        generated = case.path_parameters or {}
+        case.path_parameters = {name: known.get(name, value) for name, value in generated.items()}
+        for name, values in bounds.items():
+            for value in values:
+                fields = dict((case.query if in_query else case.body) or {})
+                fields[name] = value
+                if in_query:
+                    case.query = fields
+                else:
+                    case.body = fields
+                response = case.call(base_url=server.base_url, headers=headers, verify=False)
+                sent += 1
+                error = _crash(response)
+                assert error is None, (
+                    f"{case.method} {case.formatted_path} {name}={value[:24]}: {error}"
+                )
+
+    answers_at_bounds()
+    return sent
+
+
+def test_unbounded_integer_parameters_answer_at_storage_bounds(fuzzed_server):
+    """Every handled operation, once per boundary value of each integer parameter the
+    contract leaves unbounded, the rest of the request generated valid and its path
+    naming seeded objects: never a crash."""
+    server, own = fuzzed_server
+    contract = resolve_contract(own.contract, own.data_dir)
+    schema = schemathesis.openapi.from_dict(handled_document(server, contract))
+    headers = _login(server)
+    existing = _existing_path_values(server, headers)
+    probed, findings = 0, {}
+    for operation in (result.ok() for result in schema.get_all_operations()):
+        if operation.method.upper() not in BOUND_METHODS:
+            continue
+        if re.search(r"/access/(ticket|password)$", operation.path):
+            continue
+        endpoint = contract.endpoint(operation.path.removeprefix(BASE), operation.method.upper())
+        bounds = _integer_bounds(endpoint)
+        if not bounds:
+            continue
+        known = existing[next((k for k in existing if k and k in operation.path), "")]
+        try:
+            probed += _probe_bounds(operation, server, headers, known, bounds)
+        except (Exception, FailureGroup) as failure:
+            findings[operation.label] = _explain(failure)[:1000]
+    assert probed > 150, probed
+    assert not findings, "\n\n".join(f"{label}\n{text}" for label, text in findings.items())
+
+
 def test_a_refusal_quoting_non_latin1_input_is_answered():
     """Found by the fuzzing: the reason phrase went into a latin-1 header and crashed."""
     from proxmox_simulator.api import render

@@ -223,3 +223,58 @@ def test_serve_refuses_an_unmigrated_database(tmp_path):
             run(Runtime.open(settings, resolve_contract("fakepve", tmp_path), InstantClock()))
     finally:
         drop_database(url)
+
+
+def test_a_closed_pipe_ends_a_command_quietly():
+    """`proxmox-simulator faults list | head -1` once head has exited: the reader of
+    the pipe is gone before the listing is written."""
+    import os
+    import subprocess
+    import sys
+
+    from proxbox_redaction import EXIT_BROKEN_PIPE
+
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "proxmox_simulator", "faults", "list"],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (EXIT_BROKEN_PIPE, "")
+
+
+def test_ctrl_c_stops_serve_with_one_line_and_exit_130(settings, seeded):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from proxbox_processes import free_port, stop_process, wait_for_http
+
+    from proxmox_simulator.config import settings_env
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxmox_simulator", "serve", "--port", str(port)],
+        env={**os.environ, **settings_env(settings)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/readyz"
+        wait_for_http(url, process, timeout=60, require_success=True)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        stop_process(process)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    assert stderr.rstrip().splitlines()[-1] == "proxmox-simulator: interrupted"
+    assert stderr.count("proxmox-simulator: interrupted") == 1

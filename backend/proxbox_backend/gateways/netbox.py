@@ -187,6 +187,11 @@ class NetBoxGateway:
 
     # -- the plugin --------------------------------------------------------------------
 
+    async def endpoint_exists(self, endpoint_id: int) -> bool:
+        """Whether NetBox has the endpoint: one brief, filtered list page."""
+        page = await self.client.get(ENDPOINTS, id=endpoint_id, brief=1, limit=1)
+        return bool(page["count"])
+
     async def endpoint(self, ref: str | int) -> Endpoint:
         text = str(ref)
         if text.isdigit():

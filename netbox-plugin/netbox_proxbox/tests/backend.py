@@ -74,6 +74,10 @@ class ScriptedSyncService:
         self.calls: list[int] = []
         self.targets: list = []
 
+    async def endpoint_exists(self, endpoint_id):
+        """The backend asks before it records a run; the endpoints these tests sync exist."""
+        return True
+
     async def run(self, endpoint_id, emit, target=None):
         self.calls.append(int(endpoint_id))
         self.targets.append(target)

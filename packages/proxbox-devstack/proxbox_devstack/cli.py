@@ -37,7 +37,8 @@ exit codes:
   5    the data directory (PROXBOX_HOME) is not writable
   6    Python is older than 3.12
   7    no stack is running, or one of its processes died (status)
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C; one line on stderr, no traceback)
+  141  stdout closed by its reader (`proxbox status --json | head -1`), quietly"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +139,7 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int | None:
     problem = check_python(sys.version_info)
     if problem is not None:
         print(f"proxbox: {problem}", file=sys.stderr)
@@ -153,13 +154,15 @@ def main(argv: list[str] | None = None) -> int:
         urlsplit(os.environ.get(name, "")).password for name in (DATABASE_URL_ENV, REDIS_URL_ENV)
     ]
     proxbox_redaction.install(secrets=[p for p in passwords if p])
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except StackError as exc:
-        print(f"proxbox: {exc}", file=sys.stderr, flush=True)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+
+    def command() -> int:
+        try:
+            return run(sys.argv[1:] if argv is None else argv)
+        except StackError as exc:
+            print(f"proxbox: {exc}", file=sys.stderr, flush=True)
+            return exc.exit_code
+
+    return proxbox_redaction.run_console("proxbox", command)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from .demo import (
     simulator_specs,
 )
 from .errors import StackError
-from .processes import ProcessSpec
+from .processes import ProcessSpec, open_log
 from .progress import parse_event
 
 NETBOX_CONFIGURATION = "proxbox_devstack.netbox_configuration"
@@ -46,9 +46,8 @@ def run_setup_child(
     ctx: StackContext, argv: list[str], log_file: Path, what: str
 ) -> dict[str, object]:
     """Run a NetBox setup child, showing its progress; its last stdout line is JSON."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
     stderr_lines: list[str] = []
-    with open(log_file, "a", encoding="utf-8") as log:
+    with open_log(log_file, "a") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", *argv],
             env=ctx.env,

@@ -38,7 +38,7 @@ from .netbox_settings import (
     tasks_redis_url,
 )
 from .ports import choose_port
-from .processes import ProcessSpec
+from .processes import ProcessSpec, open_log
 from .secrets import load_or_create_secrets, write_private_file
 
 SIMULATOR_PROFILE = "small"
@@ -87,7 +87,7 @@ def _simulator_cli(ctx: StackContext, *args: str) -> str:
         text=True,
         stdin=subprocess.DEVNULL,
     )
-    with open(log_file, "a", encoding="utf-8") as log:
+    with open_log(log_file, "a") as log:
         log.write(f"$ proxmox-simulator {args[0]}\n{result.stderr}")
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -116,7 +116,6 @@ def prepare_simulator(ctx: StackContext) -> None:
             state_path.unlink(missing_ok=True)
     _simulator_cli(ctx, "migrate")
     if not state_path.exists():
-        ctx.log_file("simulator-setup").parent.mkdir(parents=True, exist_ok=True)
         _simulator_cli(ctx, "seed", "--profile", SIMULATOR_PROFILE, "--seed", str(SIMULATOR_SEED))
         secret = json.loads(
             _simulator_cli(ctx, "token", "create", SIMULATOR_TOKEN_ID, "--privsep", "0", "--json")

@@ -26,7 +26,7 @@ import psycopg
 
 from .errors import EXIT_FAILURE, StackError
 from .ports import LOCALHOST
-from .processes import ProcessSpec
+from .processes import ProcessSpec, open_log
 
 
 def _install_dir() -> Path:
@@ -139,8 +139,7 @@ def prepare_cluster(data_dir: Path, log_file: Path) -> str | None:
         os.chown(pgdata, entry.pw_uid, entry.pw_gid)
     if (pgdata / "PG_VERSION").exists():
         return account
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_file, "ab") as log:
+    with open_log(log_file) as log:
         kwargs: dict = {}
         if account is not None:
             kwargs = {"user": account, "group": pwd.getpwnam(account).pw_gid, "extra_groups": []}

@@ -127,10 +127,20 @@ def last_log_line(path: Path) -> str:
     return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
 
+def open_log(path: Path, mode: str = "ab"):
+    """Append to a log of the stack, readable by its owner only (0600, as credentials.json):
+    logs quote what the processes were handed. A file an older version left 0644 is
+    tightened, and the logs folder is the owner's alone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+
+
 def spawn(spec: ProcessSpec) -> subprocess.Popen:
     """Start `spec` in its own session, output appended to its log file."""
-    spec.log_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(spec.log_file, "ab") as log:
+    with open_log(spec.log_file) as log:
         log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {spec.name}\n".encode())
         log.flush()
         kwargs: dict = {}

@@ -24,7 +24,7 @@ from .errors import EXIT_FAILURE, EXIT_NOT_RUNNING, EXIT_PORT_IN_USE, StackError
 from .netbox_db import credentials_path, load_credentials
 from .paths import HOME_ENV
 from .ports import port_is_free
-from .processes import ProcessRecord, ProcessSpec, spawn, stop, wait_ready
+from .processes import ProcessRecord, ProcessSpec, open_log, spawn, stop, wait_ready
 from .progress import Reporter
 from .state import StackState
 
@@ -297,8 +297,7 @@ def up_detached(data_dir: Path, argv: list[str], options: UpOptions, log: Log = 
     """Start `proxbox up` in the background and return once it serves requests."""
     preflight(data_dir, options)
     log_file = data_dir / "logs" / DETACHED_LOG
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_file, "ab") as out:
+    with open_log(log_file) as out:
         # The detached child logs its progress as plain lines; they are drawn
         # here again, from where this run's output starts.
         offset = out.tell()

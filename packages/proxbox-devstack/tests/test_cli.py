@@ -141,3 +141,61 @@ def test_services_up_detached_prints_urls_and_down_stops_them(scratch):
     assert stopped.returncode == 0
     assert "postgres" in stopped.stdout and "redis" in stopped.stdout
     assert run_cli("status", env=env).returncode == EXIT_NOT_RUNNING
+
+
+def test_a_closed_pipe_ends_status_quietly(tmp_path):
+    """`proxbox status --json | head -1` once head has exited: the reader of the pipe is
+    gone before the status is written."""
+    import os
+    import subprocess
+    import sys
+
+    from proxbox_redaction import EXIT_BROKEN_PIPE
+
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "proxbox_devstack.cli", "status", "--json"],
+            env=cli_env(tmp_path / "home"),
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (EXIT_BROKEN_PIPE, "")
+
+
+def test_ctrl_c_during_a_wait_prints_one_line_and_exits_130(tmp_path, listener):
+    """`proxbox services up` waiting for a PostgreSQL that accepts but never answers."""
+    import signal
+    import subprocess
+    import sys
+
+    from proxbox_processes import stop_process
+
+    port = listener.getsockname()[1]
+    env = cli_env(
+        tmp_path / "home", PROXBOX_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{port}/db"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxbox_devstack.cli", "services", "up"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        listener.settimeout(60)
+        connection, _ = listener.accept()  # the command is in its wait now
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+        connection.close()
+    finally:
+        stop_process(process)
+    assert process.returncode == 130, stderr
+    assert stderr == "proxbox: interrupted\n"

@@ -41,6 +41,34 @@ def test_embedded_services_answer_and_are_recorded(embedded):
     assert all(record.alive() for record in _records(data_dir).values())
 
 
+def test_service_logs_are_private_like_the_credentials(embedded):
+    data_dir, _started = embedded
+    logs = data_dir / "logs"
+    assert {path.name for path in logs.iterdir()} >= {"postgres.log", "redis.log"}
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o700
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in logs.iterdir()} == {
+        path.name: 0o600 for path in logs.iterdir()
+    }
+
+
+def test_a_log_an_older_version_left_readable_is_tightened(tmp_path):
+    log_file = tmp_path / "logs" / "backend.log"
+    log_file.parent.mkdir(mode=0o755)
+    log_file.write_text("an earlier run's lines\n")
+    log_file.chmod(0o644)
+    spec = ProcessSpec(
+        name="talker",
+        argv=[sys.executable, "-c", "print('GET /runs/x?token=***', flush=True)"],
+        log_file=log_file,
+        ready=lambda: True,
+    )
+    spawn(spec).wait(timeout=30)
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(log_file.parent.stat().st_mode) == 0o700
+    lines = log_file.read_text().splitlines()
+    assert lines[0] == "an earlier run's lines" and lines[-1] == "GET /runs/x?token=***"
+
+
 def test_postgres_runs_unprivileged_and_without_icu(embedded):
     data_dir, started = embedded
     postmaster = psutil.Process(_records(data_dir)["postgres"].pid)

@@ -4,17 +4,20 @@
 every record is scrubbed when it is created: whichever logger made it, whichever
 handlers a framework (uvicorn's `log_config`, Django's `LOGGING`, RQ) configures
 before or after, and Python's last-resort handler. Uncaught exceptions in the main
-thread and in threads are printed redacted too.
+thread and in threads are printed redacted too. `run_console` ends a command line
+tool the way a terminal user expects when the user ends it: no traceback at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import sys
 import threading
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import metadata
 
 # The version lives in pyproject.toml only; the installed metadata carries it here.
@@ -29,9 +32,40 @@ REDACTED = "***"
 WHOLE_TOKEN_BELOW = 16
 
 # The password of any URL: postgresql://user:pw@host, redis://:pw@host, https://u:pw@h.
-URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s'\"]*:)[^@\s/'\"]+(?=@)", re.IGNORECASE)
+# A scheme starts a word: tried from inside one too, a long word took quadratic time.
+URL_PASSWORD = re.compile(
+    r"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^:/@\s'\"]*:)[^@\s/'\"]+(?=@)", re.IGNORECASE
+)
 # libpq key/value connection strings and the like: password=…
 KEYWORD_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)[^\s&'\",]+")
+# Words that mark a query parameter as a secret wherever they occur in its name
+# (`token`, `access_token`, `csrfmiddlewaretoken`, `client_secret`, `X-Amz-Signature`),
+# and whole names too short to search for inside others (`key`, `sig`, `pwd`).
+SECRET_QUERY_WORDS = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "api_key",
+    "api-key",
+    "ticket",
+    "csrf",
+    "signature",
+    "credential",
+    "session",
+)
+SECRET_QUERY_NAMES = ("key", "sig", "pwd", "auth")
+# Each such parameter of a URL, a query string or a bare `name=value` in a message: its
+# value masked, the name kept. The letters around the word are bounded: unbounded, a long
+# run of text without `=` (a blob in a log record) took quadratic time to reject.
+QUERY_SECRET = re.compile(
+    r"(?i)(?<![^\s?&;'\"])((?:[^=&;?#\s'\"]{0,40}(?:"
+    + "|".join(re.escape(word) for word in SECRET_QUERY_WORDS)
+    + r")[^=&;?#\s'\"]{0,40}|"
+    + "|".join(SECRET_QUERY_NAMES)
+    + r")=)[^&;#\s'\"]+"
+)
 
 
 class Redactor:
@@ -40,7 +74,7 @@ class Redactor:
     WHOLE_TOKEN_BELOW, wherever it stands as a whole token."""
 
     def __init__(self, patterns: Iterable[re.Pattern] = (), secrets: Iterable[str] = ()):
-        self.patterns: list[re.Pattern] = [URL_PASSWORD, KEYWORD_PASSWORD]
+        self.patterns: list[re.Pattern] = [URL_PASSWORD, KEYWORD_PASSWORD, QUERY_SECRET]
         self.secrets: list[str] = []
         self._short_secrets: re.Pattern | None = None
         self.add(patterns, secrets)
@@ -193,7 +227,43 @@ def redact(text: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """A URL (or libpq connection string) fit to print: its password masked."""
-    return KEYWORD_PASSWORD.sub(
-        lambda m: m.group(1) + REDACTED, URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED, url)
-    )
+    """A URL (or libpq connection string) fit to print: its password and the values of
+    its secret query parameters masked."""
+    return _DEFAULT(url)
+
+
+# As a shell reports a command Ctrl-C stopped (128 + SIGINT) and the writer of a pipe its
+# reader closed, `yes | head -1`'s `yes` (128 + SIGPIPE).
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+def run_console(prog: str, main: Callable[[], int | None]) -> int | None:
+    """Run a console command's `main`: its exit code, except when the user ends it.
+
+    A closed stdout (`proxbox status --json | head -1`) ends it quietly with
+    EXIT_BROKEN_PIPE; Ctrl-C prints `<prog>: interrupted` on stderr and gives
+    EXIT_INTERRUPTED. Neither prints a traceback; `finally` blocks have run.
+    """
+    try:
+        code = main()
+        # Output still buffered would otherwise meet the closed pipe at exit, outside here.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError):
+            print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _discard_stdout() -> None:
+    """What stdout still buffers goes nowhere: the interpreter flushes it at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)

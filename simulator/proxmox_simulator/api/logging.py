@@ -54,7 +54,11 @@ class JsonFormatter(logging.Formatter):
         for name in REQUEST_FIELDS:
             if hasattr(record, name):
                 entry[name] = getattr(record, name)
-        if record.exc_info:
+        # The process redactor (install_redaction) turns exc_info into scrubbed
+        # exc_text when the record is made: exc_text is where the traceback usually is.
+        if record.exc_text:
+            entry["exc"] = redact(record.exc_text)
+        elif record.exc_info:
             entry["exc"] = redact(self.formatException(record.exc_info))
         return json.dumps(entry, separators=(",", ":"))
 

@@ -8,6 +8,7 @@ values.  Both are coerced the way PVE's JSONSchema does: booleans accept
 from __future__ import annotations
 
 import re
+import sys
 
 from proxmox_simulator.contracts.model import Endpoint, Parameter
 from proxmox_simulator.domain import property_strings
@@ -101,8 +102,7 @@ def coerce(param: Parameter, value, name: str | None = None):
             isinstance(value, int) or _INTEGER.match(str(value).strip())
         ):
             return None, f"type check ('integer') failed - got '{value}'"
-        number = int(str(value).strip())
-        return _check_range(param, number)
+        return _check_range(param, _integer(value))
     if kind == "number":
         if isinstance(value, bool) or not (
             isinstance(value, (int, float)) or _NUMBER.match(str(value).strip())
@@ -174,6 +174,23 @@ def _compiled(pattern: str) -> re.Pattern | None:
         except re.error:
             _PATTERNS[pattern] = None
     return _PATTERNS[pattern]
+
+
+# The largest magnitude int() reads from text (sys.get_int_max_str_digits()) and str() prints.
+_WIDEST = 10 ** sys.get_int_max_str_digits() - 1
+
+
+def _integer(value) -> int:
+    """PVE reads integers as Perl numbers: one with thousands of digits is infinite there,
+    above every maximum and past the end of every list. Here it is the widest integer
+    Python reads and prints, which behaves the same wherever the simulator compares it."""
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:  # only the digit limit: _INTEGER matched the text
+        return -_WIDEST if text.startswith("-") else _WIDEST
 
 
 def _check_range(param: Parameter, number):

@@ -6,6 +6,15 @@ import json
 
 import asyncpg
 
+INT4_MAX = 2**31 - 1
+INT8_MAX = 2**63 - 1
+
+
+def saturated(value: int, maximum: int = INT8_MAX) -> int:
+    """A count or position the API admits unbounded, at most what its column (int4) or
+    OFFSET/LIMIT (int8) holds: past every row either way, as PVE reads past its log's end."""
+    return min(value, maximum)
+
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     # jsonb columns round-trip as Python values; the codec is cheap and explicit.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncpg
 
 from proxmox_simulator.domain.errors import Conflict
+from proxmox_simulator.repositories.db import INT4_MAX, saturated
 
 TASK_CHANNEL = "pvesim_tasks"
 
@@ -188,7 +189,8 @@ async def get(conn, upid: str):
 
 
 async def log(conn, upid: str, start: int, limit: int):
-    return await conn.fetch(_LOG, upid, start, limit), await conn.fetchval(_LOG_TOTAL, upid)
+    page = await conn.fetch(_LOG, upid, saturated(start, INT4_MAX), saturated(limit))
+    return page, await conn.fetchval(_LOG_TOTAL, upid)
 
 
 async def events(conn, upid: str):
@@ -196,7 +198,17 @@ async def events(conn, upid: str):
 
 
 async def list_tasks(conn, *, node, typefilter, userfilter, vmid, source, errors, start, limit):
-    return await conn.fetch(_LIST, node, typefilter, userfilter, vmid, source, errors, start, limit)
+    return await conn.fetch(
+        _LIST,
+        node,
+        typefilter,
+        userfilter,
+        vmid,
+        source,
+        errors,
+        saturated(start),
+        saturated(limit),
+    )
 
 
 _QUEUE_DEPTH = """
