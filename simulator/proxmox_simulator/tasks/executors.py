@@ -402,6 +402,7 @@ def executors() -> dict[str, Executor]:
         "imgcopy": node_executors.copy_volume,
         "startall": node_executors.start_all,
         "reloadnetworkall": node_executors.apply_sdn,
+        "cephsetflags": node_executors.set_ceph_flags,
     }
     for disk_task in (
         "diskinit",
