@@ -93,7 +93,11 @@ def test_contract_coverage_report(tmp_path, capsys, version):
     listed = [label for labels in report["handled_methods"].values() for label in labels]
     assert sorted(listed) == sorted(declared)
     assert "GET /nodes/{node}/qemu" in report["handled_methods"]["bespoke"]
-    assert "PUT /cluster/ceph/flags" in report["handled_methods"]["resource-store"]
+    assert (
+        "PUT /nodes/{node}/certificates/acme/certificate"
+        in report["handled_methods"]["resource-store"]
+    )
+    assert "PUT /cluster/ceph/flags" in report["handled_methods"]["bespoke"]
 
 
 def test_coverage_reports_several_majors_at_once(tmp_path, capsys):
@@ -116,7 +120,9 @@ def test_coverage_counts_a_method_no_handler_answers():
     orphan = Endpoint("/nodes", "POST")
     contract = Contract(base.version, (*base.endpoints, orphan))
     assert handling(contract, orphan) is None
-    assert handling(contract, contract.endpoint("/cluster/ceph/flags", "PUT")) == "resource-store"
+    assert handling(contract, contract.endpoint("/cluster/acme/account/{name}", "PUT")) == (
+        "resource-store"
+    )
 
 
 def test_token_and_cluster_commands(settings, seeded, capsys, monkeypatch):

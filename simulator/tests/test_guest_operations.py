@@ -265,3 +265,49 @@ def test_move_disk_and_unlink(root, unique_vmid):
     assert (
         expect_data(root.get("/nodes/pve1/storage/local-lvm/content", params={"vmid": vmid})) == []
     )
+
+
+def test_snapshot_rollback_restores_memory_and_cpus_everywhere(root, unique_vmid):
+    vmid = unique_vmid
+    _ok(
+        root,
+        root.post(
+            "/nodes/pve2/qemu",
+            data={
+                "vmid": vmid,
+                "name": f"rollback{vmid}",
+                "memory": 1536,
+                "cores": 1,
+                "sockets": 1,
+                "scsi0": "local-lvm:4",
+            },
+        ),
+    )
+    _ok(root, root.post(f"/nodes/pve2/qemu/{vmid}/snapshot", data={"snapname": "small-shape"}))
+    expect_data(
+        root.put(f"/nodes/pve2/qemu/{vmid}/config", data={"memory": 6144, "cores": 3, "sockets": 2})
+    )
+
+    def shape() -> dict:
+        listed = next(
+            g for g in expect_data(root.get("/nodes/pve2/qemu")) if int(g["vmid"]) == vmid
+        )
+        status = expect_data(root.get(f"/nodes/pve2/qemu/{vmid}/status/current"))
+        resource = next(
+            r
+            for r in expect_data(root.get("/cluster/resources", params={"type": "vm"}))
+            if r["id"] == f"qemu/{vmid}"
+        )
+        return {
+            "list": (listed["maxmem"], listed["cpus"]),
+            "status": (status["maxmem"], status["cpus"]),
+            "resources": (resource["maxmem"], resource["maxcpu"]),
+        }
+
+    mib = 1024**2
+    assert set(shape().values()) == {(6144 * mib, 6)}
+    _ok(root, root.post(f"/nodes/pve2/qemu/{vmid}/snapshot/small-shape/rollback"))
+    assert shape() == {k: (1536 * mib, 1) for k in ("list", "status", "resources")}
+    config = expect_data(root.get(f"/nodes/pve2/qemu/{vmid}/config"))
+    assert (int(config["memory"]), config["cores"], config["sockets"]) == (1536, 1, 1)
+    assert config["parent"] == "small-shape"

@@ -85,6 +85,7 @@ _FORMAT_VALUES = {
     "pve-sdn-controller-id": "probec",
     "pve-ha-resource-or-vm-id": "vm:990100",
     "pve-ha-resource-id": "vm:990100",
+    "pve-ha-resource-id-list": "vm:990100",
     "pve-ha-group-node-list": "pve1",
     "pve-ha-node-list": "pve1",
     "pve-vmid": "990100",
@@ -542,6 +543,12 @@ def _body(endpoint: Endpoint) -> dict:
     if endpoint.method == "POST":
         body.update(_GUEST_EXTRAS.get(endpoint.path, {}))
     body.update(_EXTRAS.get((endpoint.method, endpoint.path), {}))
+    variants = endpoint.variants
+    if variants is not None and variants.type_property in body:
+        # What the chosen type (HA rule type, ...) requires on top of the common set.
+        for param in variants.for_type(str(body[variants.type_property])) or ():
+            if not param.optional and param.name not in body:
+                body[param.name] = value_for(param, endpoint, body=True)
     return body
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sys
 
-from proxmox_simulator.contracts.model import Endpoint, Parameter
+from proxmox_simulator.contracts.model import Endpoint, Parameter, Variants
 from proxmox_simulator.domain import property_strings
 from proxmox_simulator.domain.errors import ParameterError
 
@@ -87,6 +87,9 @@ def _schema_for(endpoint: Endpoint, name: str) -> Parameter | None:
 
 # No PVE configuration file (and no PostgreSQL text) can hold a NUL character.
 _NUL = "value must not contain a NUL character"
+_UNDECLARED = (
+    "property is not defined in schema and the schema does not allow additional properties"
+)
 
 
 def coerce(param: Parameter, value, name: str | None = None):
@@ -223,9 +226,7 @@ def validate(endpoint: Endpoint, path_params: dict, supplied: dict) -> dict:
                 # from the parameters, e.g. ``{url_seq}``).
                 values[name] = value
             elif not endpoint.additional_properties:
-                errors[name] = (
-                    "property is not defined in schema and the schema does not allow additional properties"
-                )
+                errors[name] = _UNDECLARED
             else:
                 values[name] = value
             continue
@@ -238,9 +239,37 @@ def validate(endpoint: Endpoint, path_params: dict, supplied: dict) -> dict:
         if param.indexed_stem or param.optional or param.name in merged:
             continue
         errors[param.name] = "property is missing and it is not optional"
+    if endpoint.variants is not None and not errors:
+        _check_variant(endpoint.variants, merged, values, errors)
     if errors:
         raise ParameterError(errors)
     return values
+
+
+def _check_variant(variants: Variants, merged: dict, values: dict, errors: dict) -> None:
+    """Check the type-specific parameters against the set the type selects.
+
+    The flattened parameters accept what any type accepts; once the type is
+    known, a parameter of another type is undeclared, and the type's own
+    declaration (required, enumeration, length) is the one that counts.
+    """
+    chosen = variants.for_type(str(values.get(variants.type_property)))
+    if chosen is None:
+        return
+    own = {p.name: p for p in chosen}
+    type_specific = {p.name for params in variants.by_type.values() for p in params}
+    for name in merged:
+        if name in own:
+            coerced, error = coerce(own[name], merged[name], name)
+            if error:
+                errors[name] = error
+            else:
+                values[name] = coerced
+        elif name in type_specific:
+            errors[name] = _UNDECLARED
+    for name, param in own.items():
+        if not param.optional and name not in merged:
+            errors[name] = "property is missing and it is not optional"
 
 
 def defaults(endpoint: Endpoint) -> dict:

@@ -32,6 +32,17 @@ _PARAM_KEYS = {
     "alias",
 }
 _ENDPOINT_KEYS = {"parameters", "returns", "permissions", "allowtoken", "protected", "method"}
+# Keys of a ``parameters`` schema that the flattening below turns into parameters
+# and variants; any other key is kept in ``Endpoint.parameter_extra``.
+_SCHEMA_KEYS = {
+    "properties",
+    "additionalProperties",
+    "allOf",
+    "oneOf",
+    "anyOf",
+    "type-property",
+    "type-property-schema",
+}
 _INDEXED = re.compile(r"^(?P<stem>[a-z_-]+)\[n\]$")
 
 
@@ -66,10 +77,17 @@ class Parameter:
     @classmethod
     def from_source(cls, name: str, raw: dict) -> Parameter:
         enum = raw.get("enum")
+        alternatives = raw.get("oneOf") or raw.get("anyOf") or ()
+        optional = _truthy(raw.get("optional"))
+        if "optional" not in raw and alternatives:
+            # A per-type parameter (SDN fabrics' ``redistribute``) declares
+            # ``optional`` inside its alternatives: one optional one suffices.
+            optional = any(_truthy(a.get("optional")) for a in alternatives)
+        kind = raw.get("type") or next((a["type"] for a in alternatives if a.get("type")), None)
         return cls(
             name=name,
-            type=raw.get("type", "string"),
-            optional=_truthy(raw.get("optional")),
+            type=kind or "string",
+            optional=optional,
             format=raw.get("format"),
             enum=tuple(str(e) for e in enum) if enum else None,
             default=raw.get("default"),
@@ -127,6 +145,107 @@ class Parameter:
 
 
 @dataclass(frozen=True)
+class Variants:
+    """A section-config schema's parameter sets, one per type (PVE 9's HA rules).
+
+    ``type_property`` names the parameter whose value selects the set; each set
+    lists the type-specific parameters exactly as that type declares them.
+    """
+
+    type_property: str
+    by_type: dict = field(default_factory=dict)  # type -> tuple[Parameter, ...]
+
+    def for_type(self, kind: str) -> tuple[Parameter, ...] | None:
+        return self.by_type.get(kind)
+
+    def to_dict(self) -> dict:
+        return {
+            "typeProperty": self.type_property,
+            "types": {
+                kind: [p.to_dict() for p in params] for kind, params in sorted(self.by_type.items())
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Variants:
+        return cls(
+            type_property=data["typeProperty"],
+            by_type={
+                kind: tuple(Parameter.from_dict(p) for p in params)
+                for kind, params in data.get("types", {}).items()
+            },
+        )
+
+
+def _alternative_types(alternative: dict) -> list[str]:
+    if alternative.get("instance-type"):
+        return [str(alternative["instance-type"])]
+    return [str(t) for t in alternative.get("instance-types") or ()]
+
+
+def _merged(declarations: list[dict], in_every: bool) -> dict:
+    """One parameter standing for all of a name's per-type declarations.
+
+    It is optional unless every type requires it, carries a default only when
+    every type shares it, and accepts every type's enumeration values; the
+    type-specific check happens against ``Variants`` once the type is known.
+    """
+    merged = dict(declarations[0])
+    if not in_every or any(_truthy(d.get("optional")) for d in declarations):
+        merged["optional"] = 1
+    defaults = {json.dumps(d.get("default"), sort_keys=True) for d in declarations}
+    if not in_every or len(defaults) != 1:
+        merged.pop("default", None)
+    if all(d.get("enum") for d in declarations):
+        values: list = []
+        for declaration in declarations:
+            values += [v for v in declaration["enum"] if v not in values]
+        merged["enum"] = values
+    else:
+        merged.pop("enum", None)
+    return merged
+
+
+def _flatten(schema: dict) -> tuple[dict[str, dict], Variants | None]:
+    """Raw parameter schemas of a ``parameters`` object, ``allOf``/``oneOf``/``anyOf`` included.
+
+    PVE 9 describes section-config APIs (HA rules, SDN fabrics) as an ``allOf``
+    of common properties and a ``oneOf`` of per-type property sets selected by a
+    ``type-property``; each name becomes one parameter, and the per-type sets
+    are kept as ``Variants`` for validation.
+    """
+    flat: dict[str, dict] = {}
+    variants: Variants | None = None
+    for name, raw in (schema.get("properties") or {}).items():
+        flat.setdefault(name, raw)
+    for part in schema.get("allOf") or ():
+        part_flat, part_variants = _flatten(part)
+        for name, raw in part_flat.items():
+            flat.setdefault(name, raw)
+        variants = variants or part_variants
+    alternatives = schema.get("oneOf") or schema.get("anyOf")
+    if alternatives:
+        type_property = schema.get("type-property")
+        if type_property and type_property not in flat:
+            flat[type_property] = dict(schema.get("type-property-schema") or {"type": "string"})
+        declared: dict[str, list[dict]] = {}
+        by_type: dict[str, tuple[Parameter, ...]] = {}
+        for alternative in alternatives:
+            alt_flat, _nested = _flatten(alternative)
+            for name, raw in alt_flat.items():
+                declared.setdefault(name, []).append(raw)
+            params = tuple(Parameter.from_source(n, alt_flat[n]) for n in sorted(alt_flat))
+            for kind in _alternative_types(alternative):
+                by_type[kind] = params
+        for name, declarations in declared.items():
+            if name not in flat:
+                flat[name] = _merged(declarations, len(declarations) == len(alternatives))
+        if type_property and by_type:
+            variants = Variants(type_property, by_type)
+    return flat, variants
+
+
+@dataclass(frozen=True)
 class Endpoint:
     path: str
     method: str
@@ -137,6 +256,8 @@ class Endpoint:
     allowtoken: bool = True
     protected: bool = False
     extra: dict = field(default_factory=dict, compare=False)
+    variants: Variants | None = field(default=None, compare=False)
+    parameter_extra: dict = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -149,7 +270,7 @@ class Endpoint:
     @classmethod
     def from_source(cls, path: str, method: str, info: dict) -> Endpoint:
         params = info.get("parameters") or {}
-        props = params.get("properties") or {}
+        props, variants = _flatten(params)
         return cls(
             path=path,
             method=method.upper(),
@@ -161,6 +282,8 @@ class Endpoint:
             allowtoken=_truthy(info.get("allowtoken", 1)),
             protected=_truthy(info.get("protected")),
             extra={k: v for k, v in info.items() if k not in _ENDPOINT_KEYS},
+            variants=variants,
+            parameter_extra={k: v for k, v in params.items() if k not in _SCHEMA_KEYS},
         )
 
     def to_dict(self) -> dict:
@@ -176,6 +299,10 @@ class Endpoint:
         }
         if self.extra:
             out["extra"] = self.extra
+        if self.variants is not None:
+            out["variants"] = self.variants.to_dict()
+        if self.parameter_extra:
+            out["parameterExtra"] = self.parameter_extra
         return out
 
     @classmethod
@@ -190,6 +317,8 @@ class Endpoint:
             allowtoken=bool(data.get("allowtoken", True)),
             protected=bool(data.get("protected")),
             extra=data.get("extra", {}),
+            variants=Variants.from_dict(data["variants"]) if data.get("variants") else None,
+            parameter_extra=data.get("parameterExtra", {}),
         )
 
 

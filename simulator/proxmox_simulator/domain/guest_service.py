@@ -101,7 +101,9 @@ async def load_guest(conn, kind: str, node: str, vmid: int, *, for_update: bool 
     return row
 
 
-def _sizing(kind: str, config: dict, defaults: dict) -> tuple[int, int, int]:
+def guest_sizing(kind: str, config: dict, defaults: dict | None = None) -> tuple[int, int, int]:
+    """(maxmem, maxdisk, cpus) a guest's config implies; lists and status show them."""
+    defaults = defaults or {}
     # QEMU 8+/9 declare memory as a property string: "[current=]<MiB>[,...]".
     raw_memory = config.get("memory", defaults.get("memory", 512))
     memory_props = rules.parse_property_string(str(raw_memory), "current")
@@ -273,7 +275,7 @@ async def create(
         await _check_disks(conn, kind, config)
         if pool:
             await require_pool(conn, pool)
-        maxmem, _disk, cpus = _sizing(kind, config, defaults)
+        maxmem, _disk, cpus = guest_sizing(kind, config, defaults)
         await insert_creating_guest(
             conn,
             kind=kind,
@@ -362,7 +364,7 @@ async def _write_config(
         current = rules.ensure_macs(kind, vmid, current)
         for request in rules.new_disk_requests(kind, changes):
             current[request.key] = await allocate_disk(conn, rt.clock, kind, node, vmid, request)
-        maxmem, maxdisk, cpus = _sizing(kind, current, defaults)
+        maxmem, maxdisk, cpus = guest_sizing(kind, current, defaults)
         name = str(current.get("name") or current.get("hostname") or "")
         await guest_repo.update_config(
             conn,

@@ -36,3 +36,8 @@ async def update(conn, file: str, section_id: str, expected_version: int, option
 
 async def delete(conn, file: str, section_id: str) -> bool:
     return await conn.fetchval(_DELETE, file, section_id) is not None
+
+
+async def lock_file(conn, file: str) -> None:
+    """Serialise writers of one file for the transaction (PVE takes a domain lock)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('pvesim:section:' || $1))", file)

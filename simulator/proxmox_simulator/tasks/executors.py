@@ -11,7 +11,7 @@ from proxmox_simulator.domain import node_system_service, resource_store
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.domain.guest_disks import apply_move, resize_in_place, store_disk_config
 from proxmox_simulator.domain.guest_placement import copy_disks, link_disks
-from proxmox_simulator.domain.guest_service import allocate_disk
+from proxmox_simulator.domain.guest_service import allocate_disk, guest_sizing
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import firewall as firewall_repo
 from proxmox_simulator.repositories import guests as guest_repo
@@ -207,15 +207,18 @@ async def rollback(ctx: TaskContext) -> None:
         if snap is None:
             raise PveError(f"snapshot '{name}' does not exist")
         config = {**snap["config"], "parent": name}
+        # Memory, cores, sockets and disk sizes come back with the config, and
+        # so must every figure derived from them.
+        maxmem, maxdisk, cpus = guest_sizing(kind, config)
         await guest_repo.update_config(
             conn,
             vmid=vmid,
             expected_version=row["version"],
             config=config,
             name=str(config.get("name") or config.get("hostname") or row["name"]),
-            maxmem=row["maxmem"],
-            maxdisk=row["maxdisk"],
-            cpus=row["cpus"],
+            maxmem=maxmem,
+            maxdisk=maxdisk,
+            cpus=cpus,
             interfaces=rules.guest_interfaces(kind, config),
             pool=row["pool"],
         )
@@ -399,6 +402,7 @@ def executors() -> dict[str, Executor]:
         "imgcopy": node_executors.copy_volume,
         "startall": node_executors.start_all,
         "reloadnetworkall": node_executors.apply_sdn,
+        "cephsetflags": node_executors.set_ceph_flags,
     }
     for disk_task in (
         "diskinit",

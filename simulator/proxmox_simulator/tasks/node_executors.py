@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.domain import (
+    ceph_service,
     disk_service,
     node_power_service,
     node_system_service,
@@ -78,6 +79,16 @@ async def replicate(ctx: TaskContext) -> None:
     if error:
         raise PveError(error)
     await ctx.complete()
+
+
+async def set_ceph_flags(ctx: TaskContext) -> None:
+    await ctx.sleep(0.5)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await ceph_service.apply_flags(conn, ctx.payload["flags"]))
+
+    await ctx.complete(effect, lines=lines)
 
 
 async def apply_sdn(ctx: TaskContext) -> None:

@@ -4,6 +4,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     access,
     acme,
     backup,
+    ceph,
     cluster,
     cluster_config,
     disks,

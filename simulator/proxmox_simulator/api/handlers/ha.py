@@ -1,8 +1,9 @@
-"""/cluster/ha: groups, resources and the manager's status."""
+"""/cluster/ha: groups, resources, rules (9.x) and the manager's status."""
 
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import ha_rules_service as rules_svc
 from proxmox_simulator.domain import ha_service as svc
 
 
@@ -87,3 +88,28 @@ async def arm(ctx: RequestContext):
 @route("/cluster/ha/status/disarm-ha", "POST")
 async def disarm(ctx: RequestContext):
     await svc.set_armed(ctx.rt, False, ctx.params["resource-mode"])
+
+
+@route("/cluster/ha/rules", "GET")
+async def list_rules(ctx: RequestContext):
+    return await rules_svc.list_rules(ctx.rt, ctx.params.get("type"), ctx.params.get("resource"))
+
+
+@route("/cluster/ha/rules", "POST")
+async def create_rule(ctx: RequestContext):
+    await rules_svc.create_rule(ctx.rt, ctx.params)
+
+
+@route("/cluster/ha/rules/{rule}", "GET")
+async def get_rule(ctx: RequestContext):
+    return await rules_svc.get_rule(ctx.rt, ctx.params["rule"])
+
+
+@route("/cluster/ha/rules/{rule}", "PUT")
+async def update_rule(ctx: RequestContext):
+    await rules_svc.update_rule(ctx.rt, ctx.params["rule"], ctx.params)
+
+
+@route("/cluster/ha/rules/{rule}", "DELETE")
+async def delete_rule(ctx: RequestContext):
+    await rules_svc.delete_rule(ctx.rt, ctx.params["rule"])
