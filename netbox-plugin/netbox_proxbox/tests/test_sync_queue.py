@@ -7,6 +7,7 @@ from datetime import timedelta
 import django_rq
 from core.choices import JobStatusChoices
 from core.models import Job
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from netbox.jobs import JobRunner
@@ -16,6 +17,8 @@ from rest_framework.test import APIClient
 from netbox_proxbox.constants import DEFAULT_SYNC_QUEUE, MIN_SYNC_INTERVAL
 from netbox_proxbox.sync.config import sync_queue
 from netbox_proxbox.sync.jobs import SyncEndpointJob, ensure_schedule
+from proxbox_devstack.components import NETBOX_QUEUES as STACK_NETBOX_QUEUES
+from proxbox_devstack.components import SYNC_QUEUE as STACK_SYNC_QUEUE
 
 from .backend import BACKEND_TOKEN, ScriptedSyncService, serve_backend
 from .base import auth_header, make_endpoint
@@ -142,3 +145,10 @@ class WorkerLayoutTest(RealWorkerTestCase):
                 "the sync to finish",
             )
         self.assertEqual(service.calls, [endpoint.pk])
+
+
+def test_the_stacks_workers_serve_queues_netbox_knows_and_the_sync_queue_apart():
+    """`proxbox up` names the queues without importing NetBox: they must match its settings."""
+    assert STACK_SYNC_QUEUE == DEFAULT_SYNC_QUEUE
+    assert {*STACK_NETBOX_QUEUES, STACK_SYNC_QUEUE} <= set(settings.RQ_QUEUES)
+    assert tuple(STACK_NETBOX_QUEUES) == NETBOX_QUEUES
