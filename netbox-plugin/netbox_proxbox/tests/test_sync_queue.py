@@ -9,10 +9,12 @@ from core.choices import JobStatusChoices
 from core.models import Job
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.urls import reverse
 from django.utils import timezone
 from netbox.jobs import JobRunner
 from proxbox_processes import wait_until
 from rest_framework.test import APIClient
+from rq import Worker
 
 from netbox_proxbox.constants import DEFAULT_SYNC_QUEUE, MIN_SYNC_INTERVAL
 from netbox_proxbox.sync.config import sync_queue
@@ -92,6 +94,29 @@ class SyncQueueRoutingTest(SyncNowTestCase):
         self.assertEqual(successor.status, JobStatusChoices.STATUS_SCHEDULED)
         self.assertEqual(successor.queue_name, DEFAULT_SYNC_QUEUE)
         self.assertIn(str(successor.job_id), registry.get_job_ids())
+
+    def test_sync_now_warns_when_no_worker_serves_the_sync_queue(self):
+        self.client.force_login(self.operator)
+        action = reverse("plugins:netbox_proxbox:proxmoxendpoint_sync_now", args=[self.endpoint.pk])
+        warning = f"No RQ worker serves the queue {DEFAULT_SYNC_QUEUE}"
+        with self.captureOnCommitCallbacks(execute=True):
+            page = self.client.post(action, follow=True).content.decode()
+        self.assertIn(warning, page)
+        self.assertIn(f"manage.py rqworker {DEFAULT_SYNC_QUEUE}", page)
+
+        # A live worker registered in Redis for the sync queue: no warning. One serving
+        # only NetBox's queues does not count.
+        connection = django_rq.get_connection(DEFAULT_SYNC_QUEUE)
+        for queues, shown in ((NETBOX_QUEUES, True), ((DEFAULT_SYNC_QUEUE,), False)):
+            worker = Worker(list(queues), connection=connection, name=f"layout-{queues[0]}")
+            worker.register_birth()
+            self.addCleanup(worker.register_death)
+            Job.objects.all().delete()
+            with self.captureOnCommitCallbacks(execute=True):
+                page = self.client.post(action, follow=True).content.decode()
+            self.assertIn("queued as", page)
+            self.assertEqual(warning in page, shown, queues)
+            worker.register_death()
 
     def test_sync_queue_may_name_netbox_default_for_a_single_worker(self):
         with plugin_config(sync_queue="default"), self.captureOnCommitCallbacks(execute=True):
