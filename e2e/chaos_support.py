@@ -145,7 +145,9 @@ def assert_converged(
 
 class RQWorker:
     """NetBox's own `rqworker` on the server's database and Redis, in a process group of
-    its own; `env` adds to the server's environment (e.g. the backend's URL)."""
+    its own; `env` adds to the server's environment (e.g. the backend's URL). It serves
+    NetBox's queues and the sync queue both: the chaos cases kill the one worker that
+    holds a validation or a sync, whichever queue it came from."""
 
     def __init__(self, netbox: NetBoxServer, workdir: Path, **env: str):
         self.netbox, self.workdir, self.extra_env = netbox, workdir, env
@@ -156,7 +158,10 @@ class RQWorker:
         self.started += 1
         log = open(self.workdir / f"rqworker-{self.started}.log", "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "netbox", "rqworker", "high", "default", "low"],
+            [
+                *(sys.executable, "-m", "netbox", "rqworker"),
+                *("high", "default", "low", "netbox_proxbox.sync"),
+            ],
             env={**self.netbox.env(), **self.extra_env},
             stdout=log,
             stderr=subprocess.STDOUT,

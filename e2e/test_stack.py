@@ -92,22 +92,22 @@ def test_ui_is_styled(stack):
     assert css.headers["content-type"].startswith("text/css")
 
 
-def test_one_rq_worker_serves_the_queues(stack):
-    def worker_running() -> bool:
+def test_netbox_and_sync_rq_workers_run(stack):
+    def workers_running() -> bool:
         with stack.client() as client:
-            return client.get("/api/status/").json()["rq-workers-running"] >= 1
+            return client.get("/api/status/").json()["rq-workers-running"] >= 2
 
-    wait_until(worker_running, 60, "the RQ worker to run", interval=0.5)
+    wait_until(workers_running, 60, "NetBox's and the sync RQ worker to run", interval=0.5)
 
 
 def test_status_command_reports_every_process(stack):
     result = stack.proxbox("status")
     assert result.returncode == 0, result.stdout
-    for name in ("proxbox up", "netbox", "rqworker", "simulator", "backend"):
+    for name in ("proxbox up", "netbox", "rqworker", "rqworker-sync", "simulator", "backend"):
         assert name in result.stdout
     report = json.loads(stack.proxbox("status", "--json").stdout)
     assert report["running"] is True and report["supervisor"]["pid"] > 0
-    assert {"netbox", "rqworker", "simulator", "backend"} <= {
+    assert {"netbox", "rqworker", "rqworker-sync", "simulator", "backend"} <= {
         name for name, process in report["processes"].items() if process["running"]
     }
     assert report["urls"]["netbox"] == f"{stack.url}/"

@@ -7,7 +7,9 @@ from netbox.plugins import PluginConfig
 from .constants import (
     DEFAULT_BACKEND_REQUEST_TIMEOUT,
     DEFAULT_SYNC_POLL_INTERVAL,
+    DEFAULT_SYNC_QUEUE,
     DEFAULT_SYNC_TIMEOUT,
+    PLUGIN_SYNC_QUEUE,
 )
 
 # The version lives in pyproject.toml only; the installed metadata carries it here.
@@ -28,7 +30,8 @@ class ProxboxConfig(PluginConfig):
     # backend_url / backend_token: where "Sync now" Jobs reach the Proxbox sync backend and
     # the bearer token it expects (its PROXBOX_BACKEND_API_TOKEN). sync_timeout: seconds a Job
     # waits for the backend's run; sync_poll_interval / backend_request_timeout: seconds.
-    # See README "Sync now".
+    # sync_queue: the RQ queue sync Jobs are enqueued on, served by its own worker
+    # (`manage.py rqworker netbox_proxbox.sync`). See README "Sync now" and "Workers".
     required_settings = ["encryption_key"]
     default_settings = {
         "backend_url": None,
@@ -38,7 +41,10 @@ class ProxboxConfig(PluginConfig):
         "backend_request_timeout": DEFAULT_BACKEND_REQUEST_TIMEOUT,
         # Minutes between "sync all enabled endpoints" runs; None: no such schedule.
         "sync_all_interval": None,
+        "sync_queue": DEFAULT_SYNC_QUEUE,
     }
+    # NetBox adds each as the RQ queue "netbox_proxbox.<name>".
+    queues = [PLUGIN_SYNC_QUEUE]
 
     def ready(self):
         super().ready()
@@ -47,6 +53,9 @@ class ProxboxConfig(PluginConfig):
         from .foreign_history import refuse_foreign_history
 
         pre_migrate.connect(refuse_foreign_history, sender=self)
+        from .sync.config import sync_queue
+
+        sync_queue()  # a misnamed queue stops NetBox here, not at the first sync
         from . import signals  # noqa: F401
         from .sync import schedules  # noqa: F401  (registers the schedule-keeping system job)
 

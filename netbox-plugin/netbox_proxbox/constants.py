@@ -13,6 +13,11 @@ MIN_TOKEN_SECRET_LENGTH = 16
 DEFAULT_SYNC_TIMEOUT = 3600  # seconds a Job waits for the backend's run to finish
 DEFAULT_SYNC_POLL_INTERVAL = 2.0  # seconds between GET /runs/{id}
 DEFAULT_BACKEND_REQUEST_TIMEOUT = 30.0  # seconds per HTTP request to the backend
+# The RQ queue of sync Jobs: the plugin declares queue "sync", which NetBox registers as
+# "<plugin>.sync". Syncs run for minutes; on their own queue (and worker) they never hold
+# the worker that serves NetBox's own queues (high, default, low).
+PLUGIN_SYNC_QUEUE = "sync"
+DEFAULT_SYNC_QUEUE = f"netbox_proxbox.{PLUGIN_SYNC_QUEUE}"
 # RQ kills a job at its job_timeout; give the Job room to record a timeout itself first.
 RQ_TIMEOUT_MARGIN = 120
 

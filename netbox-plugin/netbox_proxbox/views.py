@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from django.views.generic import View
 from netbox.object_actions import BulkExport, ObjectAction
 from netbox.views import generic
+from utilities.rqworker import any_workers_for_queue
 from utilities.views import register_model_view
 from virtualization.models import VirtualMachine
 
@@ -139,6 +140,21 @@ def announce_queued(request, job, subject: str) -> None:
     else:
         message = _("Sync of {subject} queued.").format(subject=subject)
     messages.success(request, message)
+    warn_if_no_sync_worker(request, [job])
+
+
+def warn_if_no_sync_worker(request, jobs) -> None:
+    # Syncs have a queue (and worker) of their own: an installation upgraded with only
+    # NetBox's `rqworker` would otherwise see its syncs stay pending with no hint why.
+    for queue in sorted({job.queue_name for job in jobs}):
+        if not any_workers_for_queue(queue):
+            messages.warning(
+                request,
+                _(
+                    "No RQ worker serves the queue {queue}: the sync waits until one starts "
+                    "(manage.py rqworker {queue})."
+                ).format(queue=queue),
+            )
 
 
 @register_model_view(ProxmoxEndpoint, "sync_all", path="sync-all", detail=False)
@@ -153,6 +169,7 @@ class ProxmoxEndpointSyncAllView(LoginRequiredMixin, View):
         )
         for reason in skipped:
             messages.warning(request, reason)
+        warn_if_no_sync_worker(request, jobs)
         return redirect("plugins:netbox_proxbox:proxmoxendpoint_list")
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from netbox.plugins import get_plugin_config
 
 from ..constants import (
     DEFAULT_BACKEND_REQUEST_TIMEOUT,
     DEFAULT_SYNC_POLL_INTERVAL,
+    DEFAULT_SYNC_QUEUE,
     DEFAULT_SYNC_TIMEOUT,
     RQ_TIMEOUT_MARGIN,
 )
@@ -77,3 +80,20 @@ def rq_job_timeout() -> int:
         # The Job itself reports the malformed setting; RQ just needs a sane bound.
         timeout = DEFAULT_SYNC_TIMEOUT
     return int(timeout) + RQ_TIMEOUT_MARGIN
+
+
+def sync_queue() -> str:
+    """The RQ queue sync Jobs are enqueued on (PLUGINS_CONFIG["netbox_proxbox"]["sync_queue"]).
+
+    Any queue NetBox has set up (settings.RQ_QUEUES) may be named: the plugin's own
+    "netbox_proxbox.sync" (the default), or "default" to run syncs beside NetBox's own jobs
+    on a single worker. An unknown name would leave every sync pending with no worker, so
+    it is refused.
+    """
+    name = get_plugin_config(PLUGIN, "sync_queue") or DEFAULT_SYNC_QUEUE
+    if not isinstance(name, str) or name not in settings.RQ_QUEUES:
+        raise ImproperlyConfigured(
+            'PLUGINS_CONFIG["netbox_proxbox"]["sync_queue"] must name one of NetBox\'s RQ queues '
+            f"({', '.join(sorted(settings.RQ_QUEUES))}), got {name!r}"
+        )
+    return name

@@ -15,7 +15,7 @@ from netbox.jobs import JobRunner
 
 from ..constants import SYNC_LOCK_CLASS
 from .client import BackendClient, BackendError
-from .config import BackendNotConfigured, BackendSettings, rq_job_timeout
+from .config import BackendNotConfigured, BackendSettings, rq_job_timeout, sync_queue
 
 MAX_LOGGED_FAILURES = 20  # the full list stays in the Job's data
 PROGRESS_SAVE_INTERVAL = 1.0  # seconds between saves of a running Job's log and progress
@@ -36,6 +36,13 @@ class SyncJobError(Exception):
 class SyncEndpointJob(JobRunner):
     class Meta:
         name = "Proxbox sync"
+
+    @classmethod
+    def enqueue(cls, *args, **kwargs):
+        # Every way a sync is queued (Sync now, schedules, sync all, and NetBox's own
+        # rescheduling of a recurring Job, which passes no queue) lands on the sync queue.
+        kwargs.setdefault("queue_name", sync_queue())
+        return super().enqueue(*args, **kwargs)
 
     def run(self, *args, **kwargs):
         endpoint = self.job.object

@@ -1,5 +1,10 @@
 """NetBox's own `rqworker` against a test's database: `python -m netbox_proxbox.tests.rq_worker`.
 
+    python -m netbox_proxbox.tests.rq_worker [--burst] [QUEUE ...]
+
+Without queues it serves NetBox's "default" and the plugin's sync queue, one worker for
+both (the tests that are not about the worker layout need no second process).
+
 The calling test passes its database (PROXBOX_NETBOX_DATABASE) and the plugin settings it
 overrides (PROXBOX_TEST_PLUGIN_CONFIG, JSON). NetBox's command schedules the system jobs
 and runs the RQ scheduler, as in production; `--burst` enqueues the due scheduled Jobs,
@@ -34,7 +39,11 @@ def main(argv):
     for job in list(registry["system_jobs"]):
         if job is not SyncScheduleKeeperJob:
             del registry["system_jobs"][job]
-    call_command("rqworker", "default", *argv, verbosity=0)
+    from netbox_proxbox.constants import DEFAULT_SYNC_QUEUE
+
+    queues = [arg for arg in argv if not arg.startswith("-")] or ["default", DEFAULT_SYNC_QUEUE]
+    options = [arg for arg in argv if arg.startswith("-")]
+    call_command("rqworker", *queues, *options, verbosity=0)
 
 
 if __name__ == "__main__":

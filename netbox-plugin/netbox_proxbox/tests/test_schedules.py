@@ -22,7 +22,7 @@ from proxbox_processes import wait_until
 from rest_framework.test import APIClient
 from users.models import Token, User
 
-from netbox_proxbox.constants import MIN_SYNC_INTERVAL
+from netbox_proxbox.constants import DEFAULT_SYNC_QUEUE, MIN_SYNC_INTERVAL
 from netbox_proxbox.models import ProxmoxEndpoint
 from netbox_proxbox.sync.jobs import SyncEndpointJob
 from netbox_proxbox.sync.schedules import SyncScheduleKeeperJob
@@ -35,12 +35,13 @@ WORKER_TIMEOUT = 120
 
 
 def clear_queue():
-    """Nothing of another test (or run) left in the RQ queue or its scheduled registry."""
-    queue = django_rq.get_queue("default")
-    queue.empty()
-    for registry in (queue.scheduled_job_registry, queue.started_job_registry):
-        for job_id in registry.get_job_ids():
-            registry.remove(job_id, delete_job=True)
+    """Nothing of another test (or run) left in the RQ queues or their scheduled registries."""
+    for name in ("default", DEFAULT_SYNC_QUEUE):
+        queue = django_rq.get_queue(name)
+        queue.empty()
+        for registry in (queue.scheduled_job_registry, queue.started_job_registry):
+            for job_id in registry.get_job_ids():
+                registry.remove(job_id, delete_job=True)
 
 
 class BlockingSyncService(ScriptedSyncService):
@@ -207,9 +208,9 @@ class RealWorkerTestCase(TransactionTestCase):
         )
         return env
 
-    def drain(self, backend_url):
+    def drain(self, backend_url, *queues):
         completed = subprocess.run(
-            [sys.executable, "-m", "netbox_proxbox.tests.rq_worker", "--burst"],
+            [sys.executable, "-m", "netbox_proxbox.tests.rq_worker", "--burst", *queues],
             env=self.worker_env(backend_url),
             capture_output=True,
             text=True,
@@ -218,9 +219,9 @@ class RealWorkerTestCase(TransactionTestCase):
         if completed.returncode != 0:
             raise AssertionError(f"worker failed:\n{completed.stdout}\n{completed.stderr}")
 
-    def start_worker(self, backend_url):
+    def start_worker(self, backend_url, *queues):
         process = subprocess.Popen(
-            [sys.executable, "-m", "netbox_proxbox.tests.rq_worker"],
+            [sys.executable, "-m", "netbox_proxbox.tests.rq_worker", *queues],
             env=self.worker_env(backend_url),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -28,6 +28,11 @@ from .processes import ProcessSpec, open_log
 from .progress import parse_event
 
 NETBOX_CONFIGURATION = "proxbox_devstack.netbox_configuration"
+# NetBox's own RQ queues, served by a worker that never runs a sync.
+NETBOX_QUEUES = ("high", "default", "low")
+# The plugin's sync queue (its setting `sync_queue`, default "netbox_proxbox.sync"):
+# a sync holds its worker for minutes, so it gets a worker of its own.
+SYNC_QUEUE = "netbox_proxbox.sync"
 
 
 @dataclass
@@ -117,17 +122,20 @@ def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
         ready=lambda: http_answers(host, port, "/api/status/"),
         ready_timeout=120,
     )
-    worker = ProcessSpec(
-        name="rqworker",
-        argv=[sys.executable, "-m", "netbox", "rqworker", "high", "default", "low"],
-        log_file=ctx.log_file("rqworker"),
-        env=ctx.env,
-        # SIGTERM is RQ's warm shutdown: the running job finishes first.
-        stop_timeout=30,
-    )
+    workers = [
+        ProcessSpec(
+            name=name,
+            argv=[sys.executable, "-m", "netbox", "rqworker", *queues],
+            log_file=ctx.log_file(name),
+            env=ctx.env,
+            # SIGTERM is RQ's warm shutdown: the running job finishes first.
+            stop_timeout=30,
+        )
+        for name, queues in (("rqworker", NETBOX_QUEUES), ("rqworker-sync", (SYNC_QUEUE,)))
+    ]
     base = f"http://{host}:{port}"
     ctx.urls.update({"netbox": f"{base}/", "api": f"{base}/api/"})
-    return [web, worker]
+    return [web, *workers]
 
 
 def _demo_components() -> list[Component]:

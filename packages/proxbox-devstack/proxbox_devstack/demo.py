@@ -360,7 +360,7 @@ def first_sync(ctx: StackContext) -> None:
     if job is not None and job["status"]["value"] != "completed":
         print(
             f"proxbox: the first sync reported problems: {job.get('error') or 'see'} "
-            f"{netbox}/core/jobs/{job['id']}/ (and {ctx.log_file('rqworker')}, "
+            f"{netbox}/core/jobs/{job['id']}/ (and {ctx.log_file('rqworker-sync')}, "
             f"{ctx.log_file('backend')})",
             file=sys.stderr,
         )

@@ -24,6 +24,7 @@ import yaml
 from proxbox_processes import LOCALHOST, free_port
 
 from proxbox_devstack import compose, containers, release
+from proxbox_devstack.components import NETBOX_QUEUES, SYNC_QUEUE
 from proxbox_devstack.processes import ProcessRecord, spawn, stop, wait_ready
 from proxbox_devstack.redis_server import process_spec as redis_process_spec
 from proxbox_devstack.redis_server import server_url
@@ -32,7 +33,10 @@ COMPOSE = release.WORKSPACE_ROOT / "compose"
 DEV = COMPOSE / "docker-compose.yml"
 PROD = COMPOSE / "docker-compose.prod.yml"
 # What `proxbox up` runs (components.COMPONENTS plus its services and first sync).
-PLATFORM = {"postgres", "redis", "setup", "netbox", "worker", "simulator", "backend", "demo"}
+PLATFORM = {
+    *("postgres", "redis", "setup", "netbox", "worker", "sync-worker"),
+    *("simulator", "backend", "demo"),
+}
 
 
 def compose_cli() -> list[str] | None:
@@ -81,7 +85,9 @@ def dev() -> dict:
 
 @pytest.fixture(scope="module")
 def prod() -> dict:
-    result = resolved(DEV, PROD, POSTGRES_PASSWORD="s3cret", NETBOX_WORKERS="6", RQ_WORKERS="3")
+    result = resolved(
+        DEV, PROD, POSTGRES_PASSWORD="s3cret", NETBOX_WORKERS="6", RQ_WORKERS="3", RQ_SYNC_WORKERS="4"
+    )
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)["services"]
 
@@ -102,12 +108,23 @@ def test_compose_runs_the_platform_proxbox_up_runs(dev):
     netbox = dev["netbox"]["environment"]
     assert netbox["PROXBOX_BACKEND_URL"] == "http://backend:8800"
     assert dev["worker"]["environment"]["PROXBOX_BACKEND_URL"] == "http://backend:8800"
+    assert dev["sync-worker"]["environment"]["PROXBOX_BACKEND_URL"] == "http://backend:8800"
     assert dev["backend"]["environment"]["PROXBOX_NETBOX_URL"] == "http://netbox:8000"
     assert dev["demo"]["environment"]["PROXBOX_SIMULATOR_HOST"] == "simulator"
     # The demo (first sync) runs once everything it talks to is healthy.
     waits = {name: dep["condition"] for name, dep in dev["demo"]["depends_on"].items()}
-    assert waits == dict.fromkeys(("netbox", "worker", "backend", "simulator"), "service_healthy")
+    assert waits == dict.fromkeys(
+        ("netbox", "worker", "sync-worker", "backend", "simulator"), "service_healthy"
+    )
     assert dev["demo"]["restart"] == "no"
+
+
+def test_netbox_queues_and_the_sync_queue_have_workers_of_their_own(dev):
+    # The same layout as `proxbox up` (components.py): a sync never holds NetBox's worker.
+    rqworker = ["python", "-m", "netbox", "rqworker"]
+    assert dev["worker"]["command"] == [*rqworker, *NETBOX_QUEUES]
+    assert dev["sync-worker"]["command"] == [*rqworker, SYNC_QUEUE]
+    assert dev["sync-worker"]["healthcheck"]["test"] == dev["worker"]["healthcheck"]["test"]
 
 
 def test_every_long_running_service_has_a_healthcheck(dev):
@@ -132,7 +149,7 @@ def test_images_run_unprivileged_and_cache_dependencies_in_their_own_layer(dev):
     for package in release.workspace_packages():
         relative = package.directory.relative_to(release.WORKSPACE_ROOT)
         assert f"COPY {relative}/pyproject.toml" in text, f"{relative} missing from layer 1"
-    for name in ("setup", "netbox", "worker", "backend", "demo"):
+    for name in ("setup", "netbox", "worker", "sync-worker", "backend", "demo"):
         assert _dockerfile(dev[name]) == COMPOSE / "Dockerfile", name
 
 
@@ -145,6 +162,7 @@ def test_production_variant_scales_and_keeps_one_url_each(prod):
     command = prod["netbox"]["command"]
     assert command[command.index("--workers") + 1] == "6"
     assert prod["worker"]["deploy"]["replicas"] == 3
+    assert prod["sync-worker"]["deploy"]["replicas"] == 4
     assert prod["backend"]["deploy"]["replicas"] == 2
     assert prod["simulator"]["deploy"]["replicas"] == 2
     # Replicas are reached through their service name: no fixed host port each.
