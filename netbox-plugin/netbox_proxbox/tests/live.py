@@ -67,7 +67,9 @@ class Inventory:
         return user, Token.objects.create(user=user, write_enabled=write_enabled)
 
     def endpoint(self, name: str) -> ProxmoxEndpoint:
-        endpoint = ProxmoxEndpoint(name=f"{name}-{self.tag}", host=f"{name}.example", token_id="t")
+        endpoint = ProxmoxEndpoint(
+            name=f"{name}-{self.tag}", host=f"{name}.example", token_id="proxbox@pve!live"
+        )
         endpoint.token_secret = "live-secret"
         endpoint.save()
         self.endpoints.append(endpoint)

@@ -6,6 +6,7 @@ import json
 
 from core.models import ObjectChange
 from django.test import TestCase
+from django.urls import reverse
 from rest_framework.test import APIClient
 from users.models import User
 from utilities.exceptions import AbortRequest
@@ -188,8 +189,21 @@ class EndpointWritesTest(OrdinaryWriteBase):
 
     def test_deleting_a_native_cluster_keeps_the_endpoint(self):
         result = self.claim()
-        cluster = Cluster.objects.get(pk=result["cluster"]["id"])
-        cluster.delete()
+        # Through NetBox's own REST delete, whose change logging runs inside the request.
+        response = self.api(
+            "delete", reverse("virtualization-api:cluster-detail", args=[result["cluster"]["id"]])
+        )
+        self.assertEqual(response.status_code, 204, response.content)
+        self.assertFalse(Cluster.objects.filter(pk=result["cluster"]["id"]).exists())
+        # The tracking row's unlink is on record, as the deleting user's change.
+        unlink = ObjectChange.objects.get(
+            changed_object_type__model="proxmoxcluster",
+            changed_object_id=result["proxmox_cluster"],
+            action="update",
+            user=self.user,
+        )
+        self.assertEqual(unlink.prechange_data["netbox_cluster"], result["cluster"]["id"])
+        self.assertIsNone(unlink.postchange_data["netbox_cluster"])
         self.endpoint.refresh_from_db()
         self.assertIsNone(self.endpoint.netbox_cluster_id)
         tracking = ProxmoxCluster.objects.get(pk=result["proxmox_cluster"])
