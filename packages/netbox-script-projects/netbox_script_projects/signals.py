@@ -47,6 +47,22 @@ def capture_revision_content(sender, instance, using, **kwargs):
     )
 
 
+@receiver(pre_delete, sender=ScriptProjectRevision)
+def retire_scripts_of_deleted_revision(sender, instance, using, **kwargs):
+    """A deleted revision serves nothing: its Scripts stop being executable.
+
+    The publications' revision becomes null through SET_NULL, which saves no
+    Script; without this the NetBox Scripts would stay runnable with nothing
+    behind them.
+    """
+    from extras.models import Script
+
+    serving = PublishedScript.objects.using(using).filter(revision_id=instance.pk)
+    Script.objects.using(using).filter(
+        pk__in=list(serving.values_list("script_id", flat=True))
+    ).update(is_executable=False)
+
+
 @receiver(post_delete, sender=ScriptProjectRevision)
 def record_content_cleanup(sender, instance, using, **kwargs):
     """Record the cleanup Job in the deleting transaction, unless still referenced."""

@@ -159,6 +159,10 @@ class ScriptFile(NetBoxModel):
     )
 
     clone_fields = ("project", "enabled")
+    DISCOVERY_FIELDS = frozenset(
+        ("discovery_status", "discovered_scripts", "discovery_errors", "discovered_revision",
+         "discovered_at")
+    )  # fmt: skip
 
     class Meta:
         ordering = ("project", "path")
@@ -242,4 +246,12 @@ class ScriptFile(NetBoxModel):
             # Repeated under the lock: a concurrent declaration may have
             # passed clean() at the same time.
             self._check_declaration_conflicts()
+            if not self._state.adding and kwargs.get("update_fields") is None:
+                # Validation writes the discovery fields with UPDATEs; an
+                # instance loaded before that must not write stale ones back.
+                kwargs["update_fields"] = [
+                    f.name
+                    for f in self._meta.concrete_fields
+                    if not f.primary_key and f.name not in self.DISCOVERY_FIELDS
+                ]
             super().save(*args, **kwargs)

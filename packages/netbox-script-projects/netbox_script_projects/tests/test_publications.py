@@ -183,6 +183,28 @@ class ProjectDeletionTest(PublishedScriptTestMixin, APITestCase):
         )
 
 
+class DeletedRevisionTest(PublishedScriptTestMixin, APITestCase):
+    def test_deleting_the_active_revision_row_retires_its_scripts(self):
+        from netbox_script_projects.models import ScriptProjectRevision
+
+        publication = self.publication()
+        self.assertTrue(self.executable(publication))
+        ScriptProjectRevision.objects.filter(pk=self.project.revision.pk).delete()
+        self.project.refresh_from_db()
+        self.assertIsNone(self.project.active_revision)
+        for class_name in ("MakeTag", "Hello"):
+            retired = self.publication(class_name)
+            self.assertIsNone(retired.revision_id)
+            self.assertFalse(self.executable(retired))
+        # NetBox's REST run action refuses a non-executable Script.
+        self.add_permissions("extras.view_script", "extras.run_script")
+        url = reverse("extras-api:script-detail", args=[publication.script_id])
+        response = self.client.post(
+            url, {"data": {}, "commit": False}, format="json", **self.header
+        )
+        self.assertGreaterEqual(response.status_code, 400, response.data)
+
+
 class NetBoxScriptsPageTest(PublishedScriptTestMixin, APITestCase):
     """NetBox's own Scripts page: modules are titled by Project and managed only there."""
 

@@ -103,6 +103,24 @@ class ScriptFileRulesTest(StorageTestMixin, APITestCase):
         self.assertFalse(ScriptFile.objects.get(pk=declared.pk).enabled)
 
 
+class ScriptFileStaleDiscoveryTest(StorageTestMixin, APITestCase):
+    def test_an_edit_loaded_before_validation_keeps_the_discovery_it_recorded(self):
+        project = ScriptProject.objects.create(name="Stale", key="stale")
+        declared = ScriptFile.objects.create(project=project, path="scripts/a.py")
+        loaded_before = ScriptFile.objects.get(pk=declared.pk)
+        # Validation records its outcome meanwhile (conditional UPDATE).
+        ScriptFile.objects.filter(pk=declared.pk).update(
+            discovery_status="discovered",
+            discovered_scripts=[{"class_name": "recorded-by-validation"}],
+        )
+        loaded_before.description = "edited while validating"
+        loaded_before.save()
+        stored = ScriptFile.objects.get(pk=declared.pk)
+        self.assertEqual(stored.description, "edited while validating")
+        self.assertEqual(stored.discovery_status, "discovered")
+        self.assertEqual(stored.discovered_scripts, [{"class_name": "recorded-by-validation"}])
+
+
 class ScriptFileEditBusyTest(StorageTestMixin, TestCase):
     limits = {"lock_timeout": 0.5}
 
