@@ -31,7 +31,7 @@ from .backend import BACKEND_TOKEN, ScriptedSyncService, report, serve_backend
 from .base import api_url, auth_header, grant, make_endpoint
 from .test_sync_now import CHANGE, backend, sync_url
 
-WORKER_TIMEOUT = 120
+WORKER_TIMEOUT = 300  # a burst worker starts NetBox first: over 100 s on a loaded 2-core machine
 
 
 def clear_queue():

@@ -86,7 +86,12 @@ def dev() -> dict:
 @pytest.fixture(scope="module")
 def prod() -> dict:
     result = resolved(
-        DEV, PROD, POSTGRES_PASSWORD="s3cret", NETBOX_WORKERS="6", RQ_WORKERS="3", RQ_SYNC_WORKERS="4"
+        DEV,
+        PROD,
+        POSTGRES_PASSWORD="s3cret",
+        NETBOX_WORKERS="6",
+        RQ_WORKERS="3",
+        RQ_SYNC_WORKERS="4",
     )
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)["services"]
