@@ -97,6 +97,27 @@ class Scratch:
             for statement in statements:
                 cursor.execute(statement)
 
+    def schema_objects(self):
+        """Columns, constraints and indexes of the plugin's tables, as PostgreSQL lists them."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT table_name, column_name, data_type, is_nullable, column_default "
+                "FROM information_schema.columns WHERE table_name LIKE 'netbox_proxbox_%%' "
+                "ORDER BY 1, 2"
+            )
+            columns = cursor.fetchall()
+            cursor.execute(
+                "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) "
+                "FROM pg_constraint WHERE conrelid::regclass::text LIKE 'netbox_proxbox_%%' "
+                "ORDER BY 1, 2"
+            )
+            constraints = cursor.fetchall()
+            cursor.execute(
+                "SELECT tablename, indexname, indexdef FROM pg_indexes "
+                "WHERE tablename LIKE 'netbox_proxbox_%%' ORDER BY 1, 2"
+            )
+            return columns, constraints, cursor.fetchall()
+
     def owners(self):
         # Raw SQL: at 0001 the column exists physically but not in the model state.
         with self.connection.cursor() as cursor:
@@ -196,15 +217,28 @@ def test_reversal_retains_owners_and_reapplication_never_replaces_them(scratch):
 def test_validator_migration_prints_the_marker_and_is_recorded(scratch, capsys):
     from netbox_proxbox.migrations._release_0_1_0_schema import MARKER, source_identity
 
-    scratch.migrate(PRE_VALIDATOR)  # reversal is a no-op for schema and data
-    assert VALIDATOR[1] not in scratch.applied()
-    capsys.readouterr()
-    scratch.migrate(VALIDATOR)  # reapplication validates again
     digest, version = source_identity()
+    marker = f"{MARKER} module=netbox_proxbox/migrations/_release_0_1_0_schema.py"
+    h = History(scratch.migrate(BEFORE))
+    owned = h.cluster("kept-cluster")
+    h.link(h.endpoint("kept-owner"), owned)
+    capsys.readouterr()
+    scratch.migrate(VALIDATOR)  # first application (0002 backfills the owner)
+    assert marker in capsys.readouterr().out
+    assert VALIDATOR[1] in scratch.applied()
+    schema, owners = scratch.schema_objects(), scratch.owners()
+    assert owners == {"kept-owner": owned.pk}
+
+    scratch.migrate(PRE_VALIDATOR)  # reversal: unrecorded, a no-op for schema and data
+    assert VALIDATOR[1] not in scratch.applied()
+    assert (scratch.schema_objects(), scratch.owners()) == (schema, owners)
+
+    scratch.migrate(VALIDATOR)  # reapplication validates again
     out = capsys.readouterr().out
-    assert f"{MARKER} module=netbox_proxbox/migrations/_release_0_1_0_schema.py" in out
+    assert marker in out
     assert f"sha256={digest} version={version}" in out
     assert VALIDATOR[1] in scratch.applied()
+    assert (scratch.schema_objects(), scratch.owners()) == (schema, owners)
 
 
 def test_failing_validator_leaves_the_ownership_migration_committed_and_itself_unrecorded(
