@@ -201,18 +201,28 @@ class ScriptFileSnapshotTest(StorageTestMixin, TestCase):
                 "script_files": [{"id": i + 1, "path": p} for i, p in enumerate(entries)],
             }
 
-        cases = {
-            "shape": {"version": 1},
-            "ordering": snap("b.py", "a.py"),
-            "duplicate": snap("a.py", "a.py"),
-            "case collision": snap("A.py", "a.py"),
-            "module collision": snap("pkg.py", "pkg/__init__.py"),
-            "bad path": snap("../a.py"),
-            "not python": snap("a.txt"),
+        same_id = {
+            "version": 1,
+            "script_files": [{"id": 7, "path": "a.py"}, {"id": 7, "path": "b.py"}],
         }
-        for name, snapshot in cases.items():
+        # Each corruption is named for what it is, not merely "some problem".
+        cases = {
+            "shape": ({"version": 1}, "unexpected shape"),
+            "ordering": (snap("b.py", "a.py"), "not strictly ordered by path"),
+            "duplicate": (snap("a.py", "a.py"), "a.py: duplicate_path"),
+            "case collision": (snap("A.py", "a.py"), "case_fold_conflict"),
+            "module collision": (snap("pkg.py", "pkg/__init__.py"), "path_conflict"),
+            "bad path": (snap("../a.py"), "entry 0 has an unacceptable path"),
+            "not python": (snap("a.txt"), "entry 0 has an unacceptable path"),
+            "same declaration twice": (same_id, "a script file appears twice"),
+        }
+        for name, (snapshot, expected) in cases.items():
             with self.subTest(case=name):
-                self.assertNotEqual(snapshot_problems(snapshot, None), [])
+                problems = snapshot_problems(snapshot, None)
+                self.assertTrue(any(expected in p for p in problems), problems)
         good = snap("a.py")
         self.assertEqual(snapshot_problems(good, document_digest(good)), [])
-        self.assertNotEqual(snapshot_problems(good, "0" * 64), [])
+        self.assertEqual(
+            snapshot_problems(good, "0" * 64),
+            ["script file snapshot: digest does not match the revision"],
+        )
