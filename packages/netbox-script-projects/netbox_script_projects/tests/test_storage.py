@@ -226,3 +226,37 @@ class ScriptFileSnapshotTest(StorageTestMixin, TestCase):
             snapshot_problems(good, "0" * 64),
             ["script file snapshot: digest does not match the revision"],
         )
+
+
+class ValidationTimingSettingTest(TestCase):
+    """The configured validation Job timeout must be shorter than the lease."""
+
+    def timing(self, **configured):
+        from django.conf import settings
+        from django.test import override_settings
+
+        from netbox_script_projects.constants import PLUGIN_NAME, get_validation_timing
+
+        plugins_config = {**settings.PLUGINS_CONFIG, PLUGIN_NAME: configured}
+        with override_settings(PLUGINS_CONFIG=plugins_config):
+            return get_validation_timing()
+
+    def test_a_lease_not_longer_than_the_job_timeout_is_refused_naming_the_setting(self):
+        for lease in (300, 120):
+            with (
+                self.subTest(lease=lease),
+                self.assertRaisesMessage(
+                    ValueError, "['validation_lease'] must exceed 'validation_job_timeout'"
+                ),
+            ):
+                self.timing(validation_job_timeout=300, validation_lease=lease)
+        timing = self.timing(validation_job_timeout=300, validation_lease=301)
+        self.assertEqual((timing.job_timeout, timing.lease), (300, 301))
+
+    def test_non_positive_or_non_integer_seconds_are_refused(self):
+        for value in (0, -5, "600", True):
+            with (
+                self.subTest(value=value),
+                self.assertRaisesMessage(ValueError, "must be a positive number of seconds"),
+            ):
+                self.timing(validation_job_timeout=value)
