@@ -51,8 +51,20 @@ class ScriptProjectEditView(generic.ObjectEditView):
     form = forms.ScriptProjectForm
 
 
+class ProjectBusyRefusalMixin:
+    """A deletion whose cascade waits too long for the Project lock (each
+    Script File deletion takes it) is refused with a message, not a 500."""
+
+    def post(self, request, *args, **kwargs):
+        try:
+            return super().post(request, *args, **kwargs)
+        except errors.ProjectBusy as exc:
+            messages.error(request, _("Not deleted: {error}. Retry shortly.").format(error=exc))
+            return redirect(request.path)
+
+
 @register_model_view(ScriptProject, "delete")
-class ScriptProjectDeleteView(generic.ObjectDeleteView):
+class ScriptProjectDeleteView(ProjectBusyRefusalMixin, generic.ObjectDeleteView):
     queryset = ScriptProject.objects.all()
 
 
@@ -71,7 +83,7 @@ class ScriptProjectBulkEditView(generic.BulkEditView):
 
 
 @register_model_view(ScriptProject, "bulk_delete", path="delete", detail=False)
-class ScriptProjectBulkDeleteView(generic.BulkDeleteView):
+class ScriptProjectBulkDeleteView(ProjectBusyRefusalMixin, generic.BulkDeleteView):
     queryset = ScriptProject.objects.all()
     filterset = filtersets.ScriptProjectFilterSet
     table = tables.ScriptProjectTable

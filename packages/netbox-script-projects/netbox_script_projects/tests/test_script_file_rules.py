@@ -143,3 +143,27 @@ class ScriptFileEditBusyTest(StorageTestMixin, TestCase):
         self.assertHttpStatus(response, 200)
         self.assertContains(response, "The project is busy")
         self.assertEqual(ScriptFile.objects.get(pk=declared.pk).description, "")
+
+
+class ProjectDeletionBusyTest(StorageTestMixin, TestCase):
+    limits = {"lock_timeout": 0.5}
+
+    def test_browser_deletion_of_a_busy_project_is_refused_with_a_message(self):
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject",
+            "netbox_script_projects.delete_scriptproject",
+        )
+        project = ScriptProject.objects.create(name="busy-project-kept", key="busy-kept")
+        # bulk_create skips save(): this transaction must not hold the write lock.
+        ScriptFile.objects.bulk_create([ScriptFile(project=project, path="a.py")])
+        url = reverse("plugins:netbox_script_projects:scriptproject_delete", args=[project.pk])
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = '10s'")
+        with psycopg.connect(**_probe_params()) as holder:
+            holder.execute("SET lock_timeout = '10s'")
+            holder.execute("SELECT pg_advisory_lock(%s, %s)", lock_key(project.storage_key))
+            response = self.client.post(url, {"confirm": True}, follow=True)
+        self.assertHttpStatus(response, 200)
+        self.assertContains(response, "The project is busy")
+        self.assertTrue(ScriptProject.objects.filter(pk=project.pk).exists())
+        self.assertTrue(ScriptFile.objects.filter(project=project).exists())

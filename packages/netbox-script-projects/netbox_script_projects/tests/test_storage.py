@@ -201,18 +201,62 @@ class ScriptFileSnapshotTest(StorageTestMixin, TestCase):
                 "script_files": [{"id": i + 1, "path": p} for i, p in enumerate(entries)],
             }
 
-        cases = {
-            "shape": {"version": 1},
-            "ordering": snap("b.py", "a.py"),
-            "duplicate": snap("a.py", "a.py"),
-            "case collision": snap("A.py", "a.py"),
-            "module collision": snap("pkg.py", "pkg/__init__.py"),
-            "bad path": snap("../a.py"),
-            "not python": snap("a.txt"),
+        same_id = {
+            "version": 1,
+            "script_files": [{"id": 7, "path": "a.py"}, {"id": 7, "path": "b.py"}],
         }
-        for name, snapshot in cases.items():
+        # Each corruption is named for what it is, not merely "some problem".
+        cases = {
+            "shape": ({"version": 1}, "unexpected shape"),
+            "ordering": (snap("b.py", "a.py"), "not strictly ordered by path"),
+            "duplicate": (snap("a.py", "a.py"), "a.py: duplicate_path"),
+            "case collision": (snap("A.py", "a.py"), "case_fold_conflict"),
+            "module collision": (snap("pkg.py", "pkg/__init__.py"), "path_conflict"),
+            "bad path": (snap("../a.py"), "entry 0 has an unacceptable path"),
+            "not python": (snap("a.txt"), "entry 0 has an unacceptable path"),
+            "same declaration twice": (same_id, "a script file appears twice"),
+        }
+        for name, (snapshot, expected) in cases.items():
             with self.subTest(case=name):
-                self.assertNotEqual(snapshot_problems(snapshot, None), [])
+                problems = snapshot_problems(snapshot, None)
+                self.assertTrue(any(expected in p for p in problems), problems)
         good = snap("a.py")
         self.assertEqual(snapshot_problems(good, document_digest(good)), [])
-        self.assertNotEqual(snapshot_problems(good, "0" * 64), [])
+        self.assertEqual(
+            snapshot_problems(good, "0" * 64),
+            ["script file snapshot: digest does not match the revision"],
+        )
+
+
+class ValidationTimingSettingTest(TestCase):
+    """The configured validation Job timeout must be shorter than the lease."""
+
+    def timing(self, **configured):
+        from django.conf import settings
+        from django.test import override_settings
+
+        from netbox_script_projects.constants import PLUGIN_NAME, get_validation_timing
+
+        plugins_config = {**settings.PLUGINS_CONFIG, PLUGIN_NAME: configured}
+        with override_settings(PLUGINS_CONFIG=plugins_config):
+            return get_validation_timing()
+
+    def test_a_lease_not_longer_than_the_job_timeout_is_refused_naming_the_setting(self):
+        for lease in (300, 120):
+            with (
+                self.subTest(lease=lease),
+                self.assertRaisesMessage(
+                    ValueError, "['validation_lease'] must exceed 'validation_job_timeout'"
+                ),
+            ):
+                self.timing(validation_job_timeout=300, validation_lease=lease)
+        timing = self.timing(validation_job_timeout=300, validation_lease=301)
+        self.assertEqual((timing.job_timeout, timing.lease), (300, 301))
+
+    def test_non_positive_or_non_integer_seconds_are_refused(self):
+        for value in (0, -5, "600", True):
+            with (
+                self.subTest(value=value),
+                self.assertRaisesMessage(ValueError, "must be a positive number of seconds"),
+            ):
+                self.timing(validation_job_timeout=value)
