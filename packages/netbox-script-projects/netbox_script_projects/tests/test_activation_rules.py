@@ -151,3 +151,42 @@ class ActivationLockTest(StorageTestMixin, APITestCase):
         self.assertEqual(ScriptProjectRevision.objects.get(pk=revision.pk).status, Status.VALID)
         project.refresh_from_db()
         self.assertIsNone(project.active_revision)
+
+
+class ReactivationByRefreshTest(StorageTestMixin, APITestCase):
+    """Under Automatic if valid, deactivation lasts until the same source is accepted again."""
+
+    def test_refresh_resolving_to_a_deactivated_revision_activates_it_again(self):
+        project = ScriptProject.objects.create(name="Auto", key="auto")
+        ScriptFile.objects.create(project=project, path="scripts/tags.py")
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject",
+            "netbox_script_projects.change_scriptproject",
+            "netbox_script_projects.activate_scriptproject",
+            "netbox_script_projects.add_scriptprojectrevision",
+            "netbox_script_projects.view_scriptprojectrevision",
+        )
+        upload = reverse(f"{API}:scriptproject-upload", args=[project.pk])
+        staged = self.client.post(
+            upload, {"file": archive_upload(zip_bytes(SOURCE))}, format="multipart", **self.header
+        )
+        self.assertEqual(staged.data["activation"]["outcome"], "queued")
+        revision = validate_in_process(
+            ScriptProjectRevision.objects.get(pk=staged.data["revision"]["id"])
+        )
+        self.assertEqual(revision.status, Status.ACTIVE)
+
+        deactivate = reverse(f"{API}:scriptprojectrevision-deactivate", args=[revision.pk])
+        response = self.client.post(deactivate, format="json", **self.header)
+        self.assertEqual(response.status_code, status.HTTP_200_OK, response.data)
+        self.assertFalse(Script.objects.get(name="scripts.tags.MakeTag").is_executable)
+
+        refresh = reverse(f"{API}:scriptproject-refresh", args=[project.pk])
+        response = self.client.post(refresh, {}, format="json", **self.header)
+        self.assertEqual(response.status_code, status.HTTP_200_OK, response.data)
+        self.assertEqual(response.data["outcome"], "reused")
+        self.assertEqual(response.data["activation"], {"outcome": "activated", "detail": None})
+        self.assertEqual(response.data["revision"]["status"]["value"], Status.ACTIVE)
+        project.refresh_from_db()
+        self.assertEqual(project.active_revision_id, revision.pk)
+        self.assertTrue(Script.objects.get(name="scripts.tags.MakeTag").is_executable)
