@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import pkgutil
 import re
+from pathlib import Path
 
 from django.core.management.base import CommandError
 from django.db import connections
 from django.db.migrations.recorder import MigrationRecorder
 
-from . import migrations as own_migrations
-
 APP_LABEL = "netbox_proxbox"
 # Created by our 0001_initial; no other project's netbox_proxbox has this model.
 OWN_FIRST_TABLE = "netbox_proxbox_proxboxclustersyncstate"
 MIGRATION_NAME = re.compile(r"^\d{4}_\w+$")
+# Read as files: importing the migrations package from here would import this app's package.
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 MAX_NAMED = 5
 
 
@@ -32,7 +33,7 @@ class ForeignMigrationHistory(CommandError):
 def own_migration_names() -> set[str]:
     return {
         module.name
-        for module in pkgutil.iter_modules(own_migrations.__path__)
+        for module in pkgutil.iter_modules([str(MIGRATIONS_DIR)])
         if MIGRATION_NAME.match(module.name)
     }
 
