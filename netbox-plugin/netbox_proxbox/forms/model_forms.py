@@ -2,18 +2,15 @@ from dcim.models import DeviceRole, Site
 from django import forms
 from django.utils.translation import gettext_lazy as _
 from ipam.models import VRF
-from netbox.context import current_request
 from netbox.forms import NetBoxModelForm
 from tenancy.forms import TenancyForm
 from utilities.forms.fields import CommentField, DynamicModelChoiceField
 from utilities.forms.rendering import FieldSet
-from virtualization.models import Cluster
 
 from ..choices import ProtectedFieldChoices
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import ProxmoxEndpoint
 from ..models.endpoints import validate_token_secret
 from ..models.policy import OBJECT_MODE_FIELDS
-from ..ownership.permissions import visible
 
 POLICY_FORM_FIELDS = (
     "removed_guests",
@@ -29,7 +26,8 @@ POLICY_FORM_FIELDS = (
     "exclude_pools",
 )
 
-__all__ = ("ProxboxClusterSyncStateForm", "ProxmoxClusterForm", "ProxmoxEndpointForm")
+# Tracking records and sync states are server-owned: read-only in the UI, so no forms.
+__all__ = ("ProxmoxEndpointForm",)
 
 
 class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
@@ -145,92 +143,3 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         if self.cleaned_data.get("token_secret"):
             self.instance.token_secret = self.cleaned_data["token_secret"]
         return self.cleaned_data
-
-
-class ProxmoxClusterForm(NetBoxModelForm):
-    """Ordinary tracking edits: metadata, or clearing an obsolete native-cluster link."""
-
-    endpoint = DynamicModelChoiceField(label=_("Endpoint"), queryset=ProxmoxEndpoint.objects.all())
-    netbox_cluster = DynamicModelChoiceField(
-        label=_("Native cluster"),
-        queryset=Cluster.objects.all(),
-        required=False,
-        help_text=_("Can only be kept or cleared here; the sync-cluster action sets it."),
-    )
-
-    fieldsets = (
-        FieldSet(
-            "endpoint",
-            "name",
-            "cluster_id",
-            "mode",
-            "netbox_cluster",
-            "netbox_cluster_kept",
-            "tags",
-            name=_("Tracking record"),
-        ),
-        FieldSet("version", "quorate", "node_count", "last_seen", name=_("Reflection")),
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        link = self.instance.netbox_cluster_id
-        request = current_request.get()
-        if link is None or request is None or visible(request.user, Cluster, link):
-            return
-        # The choice field would render empty for this viewer and saving would clear the link;
-        # without the field the save leaves it alone (a link is cleared only by who sees it).
-        del self.fields["netbox_cluster"]
-        self.fields["netbox_cluster_kept"] = forms.CharField(
-            label=_("Native cluster"),
-            required=False,
-            disabled=True,
-            initial=_("Linked to a native cluster you may not view (kept)"),
-        )
-
-    class Meta:
-        model = ProxmoxCluster
-        fields = (
-            "endpoint",
-            "name",
-            "cluster_id",
-            "mode",
-            "netbox_cluster",
-            "version",
-            "quorate",
-            "node_count",
-            "last_seen",
-            "tags",
-        )
-
-
-class ProxboxClusterSyncStateForm(NetBoxModelForm):
-    cluster = DynamicModelChoiceField(label=_("Native cluster"), queryset=Cluster.objects.all())
-
-    fieldsets = (
-        FieldSet("cluster", "tags", name=_("Sync state")),
-        FieldSet(
-            "last_sync",
-            "status",
-            "objects_created",
-            "objects_updated",
-            "objects_deleted",
-            "errors",
-            "message",
-            name=_("Reflection"),
-        ),
-    )
-
-    class Meta:
-        model = ProxboxClusterSyncState
-        fields = (
-            "cluster",
-            "last_sync",
-            "status",
-            "objects_created",
-            "objects_updated",
-            "objects_deleted",
-            "errors",
-            "message",
-            "tags",
-        )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
-
 from django.test import Client, TestCase
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -251,107 +249,6 @@ class HiddenNamesTest(TestCase):
         self.assertIsNone(rest["endpoint"])
         self.assertIsNone(rest["netbox_cluster"])
         self.assertEqual(rest["name"], self.CLUSTER)
-
-
-class _EditForm(HTMLParser):
-    """The fields a browser submits from a NetBox edit page, with their rendered values."""
-
-    def __init__(self):
-        super().__init__()
-        self.data: dict[str, str] = {}
-        self._select: str | None = None
-        self._textarea: str | None = None
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        name = a.get("name")
-        if tag == "input" and name and a.get("type") not in ("submit", "button"):
-            if a.get("type") == "checkbox":
-                if "checked" in a:
-                    self.data[name] = a.get("value", "on")
-            else:
-                self.data[name] = a.get("value") or ""
-        elif tag == "select" and name:
-            self._select = name
-            if "multiple" not in a:  # an unselected multi-select submits nothing
-                self.data.setdefault(name, "")
-        elif tag == "option" and self._select and "selected" in a:
-            self.data[self._select] = a.get("value") or ""
-        elif tag == "textarea" and name:
-            self._textarea = name
-            self.data[name] = ""
-
-    def handle_endtag(self, tag):
-        if tag == "select":
-            self._select = None
-        elif tag == "textarea":
-            self._textarea = None
-
-    def handle_data(self, data):
-        if self._textarea:
-            self.data[self._textarea] += data.strip("\n")
-
-
-def browser_form(html: str) -> dict[str, str]:
-    parser = _EditForm()
-    parser.feed(html)
-    return parser.data
-
-
-class TrackingEditOfHiddenClusterTest(TestCase):
-    """An edit by a viewer who may not see the linked native cluster keeps the link."""
-
-    @classmethod
-    def setUpTestData(cls):
-        cls.cluster_type, _, _ = make_references()
-        cls.endpoint = make_endpoint("pve-edit")
-        cls.cluster = Cluster.objects.create(name="hidden-cluster-name", type=cls.cluster_type)
-        cls.endpoint.netbox_cluster = cls.cluster
-        cls.endpoint.save(assign_native_cluster=True)
-        cls.tracking = ProxmoxCluster(
-            endpoint=cls.endpoint, name="pve-edit-source", netbox_cluster=cls.cluster
-        )
-        cls.tracking.save(claim=True)
-
-    def edit(self, *perms, change):
-        user, _ = make_user(f"editor-{len(perms)}", ())
-        for name in (
-            "netbox_proxbox.view_proxmoxendpoint",
-            "netbox_proxbox.view_proxmoxcluster",
-            "netbox_proxbox.change_proxmoxcluster",
-            *perms,
-        ):
-            grant(user, name)
-        browser = Client()
-        browser.force_login(user)
-        url = reverse("plugins:netbox_proxbox:proxmoxcluster_edit", args=[self.tracking.pk])
-        page = browser.get(url)
-        self.assertEqual(page.status_code, 200)
-        html = page.content.decode()
-        data = browser_form(html)
-        self.assertEqual(data["endpoint"], str(self.endpoint.pk))
-        data.update(change)
-        response = browser.post(url, data)
-        self.assertEqual(
-            response.status_code, 302, (data, response.context and response.context["form"].errors)
-        )
-        self.tracking.refresh_from_db()
-        return html
-
-    def test_metadata_edit_keeps_a_hidden_link(self):
-        # An empty value, as the old form submitted it, must not clear the link either.
-        html = self.edit(change={"version": "8.2.4", "netbox_cluster": ""})
-        self.assertNotIn("hidden-cluster-name", html)
-        self.assertIn("native cluster you may not view (kept)", html)
-        self.assertEqual(self.tracking.version, "8.2.4")
-        self.assertEqual(self.tracking.netbox_cluster_id, self.cluster.pk)
-
-    def test_a_viewer_of_the_cluster_can_still_clear_it(self):
-        html = self.edit("virtualization.view_cluster", change={"netbox_cluster": ""})
-        self.assertIn("hidden-cluster-name", html)
-        self.assertIsNone(self.tracking.netbox_cluster_id)
-        self.endpoint.refresh_from_db()
-        self.assertEqual(self.endpoint.netbox_cluster_id, self.cluster.pk)
 
 
 class GraphQLHiddenRelationsTest(HiddenNamesTest):
