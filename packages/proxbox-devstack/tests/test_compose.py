@@ -237,6 +237,24 @@ def test_health_rq_sees_only_a_worker_of_this_host(tmp_path, monkeypatch):
         stop(record)
 
 
+class _EndpointOneOnly(http.server.BaseHTTPRequestHandler):
+    """A NetBox that has Proxmox endpoint 1 and answers nothing else."""
+
+    def do_GET(self):
+        known = self.path.startswith("/api/plugins/proxbox/endpoints/proxmox/?") and (
+            "id=1&" in self.path or self.path.endswith("id=1")
+        )
+        body = b'{"count": 1, "results": [{"id": 1}]}' if known else b'{"count": 0, "results": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args):
+        pass
+
+
 def test_backend_command_serves_with_the_tokens_from_the_data_dir(tmp_path):
     from proxbox_devstack.netbox_db import backend_credentials_path
     from proxbox_devstack.secrets import load_or_create_secrets, write_private_file
@@ -248,10 +266,12 @@ def test_backend_command_serves_with_the_tokens_from_the_data_dir(tmp_path):
     redis_popen = spawn(redis_spec)
     wait_ready(redis_spec, redis_popen)
     port = free_port()
+    netbox = http.server.ThreadingHTTPServer((LOCALHOST, 0), _EndpointOneOnly)
+    threading.Thread(target=netbox.serve_forever, daemon=True).start()
     env = dict(
         os.environ,
         PROXBOX_HOME=str(tmp_path),
-        PROXBOX_NETBOX_URL="http://netbox.invalid:8000",
+        PROXBOX_NETBOX_URL=f"http://{LOCALHOST}:{netbox.server_address[1]}",
         PROXBOX_REDIS_URL=server_url(redis_port),
         PROXBOX_BACKEND_HOST=LOCALHOST,
         PROXBOX_BACKEND_PORT=str(port),
@@ -275,6 +295,8 @@ def test_backend_command_serves_with_the_tokens_from_the_data_dir(tmp_path):
         assert wrong.status_code == 401
         bearer = {"Authorization": f"Bearer {secrets['backend_api_token']}"}
         assert httpx.get(run, headers=bearer).status_code == 404
+        # An endpoint NetBox does not have is refused before anything is recorded.
+        assert httpx.post(f"http://{LOCALHOST}:{port}/sync/7", headers=bearer).status_code == 404
         # Its runs are in the stack's Redis (tasks database), where every replica reads them.
         started = httpx.post(f"http://{LOCALHOST}:{port}/sync/1", headers=bearer)
         assert started.status_code == 202
@@ -282,6 +304,8 @@ def test_backend_command_serves_with_the_tokens_from_the_data_dir(tmp_path):
         assert client.hget(f"proxbox-backend:run:{started.json()['run_id']}", "endpoint") == b"1"
         client.close()
     finally:
+        netbox.shutdown()
+        netbox.server_close()
         stop(ProcessRecord.of(child.pid))
         stop(ProcessRecord.of(redis_popen.pid))
 
