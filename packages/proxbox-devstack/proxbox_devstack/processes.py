@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -130,9 +131,13 @@ def last_log_line(path: Path) -> str:
 def open_log(path: Path, mode: str = "ab"):
     """Append to a log of the stack, readable by its owner only (0600, as credentials.json):
     logs quote what the processes were handed. A file an older version left 0644 is
-    tightened, and the logs folder is the owner's alone."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
+    tightened. A new logs folder is the owner's alone; an existing one loses its read and
+    write bits for others but keeps their search bit, since it may also hold what a
+    service account must reach (the embedded PostgreSQL's data dir beside its log)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder_mode = stat.S_IMODE(path.parent.stat().st_mode)
+    if folder_mode & 0o066:
+        os.chmod(path.parent, folder_mode & ~0o066)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.fchmod(fd, 0o600)
     return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")

@@ -64,7 +64,8 @@ def test_a_log_an_older_version_left_readable_is_tightened(tmp_path):
     )
     spawn(spec).wait(timeout=30)
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
-    assert stat.S_IMODE(log_file.parent.stat().st_mode) == 0o700
+    # Nobody else may list or write the folder; others keep only the search bit it had.
+    assert stat.S_IMODE(log_file.parent.stat().st_mode) == 0o711
     lines = log_file.read_text().splitlines()
     assert lines[0] == "an earlier run's lines" and lines[-1] == "GET /runs/x?token=***"
 
