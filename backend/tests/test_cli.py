@@ -138,28 +138,20 @@ def test_a_closed_pipe_ends_the_command_quietly(netbox_without_endpoints):
     """`proxbox-sync run --json | head -1` once head has exited: the reader of the pipe is
     gone before the report is written."""
     import os
-    import subprocess
     import sys
+
+    from proxbox_processes import run_into_closed_pipe
 
     from proxbox_redaction import EXIT_BROKEN_PIPE
 
-    reader, writer = os.pipe()
-    os.close(reader)
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", "3", "--json"],
-            env={
-                **os.environ,
-                "PROXBOX_NETBOX_URL": netbox_without_endpoints,
-                "PROXBOX_NETBOX_TOKEN": "x" * 40,
-            },
-            stdout=writer,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        os.close(writer)
+    result = run_into_closed_pipe(
+        [sys.executable, "-m", "proxbox_backend.cli", "run", "--endpoint", "3", "--json"],
+        env={
+            **os.environ,
+            "PROXBOX_NETBOX_URL": netbox_without_endpoints,
+            "PROXBOX_NETBOX_TOKEN": "x" * 40,
+        },
+    )
     assert (result.returncode, result.stderr) == (EXIT_BROKEN_PIPE, "")
 
 

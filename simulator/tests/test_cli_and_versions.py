@@ -234,24 +234,13 @@ def test_serve_refuses_an_unmigrated_database(tmp_path):
 def test_a_closed_pipe_ends_a_command_quietly():
     """`proxmox-simulator faults list | head -1` once head has exited: the reader of
     the pipe is gone before the listing is written."""
-    import os
-    import subprocess
     import sys
+
+    from proxbox_processes import run_into_closed_pipe
 
     from proxbox_redaction import EXIT_BROKEN_PIPE
 
-    reader, writer = os.pipe()
-    os.close(reader)
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "proxmox_simulator", "faults", "list"],
-            stdout=writer,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        os.close(writer)
+    result = run_into_closed_pipe([sys.executable, "-m", "proxmox_simulator", "faults", "list"])
     assert (result.returncode, result.stderr) == (EXIT_BROKEN_PIPE, "")
 
 

@@ -146,26 +146,16 @@ def test_services_up_detached_prints_urls_and_down_stops_them(scratch):
 def test_a_closed_pipe_ends_status_quietly(tmp_path):
     """`proxbox status --json | head -1` once head has exited: the reader of the pipe is
     gone before the status is written."""
-    import os
-    import subprocess
     import sys
+
+    from proxbox_processes import run_into_closed_pipe
 
     from proxbox_redaction import EXIT_BROKEN_PIPE
 
-    reader, writer = os.pipe()
-    os.close(reader)
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "proxbox_devstack.cli", "status", "--json"],
-            env=cli_env(tmp_path / "home"),
-            stdout=writer,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-    finally:
-        os.close(writer)
+    result = run_into_closed_pipe(
+        [sys.executable, "-m", "proxbox_devstack.cli", "status", "--json"],
+        env=cli_env(tmp_path / "home"),
+    )
     assert (result.returncode, result.stderr) == (EXIT_BROKEN_PIPE, "")
 
 

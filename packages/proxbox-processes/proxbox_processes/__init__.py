@@ -6,6 +6,8 @@ tests, the benchmarks.
 * `wait_for_http(url, process)`: block until a URL answers (any HTTP status), failing
   early when the server process exits;
 * `stop_process(popen)`: terminate a child, kill it if it does not exit in time;
+* `run_into_closed_pipe(argv, env)`: run a command whose stdout reader is already gone
+  (`command | head -1` once head has exited), stderr captured;
 * `wait_until(predicate, timeout, what)`: poll until the predicate holds and return its
   value, or raise `WaitTimeout` naming what was awaited (an AssertionError, so a test
   fails as on any assertion, and a TimeoutError, so code outside tests can catch it).
@@ -16,6 +18,7 @@ process groups); these helpers are for a `subprocess.Popen` the caller owns.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -24,7 +27,14 @@ from importlib import metadata
 
 import httpx
 
-__all__ = ["WaitTimeout", "free_port", "stop_process", "wait_for_http", "wait_until"]
+__all__ = [
+    "WaitTimeout",
+    "free_port",
+    "run_into_closed_pipe",
+    "stop_process",
+    "wait_for_http",
+    "wait_until",
+]
 __version__ = metadata.version("proxbox-processes")
 
 LOCALHOST = "127.0.0.1"
@@ -100,3 +110,24 @@ def stop_process(process: subprocess.Popen, timeout: float = 20.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def run_into_closed_pipe(
+    argv: list[str], env: dict[str, str] | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess:
+    """Run `argv` with stdout a pipe whose reader has already closed: what a CLI meets as
+    `cmd | head -1` after head exited. Deterministic, unlike a real `head`."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return subprocess.run(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=timeout,
+        )
+    finally:
+        os.close(writer)
