@@ -7,8 +7,8 @@ success, with the failed reads counted and named.
 
 from __future__ import annotations
 
-import asyncio
 import json
+from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -19,10 +19,14 @@ from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials
 from proxbox_backend.config import Settings
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import ClusterIdentity, ProxmoxNode
+from proxbox_backend.domain.policy import SyncPolicy
 from proxbox_backend.gateways.netbox import NetBoxGateway
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
+from proxbox_backend.pipeline import Scheduler, Stage
 from proxbox_backend.secrets import Secret
-from proxbox_backend.service import RunReport, SyncService, _Run, reflection
+from proxbox_backend.service import RunReport, SyncService, reflection
+from proxbox_backend.stages import records
+from proxbox_backend.stages.context import StageRun
 
 NETBOX_TOKEN = Secret("n" * 40)
 PVE_SECRET = "5d7c9a1e-2222-3333-4444-outcome00001"
@@ -205,13 +209,35 @@ async def test_reads_failing_after_retries_are_read_failures_not_remarks():
     )
     netbox = NetBoxGateway(FakeNetBox().client())
     settings = Settings(netbox_url="http://netbox.test", netbox_token=NETBOX_TOKEN)
-    run = _Run(settings, endpoint, netbox, ProxmoxGateway(client), report, lambda _e: None)
-    records_read = asyncio.get_running_loop().create_future()
-    records_read.set_result(await run.read_records(nodes, inventory.guests, ()))
-    await run.records(41, records_read, [], {})
+    run = StageRun(
+        settings,
+        endpoint,
+        netbox,
+        ProxmoxGateway(client),
+        report,
+        lambda _e: None,
+        None,
+        SyncPolicy(),
+        None,
+        41,
+        nodes,
+        None,
+    )
+    run.guests = inventory.guests
+
+    async def earlier_stages(_run, _gate) -> dict:
+        return {"inventory": inventory, "guests.owned": Owned([]), "nodes.devices": {}}
+
+    earlier = Stage("earlier", earlier_stages, gives=("inventory", "guests.owned", "nodes.devices"))
+    await Scheduler((earlier, records.STAGE), run, lambda _e: None).execute()
     assert len(report.read_failures) >= 4  # storage, backup jobs, replication, HA lists
     assert all("unreadable" in failure for failure in report.read_failures)
     assert reflection(report.tally, read_failures=report.read_failures)["status"] == "degraded"
+
+
+@dataclass
+class Owned:
+    owned: list
 
 
 def test_a_degraded_run_reports_and_records_its_failed_reads():

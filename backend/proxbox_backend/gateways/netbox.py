@@ -4,11 +4,9 @@ prerequisite objects created once, and the bulk reads the planners compare again
 from __future__ import annotations
 
 import asyncio
-import functools
 from dataclasses import dataclass
 from typing import Any
 
-from proxbox_backend.background import abandon
 from proxbox_backend.clients.netbox import (
     NetBoxClient,
     NetBoxError,
@@ -140,50 +138,11 @@ def claim_should_retry(response) -> bool:
     return isinstance(body := _body(response), dict) and body.get("code") == "retry"
 
 
-def readable_ahead(read):
-    """A current-state read the run may start early (`NetBoxGateway.read_ahead`): called
-    later with the same arguments, it answers with the early read instead of a new one."""
-
-    @functools.wraps(read)
-    async def current(self, *args):
-        early = self._ahead.pop((read.__name__, _ahead_key(args)), None)
-        if early is not None:
-            return await early
-        return await read(self, *args)
-
-    current.readable_ahead = True
-    return current
-
-
-def _ahead_key(args: tuple) -> tuple:
-    return tuple(tuple(a) if isinstance(a, list) else a for a in args)
-
-
 class NetBoxGateway:
     def __init__(self, client: NetBoxClient):
         self.client = client
-        self._ahead: dict[tuple, asyncio.Future] = {}
         # An incremental run's guests: the VMs (and their interfaces) read are theirs only.
         self.scope: GuestScope | None = None
-
-    # -- reads ahead ----------------------------------------------------------------------
-
-    def read_ahead(self, read: str, *args) -> None:
-        """Start the current-state read `read(*args)` now, so its round trips overlap the
-        work before the stage that needs it; the caller vouches that nothing in between
-        changes what it reads in a way that stage would mind."""
-        method = getattr(type(self), read)
-        if not getattr(method, "readable_ahead", False):
-            raise ValueError(f"{read} is not a read that can start early")
-        key = (read, _ahead_key(args))
-        if key not in self._ahead:
-            self._ahead[key] = asyncio.ensure_future(method.__wrapped__(self, *args))
-
-    async def forget(self) -> None:
-        """Drop the early reads no stage asked for (the run is over)."""
-        tasks = list(self._ahead.values())
-        self._ahead.clear()
-        await abandon(*tasks)
 
     # -- the plugin --------------------------------------------------------------------
 
@@ -426,7 +385,6 @@ class NetBoxGateway:
         """The devices at a site (adoption looks for marked ones among them)."""
         return await self.client.list(DEVICES, {"site_id": site_id, "fields": DEVICE_FIELDS})
 
-    @readable_ahead
     async def virtual_machines(self, cluster_id: int) -> list[dict]:
         if self.scope is not None:
             return await self._scoped_virtual_machines(cluster_id, self.scope)
@@ -450,7 +408,6 @@ class NetBoxGateway:
         )
         return list({vm["id"]: vm for vm in [*by_id, *by_key]}.values())
 
-    @readable_ahead
     async def interfaces(self, cluster_id: int, vm_ids: list[int] | None = None) -> list[dict]:
         """The cluster's VM interfaces; in an incremental run those of `vm_ids` only."""
         if self.scope is not None and vm_ids is not None:
@@ -461,7 +418,6 @@ class NetBoxGateway:
             VM_INTERFACES, {"cluster_id": cluster_id, "fields": INTERFACE_FIELDS}
         )
 
-    @readable_ahead
     async def disks(self, vm_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(
             VIRTUAL_DISKS, "virtual_machine_id", vm_ids, {"fields": DISK_FIELDS}
@@ -472,7 +428,6 @@ class NetBoxGateway:
             DEVICE_INTERFACES, "device_id", device_ids, {"fields": DEVICE_INTERFACE_FIELDS}
         )
 
-    @readable_ahead
     async def vlan_group_id(self, slug: str) -> int | None:
         """The id of the VLAN group with `slug`, None while there is none."""
         found = await self.client.list(VLAN_GROUPS, {"slug": slug, "fields": "id"})
@@ -483,9 +438,13 @@ class NetBoxGateway:
         found = await self.vlan_group_id(slug)
         if found is not None:
             return found
-        return await self._create(VLAN_GROUPS, {"slug": slug}, payload, tally, "ipam.vlangroup")
+        return await self.create_vlan_group(payload, tally)
 
-    @readable_ahead
+    async def create_vlan_group(self, payload: dict, tally: Tally) -> int:
+        return await self._create(
+            VLAN_GROUPS, {"slug": payload["slug"]}, payload, tally, "ipam.vlangroup"
+        )
+
     async def vlans(self, group_slug: str) -> list[dict]:
         """The VLANs of the group with `group_slug`; none while there is no such group
         (NetBox refuses a filter naming a group it does not know)."""
@@ -496,7 +455,6 @@ class NetBoxGateway:
                 return []
             raise
 
-    @readable_ahead
     async def ip_addresses(self, vm_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(
             IP_ADDRESSES, "virtual_machine_id", vm_ids, {"fields": IP_FIELDS}

@@ -10,9 +10,19 @@ from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import VIRTUAL_DISKS, NetBoxGateway, nested_id
+from proxbox_backend.pipeline import (
+    CREATE,
+    DELETE,
+    EVERY,
+    Effect,
+    Gate,
+    Settle,
+    Stage,
+    nothing_to_settle,
+)
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.context import StageRun
 from proxbox_backend.stages.guests import preexisting
-from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "virtualization.virtualdisk"
 MANAGED = {tags.PROXBOX.slug}
@@ -56,16 +66,66 @@ def plan(owned: list[tuple[int, Guest]], current: list[dict]) -> Plan:
     return result
 
 
+async def read(netbox: NetBoxGateway, preexisting_vm_ids: list[int]) -> list[dict]:
+    """The disks of the VMs that existed before this run (no other VM can have any)."""
+    return await netbox.disks(preexisting_vm_ids) if preexisting_vm_ids else []
+
+
 async def apply(
     netbox: NetBoxGateway,
     owned: list[tuple[int, Guest]],
     existing_vm_ids: set[int],
     tally: Tally,
-    vm_rows: VmRowWrites = SETTLED,
+    settle: Settle = nothing_to_settle,
+    current: list[dict] | None = None,
 ) -> dict:
-    lookup = preexisting(owned, existing_vm_ids)
-    current = await netbox.disks(lookup) if lookup else []
+    """`current`: the disks read ahead (`read`), else read now."""
+    if current is None:
+        current = await read(netbox, preexisting(owned, existing_vm_ids))
     the_plan = plan(owned, current)
-    if the_plan.writes:
-        await vm_rows.settled()  # a disk written sets its VM's disk total and count
+    await settle(the_plan)
     return await apply_plan(netbox.client, VIRTUAL_DISKS, the_plan, tally)
+
+
+# -- the stage -----------------------------------------------------------------------------
+VM = "virtualization.virtualmachine"
+
+
+async def read_disks(run: StageRun, gate: Gate) -> list[dict]:
+    return await read(run.netbox, gate.take("guests.kept").preexisting)
+
+
+async def sync_disks(run: StageRun, gate: Gate) -> None:
+    owned = gate.take("guests.owned")
+    count = sum(len(g.disks) for _, g in owned.owned)
+    gate.started(count)
+    await apply(run.netbox, owned.owned, owned.existing, run.tally, gate.settle, gate.current)
+    gate.finished(count)
+
+
+STAGE = Stage(
+    "disks",
+    sync_disks,
+    read=read_disks,
+    starts_with=("guests.kept",),
+    takes=("guests.owned",),
+    reads=frozenset({OBJECT_TYPE}),
+    writes={OBJECT_TYPE: EVERY},
+    effects=(
+        Effect(
+            OBJECT_TYPE,
+            EVERY,
+            VM,
+            whole_row=False,
+            why="NetBox sets the VM's disk total to the sum of its disks",
+        ),
+        Effect(
+            OBJECT_TYPE,
+            frozenset({CREATE, DELETE}),
+            VM,
+            whole_row=False,
+            why="a VM counts its disks",
+        ),
+    ),
+    events="disks",
+)

@@ -9,20 +9,33 @@ VMID.  Virtual machines without a key under this cluster are not ours: never tou
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from proxbox_backend.background import together
 from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest, Platform
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
+from proxbox_backend.domain.policy import OFF
 from proxbox_backend.domain.tags import TagDefinition
 from proxbox_backend.gateways.netbox import SOURCE_FIELD, VIRTUAL_MACHINES, NetBoxGateway, nested_id
+from proxbox_backend.pipeline import (
+    CREATE,
+    EVERY,
+    Effect,
+    Gate,
+    Settle,
+    Stage,
+    nothing_to_settle,
+)
+from proxbox_backend.pipeline import DELETE as DELETE_ROW
 from proxbox_backend.stages.apply import restricted, write_plan
+from proxbox_backend.stages.context import StageRun
 from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
-from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "virtualization.virtualmachine"
+TAG, PLATFORM = "extras.tag", "dcim.platform"
 
 OFFLINE, DELETE, KEEP = "offline", "delete", "keep"
 DISAPPEARED_POLICIES = (OFFLINE, DELETE, KEEP)
@@ -278,41 +291,203 @@ def preexisting(owned: list[tuple[int, Guest]], existing_vm_ids) -> list[int]:
     return [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
 
 
+@dataclass(frozen=True)
+class Selected:
+    """The guests this run syncs, and those whose VMs stay as they are (unreadable,
+    excluded, or unchanged in an incremental run: never "gone")."""
+
+    guests: list[Guest]
+    unreadable: set[tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class Kept:
+    """Known once the VMs are planned: the VMs that existed and stay their guests' (only
+    they can have components in NetBox yet), and those guests."""
+
+    preexisting: list[int]
+    guests: list[Guest]
+
+
+@dataclass(frozen=True)
+class Owned:
+    """The guests the cluster owns (VM id, guest) once their VMs exist, and what the
+    guests stage did to the VMs."""
+
+    owned: list[tuple[int, Guest]]
+    outcomes: VmOutcomes
+
+    @property
+    def existing(self) -> frozenset[int]:
+        return self.outcomes.existing
+
+
+def owned_by(prefix: str, guests: list[Guest], vm_ids: dict[str, int]) -> list[tuple[int, Guest]]:
+    return [(vm_ids[key], g) for g in guests if (key := source_key(prefix, g)) in vm_ids]
+
+
 async def apply(
     netbox: NetBoxGateway,
     guests: list[Guest],
     placement: GuestPlacement,
     tally: Tally,
     unreadable: set[tuple[str, int]] = frozenset(),
-    planned: Callable[[dict[str, int], frozenset[int]], None] | None = None,
+    *,
+    current: list[dict] | None = None,
+    settle: Settle = nothing_to_settle,
+    planned: Callable[[Kept], None] = lambda _kept: None,
+    in_flight: Callable[[Awaitable], None] | None = None,
 ) -> tuple[dict[str, int], VmOutcomes]:
     """(source key → VM id of every guest now in NetBox, what happened to the VMs).
-    `planned` hears, before anything is written, which VMs the plan keeps for their
-    guests (source key → VM id) and which VMs existed: the run starts the reads of
-    their components then, so that those overlap the VMs' writes.
+    `planned` hears, before anything is written, which VMs stay their guests'.
 
-    A plan that creates and adopts no VM knows every id before it writes: its updates
-    and deletes are then left in flight (`VmOutcomes.rows`), for the components' writes
-    to go beside them (`stages.vm_rows` says which may); the caller awaits them."""
-    current = await netbox.virtual_machines(placement.cluster_id)
+    A plan that creates and adopts no VM knows every id before it writes: with
+    `in_flight`, its updates and deletes are then handed to it instead of awaited, so
+    that the components' writes that do not conflict with them go beside them."""
+    if current is None:
+        current = await netbox.virtual_machines(placement.cluster_id)
     the_plan = await restricted(
         netbox.client, VIRTUAL_MACHINES, plan(guests, current, placement, unreadable)
     )
-    wanted = {source_key(cluster_source(placement.cluster_id), g) for g in guests}
+    prefix = cluster_source(placement.cluster_id)
+    wanted = {source_key(prefix, g) for g in guests}
     existing = frozenset(vm["id"] for vm in current)
     kept = {**the_plan.unchanged, **{u.key: u.id for u in the_plan.updates}}
-    if planned is not None:
-        planned({key: vm_id for key, vm_id in kept.items() if key in wanted}, existing)
+    staying = owned_by(prefix, guests, {k: v for k, v in kept.items() if k in wanted})
+    planned(Kept(preexisting(staying, existing), [g for _, g in staying]))
+    await settle(the_plan)
     writes = write_plan(netbox.client, VIRTUAL_MACHINES, the_plan, tally)
-    if not the_plan.creates and not any(u.adopts for u in the_plan.updates):
+    if (
+        in_flight is not None
+        and not the_plan.creates
+        and not any(u.adopts for u in the_plan.updates)
+    ):
         # What `write_plan` would answer: updated and unchanged VMs keep their ids.
-        ids, rows = kept, VmRowWrites(writes)
+        ids = kept
+        in_flight(writes)
     else:
-        ids, rows = await writes, SETTLED
+        ids = await writes
     outcomes = VmOutcomes(
         existing=existing,
         unchanged=frozenset(the_plan.unchanged.values()),
         primaries=current_primaries(current),
-        rows=rows,
     )
     return {k: v for k, v in ids.items() if k in wanted}, outcomes
+
+
+# -- the stages ----------------------------------------------------------------------------
+
+
+async def select(run: StageRun, gate: Gate) -> dict:
+    """The guests an incremental run syncs (`Incremental.decide`), once the nodes' devices
+    are known; the gateway then reads only their VMs."""
+    selected = run.incremental.decide(
+        run.nodes_digest, gate.take("nodes.devices"), run.guests, run.unreadable
+    )
+    # The guests left out are unchanged: like unreadable ones, never "gone".
+    kept = {(g.kind, g.vmid) for g in run.guests} - {(g.kind, g.vmid) for g in selected}
+    return {"guests.selected": Selected(selected, run.unreadable | kept), "guests.scope": None}
+
+
+SELECTION = Stage(
+    "guest selection",
+    select,
+    starts_with=("inventory",),
+    takes=("nodes.devices",),
+    gives=("guests.selected", "guests.scope"),
+    # A full run syncs every guest; one that cannot turn out incremental reads all VMs.
+    left_out=lambda run: (
+        {"guests.selected": Selected(run.guests, run.unreadable), "guests.scope": None}
+        if run.incremental is None
+        else None
+    ),
+    known=lambda run: (
+        {"guests.scope": None} if run.incremental is None or not run.incremental.may_skip() else {}
+    ),
+)
+
+
+async def ensure_labels(run: StageRun, gate: Gate) -> dict:
+    """The guests' Proxmox tags as NetBox tags, and their platforms."""
+    guests = gate.take("guests.selected").guests
+    definitions = guest_tag_definitions(guests, run.inventory.tag_colors)
+    _, platforms = await together(
+        run.netbox.ensure_tags(definitions if run.policy.mode(TAG) != OFF else [], run.tally),
+        run.netbox.ensure_platforms(guest_platforms(guests), run.tally),
+    )
+    return {"guests.platforms": frozenset(platforms)}
+
+
+LABELS = Stage(
+    "guest tags",
+    ensure_labels,
+    takes=("guests.selected",),
+    gives=("guests.platforms",),
+    reads=frozenset({TAG, PLATFORM}),
+    writes={TAG: frozenset({CREATE}), PLATFORM: frozenset({CREATE})},
+)
+
+
+async def read_vms(run: StageRun, gate: Gate) -> list[dict]:
+    return await run.netbox.virtual_machines(run.cluster_id)
+
+
+async def sync_vms(run: StageRun, gate: Gate) -> dict:
+    selected = gate.take("guests.selected")
+    endpoint, policy = run.endpoint, run.policy
+    gate.started(len(selected.guests))
+    placement = GuestPlacement(
+        run.cluster_id,
+        endpoint.site_id,
+        endpoint.tenant_id,
+        gate.take("nodes.devices"),
+        policy.removed_guests or run.settings.disappeared,
+        gate.take("guests.platforms"),
+        role_id=endpoint.vm_role_id,
+        sync_descriptions=endpoint.sync_descriptions,
+        adopt=policy.adopt_existing,
+    )
+    left: list[Awaitable] = []
+    vm_ids, outcomes = await apply(
+        run.netbox,
+        selected.guests,
+        placement,
+        run.tally,
+        selected.unreadable,
+        current=gate.current,
+        settle=gate.settle,
+        planned=lambda kept: gate.give("guests.kept", kept),
+        in_flight=left.append,
+    )
+
+    async def written() -> None:
+        for writes in left:
+            await writes
+        gate.finished(len(selected.guests))
+
+    gate.in_flight(written())
+    owned = owned_by(cluster_source(run.cluster_id), selected.guests, vm_ids)
+    run.owned, run.device_ids = Owned(owned, outcomes), placement.device_ids
+    return {"guests.owned": run.owned}
+
+
+STAGE = Stage(
+    "guests",
+    sync_vms,
+    read=read_vms,
+    starts_with=("guests.scope",),
+    takes=("guests.selected", "nodes.devices", "guests.platforms"),
+    gives=("guests.kept", "guests.owned"),
+    reads=frozenset({OBJECT_TYPE}),
+    writes={OBJECT_TYPE: EVERY},
+    effects=(
+        Effect(
+            OBJECT_TYPE,
+            frozenset({CREATE, DELETE_ROW}),
+            "virtualization.virtualmachinetype",
+            whole_row=False,
+            why="a VM type counts its VMs",
+        ),
+    ),
+    events="guests",
+)

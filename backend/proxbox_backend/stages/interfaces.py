@@ -12,8 +12,19 @@ from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest, GuestNic
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import VM_INTERFACES, NetBoxGateway, nested_id
+from proxbox_backend.pipeline import (
+    CREATE,
+    DELETE,
+    EVERY,
+    UPDATE,
+    Effect,
+    Gate,
+    Settle,
+    Stage,
+    nothing_to_settle,
+)
 from proxbox_backend.stages.apply import apply_plan
-from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
+from proxbox_backend.stages.context import StageRun
 
 OBJECT_TYPE = "virtualization.vminterface"
 MANAGED = {tags.PROXBOX.slug}
@@ -98,6 +109,11 @@ def plan(
     return result
 
 
+async def read(netbox: NetBoxGateway, cluster_id: int, preexisting_vm_ids: list[int]) -> list[dict]:
+    # A cluster whose VMs are all new this run has no interfaces to read.
+    return await netbox.interfaces(cluster_id, preexisting_vm_ids) if preexisting_vm_ids else []
+
+
 async def apply(
     netbox: NetBoxGateway,
     cluster_id: int,
@@ -105,14 +121,68 @@ async def apply(
     existing_vm_ids: set[int],
     tally: Tally,
     vlan_ids: dict[int, int] | None = None,
-    vm_rows: VmRowWrites = SETTLED,
+    settle: Settle = nothing_to_settle,
+    current: list[dict] | None = None,
 ) -> dict[tuple[int, str], int]:
-    """(VM id, interface name) → interface id."""
-    # A cluster whose VMs are all new this run has no interfaces to read.
-    fetch = any(vm_id in existing_vm_ids for vm_id, _ in owned)
-    existing = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
-    current = await netbox.interfaces(cluster_id, existing) if fetch else []
+    """(VM id, interface name) → interface id. `current`: the interfaces read ahead
+    (`read`), else read now."""
+    if current is None:
+        existing = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
+        current = await read(netbox, cluster_id, existing)
     the_plan = plan(owned, current, vlan_ids)
-    if the_plan.creates or the_plan.deletes:
-        await vm_rows.settled()  # they change their VM's interface count
+    await settle(the_plan)
     return await apply_plan(netbox.client, VM_INTERFACES, the_plan, tally)
+
+
+# -- the stage -----------------------------------------------------------------------------
+
+
+async def read_interfaces(run: StageRun, gate: Gate) -> list[dict]:
+    return await read(run.netbox, run.cluster_id, gate.take("guests.kept").preexisting)
+
+
+async def sync_interfaces(run: StageRun, gate: Gate) -> dict:
+    owned = gate.take("guests.owned")
+    count = sum(len(g.nics) for _, g in owned.owned)
+    gate.started(count)
+    ids = await apply(
+        run.netbox,
+        run.cluster_id,
+        owned.owned,
+        owned.existing,
+        run.tally,
+        gate.take("vlans.ids"),
+        gate.settle,
+        gate.current,
+    )
+    gate.finished(count)
+    return {"interfaces.ids": ids}
+
+
+STAGE = Stage(
+    "interfaces",
+    sync_interfaces,
+    read=read_interfaces,
+    starts_with=("guests.kept",),
+    takes=("guests.owned", "vlans.ids"),
+    gives=("interfaces.ids",),
+    reads=frozenset({OBJECT_TYPE}),
+    writes={OBJECT_TYPE: EVERY},
+    effects=(
+        Effect(
+            OBJECT_TYPE,
+            frozenset({CREATE, DELETE}),
+            "virtualization.virtualmachine",
+            whole_row=False,
+            why="a VM counts its interfaces",
+        ),
+        Effect(
+            OBJECT_TYPE,
+            frozenset({CREATE, UPDATE}),
+            "dcim.macaddress",
+            whole_row=True,
+            why="saving an interface saves its primary MAC address (the `mac_address` shortcut)",
+        ),
+    ),
+    events="interfaces",
+)

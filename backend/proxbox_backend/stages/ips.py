@@ -23,9 +23,22 @@ from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update
 from proxbox_backend.gateways.netbox import IP_ADDRESSES, NetBoxGateway, nested_id
+from proxbox_backend.pipeline import (
+    CREATE,
+    DELETE,
+    EVERY,
+    UPDATE,
+    Effect,
+    Gate,
+    Settle,
+    Stage,
+    Unreached,
+    nothing_to_settle,
+)
+from proxbox_backend.stages import primary_ips
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.context import StageRun
 from proxbox_backend.stages.guests import preexisting
-from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "ipam.ipaddress"
 ASSIGNED_TYPE = "virtualization.vminterface"
@@ -182,6 +195,10 @@ def marks_unconfirmed(the_plan: Plan) -> bool:
     )
 
 
+async def read(netbox: NetBoxGateway, preexisting_vm_ids: list[int]) -> list[dict]:
+    return await netbox.ip_addresses(preexisting_vm_ids) if preexisting_vm_ids else []
+
+
 async def apply(
     netbox: NetBoxGateway,
     owned: list[tuple[int, Guest]],
@@ -191,17 +208,18 @@ async def apply(
     *,
     vrf_id: int | None = None,
     adopt: bool = False,
-    vm_rows: VmRowWrites = SETTLED,
+    settle: Settle = nothing_to_settle,
+    current: list[dict] | None = None,
 ) -> tuple[dict[tuple[int, str], int], set[int]]:
-    """((interface id, address) → id of every synced address now in NetBox, ids deleted)."""
-    lookup = preexisting(owned, existing_vm_ids)
-    current = await netbox.ip_addresses(lookup) if lookup else []
+    """((interface id, address) → id of every synced address now in NetBox, ids deleted).
+    `current`: the addresses read ahead (`read`), else read now."""
+    if current is None:
+        current = await read(netbox, preexisting(owned, existing_vm_ids))
     marked = await netbox.marked_ip_addresses(vrf_id) if adopt and owned else []
     the_plan = plan(owned, interface_ids, current, vrf_id, marked)
     if marks_unconfirmed(the_plan):
         await netbox.ensure_tag(tags.UNCONFIRMED, tally)
-    if the_plan.deletes:
-        await vm_rows.settled()  # a deleted primary address is cleared from its VM
+    await settle(the_plan)
     ids = await apply_plan(
         netbox.client,
         IP_ADDRESSES,
@@ -217,3 +235,74 @@ def frees_addresses(the_plan: Plan) -> bool:
     moves an address to another VRF (out of the one the create is in) or adopts one.
     Tag changes never do, so such updates and the creates are written at once."""
     return any("vrf" in update.changes or update.adopts for update in the_plan.updates)
+
+
+# -- the stage -----------------------------------------------------------------------------
+VM = "virtualization.virtualmachine"
+
+
+async def read_addresses(run: StageRun, gate: Gate) -> list[dict]:
+    return await read(run.netbox, gate.take("guests.kept").preexisting)
+
+
+async def sync_addresses(run: StageRun, gate: Gate) -> None:
+    """The VMs' addresses, then the VMs' primary addresses."""
+    owned = gate.take("guests.owned")
+    interface_ids = gate.take("interfaces.ids")
+    count = sum(len(g.addresses) for _, g in owned.owned)
+    gate.started(count)
+    ip_ids, removed_ip_ids = await apply(
+        run.netbox,
+        owned.owned,
+        interface_ids,
+        owned.existing,
+        run.tally,
+        vrf_id=run.endpoint.vrf_id,
+        adopt=run.policy.adopt_existing,
+        settle=gate.settle,
+        current=gate.current,
+    )
+    await primary_ips.apply(
+        run.netbox,
+        owned.owned,
+        interface_ids,
+        ip_ids,
+        removed_ip_ids,
+        owned.outcomes,
+        run.tally,
+        gate.settle,
+    )
+    gate.finished(count)
+
+
+STAGE = Stage(
+    "ips",
+    sync_addresses,
+    read=read_addresses,
+    starts_with=("guests.kept",),
+    takes=("guests.owned", "interfaces.ids"),
+    reads=frozenset({OBJECT_TYPE}),
+    writes={
+        OBJECT_TYPE: EVERY,
+        VM: frozenset({UPDATE}),  # the primaries
+        "extras.tag": frozenset({CREATE}),  # `proxbox-unconfirmed`, the first time
+    },
+    effects=(
+        Effect(
+            OBJECT_TYPE,
+            frozenset({DELETE}),
+            VM,
+            whole_row=True,
+            why="deleting a VM's primary address saves the VM without it",
+        ),
+    ),
+    unreached=(
+        Unreached(
+            OBJECT_TYPE,
+            frozenset({DELETE}),
+            "dcim.device",
+            why="an address on a VM interface is never a device's primary or out-of-band one",
+        ),
+    ),
+    events="ips",
+)

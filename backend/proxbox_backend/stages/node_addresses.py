@@ -20,9 +20,21 @@ from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import NodeInterface
 from proxbox_backend.domain.plan import Plan, Update
 from proxbox_backend.gateways.netbox import DEVICES, IP_ADDRESSES, NetBoxGateway
+from proxbox_backend.pipeline import (
+    DELETE,
+    EVERY,
+    UPDATE,
+    Effect,
+    Gate,
+    Settle,
+    Stage,
+    Unreached,
+    nothing_to_settle,
+)
 from proxbox_backend.stages import ips, primary_ips
 from proxbox_backend.stages.apply import apply_plan
-from proxbox_backend.stages.node_interfaces import Networks
+from proxbox_backend.stages.context import StageRun
+from proxbox_backend.stages.node_interfaces import Networks, networks_of
 from proxbox_backend.stages.primary_ips import FIELDS, VmOutcomes
 
 ASSIGNED_TYPE = "dcim.interface"
@@ -112,14 +124,66 @@ async def apply(
     tally: Tally,
     *,
     vrf_id: int | None = None,
+    settle: Settle = nothing_to_settle,
 ) -> None:
     lookup = [device_id for device_id in networks if device_id in outcomes.existing]
     current = await netbox.device_ip_addresses(lookup) if lookup else []
     the_plan = plan(networks, interface_ids, current, vrf_id)
+    await settle(the_plan)
     ip_ids = await apply_plan(netbox.client, IP_ADDRESSES, the_plan, tally)
     removed = {delete.id for delete in the_plan.deletes}
     primaries = plan_primaries(
         networks, cluster_ips, interface_ids, ip_ids, outcomes.primaries, removed
     )
     primaries = await primary_ips.restrict_primaries(netbox, DEVICES, primaries, outcomes)
-    await primary_ips.write(netbox, DEVICES, primaries, outcomes, tally)
+    await primary_ips.write(netbox, DEVICES, primaries, outcomes, tally, settle)
+
+
+# -- the stage -----------------------------------------------------------------------------
+
+
+async def sync_node_addresses(run: StageRun, gate: Gate) -> None:
+    device_ids = gate.take("nodes.devices")
+    networks = networks_of(run, device_ids)
+    count = sum(len(i.addresses) for interfaces in networks.values() for i in interfaces)
+    gate.started(count)
+    await apply(
+        run.netbox,
+        networks,
+        {device_ids[n.name]: n.ip for n in run.nodes if n.name in device_ids},
+        gate.take("node_interfaces.ids"),
+        gate.take("nodes.outcomes"),
+        run.tally,
+        vrf_id=run.endpoint.vrf_id,
+        settle=gate.settle,
+    )
+    gate.finished(count)
+
+
+STAGE = Stage(
+    "node addresses",
+    sync_node_addresses,
+    starts_with=("inventory",),
+    takes=("nodes.devices", "nodes.outcomes", "node_interfaces.ids"),
+    reads=frozenset({ips.OBJECT_TYPE}),
+    writes={ips.OBJECT_TYPE: EVERY, DEVICE_TYPE: frozenset({UPDATE})},
+    effects=(
+        Effect(
+            ips.OBJECT_TYPE,
+            frozenset({DELETE}),
+            DEVICE_TYPE,
+            whole_row=True,
+            why="deleting a device's primary or out-of-band address saves the device",
+        ),
+    ),
+    unreached=(
+        Unreached(
+            ips.OBJECT_TYPE,
+            frozenset({DELETE}),
+            "virtualization.virtualmachine",
+            why="an address on a device interface is never a VM's primary (NetBox refuses it)",
+        ),
+    ),
+    left_out=lambda run: None if run.known_devices is None else {},
+    events="node addresses",
+)

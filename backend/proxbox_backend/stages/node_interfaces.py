@@ -17,7 +17,19 @@ from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import NodeInterface
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import DEVICE_INTERFACES, NetBoxGateway, nested_id
+from proxbox_backend.pipeline import (
+    CREATE,
+    DELETE,
+    EVERY,
+    UPDATE,
+    Effect,
+    Gate,
+    Settle,
+    Stage,
+    nothing_to_settle,
+)
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.context import StageRun
 
 OBJECT_TYPE = "dcim.interface"
 MANAGED = {tags.PROXBOX.slug}
@@ -108,12 +120,17 @@ def plan_links(networks: Networks, current: list[dict], ids: dict[tuple[int, str
 
 
 async def apply(
-    netbox: NetBoxGateway, networks: Networks, existing_devices: set[int], tally: Tally
+    netbox: NetBoxGateway,
+    networks: Networks,
+    existing_devices: set[int],
+    tally: Tally,
+    settle: Settle = nothing_to_settle,
 ) -> dict[tuple[int, str], int]:
     """(device id, interface name) → id of every synced interface now in NetBox."""
     lookup = [device_id for device_id in networks if device_id in existing_devices]
     current = await netbox.device_interfaces(lookup) if lookup else []
     shape = plan(networks, current)
+    await settle(shape)
     ids = await apply_plan(netbox.client, DEVICE_INTERFACES, shape, tally)
     links = plan_links(networks, current, ids)
     if not links.updates:
@@ -130,3 +147,55 @@ async def apply(
     for position, reason in result.failed.items():
         tally.fail(OBJECT_TYPE, links.updates[position].label, reason)
     return ids
+
+
+# -- the stage -----------------------------------------------------------------------------
+
+
+def networks_of(run: StageRun, device_ids: dict[str, int]) -> Networks:
+    """The nodes' networks to sync: a node target refreshes that node's, a guest target
+    no node's."""
+    target = run.policy.target
+    return {
+        device_ids[name]: interfaces
+        for name, interfaces in run.inventory.node_networks.items()
+        if name in device_ids and (target is None or name == target.node)
+    }
+
+
+async def sync_node_interfaces(run: StageRun, gate: Gate) -> dict:
+    networks = networks_of(run, gate.take("nodes.devices"))
+    count = sum(len(interfaces) for interfaces in networks.values())
+    gate.started(count)
+    ids = await apply(run.netbox, networks, set(networks), run.tally, gate.settle)
+    gate.finished(count)
+    return {"node_interfaces.ids": ids}
+
+
+STAGE = Stage(
+    "node interfaces",
+    sync_node_interfaces,
+    starts_with=("inventory",),
+    takes=("nodes.devices",),
+    gives=("node_interfaces.ids",),
+    reads=frozenset({OBJECT_TYPE}),
+    writes={OBJECT_TYPE: EVERY},
+    effects=(
+        Effect(
+            OBJECT_TYPE,
+            frozenset({CREATE, DELETE}),
+            "dcim.device",
+            whole_row=False,
+            why="a device counts its interfaces",
+        ),
+        Effect(
+            OBJECT_TYPE,
+            frozenset({CREATE, UPDATE}),
+            "dcim.macaddress",
+            whole_row=True,
+            why="saving an interface saves its primary MAC address",
+        ),
+    ),
+    left_out=lambda run: None if run.known_devices is None else {"node_interfaces.ids": {}},
+    events="node interfaces",
+)

@@ -6,6 +6,7 @@ operator can give a node its real hardware model.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from proxbox_backend.domain import tags
@@ -13,7 +14,18 @@ from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import ProxmoxNode
 from proxbox_backend.domain.plan import Create, Plan, PlanningFailure, Update, diff
 from proxbox_backend.gateways.netbox import DEVICES, SOURCE_FIELD, NetBoxGateway, nested_id
+from proxbox_backend.pipeline import (
+    CREATE,
+    DELETE,
+    UPDATE,
+    Effect,
+    Gate,
+    Settle,
+    Stage,
+    nothing_to_settle,
+)
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.context import StageRun
 from proxbox_backend.stages.primary_ips import VmOutcomes, current_primaries
 
 OBJECT_TYPE = "dcim.device"
@@ -133,7 +145,11 @@ def plan(
 
 
 async def apply(
-    netbox: NetBoxGateway, nodes: list[ProxmoxNode], placement: NodePlacement, tally: Tally
+    netbox: NetBoxGateway,
+    nodes: list[ProxmoxNode],
+    placement: NodePlacement,
+    tally: Tally,
+    settle: Settle = nothing_to_settle,
 ) -> tuple[dict[str, int], VmOutcomes]:
     """(node name → device id for every node that has a device now, what this did to them)."""
     current = await netbox.devices(placement.cluster_id)
@@ -141,6 +157,7 @@ async def apply(
     if placement.adopt and placement.site_id is not None:
         site_devices = await netbox.site_devices(placement.site_id)
     the_plan = plan(nodes, current, placement, site_devices)
+    await settle(the_plan)
     ids = await apply_plan(netbox.client, DEVICES, the_plan, tally)
     outcomes = VmOutcomes(
         existing=frozenset(d["id"] for d in current) | {u.id for u in the_plan.updates},
@@ -148,3 +165,51 @@ async def apply(
         primaries=current_primaries([*site_devices, *current]),
     )
     return ids, outcomes
+
+
+# -- the stage -----------------------------------------------------------------------------
+
+
+async def sync_nodes(run: StageRun, gate: Gate) -> dict:
+    """Node name → device id; a node target learns its device."""
+    endpoint, policy = run.endpoint, run.policy
+    gate.started(len(run.nodes))
+    placement = NodePlacement(
+        run.cluster_id,
+        endpoint.site_id,
+        endpoint.tenant_id,
+        run.prerequisites.device_role_id,
+        run.prerequisites.device_type_id,
+        adopt=policy.adopt_existing,
+    )
+    device_ids, outcomes = await apply(run.netbox, run.nodes, placement, run.tally, gate.settle)
+    gate.finished(len(run.nodes))
+    if policy.target is not None and policy.target.node is not None:
+        run.policy = dataclasses.replace(policy, target=policy.target.with_device(device_ids))
+    return {"nodes.devices": device_ids, "nodes.outcomes": outcomes}
+
+
+STAGE = Stage(
+    "nodes",
+    sync_nodes,
+    starts_with=("inventory",),
+    gives=("nodes.devices", "nodes.outcomes"),
+    reads=frozenset({OBJECT_TYPE}),
+    writes={OBJECT_TYPE: frozenset({CREATE, UPDATE})},
+    effects=(
+        Effect(
+            OBJECT_TYPE,
+            frozenset({CREATE, DELETE}),
+            "dcim.devicetype",
+            whole_row=False,
+            why="a device type counts its devices",
+        ),
+    ),
+    # An incremental run whose nodes are the baseline's keeps the baseline's devices.
+    left_out=lambda run: (
+        None
+        if run.known_devices is None
+        else {"nodes.devices": run.known_devices, "nodes.outcomes": None}
+    ),
+    events="nodes",
+)

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Plan, Update
 from proxbox_backend.gateways.netbox import VIRTUAL_MACHINES, NetBoxGateway, nested_id
+from proxbox_backend.pipeline import Settle, nothing_to_settle
 from proxbox_backend.stages.apply import restricted
-from proxbox_backend.stages.vm_rows import SETTLED, VmRowWrites
 
 OBJECT_TYPE = "virtualization.virtualmachine"
 FIELDS = {4: "primary_ip4", 6: "primary_ip6"}
@@ -35,8 +35,6 @@ class VmOutcomes:
     existing: frozenset[int]  # VMs that existed before this run
     unchanged: frozenset[int]  # VMs the guests stage left as they were
     primaries: dict[int, dict[str, int | None]]  # vm id → {"primary_ip4": id, "primary_ip6": id}
-    # The VMs' updates, when they are still being written beside their components'.
-    rows: VmRowWrites = field(default=SETTLED, compare=False)
 
 
 def current_primaries(vms: Iterable[dict]) -> dict[int, dict[str, int | None]]:
@@ -91,10 +89,11 @@ async def apply(
     removed_ip_ids: set[int],
     outcomes: VmOutcomes,
     tally: Tally,
+    settle: Settle = nothing_to_settle,
 ) -> None:
     the_plan = plan(owned, interface_ids, ip_ids, outcomes.primaries, removed_ip_ids)
     the_plan = await restrict_primaries(netbox, VIRTUAL_MACHINES, the_plan, outcomes)
-    await write(netbox, VIRTUAL_MACHINES, the_plan, outcomes, tally)
+    await write(netbox, VIRTUAL_MACHINES, the_plan, outcomes, tally, settle)
 
 
 async def restrict_primaries(
@@ -110,12 +109,17 @@ async def restrict_primaries(
 
 
 async def write(
-    netbox: NetBoxGateway, path: str, the_plan: Plan, outcomes: VmOutcomes, tally: Tally
+    netbox: NetBoxGateway,
+    path: str,
+    the_plan: Plan,
+    outcomes: VmOutcomes,
+    tally: Tally,
+    settle: Settle = nothing_to_settle,
 ) -> None:
     """Set the planned primaries of VMs (or devices) and count them as part of their owner."""
     if not the_plan.updates:
         return
-    await outcomes.rows.settled()
+    await settle(the_plan)
     updates = the_plan.updates
     result = await netbox.client.bulk_update(path, [{"id": u.id, **u.changes} for u in updates])
     for position in result.succeeded:

@@ -21,7 +21,9 @@ from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import PLUGIN, NetBoxGateway
+from proxbox_backend.pipeline import EVERY, Gate, Settle, Stage, nothing_to_settle
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.context import StageRun
 
 MANAGED = {tags.PROXBOX.slug}
 INVENTORY = f"{PLUGIN}/inventory"
@@ -299,6 +301,7 @@ async def apply(
     tally: Tally,
     *,
     first_sync: bool = False,
+    settle: Settle = nothing_to_settle,
 ) -> None:
     """Plan and write every type in dependency order. A cluster created in this run has
     no records yet, so nothing is read for it.
@@ -329,6 +332,7 @@ async def apply(
 
     async def run(kind: RecordType, desired: Desired, was_read) -> dict:
         shaped = plan(kind, cluster_id, desired, await current(kind), was_read)
+        await settle(shaped)
         return await apply_plan(netbox.client, kind.path, shaped, tally)
 
     try:
@@ -368,3 +372,62 @@ async def _apply_in_order(run, records: rec.Records, links: Links) -> None:
         desired_ha_resources(records, links, group_ids),
         _listed(records, "ha-resources"),
     )
+
+
+# -- the stage -----------------------------------------------------------------------------
+
+
+async def read_records(run: StageRun, gate: Gate) -> rec.Records:
+    """The cluster's records from Proxmox (a snapshot list per guest), read while the
+    stages before this one run. A guest that does not end up owned has its snapshots read
+    but linked to no VM, so they make no record; one whose snapshots the baseline knows
+    has them left unread, and its records as they are."""
+    from proxbox_backend.gateways import proxmox_records
+
+    return await proxmox_records.read(
+        run.proxmox.client, run.nodes, run.guests, run.known_snapshots
+    )
+
+
+async def sync_records(run: StageRun, gate: Gate) -> None:
+    """Storages, backups, jobs, snapshots, replication and HA of the cluster."""
+    from proxbox_backend.incremental import records_digest
+
+    records = gate.current
+    run.report.read_failures.extend(records.warnings)
+    vms = {g.vmid: vm_id for vm_id, g in gate.take("guests.owned").owned}
+    if run.incremental is not None:
+        vms = {**run.incremental.clean_vms(), **vms}
+    links = Links(gate.take("nodes.devices"), vms)
+    if run.incremental is not None:
+        # Only a run that keeps a baseline needs the records' digest.
+        run.records_digest = records_digest(
+            records, links, run.incremental.snapshot_digests(records)
+        )
+        if run.incremental.records_unchanged(run.records_digest):
+            gate.skipped()
+            return
+    gate.started(len(TYPES))
+    await apply(
+        run.netbox,
+        run.cluster_id,
+        records,
+        links,
+        run.tally,
+        first_sync=bool(run.report.cluster.get("created")),
+        settle=gate.settle,
+    )
+    gate.finished(len(TYPES))
+
+
+STAGE = Stage(
+    "records",
+    sync_records,
+    read=read_records,
+    starts_with=("inventory",),
+    takes=("guests.owned", "nodes.devices"),
+    reads=frozenset(kind.object_type for kind in TYPES),
+    writes={kind.object_type: EVERY for kind in TYPES},
+    policy=STORAGES.object_type,
+    events="records",
+)

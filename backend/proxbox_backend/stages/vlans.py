@@ -14,7 +14,9 @@ from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Plan, Update
 from proxbox_backend.gateways.netbox import VLANS, NetBoxGateway
+from proxbox_backend.pipeline import CREATE, UPDATE, Gate, Settle, Stage, nothing_to_settle
 from proxbox_backend.stages.apply import apply_plan
+from proxbox_backend.stages.context import StageRun
 
 OBJECT_TYPE = "ipam.vlan"
 MANAGED = {tags.PROXBOX.slug}
@@ -66,15 +68,64 @@ async def apply(
     endpoint_name: str,
     guests: list[Guest],
     tally: Tally,
+    settle: Settle = nothing_to_settle,
+    current: tuple[int | None, list[dict]] | None = None,
 ) -> dict[int, int]:
-    """VLAN id → NetBox VLAN id for every VLAN the guests' NICs use."""
+    """VLAN id → NetBox VLAN id for every VLAN the guests' NICs use. `current`: the
+    group's id (None: no group yet) and VLANs read ahead (`read`), else read now."""
     vids = wanted_vids(guests)
     if not vids:
         return {}
-    # The group's VLANs are read by its slug while the group is looked up (or created).
     slug = group_slug(cluster_id)
-    group_id, current = await together(
-        netbox.vlan_group(slug, group_payload(cluster_id, endpoint_name), tally),
-        netbox.vlans(slug),
+    payload = group_payload(cluster_id, endpoint_name)
+    if current is None:
+        # The group's VLANs are read by its slug while the group is looked up (or created).
+        group_id, vlans = await together(
+            netbox.vlan_group(slug, payload, tally), netbox.vlans(slug)
+        )
+    else:
+        found, vlans = current
+        group_id = found if found is not None else await netbox.create_vlan_group(payload, tally)
+    the_plan = plan(vids, group_id, vlans)
+    await settle(the_plan)
+    return await apply_plan(netbox.client, VLANS, the_plan, tally)
+
+
+async def read(netbox: NetBoxGateway, cluster_id: int) -> tuple[int | None, list[dict]]:
+    slug = group_slug(cluster_id)
+    return tuple(await together(netbox.vlan_group_id(slug), netbox.vlans(slug)))
+
+
+# -- the stage -----------------------------------------------------------------------------
+GROUP_TYPE = "ipam.vlangroup"
+
+
+async def read_vlans(run: StageRun, gate: Gate) -> tuple[int | None, list[dict]] | None:
+    """The group and its VLANs, when a guest that stays has a VLAN (none: nothing read)."""
+    if not wanted_vids(gate.take("guests.kept").guests):
+        return None
+    return await read(run.netbox, run.cluster_id)
+
+
+async def sync_vlans(run: StageRun, gate: Gate) -> dict:
+    guests = [g for _, g in gate.take("guests.owned").owned]
+    vids = wanted_vids(guests)
+    gate.started(len(vids))
+    ids = await apply(
+        run.netbox, run.cluster_id, run.endpoint.name, guests, run.tally, gate.settle, gate.current
     )
-    return await apply_plan(netbox.client, VLANS, plan(vids, group_id, current), tally)
+    gate.finished(len(vids))
+    return {"vlans.ids": ids}
+
+
+STAGE = Stage(
+    "vlans",
+    sync_vlans,
+    read=read_vlans,
+    starts_with=("guests.kept",),
+    takes=("guests.owned",),
+    gives=("vlans.ids",),
+    reads=frozenset({OBJECT_TYPE, GROUP_TYPE}),
+    writes={GROUP_TYPE: frozenset({CREATE}), OBJECT_TYPE: frozenset({CREATE, UPDATE})},
+    events="vlans",
+)
