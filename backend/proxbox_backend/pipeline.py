@@ -175,8 +175,14 @@ class Gate:
 
     async def settle(self, *plans: Plan) -> None:
         """Wait until no earlier stage's writes conflict with the ones `plans` hold."""
-        touched = self.stage.touches(plan_writes(*plans))
-        await self._scheduler.settled_before(self.stage, touched)
+        writes = plan_writes(*plans)
+        for object_type, ops in writes.items():
+            if undeclared := ops - self.stage.writes.get(object_type, frozenset()):
+                raise GraphError(
+                    f"{self.stage.name} writes {object_type} ({', '.join(sorted(undeclared))}) "
+                    "without declaring it"
+                )
+        await self._scheduler.settled_before(self.stage, self.stage.touches(writes))
 
     def in_flight(self, writes: Awaitable) -> None:
         """Writes the stage leaves in flight: the stage settles when they are done."""
@@ -302,3 +308,55 @@ class Scheduler:
     async def _given(self, names: tuple[str, ...]) -> None:
         if names:
             await asyncio.gather(*(asyncio.shield(self.outputs[n]) for n in names))
+
+
+# -- the graph, drawn ----------------------------------------------------------------------
+
+BEGIN = "<!-- stage graph: generated from the declarations (python -m proxbox_backend.pipeline) -->"
+END = "<!-- end of stage graph -->"
+
+
+def _node(name: str) -> str:
+    return name.replace(" ", "_")
+
+
+def describe(graph: tuple[Stage, ...]) -> str:
+    """The graph as backend/README.md shows it: a Mermaid flowchart (solid: an output a
+    stage takes; dotted: a wait the scheduler derives) and each stage's declaration."""
+    givers = {output: stage.name for stage in graph for output in stage.gives}
+    lines = [BEGIN, "", "```mermaid", "flowchart TD"]
+    for stage in graph:
+        for output in (*stage.starts_with, *stage.takes):
+            lines.append(f"  {_node(givers[output])} -->|{output}| {_node(stage.name)}")
+    for stage in graph:
+        rules = waits_for(graph, stage)
+        for kind in ("read", "write"):
+            for earlier in rules[kind]:
+                lines.append(f"  {_node(earlier)} -.->|{kind} waits| {_node(stage.name)}")
+    lines += ["```", "", "| stage | takes | gives | reads | writes | NetBox also writes |"]
+    lines.append("|---|---|---|---|---|---|")
+    for stage in graph:
+        writes = "; ".join(
+            f"{object_type} ({', '.join(sorted(ops))})" for object_type, ops in stage.writes.items()
+        )
+        effects = "; ".join(
+            f"{e.touches} on {'/'.join(sorted(e.on))} of {e.of} "
+            f"({'whole row' if e.whole_row else 'in place'})"
+            for e in stage.effects
+        )
+        cells = [
+            f"`{stage.name}`" + (f" (off with `{stage.policy}`)" if stage.policy else ""),
+            ", ".join(f"`{n}`" for n in (*stage.starts_with, *stage.takes)),
+            ", ".join(f"`{n}`" for n in stage.gives),
+            ", ".join(sorted(stage.reads)),
+            writes,
+            effects,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join([*lines, "", END])
+
+
+if __name__ == "__main__":
+    from proxbox_backend.stages import GRAPH
+
+    print(describe(GRAPH))

@@ -11,8 +11,6 @@ from proxbox_backend.domain.models import Guest
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
 from proxbox_backend.gateways.netbox import VIRTUAL_DISKS, NetBoxGateway, nested_id
 from proxbox_backend.pipeline import (
-    CREATE,
-    DELETE,
     EVERY,
     Effect,
     Gate,
@@ -117,14 +115,7 @@ STAGE = Stage(
             EVERY,
             VM,
             whole_row=False,
-            why="NetBox sets the VM's disk total to the sum of its disks",
-        ),
-        Effect(
-            OBJECT_TYPE,
-            frozenset({CREATE, DELETE}),
-            VM,
-            whole_row=False,
-            why="a VM counts its disks",
+            why="NetBox sets the VM's disk total to the sum of its disks (and counts them)",
         ),
     ),
     events="disks",

@@ -26,6 +26,7 @@ from proxbox_backend.pipeline import (
     Gate,
     Settle,
     Stage,
+    Unreached,
     nothing_to_settle,
 )
 from proxbox_backend.stages.apply import apply_plan
@@ -194,6 +195,14 @@ STAGE = Stage(
             "dcim.macaddress",
             whole_row=True,
             why="saving an interface saves its primary MAC address",
+        ),
+    ),
+    unreached=(
+        Unreached(
+            OBJECT_TYPE,
+            frozenset({CREATE, UPDATE}),
+            "dcim.cablepath",
+            why="the sync cables no interface and makes none a channel: no path to retrace",
         ),
     ),
     left_out=lambda run: None if run.known_devices is None else {"node_interfaces.ids": {}},

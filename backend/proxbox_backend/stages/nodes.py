@@ -22,6 +22,7 @@ from proxbox_backend.pipeline import (
     Gate,
     Settle,
     Stage,
+    Unreached,
     nothing_to_settle,
 )
 from proxbox_backend.stages.apply import apply_plan
@@ -203,6 +204,14 @@ STAGE = Stage(
             "dcim.devicetype",
             whole_row=False,
             why="a device type counts its devices",
+        ),
+    ),
+    unreached=(
+        Unreached(
+            OBJECT_TYPE,
+            frozenset({CREATE, DELETE}),
+            "dcim.virtualchassis",
+            why="the sync puts no device in a virtual chassis",
         ),
     ),
     # An incremental run whose nodes are the baseline's keeps the baseline's devices.
