@@ -9,7 +9,9 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proxbox_backend.clients.http import RetryPolicy
-from proxbox_backend.clients.proxmox import ProxmoxCredentials
+from proxbox_backend.clients.netbox import NetBoxClient
+from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials
+from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.secrets import Secret
 from proxbox_backend.stages.guests import (
     DISAPPEARED_POLICIES,
@@ -155,6 +157,29 @@ class Settings:
         if self.proxmox_user and self.proxmox_password:
             return ProxmoxCredentials(username=self.proxmox_user, password=self.proxmox_password)
         return None
+
+    def netbox_client(self) -> NetBoxClient:
+        return NetBoxClient(
+            self.netbox_url,
+            self.netbox_token,
+            verify_tls=self.netbox_verify_tls,
+            ca_bundle=self.netbox_ca_bundle,
+            timeout=self.timeout,
+            retry=self.retry,
+            concurrency=self.netbox_concurrency,
+        )
+
+    def proxmox_client(self, endpoint: Endpoint, credentials: ProxmoxCredentials) -> ProxmoxClient:
+        verify = endpoint.verify_tls if self.proxmox_verify_tls is None else self.proxmox_verify_tls
+        return ProxmoxClient(
+            self.proxmox_url or endpoint.url,
+            credentials,
+            verify_tls=verify,
+            ca_bundle=self.proxmox_ca_bundle,
+            timeout=self.timeout,
+            retry=self.retry,
+            concurrency=self.proxmox_concurrency,
+        )
 
     def secrets(self) -> tuple[Secret, ...]:
         return tuple(s for s in (self.netbox_token, self.proxmox_token, self.proxmox_password) if s)

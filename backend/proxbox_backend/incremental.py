@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from proxbox_backend import __version__
 from proxbox_backend.background import together
 from proxbox_backend.baselines import BaselineStore, baseline_key
+from proxbox_backend.clients.http import TransportError
+from proxbox_backend.clients.netbox import NetBoxError
 from proxbox_backend.domain import baseline as bl
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Guest
@@ -256,6 +258,24 @@ class Incremental:
             "guests_unchanged": len(self.digests) - len(self.scope.dirty & set(self.digests)),
             "guests_gone": len(self.scope.gone),
         }
+
+    async def finish(self, run) -> None:
+        """At the end of `run` (a `stages.context.StageRun`): the run mode reported, and
+        the baseline saved, unless the run had failures: then the previous baseline stays
+        (the guests it could not sync still differ from it, and what it wrote is in the
+        change log after it). A baseline that cannot be saved loses only the next run's
+        shortcut."""
+        report = run.report
+        report.run_mode = self.summary()
+        if report.tally.failed:
+            return
+        owned = run.owned.owned if run.owned is not None else []
+        try:
+            await self.save(
+                run.cluster_id, run.prerequisites, run.device_ids, owned, run.records_digest
+            )
+        except (NetBoxError, TransportError, ChangeLogUnreadable) as exc:
+            report.warnings.append(f"no baseline for the next run: {exc}")
 
     async def save(
         self,

@@ -1,15 +1,31 @@
-"""What a run reports: its outcome for adapters, and the reflection its sidecar keeps."""
+"""What a run reports: its outcome for adapters, why it stopped, and the reflection its
+sidecar keeps."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
 
+from proxbox_backend.clients.http import TransportError
+from proxbox_backend.clients.netbox import NetBoxError
+from proxbox_backend.clients.proxmox import ProxmoxError
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.secrets import scrub
 
 MAX_NAMED = 20  # failures a sidecar message names one by one; the Job's data has them all
+
+
+class SyncFailed(Exception):
+    """A problem that stops the run (no credentials, unreachable Proxmox, refused claim)."""
+
+
+FATAL = (SyncFailed, NetBoxError, ProxmoxError, TransportError)
+
+
+def failure_reason(exc: Exception) -> str:
+    """Why a run stopped, as its report and sidecar say it."""
+    return str(exc) if isinstance(exc, FATAL) else f"unexpected {type(exc).__name__}: {exc}"
 
 
 @dataclass

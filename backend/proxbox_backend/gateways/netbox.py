@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.netbox import (
     NetBoxClient,
     NetBoxError,
@@ -71,6 +72,10 @@ SOURCE_KEYS_PER_READ = 40
 
 class EndpointNotFound(LookupError):
     pass
+
+
+class NoCredentials(Exception):
+    """Neither the credentials API nor the backend's settings give usable credentials."""
 
 
 class CredentialsWithheld(Exception):
@@ -181,6 +186,28 @@ class NetBoxGateway:
             return None
         return ProxmoxCredentials(data["token_id"], Secret(data["token_secret"]))
 
+    async def proxmox_credentials(self, endpoint: Endpoint, settings) -> ProxmoxCredentials:
+        """The endpoint's credentials from the plugin, else the backend's fallback
+        (`Settings.fallback_credentials`); NoCredentials saying why there are none."""
+        withheld = None
+        try:
+            try:
+                credentials = await self.credentials(endpoint)
+            except CredentialsWithheld as exc:
+                credentials, withheld = None, exc
+            credentials = credentials or settings.fallback_credentials(endpoint.token_id)
+        except ValueError as exc:
+            raise NoCredentials(
+                f"unusable Proxmox credentials for endpoint {endpoint.name!r}: {exc}"
+            ) from exc
+        if credentials is None:
+            reason = withheld or "the credentials API did not provide them"
+            raise NoCredentials(
+                f"no Proxmox credentials for endpoint {endpoint.name!r}: {reason}; "
+                "PROXBOX_PROXMOX_TOKEN (or user/password) is unset"
+            )
+        return credentials
+
     async def claim(self, endpoint: Endpoint, body: dict) -> ClaimResult:
         response = await self.client.request(
             "POST",
@@ -204,6 +231,18 @@ class NetBoxGateway:
 
     async def update_tracking_record(self, tracking_id: int, changes: dict) -> dict:
         return await self.client.call("PATCH", f"{TRACKING}{tracking_id}/", json=changes)
+
+    async def record_broken_off(self, endpoint: Endpoint, metadata: dict) -> str:
+        """A run that broke off before its stages recorded it (no credentials, Proxmox
+        unreachable at its first read, a refused claim): the native cluster the endpoint
+        already owns must not keep showing the previous run's success."""
+        if endpoint.netbox_cluster_id is None:
+            return "not recorded: the endpoint owns no native cluster yet"
+        try:
+            sidecar = await self.sync_state_sidecar(endpoint.netbox_cluster_id)
+            return await self.write_sync_state(sidecar, metadata)
+        except (NetBoxError, TransportError) as write_failed:
+            return f"not recorded: {write_failed}"
 
     async def sync_state_sidecar(self, cluster_id: int) -> SyncStateSidecar:
         """The cluster's typed sidecar (created by the claim), looked up while the run

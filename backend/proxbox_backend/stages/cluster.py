@@ -14,7 +14,7 @@ from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import ClusterIdentity
-from proxbox_backend.gateways.netbox import ClaimResult, NetBoxGateway, nested_id
+from proxbox_backend.gateways.netbox import ClaimRefused, ClaimResult, NetBoxGateway, nested_id
 
 OBJECT_TYPE = "virtualization.cluster"
 
@@ -102,3 +102,48 @@ async def refresh_tracking(
     seen_at = (seen_at or dt.datetime.now(dt.UTC)).isoformat()
     await netbox.update_tracking_record(claim.tracking_id, {**changes, "last_seen": seen_at})
     return bool(changes)
+
+
+# -- in the run's life cycle (before the stage graph, and beside it) ------------------------
+
+
+async def claimed(
+    netbox: NetBoxGateway,
+    endpoint: Endpoint,
+    identity: ClusterIdentity,
+    cluster_type_id: int,
+    report,
+    emit,
+) -> ClusterOutcome:
+    """The claim, reported as the `cluster` stage; SyncFailed when it is refused."""
+    from proxbox_backend.report import SyncFailed
+
+    emit({"event": "stage", "stage": "cluster", "state": "started", "total": 1})
+    try:
+        outcome = await claim(netbox, endpoint, identity, cluster_type_id)
+    except ClaimRefused as exc:
+        report.tally.fail(OBJECT_TYPE, identity.name, str(exc))
+        raise SyncFailed(f"claim refused: {exc}") from exc
+    finally:
+        emit({"event": "stage", "stage": "cluster", "state": "finished", "done": 1})
+    report.cluster = {
+        "id": outcome.cluster_id,
+        "name": identity.name,
+        "mode": identity.mode,
+        "tracking_id": outcome.claim.tracking_id,
+        "claim_status": outcome.claim.http_status,
+        "created": outcome.claim.created,
+        "changed": outcome.claim.changed,
+        "metadata_changed": outcome.metadata_changed,
+    }
+    return outcome
+
+
+async def refreshed(
+    netbox: NetBoxGateway, identity: ClusterIdentity, outcome: ClusterOutcome, report
+) -> None:
+    """The tracking record's refresh; then the cluster is counted."""
+    tracking_changed = await refresh_tracking(netbox, outcome.claim, identity)
+    changed = outcome.metadata_changed or tracking_changed
+    report.cluster["metadata_changed"] = changed
+    count(report.tally, outcome.claim, changed)
