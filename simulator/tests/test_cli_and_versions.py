@@ -112,6 +112,52 @@ def test_coverage_reports_several_majors_at_once(tmp_path, capsys):
     ]
 
 
+# Methods answered by the generic resource store, per major: the fidelity figure
+# `contract coverage --table` prints.  A handler that retires generic methods
+# lowers these numbers in the same commit (and lists the methods below).
+GENERIC_METHODS = {6: 99, 7: 120, 8: 126, 9: 187}
+
+# Methods that specific handlers took over from the generic store; none may fall back.
+RETIRED_FROM_GENERIC: list[str] = []
+
+_MAJOR_SOURCES = {6: "6.4-15", 7: "7.4-16", 8: "8.4.5", 9: "fakepve"}
+
+
+def _source(version):
+    return version if version == "fakepve" else str(_official(version))
+
+
+def test_coverage_table_measures_generic_answers_per_major(tmp_path, capsys):
+    sources_ = [_source(v) for v in _MAJOR_SOURCES.values()]
+    assert main(["--data-dir", str(tmp_path), "contract", "coverage", "--table", *sources_]) == 0
+    header, *lines = capsys.readouterr().out.strip().splitlines()
+    assert header.split("\t") == [
+        "major",
+        "version",
+        "methods",
+        "specific",
+        "generic",
+        "unhandled",
+    ]
+    rows = {int(line.split("\t")[0]): line.split("\t") for line in lines}
+    assert sorted(rows) == [6, 7, 8, 9]
+    for major, (_m, _v, methods, specific, generic, unhandled) in rows.items():
+        assert int(specific) + int(generic) == int(methods)
+        assert int(unhandled) == 0
+        assert int(generic) == GENERIC_METHODS[major], f"PVE {major}: generic count moved"
+
+
+@pytest.mark.parametrize("version", list(_MAJOR_SOURCES.values()))
+def test_retired_methods_are_no_longer_generic(tmp_path, capsys, version):
+    assert (
+        main(["--data-dir", str(tmp_path), "contract", "coverage", _source(version), "--list"]) == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    generic = set(report["handled_methods"].get("resource-store", []))
+    assert report["answered_by"]["generic"] == len(generic)
+    assert sorted(generic & set(RETIRED_FROM_GENERIC)) == []
+
+
 def test_coverage_counts_a_method_no_handler_answers():
     from proxmox_simulator.api.handlers.dispatch import handling
     from proxmox_simulator.contracts.model import Contract, Endpoint
