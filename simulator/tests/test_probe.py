@@ -533,6 +533,14 @@ def _learn(caller: Caller, endpoint: Endpoint, data) -> None:
             WORLD["backup"] = archives[-1]["volid"]
 
 
+def _console_ticket(caller: Caller, endpoint: Endpoint) -> dict:
+    """A websocket accepts only a ticket its own proxy issued seconds ago (PVE: under 40 s)."""
+    proxy = "/vncproxy" if "{vmid}" in endpoint.path else "/vncshell"
+    opener = Endpoint(endpoint.path.removesuffix("/vncwebsocket") + proxy, "POST")
+    console = caller.call("POST", _url(opener), {}).json()["data"]
+    return {"vncticket": console["ticket"], "port": console["port"]}
+
+
 def _body(endpoint: Endpoint) -> dict:
     path_params = set(endpoint.path_params)
     body = {
@@ -621,6 +629,8 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
             body = _body(endpoint)
             if endpoint.path == "/nodes/{node}/vzdump/extractconfig" and "backup" in WORLD:
                 body["volume"] = WORLD["backup"]
+            if endpoint.path.endswith("/vncwebsocket"):
+                body.update(_console_ticket(caller, endpoint))
             response = caller.call(endpoint.method, _url(endpoint), body)
         outcome.calls += 1
         outcome.called.add((endpoint.method, endpoint.path))

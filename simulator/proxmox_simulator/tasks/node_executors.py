@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxmox_simulator.domain import (
     ceph_service,
+    console_service,
     disk_service,
     node_power_service,
     node_system_service,
@@ -43,6 +44,16 @@ async def download(ctx: TaskContext) -> None:
             f"checksum ({payload['algorithm']}) recorded, not verified: no bytes were fetched"
         )
     await ctx.complete(effect, lines=lines)
+
+
+async def console_proxy(ctx: TaskContext) -> None:
+    """A console proxy holds its port until PVE's connect timeout; no viewer ever connects
+    to the simulator (it streams no display), so the proxy then ends as PVE's does."""
+    await ctx.log(
+        f"starting {ctx.payload.get('console', 'vncproxy')} on port {ctx.payload['console_port']}"
+    )
+    await ctx.sleep(console_service.CONNECT_TIMEOUT)
+    await ctx.complete(lines=["connection timed out, no client connected"])
 
 
 async def service_action(ctx: TaskContext) -> None:
