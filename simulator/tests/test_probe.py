@@ -50,6 +50,8 @@ EXPECTED = {
     # another one (its pre-worker checks).
     (None, "POST", "/cluster/config"): "already exists",
     (None, "POST", "/cluster/config/join"): "corosync.conf' already exists",
+    # root has no second factor to verify: PVE's old TFA API refuses the call then.
+    (None, "POST", "/access/tfa"): "no u2f data available",
     # 6.4's viewer declares these sizes as strings; PVE 6.4 answers integers.
     (6, "GET", "/cluster/resources"): "int is not string",
 }
@@ -385,6 +387,8 @@ _GUEST_EXTRAS = {
 # Methods whose required parameters do not say everything PVE requires.
 _EXTRAS = {
     ("PUT", "/access/acl"): {"users": "probe@pve"},
+    # A TOTP entry needs a live code from an authenticator; recovery keys need nothing.
+    ("POST", "/access/tfa/{userid}"): {"type": "recovery"},
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/exec"): {"command": "true"},
     # ``command`` would be its enum's first value, fsfreeze-freeze.
     ("POST", "/nodes/{node}/qemu/{vmid}/agent"): {"command": "ping"},

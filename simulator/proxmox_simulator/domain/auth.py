@@ -18,6 +18,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -97,6 +98,38 @@ class TicketAuthority:
         if age < TICKET_MIN_AGE or age > self.lifetime:
             raise AuthenticationFailed("invalid PVE ticket (expired)")
         return match["userid"]
+
+    # -- half tickets (the login's second factor) ----------------------------------
+
+    def issue_tfa(self, userid: str, challenge: str, now: float | None = None) -> str:
+        """PVE's half ticket ``PVE:!tfa!<challenge>:<HEXTIME>::<signature>``.
+
+        It names no user (the signature covers the user id), so it opens nothing
+        but the second login step of that same user.
+        """
+        stamp = f"{int(now if now is not None else time.time()):08X}"
+        plain = f"PVE:!tfa!{quote(challenge, safe='')}:{stamp}"
+        signature = self._private.sign(f"{plain}:{userid}".encode())
+        return f"{plain}::{base64.b64encode(signature).decode()}"
+
+    def verify_tfa(self, ticket: str, userid: str, now: float | None = None) -> str:
+        """The challenge a half ticket carries, if it was issued to ``userid``."""
+        match = re.fullmatch(
+            r"(?P<plain>PVE:!tfa!(?P<data>[^:\s]*):(?P<hex>[0-9A-F]{8}))::(?P<sig>[A-Za-z0-9+/=]+)",
+            ticket or "",
+        )
+        if not match:
+            raise AuthenticationFailed()
+        try:
+            self._public.verify(
+                base64.b64decode(match["sig"]), f"{match['plain']}:{userid}".encode()
+            )
+        except (InvalidSignature, ValueError) as exc:
+            raise AuthenticationFailed() from exc
+        age = int(now if now is not None else time.time()) - int(match["hex"], 16)
+        if age < TICKET_MIN_AGE or age > self.lifetime:
+            raise AuthenticationFailed()
+        return unquote(match["data"])
 
     # -- short-lived tickets (consoles) --------------------------------------------
 
