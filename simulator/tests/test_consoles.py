@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import uuid
 
+import httpx
 import pytest
 from cryptography import x509
 from proxmoxer import ProxmoxAPI
@@ -217,3 +218,39 @@ def test_spiceproxy_answers_a_remote_viewer_config_for_a_running_guest(server, u
 
     shell = prox.nodes("pve1").spiceshell.post()
     assert shell["title"] == "Shell on 'pve1'" and shell["type"] == "spice"
+
+
+def test_pve6_restricts_a_node_shell_to_realm_pam(server, settings):
+    """6.4's schema says "Restricted to users on realm 'pam'"; 9.x lets a pve user in."""
+    from simtest_support import Session, official_apidoc
+
+    from proxmox_simulator.config import Settings
+    from proxmox_simulator.server import SimulatorServer
+
+    root = _api(server)
+    userid = f"simfid{uuid.uuid4().hex[:8]}@pve"
+    root.access.users.post(userid=userid, password="shell-pass-6")
+    root.access.acl.put(path="/nodes/pve1", users=userid, roles="PVEAdmin")
+    assert _api(server, user=userid, password="shell-pass-6").nodes("pve1").termproxy.post()
+    legacy = Settings(
+        database_url=settings.database_url,
+        data_dir=settings.data_dir,
+        contract=str(official_apidoc("6.4-15")),
+        clock="instant",
+        task_workers=1,
+        pool_max_size=3,
+    )
+    with (
+        SimulatorServer(legacy) as pve6,
+        httpx.Client(base_url=pve6.base_url + "/api2/json", timeout=30) as client,
+    ):
+        user = Session(client, userid, "shell-pass-6")
+        for path in ("/nodes/pve1/termproxy", "/nodes/pve1/vncshell"):
+            refused = user.post(path)
+            assert (refused.status_code, refused.reason_phrase) == (
+                403,
+                "Permission check failed (realm != pam)",
+            )
+        admin = Session(client)
+        shell = admin.post("/nodes/pve1/vncshell", data={"upgrade": 1}).json()["data"]
+        assert shell["user"] == "root@pam"
