@@ -389,6 +389,8 @@ _EXTRAS = {
     ("PUT", "/access/acl"): {"users": "probe@pve"},
     # A TOTP entry needs a live code from an authenticator; recovery keys need nothing.
     ("POST", "/access/tfa/{userid}"): {"type": "recovery"},
+    # A storage's RRD holds only "total" and "used".
+    ("GET", "/nodes/{node}/storage/{storage}/rrd"): {"ds": "used"},
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/exec"): {"command": "true"},
     # ``command`` would be its enum's first value, fsfreeze-freeze.
     ("POST", "/nodes/{node}/qemu/{vmid}/agent"): {"command": "ping"},
