@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.domain import (
+    ceph_cluster_service,
     ceph_service,
     console_service,
     disk_service,
@@ -98,6 +99,17 @@ async def set_ceph_flags(ctx: TaskContext) -> None:
 
     async def effect(conn) -> None:
         lines.extend(await ceph_service.apply_flags(conn, ctx.payload["flags"]))
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def ceph_task(ctx: TaskContext) -> None:
+    """OSD, pool and service changes of the Ceph cluster, applied when the worker ends."""
+    await ctx.sleep(1.0)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await ceph_cluster_service.apply(conn, ctx.payload))
 
     await ctx.complete(effect, lines=lines)
 
