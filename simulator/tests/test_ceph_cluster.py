@@ -160,3 +160,21 @@ def test_pool_settings_and_monitor_manager_changes_show_in_status(server):
     )
     _ok(prox, prox.nodes(mons[-1]).ceph.mon(mons[-1]).post())
     assert sorted(prox.cluster.ceph.status.get()["quorum_names"]) == sorted(mons)
+
+
+def test_crush_map_and_ceph_conf_follow_the_cluster(server):
+    prox = _api(server)
+    ceph = prox.nodes("pve1").ceph
+    osds = _osds(prox)
+    crush = ceph.crush.get()
+    for osdid, osd in osds.items():
+        assert f"device {osdid} osd.{osdid} class" in crush
+        assert f"host {osd['host']} {{" in crush
+    assert [r["name"] for r in ceph.rules.get()] == ["replicated_rule"]
+    conf = ceph.cfg.raw.get()
+    status = prox.cluster.ceph.status.get()
+    assert f"fsid = {status['fsid']}" in conf
+    for mon in status["monmap"]["mons"]:
+        assert f"[mon.{mon['name']}]" in conf and mon["addr"].rsplit(":", 1)[0] in conf
+    ceph.osd(min(osds)).scrub.post(deep=1)
+    assert "does not exist" in _refused(lambda: ceph.osd(999).scrub.post())

@@ -257,6 +257,72 @@ async def list_managers(rt) -> list[dict]:
     ]
 
 
+async def crush_rules(rt) -> list[dict]:
+    # Every pool the simulator creates uses Ceph's default replicated rule.
+    await _read(rt)
+    return [{"name": "replicated_rule"}]
+
+
+async def crush_map(rt) -> str:
+    """The decompiled CRUSH map: the default root, a bucket per host, its OSDs."""
+    state = await _read(rt)
+    osds = sorted(state["osds"].items(), key=lambda item: int(item[0]))
+    lines = ["# begin crush map", "", "# devices"]
+    lines += [f"device {i} osd.{i} class {o.get('class', 'nvme')}" for i, o in osds]
+    lines += ["", "# types", "type 0 osd", "type 1 host", "type 11 root", "", "# buckets"]
+    hosts = sorted({o["host"] for _i, o in osds})
+    weight = OSD_SIZE / 2**40
+    for index, host in enumerate(hosts):
+        mine = [i for i, o in osds if o["host"] == host]
+        lines += [f"host {host} {{", f"\tid {-2 - index}", "\talg straw2", "\thash 0"]
+        lines += [f"\titem osd.{i} weight {weight:.5f}" for i in mine]
+        lines += ["}"]
+    lines += ["root default {", "\tid -1", "\talg straw2", "\thash 0"]
+    lines += [
+        f"\titem {h} weight {weight * sum(1 for _i, o in osds if o['host'] == h):.5f}"
+        for h in hosts
+    ]
+    lines += ["}", "", "# rules", "rule replicated_rule {", "\tid 0", "\ttype replicated"]
+    lines += ["\tstep take default", "\tstep chooseleaf firstn 0 type host", "\tstep emit", "}"]
+    return "\n".join([*lines, "", "# end crush map", ""])
+
+
+async def ceph_conf(rt) -> str:
+    """/etc/pve/ceph.conf as pveceph writes it, with the monitors of the state."""
+    state = await _read(rt)
+    addresses = [m["addr"].rsplit(":", 1)[0] for _n, m in sorted(state["mons"].items())]
+    networks = sorted({".".join(a.split(".")[:3]) + ".0/24" for a in addresses})
+    lines = [
+        "[global]",
+        "\tauth_client_required = cephx",
+        "\tauth_cluster_required = cephx",
+        "\tauth_service_required = cephx",
+        f"\tcluster_network = {','.join(networks)}",
+        f"\tfsid = {state['fsid']}",
+        f"\tmon_host = {' '.join(addresses)}",
+        "\tosd_pool_default_min_size = 2",
+        "\tosd_pool_default_size = 3",
+        f"\tpublic_network = {','.join(networks)}",
+        "",
+        "[client]",
+        "\tkeyring = /etc/pve/priv/$cluster.$name.keyring",
+        "",
+    ]
+    for name, mon in sorted(state["mons"].items()):
+        lines += [f"[mon.{name}]", f"\tpublic_addr = {mon['addr'].rsplit(':', 1)[0]}", ""]
+    return "\n".join(lines)
+
+
+async def scrub(rt, node: str, osdid: int) -> None:
+    """``ceph osd [deep-]scrub``: Ceph queues it; there is no state to change here."""
+    state = await _read(rt)
+    osd = state["osds"].get(str(osdid))
+    if osd is None:
+        raise PveError(f"osd.{osdid} does not exist")
+    if not osd["up"]:
+        raise PveError(f"osd.{osdid} is down")
+
+
 # -- writes -----------------------------------------------------------------------------
 
 

@@ -149,3 +149,28 @@ async def pool_status(ctx: RequestContext):
 @route(f"{_CEPH}/pools/{{name}}", "GET")
 async def pool_status_old_path(ctx: RequestContext):
     return await cluster.pool_status(ctx.rt, ctx.params["name"])
+
+
+@route(f"{_CEPH}/rules", "GET")
+async def crush_rules(ctx: RequestContext):
+    return await cluster.crush_rules(ctx.rt)
+
+
+@route(f"{_CEPH}/crush", "GET")
+async def crush_map(ctx: RequestContext):
+    return await cluster.crush_map(ctx.rt)
+
+
+@route(f"{_CEPH}/cfg/raw", "GET")
+async def ceph_conf(ctx: RequestContext):
+    return await cluster.ceph_conf(ctx.rt)
+
+
+@route(f"{_CEPH}/config", "GET")
+async def ceph_conf_old_path(ctx: RequestContext):
+    return await cluster.ceph_conf(ctx.rt)
+
+
+@route(f"{_CEPH}/osd/{{osdid}}/scrub", "POST")
+async def scrub(ctx: RequestContext):
+    await cluster.scrub(ctx.rt, ctx.node, int(ctx.params["osdid"]))
