@@ -77,6 +77,12 @@ async def _read(rt) -> dict:
 # -- reads ------------------------------------------------------------------------------
 
 
+async def require_ceph_node(rt, node: str) -> None:
+    """Node-scoped reads run on that node in PVE: an unknown node fails its lookup."""
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+
+
 def _health(state: dict, flags: set[str]) -> dict:
     checks: dict = {}
     osds = state["osds"]

@@ -38,11 +38,13 @@ async def cluster_status(ctx: RequestContext):
 
 @route(f"{_CEPH}/status", "GET")
 async def node_status(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.status(ctx.rt)
 
 
 @route(f"{_CEPH}/osd", "GET")
 async def list_osds(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.list_osds(ctx.rt)
 
 
@@ -60,21 +62,25 @@ async def destroy_osd(ctx: RequestContext):
 
 @route(f"{_CEPH}/osd/{{osdid}}/in", "POST")
 async def osd_in(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     await cluster.set_osd_in(ctx.rt, int(ctx.params["osdid"]), True)
 
 
 @route(f"{_CEPH}/osd/{{osdid}}/out", "POST")
 async def osd_out(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     await cluster.set_osd_in(ctx.rt, int(ctx.params["osdid"]), False)
 
 
 @route(f"{_CEPH}/mon", "GET")
 async def list_monitors(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.list_monitors(ctx.rt)
 
 
 @route(f"{_CEPH}/mgr", "GET")
 async def list_managers(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.list_managers(ctx.rt)
 
 
@@ -115,6 +121,7 @@ def _register_pools(collection: str) -> None:
 
     @route(f"{_CEPH}/{collection}", "GET")
     async def list_pools(ctx: RequestContext):
+        await cluster.require_ceph_node(ctx.rt, ctx.node)
         return await cluster.list_pools(ctx.rt)
 
     @route(f"{_CEPH}/{collection}", "POST")
@@ -143,34 +150,41 @@ _register_pools("pools")
 
 @route(f"{_CEPH}/pool/{{name}}/status", "GET")
 async def pool_status(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.pool_status(ctx.rt, ctx.params["name"])
 
 
 @route(f"{_CEPH}/pools/{{name}}", "GET")
 async def pool_status_old_path(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.pool_status(ctx.rt, ctx.params["name"])
 
 
 @route(f"{_CEPH}/rules", "GET")
 async def crush_rules(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.crush_rules(ctx.rt)
 
 
 @route(f"{_CEPH}/crush", "GET")
 async def crush_map(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.crush_map(ctx.rt)
 
 
 @route(f"{_CEPH}/cfg/raw", "GET")
 async def ceph_conf(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.ceph_conf(ctx.rt)
 
 
 @route(f"{_CEPH}/config", "GET")
 async def ceph_conf_old_path(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     return await cluster.ceph_conf(ctx.rt)
 
 
 @route(f"{_CEPH}/osd/{{osdid}}/scrub", "POST")
 async def scrub(ctx: RequestContext):
+    await cluster.require_ceph_node(ctx.rt, ctx.node)
     await cluster.scrub(ctx.rt, ctx.node, int(ctx.params["osdid"]))
