@@ -23,6 +23,11 @@ async def authenticate(rt, request: Request, method: str) -> Principal:
     if not ticket:
         raise AuthenticationFailed("No ticket")
     userid = rt.tickets.verify(ticket)
+    if userid.startswith(access_service.OLD_TFA_PREFIX):
+        # An old-format half ticket opens only the old second step, POST /access/tfa.
+        if method != "POST" or not request.url.path.endswith("/access/tfa"):
+            raise AuthenticationFailed()
+        userid = userid.removeprefix(access_service.OLD_TFA_PREFIX)
     state = await rt.access.get()
     if not state.user_active(userid, time.time()):
         raise AuthenticationFailed("user account disabled or expired")

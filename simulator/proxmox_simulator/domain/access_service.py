@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 import uuid
 
+from proxmox_simulator.domain import tfa_service
 from proxmox_simulator.domain.access import ROOT, AccessState, Principal, split_userid
 from proxmox_simulator.domain.auth import (
     hash_secret,
@@ -69,7 +71,16 @@ async def login(rt, params: dict) -> dict:
     if not is_valid_userid(userid):
         raise AuthenticationFailed()
     state = await rt.access.get()
+    if params.get("tfa-challenge"):
+        # Second step: the half ticket plus "totp:<code>" / "recovery:<key>" as password.
+        rt.tickets.verify_tfa(str(params["tfa-challenge"]), userid)
+        async with rt.pool.acquire() as conn, conn.transaction():
+            passed = await tfa_service.verify_response(conn, userid, password)
+        if not passed or not state.user_active(userid, time.time()):
+            raise AuthenticationFailed()
+        return await _full_ticket(rt, state, userid)
     authenticated = False
+    renewal = password.startswith("PVE:")
     if password.startswith("PVE:"):
         try:
             authenticated = rt.tickets.verify(password) == userid
@@ -81,6 +92,40 @@ async def login(rt, params: dict) -> dict:
         authenticated = row is not None and await _verify(password, row["password_hash"])
     if not authenticated or not state.user_active(userid, time.time()):
         raise AuthenticationFailed()
+    if not renewal:  # renewing a full ticket needs no second factor again
+        async with rt.pool.acquire() as conn:
+            challenge = await tfa_service.challenge_for(conn, userid)
+        if challenge is not None and params.get("otp"):
+            # The second factor given at once: TOTP (or a recovery key) with the password.
+            async with rt.pool.acquire() as conn, conn.transaction():
+                if not await tfa_service.verify_response(conn, userid, str(params["otp"])):
+                    raise AuthenticationFailed()
+        elif challenge is not None:
+            now = time.time()
+            if _new_tfa_format(rt, params):
+                ticket = rt.tickets.issue_tfa(userid, json.dumps(challenge), now)
+            else:
+                # 6.x, and 7.x without new-format: "PVE:tfa!<userid>:..." that only
+                # POST /access/tfa accepts (see api/auth.py).
+                ticket = rt.tickets.issue(f"{OLD_TFA_PREFIX}{userid}", now)
+            return {
+                "username": userid,
+                "ticket": ticket,
+                "CSRFPreventionToken": rt.tickets.csrf_token(userid, now),
+                "NeedTFA": 1,
+            }
+    return await _full_ticket(rt, state, userid)
+
+
+OLD_TFA_PREFIX = "tfa!"
+
+
+def _new_tfa_format(rt, params: dict) -> bool:
+    """PVE 8+ always answers the new half ticket; 7.x only when asked (``new-format=1``)."""
+    return rt.contract.major >= 8 or bool(int(params.get("new-format") or 0))
+
+
+async def _full_ticket(rt, state: AccessState, userid: str) -> dict:
     now = time.time()
     result = {
         "username": userid,

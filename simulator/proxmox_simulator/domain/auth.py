@@ -18,6 +18,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -30,6 +31,9 @@ from proxmox_simulator.domain.errors import AuthenticationFailed
 # PVE accepts tickets from 5 minutes in the future up to 2 hours old.
 TICKET_MIN_AGE = -300
 TICKET_LIFETIME = 7200
+
+# VNC/terminal tickets live for seconds: PVE accepts ages strictly between -20 and 40 s.
+SCOPED_TICKET_MIN_AGE, SCOPED_TICKET_MAX_AGE = -20, 40
 
 _TICKET = re.compile(
     r"^PVE:(?P<userid>[^:\s]+@[^:\s]+):(?P<hex>[0-9A-F]{8})::(?P<sig>[A-Za-z0-9+/=]+)$"
@@ -72,6 +76,7 @@ class TicketAuthority:
         self._public: Ed25519PublicKey = self._private.public_key()
         self._csrf_secret = keys.csrf_secret
         self.lifetime = lifetime
+        self._ca_pem: str | None = None
 
     def issue(self, userid: str, now: float | None = None) -> str:
         stamp = f"{int(now if now is not None else time.time()):08X}"
@@ -94,6 +99,92 @@ class TicketAuthority:
             raise AuthenticationFailed("invalid PVE ticket (expired)")
         return match["userid"]
 
+    # -- half tickets (the login's second factor) ----------------------------------
+
+    def issue_tfa(self, userid: str, challenge: str, now: float | None = None) -> str:
+        """PVE's half ticket ``PVE:!tfa!<challenge>:<HEXTIME>::<signature>``.
+
+        It names no user (the signature covers the user id), so it opens nothing
+        but the second login step of that same user.
+        """
+        stamp = f"{int(now if now is not None else time.time()):08X}"
+        plain = f"PVE:!tfa!{quote(challenge, safe='')}:{stamp}"
+        signature = self._private.sign(f"{plain}:{userid}".encode())
+        return f"{plain}::{base64.b64encode(signature).decode()}"
+
+    def verify_tfa(self, ticket: str, userid: str, now: float | None = None) -> str:
+        """The challenge a half ticket carries, if it was issued to ``userid``."""
+        match = re.fullmatch(
+            r"(?P<plain>PVE:!tfa!(?P<data>[^:\s]*):(?P<hex>[0-9A-F]{8}))::(?P<sig>[A-Za-z0-9+/=]+)",
+            ticket or "",
+        )
+        if not match:
+            raise AuthenticationFailed()
+        try:
+            self._public.verify(
+                base64.b64decode(match["sig"]), f"{match['plain']}:{userid}".encode()
+            )
+        except (InvalidSignature, ValueError) as exc:
+            raise AuthenticationFailed() from exc
+        age = int(now if now is not None else time.time()) - int(match["hex"], 16)
+        if age < TICKET_MIN_AGE or age > self.lifetime:
+            raise AuthenticationFailed()
+        return unquote(match["data"])
+
+    # -- short-lived tickets (consoles) --------------------------------------------
+
+    def issue_scoped(self, prefix: str, userid: str, path: str, now: float | None = None) -> str:
+        """A ticket bound to a user and a resource path that it does not show.
+
+        Like PVE's VNC tickets (``PVEVNC:<HEXTIME>::<signature>``): the user and
+        path are signed but left out of the ticket, so only a verifier that
+        knows both (the websocket endpoint of the same user and guest) accepts it.
+        """
+        stamp = f"{int(now if now is not None else time.time()):08X}"
+        plain = f"{prefix}:{stamp}"
+        signed = f"{plain}:{userid}:{path}".encode()
+        return f"{plain}::{base64.b64encode(self._private.sign(signed)).decode()}"
+
+    def verify_scoped(
+        self, ticket: str, prefix: str, userid: str, path: str, now: float | None = None
+    ) -> None:
+        """Raise PVE's 401 unless the ticket was issued to ``userid`` for ``path`` just now."""
+        match = re.fullmatch(
+            rf"(?P<plain>{re.escape(prefix)}:(?P<hex>[0-9A-F]{{8}}))::(?P<sig>[A-Za-z0-9+/=]+)",
+            ticket or "",
+        )
+        denied = AuthenticationFailed(f"permission denied - invalid {prefix} ticket")
+        if not match:
+            raise denied
+        signed = f"{match['plain']}:{userid}:{path}".encode()
+        try:
+            self._public.verify(base64.b64decode(match["sig"]), signed)
+        except (InvalidSignature, ValueError) as exc:
+            raise denied from exc
+        age = int(now if now is not None else time.time()) - int(match["hex"], 16)
+        if not SCOPED_TICKET_MIN_AGE < age < SCOPED_TICKET_MAX_AGE:
+            raise denied
+
+    def spice_proxy_ticket(self, vmid: int, node: str, now: float | None = None) -> str:
+        """The ``host`` a SPICE viewer hands to the node's proxy on port 3128.
+
+        PVE's form, lower case and short because remote-viewer needs that:
+        ``pvespiceproxy:<hextime>:<vmid>:<node>::<40 hex digits>``.
+        """
+        plain = f"pvespiceproxy:{int(now if now is not None else time.time()):08x}:{vmid}:{node.lower()}"
+        digest = hmac.new(self._csrf_secret, plain.encode(), hashlib.sha1).hexdigest()
+        return f"{plain}::{digest}"
+
+    def certificate_authority_pem(self) -> str:
+        """The cluster CA certificate (PVE's ``pve-root-ca.pem``) consoles hand out.
+
+        Built from the stored signing key with fixed fields, so every replica
+        answers the same certificate without storing one more secret.
+        """
+        if self._ca_pem is None:
+            self._ca_pem = _certificate_authority(self._private)
+        return self._ca_pem
+
     def csrf_token(self, userid: str, now: float | None = None) -> str:
         stamp = f"{int(now if now is not None else time.time()):08X}"
         digest = hmac.new(self._csrf_secret, f"{stamp}:{userid}".encode(), hashlib.sha256)
@@ -109,6 +200,40 @@ class TicketAuthority:
         wanted = f"{stamp}:{base64.b64encode(expected.digest()).decode().rstrip('=')}"
         age = int(now if now is not None else time.time()) - int(stamp, 16)
         return hmac.compare_digest(wanted, token) and TICKET_MIN_AGE <= age <= self.lifetime
+
+
+def _certificate_authority(key: Ed25519PrivateKey) -> str:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.x509.oid import NameOID
+
+    public = key.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, "Proxmox Virtual Environment"),
+            x509.NameAttribute(
+                NameOID.ORGANIZATIONAL_UNIT_NAME, hashlib.sha256(public).hexdigest()
+            ),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "PVE Cluster Manager CA"),
+        ]
+    )
+    utc = datetime.UTC
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(int.from_bytes(hashlib.sha256(public).digest()[:16], "big") >> 1)
+        .not_valid_before(datetime.datetime(2020, 1, 1, tzinfo=utc))
+        .not_valid_after(datetime.datetime(2050, 1, 1, tzinfo=utc))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, None)  # Ed25519 signatures are deterministic: the same PEM everywhere
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
 @dataclass(frozen=True)

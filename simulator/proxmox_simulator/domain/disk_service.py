@@ -20,6 +20,8 @@ from proxmox_simulator.tasks.service import enqueue
 
 TIB = 1024 * GIB
 _EMPTY = ("/dev/sdb", "/dev/sdc", "/dev/sdd")
+# Each node's NVMe disk carries its seeded Ceph OSD (see ceph_cluster_service).
+SEED_OSD_DEVICE = "/dev/nvme0n1"
 KINDS = {"zfs": "ZFS", "lvm": "LVM", "lvmthin": "LVM-Thin", "directory": "Directory"}
 _TASK = {
     "zfs": "zfscreate",
@@ -38,6 +40,11 @@ _STORAGE = {
 _MIN_DEVICES = {"single": 1, "mirror": 2, "raid10": 4, "raidz": 3, "raidz2": 4, "raidz3": 5}
 
 
+def seed_osd_id(node_row) -> int:
+    """The seeded OSD of a node is numbered after it (pve1 → osd.0)."""
+    return int(node_row["nodeid"]) - 1
+
+
 def _disks_file(node: str) -> str:
     return f"disks/{node}"
 
@@ -52,6 +59,13 @@ async def disks(conn, node_row) -> dict[str, dict]:
     out = {
         "/dev/sda": {"size": node_row["maxdisk"], "gpt": 1, "used": "LVM", "model": "SIMDISK SYS"},
         **{d: {"size": TIB, "gpt": 0, "used": None, "model": "SIMDISK DATA"} for d in _EMPTY},
+        SEED_OSD_DEVICE: {
+            "size": TIB // 2,
+            "gpt": 1,
+            "used": "LVM",
+            "model": "SIMDISK NVME",
+            "osdid": seed_osd_id(node_row),
+        },
     }
     for row in await repo.sections(conn, _disks_file(node)):
         out[row["id"]] = {**out.get(row["id"], {}), **row["options"]}
@@ -81,8 +95,8 @@ async def list_disks(rt, node: str, params: dict) -> list[dict]:
             "size": disk["size"] or node_row["maxdisk"],
             "gpt": disk.get("gpt", 0),
             "mounted": 1 if used == "Directory" else 0,
-            "osdid": -1,
-            "osdid-list": [],
+            "osdid": disk["osdid"] if disk.get("osdid") is not None else -1,
+            "osdid-list": [disk["osdid"]] if disk.get("osdid") is not None else [],
             "type": "hdd",
             "vendor": "SIM",
             "model": disk["model"],

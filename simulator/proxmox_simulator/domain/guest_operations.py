@@ -10,6 +10,7 @@ from urllib.parse import unquote
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import load_guest
+from proxmox_simulator.domain.rrd_service import RRD_STEPS
 from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
@@ -159,14 +160,6 @@ async def feature(rt, kind: str, node: str, vmid: int, name: str, snapname: str 
 
 # -- RRD -----------------------------------------------------------------------------
 
-_STEPS = {
-    "hour": (60, 70),
-    "day": (1800, 70),
-    "week": (10800, 70),
-    "month": (43200, 70),
-    "year": (604800, 70),
-}
-
 
 async def rrddata(
     rt, kind: str, node: str, vmid: int, timeframe: str, cf: str | None
@@ -174,7 +167,7 @@ async def rrddata(
     """Deterministic statistics consistent with the guest's state: zero while stopped."""
     async with rt.pool.acquire() as conn:
         row = await load_guest(conn, kind, node, vmid)
-    step, count = _STEPS[timeframe]
+    step, count = RRD_STEPS[timeframe]
     now = int(rt.clock.now()) // step * step
     started = row["started_at"] or now + 1
     running = row["status"] != rules.STOPPED

@@ -222,3 +222,16 @@ async def queue_depth(conn) -> tuple[int, int]:
     """(queued, running) tasks of every replica; served by the partial claim index."""
     row = await conn.fetchrow(_QUEUE_DEPTH)
     return row["queued"], row["running"]
+
+
+_CONSOLE_PORTS = """
+SELECT (payload->>'console_port')::int AS port FROM tasks
+WHERE node = $1 AND state <> 'stopped' AND payload ? 'console_port'
+"""
+
+
+async def console_ports_in_use(conn, node: str) -> set[int]:
+    """Ports the node's unfinished console tasks listen on (PVE's next_vnc_port skips them)."""
+    # One allocator per node at a time, so two consoles opened together get two ports.
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('console-ports:' || $1))", node)
+    return {row["port"] for row in await conn.fetch(_CONSOLE_PORTS, node)}

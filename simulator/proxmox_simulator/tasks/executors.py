@@ -6,8 +6,13 @@ commits its state change together with the task's completion.
 
 from __future__ import annotations
 
+from proxmox_simulator.domain import (
+    ceph_cluster_service,
+    console_service,
+    node_system_service,
+    resource_store,
+)
 from proxmox_simulator.domain import guests as rules
-from proxmox_simulator.domain import node_system_service, resource_store
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.domain.guest_disks import apply_move, resize_in_place, store_disk_config
 from proxmox_simulator.domain.guest_placement import copy_disks, link_disks
@@ -403,6 +408,10 @@ def executors() -> dict[str, Executor]:
         "startall": node_executors.start_all,
         "reloadnetworkall": node_executors.apply_sdn,
         "cephsetflags": node_executors.set_ceph_flags,
+        # Ceph tasks carry PVE's types (cephcreateosd, ...); the payload names this executor.
+        ceph_cluster_service.TASK_EXECUTOR: node_executors.ceph_task,
+        console_service.GUEST_PROXY_TASK: node_executors.console_proxy,
+        console_service.NODE_SHELL_TASK: node_executors.console_proxy,
     }
     for disk_task in (
         "diskinit",

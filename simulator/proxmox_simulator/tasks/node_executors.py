@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from proxmox_simulator.domain import (
+    ceph_cluster_service,
     ceph_service,
+    console_service,
     disk_service,
     node_power_service,
     node_system_service,
@@ -43,6 +45,16 @@ async def download(ctx: TaskContext) -> None:
             f"checksum ({payload['algorithm']}) recorded, not verified: no bytes were fetched"
         )
     await ctx.complete(effect, lines=lines)
+
+
+async def console_proxy(ctx: TaskContext) -> None:
+    """A console proxy holds its port until PVE's connect timeout; no viewer ever connects
+    to the simulator (it streams no display), so the proxy then ends as PVE's does."""
+    await ctx.log(
+        f"starting {ctx.payload.get('console', 'vncproxy')} on port {ctx.payload['console_port']}"
+    )
+    await ctx.sleep(console_service.CONNECT_TIMEOUT)
+    await ctx.complete(lines=["connection timed out, no client connected"])
 
 
 async def service_action(ctx: TaskContext) -> None:
@@ -87,6 +99,17 @@ async def set_ceph_flags(ctx: TaskContext) -> None:
 
     async def effect(conn) -> None:
         lines.extend(await ceph_service.apply_flags(conn, ctx.payload["flags"]))
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def ceph_task(ctx: TaskContext) -> None:
+    """OSD, pool and service changes of the Ceph cluster, applied when the worker ends."""
+    await ctx.sleep(1.0)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await ceph_cluster_service.apply(conn, ctx.payload))
 
     await ctx.complete(effect, lines=lines)
 

@@ -202,9 +202,11 @@ class TaskWorker:
             if row["attempts"] > 1:
                 metrics.record_lease_reclaim()
                 await ctx.log(f"task reclaimed by {self.worker_id} (attempt {row['attempts']})")
-            executor = self.executors.get(row["type"]) or self.executors.get(
+            # A payload naming its executor wins: PVE reuses task types (srvstop stops
+            # a systemd unit and a Ceph daemon alike).
+            executor = self.executors.get(
                 (row["payload"] or {}).get("executor", "")
-            )
+            ) or self.executors.get(row["type"])
             if executor is None:
                 await ctx.fail(f"unknown task type '{row['type']}'")
                 return ctx

@@ -7,6 +7,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     ceph,
     cluster,
     cluster_config,
+    consoles,
     disks,
     firewall,
     guest_operations,

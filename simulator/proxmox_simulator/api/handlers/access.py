@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import access_service as svc
+from proxmox_simulator.domain import tfa_service as tfa
 from proxmox_simulator.domain.access import Principal
 
 
@@ -188,3 +189,51 @@ async def update_domain(ctx: RequestContext):
 @route("/access/domains/{realm}", "DELETE")
 async def delete_domain(ctx: RequestContext):
     await svc.delete_domain(ctx.rt, ctx.params["realm"])
+
+
+# -- second factors -------------------------------------------------------------------
+
+
+@route("/access/tfa", "GET")
+async def list_tfa(ctx: RequestContext):
+    return await tfa.list_all(ctx.rt, ctx.principal)
+
+
+@route("/access/tfa/{userid}", "GET")
+async def list_user_tfa(ctx: RequestContext):
+    return await tfa.list_user(ctx.rt, ctx.params["userid"])
+
+
+@route("/access/tfa/{userid}", "POST")
+async def add_tfa(ctx: RequestContext):
+    return await tfa.add_entry(ctx.rt, ctx.principal, ctx.params["userid"], ctx.params)
+
+
+@route("/access/tfa/{userid}/{id}", "GET")
+async def get_tfa(ctx: RequestContext):
+    return await tfa.get_entry(ctx.rt, ctx.params["userid"], ctx.params["id"])
+
+
+@route("/access/tfa/{userid}/{id}", "PUT")
+async def update_tfa(ctx: RequestContext):
+    await tfa.update_entry(
+        ctx.rt, ctx.principal, ctx.params["userid"], ctx.params["id"], ctx.params
+    )
+
+
+@route("/access/tfa/{userid}/{id}", "DELETE")
+async def delete_tfa(ctx: RequestContext):
+    await tfa.delete_entry(
+        ctx.rt, ctx.principal, ctx.params["userid"], ctx.params["id"], ctx.params.get("password")
+    )
+
+
+@route("/access/tfa", "POST")
+async def verify_tfa(ctx: RequestContext):
+    # The old (6.x/7.x) second step, for a caller already holding a ticket.
+    return await tfa.verify_old_api(ctx.rt, ctx.principal, str(ctx.params["response"]))
+
+
+@route("/access/tfa", "PUT")
+async def change_tfa(ctx: RequestContext):
+    return await tfa.change_old_api(ctx.rt, ctx.principal, ctx.params)

@@ -6,6 +6,7 @@ from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import WithTotal
 from proxmox_simulator.domain import inventory_service as svc
 from proxmox_simulator.domain import node_power_service as power
+from proxmox_simulator.domain import rrd_service as rrd
 from proxmox_simulator.domain import storage_service
 from proxmox_simulator.domain.errors import PermissionDenied, PveError
 from proxmox_simulator.domain.guest_service import require_node
@@ -22,6 +23,16 @@ async def list_nodes(ctx: RequestContext):
 @route("/nodes/{node}/status", "GET")
 async def node_status(ctx: RequestContext):
     return await svc.node_status(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/rrddata", "GET")
+async def node_rrddata(ctx: RequestContext):
+    return await rrd.node_rrddata(ctx.rt, ctx.node, ctx.params["timeframe"], ctx.params.get("cf"))
+
+
+@route("/nodes/{node}/rrd", "GET")
+async def node_rrd(ctx: RequestContext):
+    return await rrd.node_rrd(ctx.rt, ctx.node, ctx.params["ds"], ctx.params["timeframe"])
 
 
 @route("/nodes/{node}/status", "POST")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import rrd_service as rrd
 from proxmox_simulator.domain import storage_service as svc
 
 
@@ -33,6 +34,20 @@ async def delete_storage(ctx: RequestContext):
 @route("/nodes/{node}/storage/{storage}/status", "GET")
 async def storage_status(ctx: RequestContext):
     return await svc.status(ctx.rt, ctx.node, ctx.params["storage"])
+
+
+@route("/nodes/{node}/storage/{storage}/rrddata", "GET")
+async def storage_rrddata(ctx: RequestContext):
+    return await rrd.storage_rrddata(
+        ctx.rt, ctx.node, ctx.params["storage"], ctx.params["timeframe"], ctx.params.get("cf")
+    )
+
+
+@route("/nodes/{node}/storage/{storage}/rrd", "GET")
+async def storage_rrd(ctx: RequestContext):
+    return await rrd.storage_rrd(
+        ctx.rt, ctx.node, ctx.params["storage"], ctx.params["ds"], ctx.params["timeframe"]
+    )
 
 
 @route("/nodes/{node}/storage/{storage}/content", "POST")

@@ -1,0 +1,565 @@
+"""The hyper-converged Ceph cluster: monitors, managers, OSDs and pools, and its status.
+
+The seeded cluster runs a monitor and a manager on each of the first three
+nodes and one OSD per node on the node's NVMe disk (``/dev/nvme0n1``, which
+the node's disk list shows as that OSD's), with the ``.mgr`` pool PVE creates.
+The first read stores that seed; every write after it changes the one state
+row (``ceph/cluster``), so lists, status and health agree.  OSD and pool
+changes run as PVE's worker tasks and take effect when the task ends.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from proxmox_simulator.domain import ceph_service, disk_service
+from proxmox_simulator.domain.access import Principal
+from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.domain.guest_service import require_node
+from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import section_configs as section_repo
+from proxmox_simulator.tasks.service import enqueue
+
+STATE_FILE, STATE_ID = "ceph/cluster", "state"
+SEED_OSD_DEVICE = disk_service.SEED_OSD_DEVICE
+OSD_SIZE = disk_service.TIB // 2
+CEPH_VERSION = "19.2.1"
+TASK_EXECUTOR = "ceph"
+POOL_DEFAULTS = {"size": 3, "min_size": 2, "pg_num": 128, "crush_rule": 0}
+
+
+def _seed(nodes, cluster_name: str | None) -> dict:
+    servers = [n["node"] for n in nodes][:3]
+    return {
+        "fsid": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"ceph.{cluster_name or 'pvesim'}")),
+        "mons": {n["node"]: {"addr": f"{n['ip']}:6789"} for n in nodes if n["node"] in servers},
+        "mgrs": {name: {} for name in servers},
+        "mgr_active": servers[0] if servers else None,
+        "osds": {
+            str(disk_service.seed_osd_id(n)): {
+                "host": n["node"],
+                "dev": SEED_OSD_DEVICE,
+                "in": 1,
+                "up": 1,
+            }
+            for n in nodes
+        },
+        "pools": {".mgr": {"id": 1, "size": 3, "min_size": 2, "pg_num": 1, "application": "mgr"}},
+        "next_pool_id": 2,
+    }
+
+
+async def _load(conn, *, for_update: bool = False) -> tuple[dict, int]:
+    row = await section_repo.section(conn, STATE_FILE, STATE_ID, for_update=for_update)
+    if row is None:
+        # First use: store the seed, so concurrent first writers agree on it.
+        await section_repo.lock_file(conn, STATE_FILE)
+        row = await section_repo.section(conn, STATE_FILE, STATE_ID, for_update=for_update)
+    if row is None:
+        cluster = await inventory.cluster(conn)
+        state = _seed(await inventory.nodes(conn), cluster["name"] if cluster else None)
+        await section_repo.insert(conn, STATE_FILE, STATE_ID, "ceph", state)
+        row = await section_repo.section(conn, STATE_FILE, STATE_ID, for_update=for_update)
+    return dict(row["options"]), row["version"]
+
+
+async def _save(conn, state: dict, version: int) -> None:
+    if await section_repo.update(conn, STATE_FILE, STATE_ID, version, state) is None:
+        raise PveError("ceph state changed concurrently, try again")
+
+
+async def _read(rt) -> dict:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        state, _version = await _load(conn)
+    return state
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+async def require_ceph_node(rt, node: str) -> None:
+    """Node-scoped reads run on that node in PVE: an unknown node fails its lookup."""
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+
+
+def _health(state: dict, flags: set[str]) -> dict:
+    checks: dict = {}
+    osds = state["osds"]
+    down = [i for i, o in osds.items() if not o["up"]]
+    if down:
+        checks["OSD_DOWN"] = _check("HEALTH_WARN", f"{len(down)} osds down")
+    if flags:
+        checks["OSDMAP_FLAGS"] = _check("HEALTH_WARN", f"{','.join(sorted(flags))} flag(s) set")
+    usable = sum(1 for o in osds.values() if o["up"] and o["in"])
+    small = [n for n, p in state["pools"].items() if usable < int(p["size"])]
+    if small:
+        checks["PG_DEGRADED"] = _check(
+            "HEALTH_WARN", f"Degraded data redundancy: {len(small)} pool(s) undersized"
+        )
+    status = "HEALTH_OK" if not checks else "HEALTH_WARN"
+    return {"status": status, "checks": checks, "mutes": []}
+
+
+def _check(severity: str, message: str) -> dict:
+    return {"severity": severity, "summary": {"message": message, "count": 1}, "muted": False}
+
+
+async def status(rt) -> dict:
+    """``ceph status`` as PVE passes it through (the fields its GUI reads)."""
+    state = await _read(rt)
+    flags = {f["name"] for f in await ceph_service.list_flags(rt) if f["value"]}
+    osds = state["osds"]
+    total = OSD_SIZE * sum(1 for o in osds.values() if o["in"])
+    used = sum(_pool_used(p) for p in state["pools"].values())
+    return {
+        "fsid": state["fsid"],
+        "health": _health(state, flags),
+        "quorum_names": sorted(state["mons"]),
+        "monmap": {
+            "num_mons": len(state["mons"]),
+            "mons": [{"name": n, "addr": m["addr"]} for n, m in sorted(state["mons"].items())],
+        },
+        "mgrmap": {
+            "available": state["mgr_active"] is not None,
+            "active_name": state["mgr_active"] or "",
+            "standbys": [{"name": n} for n in sorted(state["mgrs"]) if n != state["mgr_active"]],
+        },
+        "osdmap": {
+            "num_osds": len(osds),
+            "num_up_osds": sum(1 for o in osds.values() if o["up"]),
+            "num_in_osds": sum(1 for o in osds.values() if o["in"]),
+            "num_remapped_pgs": 0,
+        },
+        "pgmap": {
+            "num_pools": len(state["pools"]),
+            "num_pgs": sum(int(p["pg_num"]) for p in state["pools"].values()),
+            "bytes_total": total,
+            "bytes_used": used,
+            "bytes_avail": max(0, total - used),
+            "pgs_by_state": [{"state_name": "active+clean", "count": 1}],
+        },
+        "fsmap": {"epoch": 1, "by_rank": [], "up:standby": 0},
+        "servicemap": {"services": {}},
+    }
+
+
+async def list_osds(rt) -> dict:
+    """PVE's OSD tree: root ``default`` → hosts → OSDs, plus the OSD map flags."""
+    state = await _read(rt)
+    flags = [f["name"] for f in await ceph_service.list_flags(rt) if f["value"]]
+    hosts: dict[str, list] = {}
+    for osdid, osd in sorted(state["osds"].items(), key=lambda item: int(item[0])):
+        hosts.setdefault(osd["host"], []).append(
+            {
+                "id": int(osdid),
+                "name": f"osd.{osdid}",
+                "type": "osd",
+                "host": osd["host"],
+                "status": "up" if osd["up"] else "down",
+                "in": int(osd["in"]),
+                "crush_weight": round(OSD_SIZE / 2**40, 5),
+                "device_class": osd.get("class", "nvme"),
+                "osdtype": "bluestore",
+                "blfsdev": osd["dev"],
+                "total_space": OSD_SIZE,
+                "bytes_used": 0,
+                "percent_used": 0,
+                "version": CEPH_VERSION,
+                "leaf": 1,
+            }
+        )
+    children = [
+        {"id": -2 - i, "name": host, "type": "host", "children": osds, "leaf": 0}
+        for i, (host, osds) in enumerate(sorted(hosts.items()))
+    ]
+    root = {"id": -1, "name": "default", "type": "root", "children": children, "leaf": 0}
+    return {"root": {"leaf": 0, "children": [root]}, "flags": ",".join(flags)}
+
+
+def _pool_used(pool: dict) -> int:
+    return 0  # no guest writes data into the simulated pools
+
+
+def _pool_entry(name: str, pool: dict) -> dict:
+    return {
+        "pool": pool["id"],
+        "pool_name": name,
+        "size": pool["size"],
+        "min_size": pool["min_size"],
+        "pg_num": pool["pg_num"],
+        "pg_autoscale_mode": pool.get("pg_autoscale_mode", "on"),
+        "crush_rule": pool.get("crush_rule", 0),
+        "crush_rule_name": "replicated_rule",
+        "type": "replicated",
+        "bytes_used": _pool_used(pool),
+        "percent_used": 0,
+        "application_metadata": {pool.get("application", "rbd"): {}},
+    }
+
+
+async def list_pools(rt) -> list[dict]:
+    state = await _read(rt)
+    return [_pool_entry(n, p) for n, p in sorted(state["pools"].items(), key=lambda i: i[1]["id"])]
+
+
+async def pool_status(rt, name: str) -> dict:
+    """``ceph osd pool get <name> all`` as PVE answers it (the crush rule by name)."""
+    state = await _read(rt)
+    if name not in state["pools"]:
+        raise PveError(f"pool '{name}' does not exist")
+    pool = state["pools"][name]
+    application = pool.get("application", "rbd")
+    return {
+        "id": pool["id"],
+        "name": name,
+        "size": pool["size"],
+        "min_size": pool["min_size"],
+        "pg_num": pool["pg_num"],
+        "pgp_num": pool["pg_num"],
+        "crush_rule": "replicated_rule",
+        "pg_autoscale_mode": pool.get("pg_autoscale_mode", "on"),
+        "application": application,
+        "application_list": [application],
+        "fast_read": 0,
+        "hashpspool": 1,
+        "nodeep-scrub": 0,
+        "nodelete": 0,
+        "nopgchange": 0,
+        "noscrub": 0,
+        "nosizechange": 0,
+        "use_gmt_hitset": 1,
+        "write_fadvise_dontneed": 0,
+    }
+
+
+async def list_monitors(rt) -> list[dict]:
+    state = await _read(rt)
+    return [
+        {
+            "name": name,
+            "host": name,
+            "addr": mon["addr"],
+            "state": "running",
+            "rank": rank,
+            "quorum": 1,
+            "ceph_version_short": CEPH_VERSION,
+            "ceph_version": f"ceph version {CEPH_VERSION} squid (stable)",
+        }
+        for rank, (name, mon) in enumerate(sorted(state["mons"].items()))
+    ]
+
+
+async def list_managers(rt) -> list[dict]:
+    state = await _read(rt)
+    return [
+        {
+            "name": name,
+            "host": name,
+            "state": "active" if name == state["mgr_active"] else "standby",
+            "ceph_version_short": CEPH_VERSION,
+        }
+        for name in sorted(state["mgrs"])
+    ]
+
+
+async def crush_rules(rt) -> list[dict]:
+    # Every pool the simulator creates uses Ceph's default replicated rule.
+    await _read(rt)
+    return [{"name": "replicated_rule"}]
+
+
+async def crush_map(rt) -> str:
+    """The decompiled CRUSH map: the default root, a bucket per host, its OSDs."""
+    state = await _read(rt)
+    osds = sorted(state["osds"].items(), key=lambda item: int(item[0]))
+    lines = ["# begin crush map", "", "# devices"]
+    lines += [f"device {i} osd.{i} class {o.get('class', 'nvme')}" for i, o in osds]
+    lines += ["", "# types", "type 0 osd", "type 1 host", "type 11 root", "", "# buckets"]
+    hosts = sorted({o["host"] for _i, o in osds})
+    weight = OSD_SIZE / 2**40
+    for index, host in enumerate(hosts):
+        mine = [i for i, o in osds if o["host"] == host]
+        lines += [f"host {host} {{", f"\tid {-2 - index}", "\talg straw2", "\thash 0"]
+        lines += [f"\titem osd.{i} weight {weight:.5f}" for i in mine]
+        lines += ["}"]
+    lines += ["root default {", "\tid -1", "\talg straw2", "\thash 0"]
+    lines += [
+        f"\titem {h} weight {weight * sum(1 for _i, o in osds if o['host'] == h):.5f}"
+        for h in hosts
+    ]
+    lines += ["}", "", "# rules", "rule replicated_rule {", "\tid 0", "\ttype replicated"]
+    lines += ["\tstep take default", "\tstep chooseleaf firstn 0 type host", "\tstep emit", "}"]
+    return "\n".join([*lines, "", "# end crush map", ""])
+
+
+async def ceph_conf(rt) -> str:
+    """/etc/pve/ceph.conf as pveceph writes it, with the monitors of the state."""
+    state = await _read(rt)
+    addresses = [m["addr"].rsplit(":", 1)[0] for _n, m in sorted(state["mons"].items())]
+    networks = sorted({".".join(a.split(".")[:3]) + ".0/24" for a in addresses})
+    lines = [
+        "[global]",
+        "\tauth_client_required = cephx",
+        "\tauth_cluster_required = cephx",
+        "\tauth_service_required = cephx",
+        f"\tcluster_network = {','.join(networks)}",
+        f"\tfsid = {state['fsid']}",
+        f"\tmon_host = {' '.join(addresses)}",
+        "\tosd_pool_default_min_size = 2",
+        "\tosd_pool_default_size = 3",
+        f"\tpublic_network = {','.join(networks)}",
+        "",
+        "[client]",
+        "\tkeyring = /etc/pve/priv/$cluster.$name.keyring",
+        "",
+    ]
+    for name, mon in sorted(state["mons"].items()):
+        lines += [f"[mon.{name}]", f"\tpublic_addr = {mon['addr'].rsplit(':', 1)[0]}", ""]
+    return "\n".join(lines)
+
+
+async def scrub(rt, node: str, osdid: int) -> None:
+    """``ceph osd [deep-]scrub``: Ceph queues it; there is no state to change here."""
+    state = await _read(rt)
+    osd = state["osds"].get(str(osdid))
+    if osd is None:
+        raise PveError(f"osd.{osdid} does not exist")
+    if not osd["up"]:
+        raise PveError(f"osd.{osdid} is down")
+
+
+# -- writes -----------------------------------------------------------------------------
+
+
+async def set_osd_in(rt, osdid: int, value: bool) -> None:
+    """``osd in`` / ``osd out`` answer at once (no worker), as in PVE."""
+    async with rt.pool.acquire() as conn, conn.transaction():
+        state, version = await _load(conn, for_update=True)
+        osd = state["osds"].get(str(osdid))
+        if osd is None:
+            raise PveError(f"osd.{osdid} does not exist")
+        osd["in"] = int(value)
+        await _save(conn, state, version)
+
+
+async def _task(rt, principal: Principal, node: str, task_type: str, task_id: str, payload: dict):
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await require_node(conn, node)
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type=task_type,
+            task_id=task_id,
+            principal=principal,
+            payload={"executor": TASK_EXECUTOR, "node": node, **payload},
+        )
+
+
+async def create_osd(rt, principal: Principal, node: str, params: dict) -> str:
+    dev = str(params["dev"])
+    async with rt.pool.acquire() as conn:
+        disks = await disk_service.disks(conn, await require_node(conn, node))
+    if dev not in disks:
+        raise PveError(f"unable to get device info for '{dev}'")
+    if disks[dev].get("used"):
+        raise PveError(f"device '{dev}' is already in use")
+    payload = {"op": "create-osd", "dev": dev, "class": params.get("crush-device-class")}
+    return await _task(rt, principal, node, "cephcreateosd", dev.rsplit("/", 1)[-1], payload)
+
+
+async def destroy_osd(rt, principal: Principal, node: str, osdid: int, cleanup: bool) -> str:
+    state = await _read(rt)
+    osd = state["osds"].get(str(osdid))
+    if osd is None:
+        raise PveError(f"osd.{osdid} does not exist")
+    if osd["host"] != node:
+        raise PveError(f"OSD osd.{osdid} does not belong to node {node}!")
+    if osd["in"]:
+        raise PveError("osd is in use (in == 1)")
+    if osd["up"]:
+        raise PveError("osd is still running (up == 1)")
+    payload = {"op": "destroy-osd", "osdid": osdid, "cleanup": cleanup}
+    return await _task(rt, principal, node, "cephdestroyosd", str(osdid), payload)
+
+
+async def set_service(rt, principal: Principal, node: str, service: str, running: bool) -> str:
+    """``start``/``stop`` of a Ceph service; ``osd.<id>`` goes up or down when the task ends."""
+    if service.startswith("osd."):
+        state = await _read(rt)
+        osd = state["osds"].get(service.removeprefix("osd."))
+        if osd is None or osd["host"] != node:
+            raise PveError(f"{service} does not exist on node '{node}'")
+    task_type = "srvstart" if running else "srvstop"
+    payload = {"op": "service", "service": service, "running": running}
+    return await _task(rt, principal, node, task_type, service, payload)
+
+
+async def create_pool(rt, principal: Principal, node: str, params: dict) -> str:
+    name = str(params["name"])
+    state = await _read(rt)
+    if name in state["pools"]:
+        raise PveError(f"pool '{name}' already exists")
+    size = int(params.get("size") or POOL_DEFAULTS["size"])
+    min_size = int(params.get("min_size") or POOL_DEFAULTS["min_size"])
+    if min_size > size:
+        raise ParameterError({"min_size": f"min_size {min_size} exceeds size {size}"})
+    pool = {
+        "size": size,
+        "min_size": min_size,
+        "pg_num": int(params.get("pg_num") or POOL_DEFAULTS["pg_num"]),
+        "application": params.get("application") or "rbd",
+        "pg_autoscale_mode": params.get("pg_autoscale_mode") or "on",
+    }
+    return await _task(
+        rt,
+        principal,
+        node,
+        "cephcreatepool",
+        name,
+        {"op": "create-pool", "name": name, "pool": pool},
+    )
+
+
+async def destroy_pool(rt, principal: Principal, node: str, name: str) -> str:
+    state = await _read(rt)
+    if name not in state["pools"]:
+        raise PveError(f"pool '{name}' does not exist")
+    return await _task(
+        rt, principal, node, "cephdestroypool", name, {"op": "destroy-pool", "name": name}
+    )
+
+
+async def update_pool(rt, principal: Principal, node: str, name: str, params: dict, *, as_task):
+    state = await _read(rt)
+    if name not in state["pools"]:
+        raise PveError(f"pool '{name}' does not exist")
+    changes = {
+        key: (int(params[key]) if key in ("size", "min_size", "pg_num") else params[key])
+        for key in ("size", "min_size", "pg_num", "application", "pg_autoscale_mode")
+        if params.get(key) not in (None, "")
+    }
+    merged = {**state["pools"][name], **changes}
+    if int(merged["min_size"]) > int(merged["size"]):
+        raise ParameterError({"min_size": f"min_size {merged['min_size']} exceeds size"})
+    payload = {"op": "set-pool", "name": name, "changes": changes}
+    if as_task:
+        return await _task(rt, principal, node, "cephsetpool", name, payload)
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await apply(conn, {**payload, "node": node})
+    return None
+
+
+async def create_monitor(rt, principal: Principal, node: str, monid: str | None) -> str:
+    monid = monid or node
+    state = await _read(rt)
+    if monid in state["mons"]:
+        raise PveError(f"monitor '{monid}' already exists")
+    payload = {"op": "create-mon", "monid": monid}
+    return await _task(rt, principal, node, "cephcreatemon", f"mon.{monid}", payload)
+
+
+async def destroy_monitor(rt, principal: Principal, node: str, monid: str) -> str:
+    state = await _read(rt)
+    if monid not in state["mons"]:
+        raise PveError(f"no such monitor id '{monid}'")
+    if len(state["mons"]) <= 1:
+        raise PveError("can't remove last monitor")
+    payload = {"op": "destroy-mon", "monid": monid}
+    return await _task(rt, principal, node, "cephdestroymon", f"mon.{monid}", payload)
+
+
+async def create_manager(rt, principal: Principal, node: str, mgrid: str | None) -> str:
+    mgrid = mgrid or node
+    state = await _read(rt)
+    if mgrid in state["mgrs"]:
+        raise PveError(f"manager '{mgrid}' already exists")
+    payload = {"op": "create-mgr", "mgrid": mgrid}
+    return await _task(rt, principal, node, "cephcreatemgr", f"mgr.{mgrid}", payload)
+
+
+async def destroy_manager(rt, principal: Principal, node: str, mgrid: str) -> str:
+    state = await _read(rt)
+    if mgrid not in state["mgrs"]:
+        raise PveError(f"manager '{mgrid}' does not exist")
+    payload = {"op": "destroy-mgr", "mgrid": mgrid}
+    return await _task(rt, principal, node, "cephdestroymgr", f"mgr.{mgrid}", payload)
+
+
+async def apply(conn, payload: dict) -> list[str]:
+    """The worker's effect: the change a Ceph task makes, in its completing transaction."""
+    state, version = await _load(conn, for_update=True)
+    op, node = payload["op"], payload["node"]
+    lines: list[str] = []
+    if op == "create-osd":
+        osdid = next(i for i in range(len(state["osds"]) + 1) if str(i) not in state["osds"])
+        state["osds"][str(osdid)] = {
+            "host": node,
+            "dev": payload["dev"],
+            "in": 1,
+            "up": 1,
+            "class": payload.get("class") or "hdd",
+        }
+        await _mark_disk(conn, node, payload["dev"], {"used": "LVM", "osdid": osdid})
+        lines.append(f"created OSD osd.{osdid} on {payload['dev']}")
+    elif op == "destroy-osd":
+        osd = state["osds"].pop(str(payload["osdid"]), None)
+        if osd is None:
+            raise PveError(f"osd.{payload['osdid']} does not exist")
+        if payload.get("cleanup"):
+            await _mark_disk(conn, node, osd["dev"], {"used": None, "osdid": None})
+        lines.append(f"destroyed osd.{payload['osdid']}")
+    elif op == "create-pool":
+        if payload["name"] in state["pools"]:
+            raise PveError(f"pool '{payload['name']}' already exists")
+        state["pools"][payload["name"]] = {"id": state["next_pool_id"], **payload["pool"]}
+        state["next_pool_id"] += 1
+        lines.append(f"pool {payload['name']}: created")
+    elif op == "destroy-pool":
+        if state["pools"].pop(payload["name"], None) is None:
+            raise PveError(f"pool '{payload['name']}' does not exist")
+        lines.append(f"pool '{payload['name']}' removed")
+    elif op == "set-pool":
+        pool = state["pools"].get(payload["name"])
+        if pool is None:
+            raise PveError(f"pool '{payload['name']}' does not exist")
+        pool.update(payload["changes"])
+        lines.extend(
+            f"pool {payload['name']}: set {k} to {v}" for k, v in payload["changes"].items()
+        )
+    elif op == "create-mon":
+        if payload["monid"] in state["mons"]:
+            raise PveError(f"monitor '{payload['monid']}' already exists")
+        node_row = await inventory.node(conn, node)
+        state["mons"][payload["monid"]] = {"addr": f"{node_row['ip']}:6789"}
+        lines.append(f"created monitor mon.{payload['monid']}")
+    elif op == "destroy-mon":
+        if state["mons"].pop(payload["monid"], None) is None:
+            raise PveError(f"no such monitor id '{payload['monid']}'")
+        lines.append(f"removed monitor mon.{payload['monid']}")
+    elif op == "create-mgr":
+        state["mgrs"][payload["mgrid"]] = {}
+        state["mgr_active"] = state["mgr_active"] or payload["mgrid"]
+        lines.append(f"created manager mgr.{payload['mgrid']}")
+    elif op == "destroy-mgr":
+        state["mgrs"].pop(payload["mgrid"], None)
+        if state["mgr_active"] == payload["mgrid"]:
+            # A standby takes over, as Ceph fails over to one.
+            state["mgr_active"] = min(state["mgrs"], default=None)
+        lines.append(f"removed manager mgr.{payload['mgrid']}")
+    elif op == "service":
+        # Only OSDs are modelled per daemon; other services (mon, mgr, the target) stay up.
+        service = payload["service"]
+        osd = (
+            state["osds"].get(service.removeprefix("osd.")) if service.startswith("osd.") else None
+        )
+        if osd is not None:
+            osd["up"] = int(payload["running"])
+        lines.append(f"{'started' if payload['running'] else 'stopped'} {service}")
+    await _save(conn, state, version)
+    return lines
+
+
+async def _mark_disk(conn, node: str, dev: str, changes: dict) -> None:
+    await disk_service.apply(conn, node, disk_service.Plan({dev: changes}, [], None, []))
