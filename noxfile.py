@@ -1,4 +1,5 @@
-"""Automation for the whole workspace: `uv run nox` runs lint, tests and e2e.
+"""Automation for the whole workspace: `uv run nox` runs lint, then every test suite
+(the end-to-end one included) side by side; `nox -s unit` / `nox -s e2e` run a part.
 
 Sessions run in the workspace's own virtualenv (`uv sync` made it; nox
 creates none and resolves nothing). When PROXBOX_DATABASE_URL and
@@ -19,7 +20,7 @@ from pathlib import Path
 import nox
 
 nox.options.default_venv_backend = "none"
-nox.options.sessions = ["lint", "tests", "e2e"]
+nox.options.sessions = ["lint", "tests"]
 nox.options.error_on_missing_interpreters = True
 
 ROOT = Path(__file__).parent
@@ -29,6 +30,7 @@ DJANGO_SUITES = ["netbox-plugin", "packages"]
 # Suites of packages that never load Django.
 PLAIN_SUITES = ["simulator/tests", "backend/tests"]
 E2E_SUITE = "e2e"
+E2E_WORKERS = "2"
 # Schemathesis suites: a small example budget runs with `tests`; `fuzz` runs them longer.
 FUZZ_SUITES = ["backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.py"]
 # Needs a live NetBox (pytest-django loads its settings) and the session's services.
@@ -94,26 +96,59 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", *LINT_PATHS, external=True)
 
 
-@nox.session
-def tests(session: nox.Session) -> None:
-    """Every package's suite: the NetBox plugins and devstack, then the rest."""
+def e2e_workers() -> list[str]:
+    """pytest-xdist options for the e2e suite: PROXBOX_E2E_WORKERS processes (default 2),
+    each module on one of them (e2e/conftest.py groups them)."""
+    workers = os.environ.get("PROXBOX_E2E_WORKERS", E2E_WORKERS)
+    if workers == "0":
+        return []
+    return ["-n", workers, "--dist", "loadgroup"]
+
+
+def suite_runs(with_e2e: bool) -> list:
+    """The suites of a run, longest first (the runner starts them in this order)."""
+    from proxbox_devstack.suites import Suite
+
+    suites = []
+    if with_e2e and has_tests(E2E_SUITE):
+        # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
+        suites.append(Suite("e2e", [E2E_SUITE, *e2e_workers()]))
     django_suites = [path for path in DJANGO_SUITES if has_tests(path)]
-    plain_suites = [path for path in PLAIN_SUITES if has_tests(path)]
-    runs = []
     if django_suites:
-        runs.append((" ".join(django_suites), [*django_suites]))
+        suites.append(Suite(" ".join(django_suites), django_suites))
     # One process per package: each suite has its own conftest and helpers.
-    runs += [(suite, [suite, "-p", "no:django"]) for suite in plain_suites]
-    failed = []
+    suites += [Suite(path, [path, "-p", "no:django"]) for path in PLAIN_SUITES if has_tests(path)]
+    return suites
+
+
+def run_suites(session: nox.Session, suites: list) -> None:
+    """Every suite runs even when an earlier one fails, so one CI run reports them all."""
+    from proxbox_devstack import suites as runner
+
+    try:
+        jobs = runner.jobs_from_env()
+    except ValueError as exc:
+        session.error(str(exc))
+    for suite in suites:
+        suite.argv = [*suite.argv, DURATIONS, *session.posargs]
     with stack_services(session) as env:
-        # Every suite runs even when an earlier one fails, so one CI run reports them all.
-        for name, args in runs:
-            try:
-                session.run("pytest", *args, DURATIONS, *session.posargs, env=env, external=True)
-            except nox.command.CommandFailed:
-                failed.append(name)
+        outcomes = runner.run_suites(suites, ROOT / ".nox-logs", jobs, env, say=session.log)
+    failed = [outcome.suite.name for outcome in outcomes if not outcome.passed]
     if failed:
         session.error(f"failing suites: {', '.join(failed)}")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's suite and the end-to-end suite, side by side (PROXBOX_TEST_JOBS
+    at once, default 2): the e2e suite mostly waits on its servers, the others compute."""
+    run_suites(session, suite_runs(with_e2e=True))
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """Every package's suite without the end-to-end suite."""
+    run_suites(session, suite_runs(with_e2e=False))
 
 
 @nox.session
@@ -122,14 +157,8 @@ def e2e(session: nox.Session) -> None:
     if not has_tests(E2E_SUITE):
         session.skip("no end-to-end tests")
     with stack_services(session) as env:
-        # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
         session.run(
-            "pytest",
-            E2E_SUITE,
-            DURATIONS,
-            *session.posargs,
-            env=env,
-            external=True,
+            "pytest", E2E_SUITE, *e2e_workers(), DURATIONS, *session.posargs, env=env, external=True
         )
 
 

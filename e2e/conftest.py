@@ -88,3 +88,16 @@ def stack(start_stack, tmp_path_factory) -> Stack:
     its `up` must leave the template's dump in the cache."""
     cache = tmp_path_factory.mktemp("template-cache")
     return start_stack("main", PROXBOX_TEMPLATE_CACHE=str(cache), PROXBOX_NO_SHIPPED_DUMPS="1")
+
+
+# Modules that share the `stack` fixture run on one pytest-xdist worker (one `proxbox up`
+# for them); every other module is a group of its own, so its module-scoped servers start
+# once. `nox` runs this suite with `--dist loadgroup`.
+SHARED_STACK_MODULES = {"test_stack", "test_stack_sync"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        group = "stack" if module in SHARED_STACK_MODULES else module
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -34,6 +34,7 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.policy import Target
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import RunReport, SyncService
+from proxbox_devstack import redis_databases
 
 PREFIX = "pbsync_"
 # Every simulator of a session gets its own number: node addresses derive from it, since
@@ -85,6 +86,7 @@ class NetBoxServer:
         self.extra_env = env
         self.process: subprocess.Popen | None = None
         self.admin_token = ""
+        self.redis_lease: redis_databases.RedisLease | None = None
 
     def env(self) -> dict:
         return {
@@ -108,8 +110,21 @@ class NetBoxServer:
     def remove_database(self) -> None:
         drop_database(self.database)
 
+    def lease_redis_databases(self) -> None:
+        """Queues of its own: the suites running beside this one use Redis too (a NetBox
+        test case flushes the unleased pair), and so may another NetBox of this session."""
+        if redis_databases.DATABASES_ENV in self.extra_env:
+            return
+        self.redis_lease = redis_databases.acquire(
+            os.environ["PROXBOX_REDIS_URL"], self.workdir / self.database
+        )
+        if self.redis_lease is not None:
+            self.redis_lease.keep()
+            self.extra_env[redis_databases.DATABASES_ENV] = self.redis_lease.databases.to_env()
+
     def start(self) -> NetBoxServer:
         started = time.monotonic()
+        self.lease_redis_databases()
         self.create_database()
         timings = {"database": time.monotonic() - started}
         subprocess.run(
@@ -143,6 +158,9 @@ class NetBoxServer:
                 "2",
                 "--timeout",
                 "300",
+                # NetBox imported once and the workers forked from it, as `proxbox up`
+                # runs it: half the start-up CPU, which the suites beside this one use.
+                "--preload",
                 *self.gunicorn_args,
                 "proxbox_devstack.wsgi:application",
             ],
@@ -183,6 +201,9 @@ class NetBoxServer:
         if self.process is not None:
             stop_process(self.process)
         self.remove_database()
+        if self.redis_lease is not None:
+            self.redis_lease.release()
+            self.redis_lease = None
 
 
 # -- Proxmox simulator -------------------------------------------------------------------------

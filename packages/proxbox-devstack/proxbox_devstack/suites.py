@@ -1,0 +1,137 @@
+"""Run the workspace's test suites side by side, for `nox` (the `tests` and `e2e` sessions
+and the default run that overlaps them).
+
+On a two-core machine the suites leave a core idle much of the time: the end-to-end
+suite mostly waits on the servers it starts, while the Django suites keep one core
+busy. So up to `jobs` suites run at once, each a pytest process of its own with its
+output in a log file; a finished suite prints one line (its duration and outcome),
+a failed one its whole log, and the run ends with every suite's duration and the
+wall-clock time, the figures CI's time budget is watched by.
+
+Suites that run at the same time must not share a NetBox's Redis queues (a NetBox test
+case flushes its queue database): each suite names its Redis database pair in its
+environment (PROXBOX_REDIS_DATABASES).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+JOBS_ENV = "PROXBOX_TEST_JOBS"
+# How many suites share the machine at once when PROXBOX_TEST_JOBS is unset: measured on
+# two cores, a third suite beside the end-to-end one and a Django suite made the run longer.
+DEFAULT_JOBS = 2
+POLL_SECONDS = 0.2
+
+
+@dataclass
+class Suite:
+    """One pytest process: `argv` after `pytest`, `env` added to the run's environment."""
+
+    name: str
+    argv: Sequence[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    suite: Suite
+    returncode: int
+    seconds: float
+    log: Path
+
+    @property
+    def passed(self) -> bool:
+        return self.returncode == 0
+
+
+def jobs_from_env(environ: dict[str, str] | os._Environ = os.environ) -> int:
+    raw = environ.get(JOBS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_JOBS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{JOBS_ENV}={raw!r} is invalid: expected a whole number of at least 1")
+    return int(raw)
+
+
+def _summary_lines(log: Path, count: int = 25) -> str:
+    """The end of a passed suite's log: pytest's slowest tests and its result line."""
+    lines = log.read_text(errors="replace").splitlines()
+    return "\n".join(lines[-count:])
+
+
+def run_suites(
+    suites: Sequence[Suite],
+    log_dir: Path,
+    jobs: int,
+    env: dict[str, str],
+    say: Callable[[str], None] = print,
+) -> list[Outcome]:
+    """Run `suites` in order, at most `jobs` at once; every suite runs even when an
+    earlier one fails. Returns each suite's outcome, in the order given."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    waiting = list(suites)
+    running: dict[str, tuple[subprocess.Popen, float, Path, BinaryIO]] = {}
+    outcomes: dict[str, Outcome] = {}
+    started = time.monotonic()
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                suite = waiting.pop(0)
+                log = log_dir / f"{suite.name.replace('/', '_').replace(' ', '_')}.log"
+                handle = log.open("wb")
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "pytest", *suite.argv],
+                    env={**os.environ, **env, **suite.env},
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+                running[suite.name] = (process, time.monotonic(), log, handle)
+                say(f"started {suite.name} (log: {log})")
+            for name, (process, began, log, handle) in list(running.items()):
+                if process.poll() is None:
+                    continue
+                handle.close()
+                del running[name]
+                suite = next(s for s in suites if s.name == name)
+                outcome = Outcome(suite, process.returncode, time.monotonic() - began, log)
+                outcomes[name] = outcome
+                verdict = "passed" if outcome.passed else f"FAILED (exit {process.returncode})"
+                if outcome.passed:
+                    say(f"{name}: {verdict} in {outcome.seconds:.0f} s\n{_summary_lines(log)}")
+                else:
+                    say(f"{name}: {verdict} in {outcome.seconds:.0f} s; its output:")
+                    say(log.read_text(errors="replace"))
+            time.sleep(POLL_SECONDS)
+    finally:
+        # Interrupted (Ctrl-C, a nox timeout): no suite outlives the run.
+        for process, *_ in running.values():
+            process.terminate()
+        for process, _, _, handle in running.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            handle.close()
+    wall = time.monotonic() - started
+    ordered = [outcomes[s.name] for s in suites]
+    say(durations_table(ordered, wall, jobs))
+    return ordered
+
+
+def durations_table(outcomes: Sequence[Outcome], wall: float, jobs: int) -> str:
+    rows = [f"suite durations ({jobs} at once):"]
+    for outcome in sorted(outcomes, key=lambda o: -o.seconds):
+        state = "passed" if outcome.passed else "FAILED"
+        rows.append(f"  {outcome.seconds:7.0f} s  {state:6}  {outcome.suite.name}")
+    rows.append(f"  {wall:7.0f} s  wall clock")
+    return "\n".join(rows)
