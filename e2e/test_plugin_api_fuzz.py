@@ -34,9 +34,17 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-# A NetBox of its own: the generated writes must not reach the other suites' objects.
-sync_workdir = fixtures.sync_workdir
-netbox_server = fixtures.netbox_server
+
+@pytest.fixture(scope="module")
+def netbox_server(sync_workdir):
+    """A NetBox of its own: the generated writes must not reach the other suites' objects.
+    Stopped with the module, so its Redis pair is free for the suites after it."""
+    server = fixtures.NetBoxServer(sync_workdir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
 
 EXAMPLES = int(os.environ.get("PROXBOX_FUZZ_EXAMPLES", "4"))
 # The default e2e run replays the same cases each time; `nox -s fuzz` explores anew.
