@@ -98,11 +98,11 @@ def lint(session: nox.Session) -> None:
 
 def e2e_workers() -> list[str]:
     """pytest-xdist options for the e2e suite: PROXBOX_E2E_WORKERS processes (default 2),
-    each module on one of them (e2e/conftest.py groups them)."""
+    each module (or group of modules, e2e/conftest.py) on one of them."""
     workers = os.environ.get("PROXBOX_E2E_WORKERS", E2E_WORKERS)
     if workers == "0":
         return []
-    return ["-n", workers, "--dist", "loadgroup"]
+    return ["-n", workers, "--dist", "loadscope"]
 
 
 def suite_runs(with_e2e: bool) -> list:

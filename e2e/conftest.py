@@ -90,14 +90,55 @@ def stack(start_stack, tmp_path_factory) -> Stack:
     return start_stack("main", PROXBOX_TEMPLATE_CACHE=str(cache), PROXBOX_NO_SHIPPED_DUMPS="1")
 
 
-# Modules that share the `stack` fixture run on one pytest-xdist worker (one `proxbox up`
-# for them); every other module is a group of its own, so its module-scoped servers start
-# once. `nox` runs this suite with `--dist loadgroup`.
-SHARED_STACK_MODULES = {"test_stack", "test_stack_sync"}
+# How the suite is spread over pytest-xdist workers (`nox` runs it with `-n 2`): a module
+# is a unit, so its module-scoped servers start once; modules that share state beyond
+# their own fixtures form one unit: the two that use the session's `stack` (one
+# `proxbox up` for both) and the two that sync the session's shared simulators into one
+# NetBox, in file order.
+SHARED_UNITS = {
+    "e2e/test_stack.py": "stack",
+    "e2e/test_stack_sync.py": "stack",
+    "e2e/test_sync_cluster.py": "shared simulators",
+    "e2e/test_sync_endpoints.py": "shared simulators",
+}
+# The longest units start first so the workers finish together: seconds each took in a
+# serial run (a scheduling hint only; a unit not listed starts last).
+UNIT_SECONDS = {
+    "stack": 800,
+    "e2e/test_sync_incremental.py": 680,
+    "e2e/test_sync_policy.py": 520,
+    "e2e/test_chaos_workers.py": 420,
+    "e2e/test_sync_preview.py": 260,
+    "shared simulators": 260,
+    "e2e/test_chaos.py": 195,
+    "e2e/test_plugin_api_fuzz.py": 180,
+    "e2e/test_secrets.py": 150,
+    "e2e/test_chaos_postgres.py": 140,
+    "e2e/test_sync_breadth.py": 140,
+    "e2e/test_sync_kept_addresses.py": 100,
+    "e2e/test_sync_adoption.py": 55,
+    "e2e/test_chaos_faults.py": 35,
+}
+
+
+def work_unit(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    return SHARED_UNITS.get(module, module)
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        module = item.module.__name__.rpartition(".")[2]
-        group = "stack" if module in SHARED_STACK_MODULES else module
-        item.add_marker(pytest.mark.xdist_group(group))
+    """Longest units first (a stable sort: file order within a unit)."""
+    items.sort(key=lambda item: -UNIT_SECONDS.get(work_unit(item.nodeid), 0))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        """pytest-xdist's per-module scheduling with the units above, in collection order."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return WorkUnits(config, log)

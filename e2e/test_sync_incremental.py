@@ -8,7 +8,6 @@ The tests run in file order and build on each other (one simulator, one baseline
 import asyncio
 
 import pytest
-import sync_fixtures as fixtures
 from sync_fixtures import (
     Simulator,
     assert_only_reflection_written,
@@ -24,8 +23,6 @@ from sync_fixtures import (
 
 from proxbox_backend.baselines import MemoryBaselines
 from proxbox_backend.service import SyncService
-
-netbox_server = fixtures.netbox_server
 
 
 @pytest.fixture(scope="module")
