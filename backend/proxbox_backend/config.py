@@ -96,7 +96,8 @@ class Settings:
     netbox_token: Secret = field(repr=False)
     netbox_verify_tls: bool = True
     netbox_ca_bundle: str | None = None
-    # Fallbacks until the plugin's credentials API answers for this endpoint.
+    # Fallbacks until the plugin's credentials API answers for this endpoint; the fallback
+    # credentials are used only together with proxmox_url (see fallback_credentials).
     proxmox_url: str | None = None
     proxmox_token_id: str | None = None
     proxmox_token: Secret | None = field(default=None, repr=False)
@@ -149,6 +150,16 @@ class Settings:
         return cls(**values)
 
     def fallback_credentials(self, endpoint_token_id: str | None) -> ProxmoxCredentials | None:
+        """The backend's own Proxmox credentials, for an endpoint the credentials API gives
+        none; None unless the backend also fixes where they go (`proxmox_url`).
+
+        An endpoint's host and port are set by whoever may add endpoints: sending the
+        operator's token to them would hand it to any such user who points a secretless
+        endpoint at a listener of their own (the plugin only binds a *stored* secret to its
+        connection target).
+        """
+        if not self.proxmox_url:
+            return None
         token_id = self.proxmox_token_id or endpoint_token_id
         if token_id and self.proxmox_token:
             return ProxmoxCredentials(token_id=token_id, token_secret=self.proxmox_token)

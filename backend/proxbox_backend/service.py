@@ -299,7 +299,7 @@ class SyncService:
                 reason = withheld or "the credentials API did not provide them"
                 raise SyncFailed(
                     f"no Proxmox credentials for endpoint {endpoint.name!r}: {reason}; "
-                    "PROXBOX_PROXMOX_TOKEN (or user/password) is unset"
+                    f"{self._why_no_fallback()}"
                 )
             proxmox_client = self._proxmox_factory(endpoint, credentials)
             try:
@@ -316,6 +316,17 @@ class SyncService:
             finally:
                 report.proxmox_requests = proxmox_client.stats.as_dict()
                 await proxmox_client.aclose()
+
+    def _why_no_fallback(self) -> str:
+        s = self.settings
+        configured = s.proxmox_token or (s.proxmox_user and s.proxmox_password)
+        if configured and not s.proxmox_url:
+            return (
+                "the backend's own PROXBOX_PROXMOX_TOKEN (or user/password) is sent only to "
+                "PROXBOX_PROXMOX_URL, which is unset (never to an endpoint's host, which "
+                "whoever may add endpoints chooses)"
+            )
+        return "PROXBOX_PROXMOX_TOKEN (or user/password) is unset"
 
     async def _read_history(self, incremental: Incremental | None) -> None:
         if incremental is not None:
