@@ -346,7 +346,9 @@ def run_phase(spec: dict) -> dict:
     settings = Settings(
         netbox_url=spec["netbox_url"],
         netbox_token=Secret(spec["netbox_token"]),
-        proxmox_url=simulator["url"] if simulator else None,
+        # The fake Proxmox's factory ignores the URL, but the fallback token is used only
+        # where the backend fixes the target.
+        proxmox_url=simulator["url"] if simulator else "https://pve.invalid:8006",
         proxmox_ca_bundle=simulator["ca_bundle"] if simulator else None,
         proxmox_token_id=simulator["token_id"] if simulator else "root@pam!bench",
         proxmox_token=Secret(simulator["token_secret"] if simulator else "bench"),

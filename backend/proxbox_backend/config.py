@@ -98,7 +98,8 @@ class Settings:
     netbox_token: Secret = field(repr=False)
     netbox_verify_tls: bool = True
     netbox_ca_bundle: str | None = None
-    # Fallbacks until the plugin's credentials API answers for this endpoint.
+    # Fallbacks until the plugin's credentials API answers for this endpoint; the fallback
+    # credentials are used only together with proxmox_url (see fallback_credentials).
     proxmox_url: str | None = None
     proxmox_token_id: str | None = None
     proxmox_token: Secret | None = field(default=None, repr=False)
@@ -150,7 +151,28 @@ class Settings:
         values.setdefault("netbox_token", Secret(""))
         return cls(**values)
 
+    def why_no_fallback(self) -> str:
+        """Why `fallback_credentials` gave nothing, for the run's error."""
+        configured = self.proxmox_token or (self.proxmox_user and self.proxmox_password)
+        if configured and not self.proxmox_url:
+            return (
+                "the backend's own PROXBOX_PROXMOX_TOKEN (or user/password) is sent only to "
+                "PROXBOX_PROXMOX_URL, which is unset (never to an endpoint's host, which "
+                "whoever may add endpoints chooses)"
+            )
+        return "PROXBOX_PROXMOX_TOKEN (or user/password) is unset"
+
     def fallback_credentials(self, endpoint_token_id: str | None) -> ProxmoxCredentials | None:
+        """The backend's own Proxmox credentials, for an endpoint the credentials API gives
+        none; None unless the backend also fixes where they go (`proxmox_url`).
+
+        An endpoint's host and port are set by whoever may add endpoints: sending the
+        operator's token to them would hand it to any such user who points a secretless
+        endpoint at a listener of their own (the plugin only binds a *stored* secret to its
+        connection target).
+        """
+        if not self.proxmox_url:
+            return None
         token_id = self.proxmox_token_id or endpoint_token_id
         if token_id and self.proxmox_token:
             return ProxmoxCredentials(token_id=token_id, token_secret=self.proxmox_token)

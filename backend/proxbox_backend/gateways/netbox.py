@@ -204,7 +204,7 @@ class NetBoxGateway:
             reason = withheld or "the credentials API did not provide them"
             raise NoCredentials(
                 f"no Proxmox credentials for endpoint {endpoint.name!r}: {reason}; "
-                "PROXBOX_PROXMOX_TOKEN (or user/password) is unset"
+                f"{settings.why_no_fallback()}"
             )
         return credentials
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from unittest import mock
 
 from django.conf import settings
+from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
@@ -37,6 +38,9 @@ class FaultyStorage(FileSystemStorage):
     crash_on_save = False
     fail_deletes = False
     fail_reads = False
+    # A backend that reports success but keeps other bytes (a lossy gateway, a
+    # truncating proxy): only reading the stored file back shows it.
+    corrupt_saves = False
     saves = 0
 
     @classmethod
@@ -45,6 +49,7 @@ class FaultyStorage(FileSystemStorage):
         cls.crash_on_save = False
         cls.fail_deletes = False
         cls.fail_reads = False
+        cls.corrupt_saves = False
         cls.saves = 0
 
     def _open(self, name, mode="rb"):
@@ -64,6 +69,9 @@ class FaultyStorage(FileSystemStorage):
                 raise OSError(f"injected write failure: {self.path(name)}")
             FaultyStorage.saves_before_failure -= 1
         FaultyStorage.saves += 1
+        if FaultyStorage.corrupt_saves:
+            # One byte more than was sent (empty files included).
+            return super()._save(name, ContentFile(content.read() + b"#"))
         return super()._save(name, content)
 
     def delete(self, name):
