@@ -11,8 +11,10 @@ reused and left running.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +48,21 @@ CHAOS_SUITES = [
 ]
 # The NetBox the `release` session installs the plugin wheels into.
 RELEASE_NETBOX = "netbox==4.7.*"
+
+
+def session(func):
+    """A nox session that ends by printing how long it took (nox itself does not), the
+    figure CI's time budget is watched by."""
+
+    @functools.wraps(func)
+    def timed(session: nox.Session) -> None:
+        started = time.monotonic()
+        try:
+            func(session)
+        finally:
+            session.log(f"session {session.name} took {time.monotonic() - started:.0f} s")
+
+    return nox.session(timed)
 
 
 def has_tests(path: str) -> bool:
@@ -90,7 +107,7 @@ def stack_services(session: nox.Session) -> Iterator[dict[str, str]]:
             session.log(f"stopped {', '.join(services.started)}")
 
 
-@nox.session
+@session
 def lint(session: nox.Session) -> None:
     session.run("ruff", "check", *LINT_PATHS, external=True)
     session.run("ruff", "format", "--check", *LINT_PATHS, external=True)
@@ -138,20 +155,20 @@ def run_suites(session: nox.Session, suites: list) -> None:
         session.error(f"failing suites: {', '.join(failed)}")
 
 
-@nox.session
+@session
 def tests(session: nox.Session) -> None:
     """Every package's suite and the end-to-end suite, side by side (PROXBOX_TEST_JOBS
     at once, default 2): the e2e suite mostly waits on its servers, the others compute."""
     run_suites(session, suite_runs(with_e2e=True))
 
 
-@nox.session
+@session
 def unit(session: nox.Session) -> None:
     """Every package's suite without the end-to-end suite."""
     run_suites(session, suite_runs(with_e2e=False))
 
 
-@nox.session
+@session
 def e2e(session: nox.Session) -> None:
     """`proxbox up` end to end: API ready, both plugins, token auth, nothing left running."""
     if not has_tests(E2E_SUITE):
@@ -162,14 +179,14 @@ def e2e(session: nox.Session) -> None:
         )
 
 
-@nox.session
+@session
 def chaos(session: nox.Session) -> None:
     """Every chaos case and nothing else (they run in `e2e` too): minutes."""
     with stack_services(session) as env:
         session.run("pytest", *CHAOS_SUITES, *session.posargs, env=env, external=True)
 
 
-@nox.session
+@session
 def fuzz(session: nox.Session) -> None:
     """Schemathesis with a large example budget (not in the default sessions): minutes."""
     examples = os.environ.get("PROXBOX_FUZZ_EXAMPLES", FUZZ_EXAMPLES)
@@ -185,7 +202,7 @@ def fuzz(session: nox.Session) -> None:
         session.run("pytest", *FUZZ_STACK_SUITES, *session.posargs, env=env, external=True)
 
 
-@nox.session
+@session
 def release(session: nox.Session) -> None:
     """Build every package (wheel + sdist), check the artifacts, and install each wheel
     into a clean virtualenv: the applications answer --version, NetBox loads the plugins."""
@@ -206,7 +223,7 @@ def release(session: nox.Session) -> None:
         release_mod.smoke_test(out, packages, Path(work), RELEASE_NETBOX, log=session.log)
 
 
-@nox.session
+@session
 def template_dumps(session: nox.Session) -> None:
     """Rebuild the migrated-template dumps proxbox-devstack ships (when a migration or
     Django changes; a test says so): one from the environment's PostgreSQL (it must
@@ -225,7 +242,7 @@ def template_dumps(session: nox.Session) -> None:
         session.run("proxbox", "template", "build", "--ship", env=embedded, external=True)
 
 
-@nox.session
+@session
 def docs(session: nox.Session) -> None:
     """The READMEs and docs/ as one site (zensical, mkdocs.yml), built offline and
     strictly into .docs-build/site (not in the default sessions)."""
