@@ -161,7 +161,7 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_130(tmp_path):
     import subprocess
     import sys
 
-    from proxbox_processes import free_port, stop_process, wait_for_http
+    from proxbox_processes import free_port, interruptible, stop_process, wait_for_http
 
     port = free_port()
     process = subprocess.Popen(
@@ -175,6 +175,7 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_130(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/health", process, timeout=60)

@@ -377,7 +377,7 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_130(settings, seeded):
     import subprocess
     import sys
 
-    from proxbox_processes import free_port, stop_process, wait_for_http
+    from proxbox_processes import free_port, interruptible, stop_process, wait_for_http
 
     from proxmox_simulator.config import settings_env
 
@@ -388,6 +388,7 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_130(settings, seeded):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         url = f"http://127.0.0.1:{port}/readyz"

@@ -25,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from proxbox_processes import interruptible
 from simtest_support import ROOT_PASSWORD, Session, create_database, drop_database, run
 
 from proxmox_simulator.cli import seed_database
@@ -305,6 +306,7 @@ def test_a_standalone_worker_exports_task_spans(database, tmp_path_factory, monk
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            preexec_fn=interruptible,
         )
         try:
             assert "running" in worker.stdout.readline().decode()

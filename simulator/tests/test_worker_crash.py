@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from proxbox_processes import wait_until
+from proxbox_processes import interruptible, wait_until
 from simtest_support import create_database, drop_database, run
 
 from proxmox_simulator.cli import seed_database
@@ -50,6 +50,7 @@ def _worker(url: str, worker_id: str) -> subprocess.Popen:
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        preexec_fn=interruptible,
     )
 
 

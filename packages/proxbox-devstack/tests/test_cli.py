@@ -165,7 +165,7 @@ def test_ctrl_c_during_a_wait_prints_one_line_and_exits_130(tmp_path, listener):
     import subprocess
     import sys
 
-    from proxbox_processes import stop_process
+    from proxbox_processes import interruptible, stop_process
 
     port = listener.getsockname()[1]
     env = cli_env(
@@ -178,6 +178,7 @@ def test_ctrl_c_during_a_wait_prints_one_line_and_exits_130(tmp_path, listener):
         stderr=subprocess.PIPE,
         text=True,
         stdin=subprocess.DEVNULL,
+        preexec_fn=interruptible,
     )
     try:
         listener.settimeout(60)

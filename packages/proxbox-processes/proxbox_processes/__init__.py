@@ -8,6 +8,7 @@ tests, the benchmarks.
 * `stop_process(popen)`: terminate a child, kill it if it does not exit in time;
 * `run_into_closed_pipe(argv, env)`: run a command whose stdout reader is already gone
   (`command | head -1` once head has exited), stderr captured;
+* `interruptible()`: a `preexec_fn` for a child a test interrupts with SIGINT (Ctrl-C);
 * `wait_until(predicate, timeout, what)`: poll until the predicate holds and return its
   value, or raise `WaitTimeout` naming what was awaited (an AssertionError, so a test
   fails as on any assertion, and a TimeoutError, so code outside tests can catch it).
@@ -19,6 +20,7 @@ process groups); these helpers are for a `subprocess.Popen` the caller owns.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -30,6 +32,7 @@ import httpx
 __all__ = [
     "WaitTimeout",
     "free_port",
+    "interruptible",
     "run_into_closed_pipe",
     "stop_process",
     "wait_for_http",
@@ -38,6 +41,16 @@ __all__ = [
 __version__ = metadata.version("proxbox-processes")
 
 LOCALHOST = "127.0.0.1"
+
+
+def interruptible() -> None:
+    """`preexec_fn` for a child that will be sent SIGINT: the default action back.
+
+    A shell starts a background job (`cmd &` in a script, a CI step run in the
+    background) with SIGINT ignored, a child inherits that, and Python then installs no
+    KeyboardInterrupt handler: the child would never see the Ctrl-C a test sends it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def free_port(host: str = LOCALHOST) -> int:
