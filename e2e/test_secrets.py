@@ -27,7 +27,7 @@ import httpx
 import psycopg
 import pytest
 import redis
-from proxbox_processes import free_port, wait_until
+from proxbox_processes import free_port, interruptible, wait_until
 from psycopg import sql
 from stack_support import UP_TIMEOUT, Stack, drop_database
 
@@ -333,6 +333,7 @@ def test_no_secret_appears_anywhere(secret_stack, redis_with_password, role_with
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     time.sleep(5)
     worker.send_signal(signal.SIGINT)
