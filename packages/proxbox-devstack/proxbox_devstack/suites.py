@@ -78,7 +78,7 @@ def run_suites(
     earlier one fails. Returns each suite's outcome, in the order given."""
     log_dir.mkdir(parents=True, exist_ok=True)
     waiting = list(suites)
-    running: dict[str, tuple[subprocess.Popen, float, Path, BinaryIO]] = {}
+    running: dict[str, tuple[Suite, subprocess.Popen, float, Path, BinaryIO]] = {}
     outcomes: dict[str, Outcome] = {}
     started = time.monotonic()
     try:
@@ -94,14 +94,13 @@ def run_suites(
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                 )
-                running[suite.name] = (process, time.monotonic(), log, handle)
+                running[suite.name] = (suite, process, time.monotonic(), log, handle)
                 say(f"started {suite.name} (log: {log})")
-            for name, (process, began, log, handle) in list(running.items()):
+            for name, (suite, process, began, log, handle) in list(running.items()):
                 if process.poll() is None:
                     continue
                 handle.close()
                 del running[name]
-                suite = next(s for s in suites if s.name == name)
                 outcome = Outcome(suite, process.returncode, time.monotonic() - began, log)
                 outcomes[name] = outcome
                 verdict = "passed" if outcome.passed else f"FAILED (exit {process.returncode})"
@@ -113,9 +112,9 @@ def run_suites(
             time.sleep(POLL_SECONDS)
     finally:
         # Interrupted (Ctrl-C, a nox timeout): no suite outlives the run.
-        for process, *_ in running.values():
+        for _, process, *_ in running.values():
             process.terminate()
-        for process, _, _, handle in running.values():
+        for _, process, _, _, handle in running.values():
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
