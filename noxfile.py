@@ -138,6 +138,24 @@ def suite_runs(with_e2e: bool) -> list:
     return suites
 
 
+def ensure_netbox_template(session: nox.Session, env: dict[str, str]) -> None:
+    """The migrated NetBox template, restored from a matching dump (or built) once before
+    suites that clone it start side by side: otherwise the first suite to need it builds
+    it while the others wait on its build lock."""
+    started = time.monotonic()
+    output = session.run(
+        "python",
+        "-m",
+        "proxbox_devstack.netbox_db",
+        "template",
+        env=env,
+        external=True,
+        silent=True,
+    )
+    template = output.strip().splitlines()[-1] if output else ""
+    session.log(f"NetBox template ready in {time.monotonic() - started:.0f} s: {template}")
+
+
 def run_suites(session: nox.Session, suites: list) -> None:
     """Every suite runs even when an earlier one fails, so one CI run reports them all."""
     from proxbox_devstack import suites as runner
@@ -149,6 +167,7 @@ def run_suites(session: nox.Session, suites: list) -> None:
     for suite in suites:
         suite.argv = [*suite.argv, DURATIONS, *session.posargs]
     with stack_services(session) as env:
+        ensure_netbox_template(session, env)
         outcomes = runner.run_suites(suites, ROOT / ".nox-logs", jobs, env, say=session.log)
     failed = [outcome.suite.name for outcome in outcomes if not outcome.passed]
     if failed:
@@ -174,6 +193,7 @@ def e2e(session: nox.Session) -> None:
     if not has_tests(E2E_SUITE):
         session.skip("no end-to-end tests")
     with stack_services(session) as env:
+        ensure_netbox_template(session, env)
         session.run(
             "pytest", E2E_SUITE, *e2e_workers(), DURATIONS, *session.posargs, env=env, external=True
         )

@@ -120,7 +120,8 @@ def test_second_up_on_the_same_home_is_refused(stack):
 
 
 def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
-    """The foreground supervisor: SIGTERM (like Ctrl-C) takes its children down with it."""
+    """The foreground supervisor: SIGTERM (like Ctrl-C) takes its children down with it.
+    `--no-demo` starts NetBox and its workers only: no simulator, backend or first sync."""
     home = tmp_path / "foreground"
     port = free_port()
     env = dict(
@@ -129,7 +130,7 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
         PROXBOX_NETBOX_DATABASE=f"devstack_e2e_{os.getpid()}_foreground",
     )
     up = subprocess.Popen(
-        [sys.executable, "-m", "proxbox_devstack.cli", "up", "--port", str(port)],
+        [sys.executable, "-m", "proxbox_devstack.cli", "up", "--no-demo", "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -142,13 +143,15 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
             if "press Ctrl-C to stop" in line:
                 break
         assert any(f"http://127.0.0.1:{port}/" in line for line in lines), "".join(lines)
+        assert not any("first sync" in line for line in lines), "".join(lines)
         children = [proc for proc in processes_using(home) if proc.pid != up.pid]
-        assert {"gunicorn", "rqworker"} <= {
+        programs = {
             word
             for proc in children
-            for word in ("gunicorn", "rqworker")
+            for word in ("gunicorn", "rqworker", "proxmox_simulator", "proxbox_backend")
             if word in " ".join(proc.cmdline())
         }
+        assert programs == {"gunicorn", "rqworker"}, programs
         up.send_signal(signal.SIGTERM)
         assert up.wait(120) == 0
         wait_until(
@@ -162,14 +165,14 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
 
 
 def test_next_up_stops_what_a_killed_supervisor_left_behind(start_stack):
-    crashed = start_stack("crashed")
+    crashed = start_stack("crashed", "--no-demo")
     records = crashed.recorded_processes()
     leased = crashed.redis_databases()
     os.kill(records["proxbox up"].pid, signal.SIGKILL)
     wait_until(lambda: not records["proxbox up"].alive(), 10, "proxbox up to die", interval=0.5)
     assert records["netbox"].alive() and records["rqworker"].alive()  # orphans now
 
-    again = crashed.proxbox("up", "-d", "--port", str(crashed.port), timeout=300)
+    again = crashed.proxbox("up", "-d", "--no-demo", "--port", str(crashed.port), timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert not records["netbox"].alive()
     assert not records["rqworker"].alive()

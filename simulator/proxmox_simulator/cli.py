@@ -352,7 +352,7 @@ def coverage_report(contract, *, with_lists: bool = False) -> dict:
 # -- database ----------------------------------------------------------------------
 
 
-async def _migrate(settings: Settings) -> list:
+async def migrate_database(settings: Settings) -> list:
     from proxmox_simulator.domain.access_service import bootstrap
     from proxmox_simulator.repositories import db
     from proxmox_simulator.repositories.migrations import migrate
@@ -368,7 +368,7 @@ async def _migrate(settings: Settings) -> list:
 
 
 def cmd_migrate(args) -> int:
-    applied = asyncio.run(_migrate(_settings(args)))
+    applied = asyncio.run(migrate_database(_settings(args)))
     for migration in applied:
         print(f"applied {migration.version:04d}_{migration.name}")
     if not applied:

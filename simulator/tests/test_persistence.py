@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 from simtest_support import _admin, create_database, drop_database, run
 
-from proxmox_simulator.cli import _migrate, seed_database
+from proxmox_simulator.cli import migrate_database, seed_database
 from proxmox_simulator.config import Settings
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import Conflict
@@ -36,7 +36,7 @@ async def _conn(url):
 
 
 def test_migrations_are_idempotent_and_gate_readiness(scratch_url):
-    assert run(_migrate(Settings(database_url=scratch_url))) == []
+    assert run(migrate_database(Settings(database_url=scratch_url))) == []
 
     async def check(url):
         conn = await _conn(url)

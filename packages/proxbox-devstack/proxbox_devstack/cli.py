@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host", default="127.0.0.1", help="address NetBox binds (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=8000, help="NetBox HTTP port (default 8000)")
     up.add_argument("--web-workers", type=int, default=2, help="gunicorn workers (default 2)")
+    up.add_argument(
+        "--no-demo",
+        dest="demo",
+        action="store_false",
+        help="NetBox and its workers only: no simulated cluster, sync backend or first sync",
+    )
     up.add_argument("--detached-child", action="store_true", help=argparse.SUPPRESS)
 
     commands.add_parser("down", help="stop a stack started with `up -d`, services included")
@@ -119,7 +125,9 @@ def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     data_dir = default_data_dir()
     if args.command == "up":
-        options = UpOptions(host=args.host, port=args.port, web_workers=args.web_workers)
+        options = UpOptions(
+            host=args.host, port=args.port, web_workers=args.web_workers, demo=args.demo
+        )
         if args.detach:
             child_argv = [a for a in argv if a not in ("-d", "--detach")]
             return up_detached(data_dir, child_argv, options, log=_emit)

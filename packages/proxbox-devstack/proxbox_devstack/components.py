@@ -45,6 +45,8 @@ class Component:
     after_start: Callable[[StackContext], None] | None = None
     # How the progress display names the after_start step.
     after_start_label: str | None = None
+    # Part of the demo (a simulated cluster synced into NetBox): `up --no-demo` leaves it out.
+    demo: bool = False
 
 
 def run_setup_child(
@@ -140,12 +142,13 @@ def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
 
 def _demo_components() -> list[Component]:
     return [
-        Component(name="simulator", specs=simulator_specs, prepare=prepare_simulator),
+        Component(name="simulator", specs=simulator_specs, prepare=prepare_simulator, demo=True),
         Component(
             name="backend",
             specs=backend_specs,
             after_start=first_sync,
             after_start_label="first sync of the demo endpoint",
+            demo=True,
         ),
     ]
 
@@ -154,3 +157,8 @@ COMPONENTS: list[Component] = [
     Component(name="netbox", specs=netbox_specs, prepare=prepare_netbox_database),
     *_demo_components(),
 ]
+
+
+def components_for(demo: bool) -> list[Component]:
+    """What `up` starts: everything, or NetBox alone when the demo is off."""
+    return [component for component in COMPONENTS if demo or not component.demo]

@@ -22,6 +22,8 @@ class UpOptions:
     host: str = "127.0.0.1"
     port: int = 8000
     web_workers: int = 2
+    # The simulated cluster, the sync backend and their first sync (`up --no-demo`: off).
+    demo: bool = True
 
 
 @dataclass

@@ -11,7 +11,11 @@ Prints one JSON object: {"database": ..., "cloned": bool, "credentials_created":
 
 `python -m proxbox_devstack.netbox_db template-build` (`proxbox template build`)
 instead writes the migrated template's dump to the template cache and prints
-{"dump": path, "bytes": size}. Progress goes to stderr (`progress` protocol).
+{"dump": path, "bytes": size}; `... netbox_db template` only makes sure the migrated
+template exists on the server (restored from a matching dump when it can be) and prints
+{"template": name}: the test sessions run it once before their suites, so no suite
+migrates NetBox while the others wait for its build lock. Progress goes to stderr
+(`progress` protocol).
 """
 
 from __future__ import annotations
@@ -223,6 +227,14 @@ def main() -> int:
     from django.core.management import call_command
     from django.db import connections
 
+    if sys.argv[1:] == ["template"]:
+        from .testdb import ensure_template
+
+        template = ensure_template(
+            connections["default"].settings_dict, log=log_line, progress=report_progress
+        )
+        print(json.dumps({"template": template}))
+        return 0
     if sys.argv[1:] == ["template-build"]:
         from .testdb import build_dump
 

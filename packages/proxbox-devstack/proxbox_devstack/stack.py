@@ -18,7 +18,7 @@ from proxbox_redaction import redact_url
 
 from . import redis_databases
 from . import services as services_mod
-from .components import COMPONENTS, NETBOX_CONFIGURATION
+from .components import NETBOX_CONFIGURATION, components_for
 from .context import StackContext, UpOptions
 from .errors import EXIT_FAILURE, EXIT_NOT_RUNNING, EXIT_PORT_IN_USE, StackError
 from .netbox_db import credentials_path, load_credentials
@@ -206,7 +206,8 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
         ctx = StackContext(
             data_dir, options, services, stack_env(data_dir, services, lease), reporter=reporter
         )
-        for component in COMPONENTS:
+        components = components_for(options.demo)
+        for component in components:
             if supervisor.stopping.is_set():
                 break
             if component.prepare is not None:
@@ -220,7 +221,7 @@ def up(data_dir: Path, options: UpOptions, log: Log = print, detached_child: boo
                     raise
             with reporter.step(f"starting {component.name}"):
                 supervisor.start(component.specs(ctx))
-        for component in COMPONENTS:
+        for component in components:
             if component.after_start is not None and not supervisor.stopping.is_set():
                 with reporter.step(component.after_start_label or f"{component.name}: after start"):
                     component.after_start(ctx)
