@@ -398,3 +398,58 @@ def test_lock_contention_fails_the_validator_migration_explicitly_and_leaves_it_
     assert VALIDATOR[1] not in scratch.applied()
     scratch.migrate(VALIDATOR)  # once the schema operation is gone, the retry validates
     assert VALIDATOR[1] in scratch.applied()
+
+
+REVALIDATOR = (APP, "0010_ownership_schema_revalidation")
+BEFORE_REVALIDATOR = (APP, "0009_endpoint_records_mode")
+CLUSTERS = "netbox_proxbox_proxmoxcluster"
+
+
+def test_second_validator_migration_refuses_a_cascading_owner_key_and_allows_plain_indexes(
+    scratch, capsys
+):
+    from netbox_proxbox.migrations._release_0_1_0_schema import SchemaValidationError
+    from netbox_proxbox.migrations._release_0_2_0_schema import MARKER, source_identity
+
+    scratch.migrate(BEFORE_REVALIDATOR)  # 0005 passed the schema as Django made it
+    owner_key = """
+    DO $$ DECLARE n text; BEGIN
+      SELECT conname INTO STRICT n FROM pg_constraint
+       WHERE conrelid = 'netbox_proxbox_proxmoxendpoint'::regclass AND contype = 'f'
+         AND conkey = ARRAY[(SELECT attnum FROM pg_attribute
+                             WHERE attrelid = 'netbox_proxbox_proxmoxendpoint'::regclass
+                               AND attname = 'netbox_cluster_id')];
+      EXECUTE format('ALTER TABLE netbox_proxbox_proxmoxendpoint DROP CONSTRAINT %I', n);
+    END $$"""
+    scratch.execute(
+        owner_key,
+        f"ALTER TABLE {ENDPOINTS} ADD CONSTRAINT own_owner_fk FOREIGN KEY (netbox_cluster_id) "
+        "REFERENCES virtualization_cluster (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED",
+        f"CREATE INDEX own_plain_name ON {CLUSTERS} (name)",
+    )
+    with pytest.raises(SchemaValidationError) as failure:
+        scratch.migrate(REVALIDATOR)
+    message = str(failure.value)
+    assert "foreign key own_owner_fk on netbox_proxbox_proxmoxendpoint" in message
+    assert "has ON DELETE CASCADE, expected ON DELETE NO ACTION" in message
+    assert "own_plain_name" not in message  # a plain index changes no data rule
+    assert REVALIDATOR[1] not in scratch.applied()
+    assert BEFORE_REVALIDATOR[1] in scratch.applied()
+
+    # A reviewed repair (Django's own declaration again), then the same migration passes.
+    capsys.readouterr()
+    scratch.execute(
+        f"ALTER TABLE {ENDPOINTS} DROP CONSTRAINT own_owner_fk",
+        f"ALTER TABLE {ENDPOINTS} ADD CONSTRAINT own_owner_fk FOREIGN KEY (netbox_cluster_id) "
+        "REFERENCES virtualization_cluster (id) DEFERRABLE INITIALLY DEFERRED",
+    )
+    scratch.migrate(REVALIDATOR)
+    digest, version = source_identity()
+    assert (
+        f"{MARKER} module=netbox_proxbox/migrations/_release_0_2_0_schema.py "
+        f"sha256={digest} version={version}"
+    ) in capsys.readouterr().out
+    assert REVALIDATOR[1] in scratch.applied()
+    with scratch.connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_class WHERE relname = 'own_plain_name'")
+        assert cursor.fetchone() is not None  # nothing was repaired or removed

@@ -72,6 +72,21 @@ def _is_published_path(file_root, file_path) -> bool:
     )
 
 
+def published_module_ids() -> list[int]:
+    """The primary keys of every ScriptModule this plugin publishes (one query)."""
+    from core.choices import ManagedFileRootPathChoices
+    from extras.models import ScriptModule
+
+    from ..activation import MODULE_PATH_PREFIX
+
+    return list(
+        ScriptModule.objects.filter(
+            file_root=ManagedFileRootPathChoices.SCRIPTS,
+            file_path__startswith=MODULE_PATH_PREFIX + "/",
+        ).values_list("pk", flat=True)
+    )
+
+
 def is_published_module(script_module, stored=False) -> bool:
     """Whether a ScriptModule (or its ManagedFile) is one this plugin publishes.
 

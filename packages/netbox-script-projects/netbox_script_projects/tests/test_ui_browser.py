@@ -1,4 +1,5 @@
-"""The Revisions tab and its confirmation pages in headless Chromium.
+"""The Revisions tab and its confirmation pages, and NetBox's own Scripts page, in
+headless Chromium.
 
 Debian's chromium (/usr/bin/chromium) driven by Playwright; no browser
 download. The test is skipped where that browser is not installed, except under
@@ -8,13 +9,17 @@ CI (`CI` set), where a missing browser is a failure: .ci/run installs it.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 from core.models import ObjectType
 from django.contrib.auth import get_user_model
 from django.contrib.staticfiles.testing import StaticLiveServerTestCase
-from django.test import Client
+from django.test import Client, override_settings
+from extras.models import ScriptModule
 from users.models import ObjectPermission
 
+from netbox_script_projects.activation import activate_revision
 from netbox_script_projects.choices import ActivationPolicyChoices
 from netbox_script_projects.choices import RevisionStatusChoices as Status
 from netbox_script_projects.models import ScriptFile, ScriptProject, ScriptProjectRevision
@@ -35,7 +40,7 @@ def grant(user, actions, model):
     permission.users.add(user)
 
 
-class RevisionsTabBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
+class ScriptProjectsBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
     host = "127.0.0.1"
 
     @classmethod
@@ -157,3 +162,48 @@ class RevisionsTabBrowserTest(RealWorkerMixin, StaticLiveServerTestCase):
         assert page.locator(f"a[href$='{self.tab_url()}']").count() == 0
         response = page.goto(self.tab_url())
         assert response.status == 403
+
+    def ordinary_module(self, name="plain"):
+        """A module as NetBox's own upload leaves it: a file in SCRIPTS_ROOT."""
+        scripts_root = tempfile.mkdtemp(prefix="nbsp-scripts-root-")
+        self.addCleanup(shutil.rmtree, scripts_root, ignore_errors=True)
+        override = override_settings(SCRIPTS_ROOT=scripts_root)
+        override.enable()
+        self.addCleanup(override.disable)
+        with open(os.path.join(scripts_root, f"{name}.py"), "w") as f:
+            f.write(PLAIN_SCRIPT)
+        return ScriptModule.objects.create(file_root="scripts", file_path=f"{name}.py")
+
+    def test_netbox_scripts_page_offers_no_edit_or_delete_on_published_modules(self):
+        plain = self.ordinary_module()
+        activate_revision(self.revision)
+        admin = get_user_model().objects.create_superuser("admin", "a@example.com", "pw")
+        page = self.page_for(admin)
+        page.goto("/extras/scripts/")
+
+        def card(title):
+            header = page.locator("h2.card-header", has_text=title)
+            return page.locator("div.card").filter(has=header)
+
+        published, ordinary = card("Tags: scripts.tags"), card("plain")
+        assert published.count() == 1 and ordinary.count() == 1
+        # The published module's Scripts are still listed and runnable there.
+        assert published.get_by_role("button", name="Run Script").count() == 2
+        assert published.get_by_role("link", name="Edit").count() == 0
+        assert published.get_by_role("link", name="Delete").count() == 0
+        for name, action in (("Edit", "edit"), ("Delete", "delete")):
+            link = ordinary.get_by_role("link", name=name)
+            assert link.count() == 1 and link.is_visible()
+            assert link.get_attribute("href") == f"/extras/script-modules/{plain.pk}/{action}/"
+        ordinary.get_by_role("link", name="Delete").click()
+        page.wait_for_url(f"**/extras/script-modules/{plain.pk}/delete/")
+
+
+PLAIN_SCRIPT = """
+from extras.scripts import Script
+
+
+class Plain(Script):
+    def run(self, data, commit):
+        return "plain"
+"""
