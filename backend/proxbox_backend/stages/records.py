@@ -388,7 +388,7 @@ async def read_records(run: StageRun, gate: Gate) -> rec.Records:
         run.proxmox.client,
         run.nodes,
         run.guests,
-        run.inventory.identity.capabilities,
+        gate.take("inventory").identity.capabilities,
         run.known_snapshots,
     )
 
