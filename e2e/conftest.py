@@ -110,6 +110,7 @@ UNIT_SECONDS = {
     "e2e/test_chaos_workers.py": 420,
     "e2e/test_sync_preview.py": 260,
     "shared simulators": 260,
+    "e2e/test_sync_majors.py": 200,
     "e2e/test_chaos.py": 195,
     "e2e/test_plugin_api_fuzz.py": 180,
     "e2e/test_secrets.py": 150,

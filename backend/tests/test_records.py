@@ -149,6 +149,37 @@ def test_ha_groups_and_resources():
     assert (bare.vmid, bare.state) == (103, "started")
 
 
+def test_pve9_node_affinity_rules_are_the_groups_and_place_the_resources():
+    """PVE 9 replaced HA groups with rules: the node-affinity rules HA applies are the
+    groups, and a resource's group is the rule listing it (not a `group` of its own)."""
+    rules = [
+        {"rule": "prefer-1", "type": "node-affinity", "nodes": "pve1:2,pve2", "order": 1,
+         "resources": "vm:101,ct:102", "strict": 1, "comment": "web"},
+        {"rule": "avoid-3", "type": "node-affinity", "nodes": "pve3", "affinity": "negative",
+         "resources": "vm:104"},
+        {"rule": "off", "type": "node-affinity", "nodes": "pve2", "resources": "vm:105",
+         "disable": 1},
+        {"rule": "broken", "type": "node-affinity", "nodes": "pve2", "resources": "vm:106",
+         "errors": {"resources": ["resource 'vm:106' is already used"]}},
+        {"rule": "apart", "type": "resource-affinity", "affinity": "negative",
+         "resources": "vm:101,vm:103"},
+    ]  # fmt: skip
+    (group,) = parse.ha_rule_groups(rules)
+    assert (group.name, group.nodes, group.restricted, group.nofailback, group.comment) == (
+        "prefer-1",
+        "pve1:2,pve2",
+        True,
+        False,
+        "web",
+    )
+    placement = parse.ha_rule_placement(rules)
+    assert placement == {"vm:101": "prefer-1", "ct:102": "prefer-1"}
+    vm, ct, other = parse.ha_resources(
+        [{"sid": "vm:101", "group": "stale"}, {"sid": "ct:102"}, {"sid": "vm:103"}], placement
+    )
+    assert (vm.group, ct.group, other.group) == ("prefer-1", "prefer-1", None)
+
+
 # -- planning ---------------------------------------------------------------------------------
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from proxbox_backend.domain.capabilities import Capabilities
+
 QEMU, LXC = "qemu", "lxc"
 CLUSTER, STANDALONE = "cluster", "standalone"
 
@@ -17,6 +19,11 @@ class ClusterIdentity:
     nodes: tuple[str, ...]
     quorate: bool
     version: str = ""  # the PVE release the endpoint reports (/version)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this release answers (`domain.capabilities`): the one place majors differ."""
+        return Capabilities(self.version)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 
 # Proxmox's HA `sid` prefixes (`vm:100`, `ct:101`; a bare number means vm).
 _HA_KINDS = ("vm", "ct")
+NODE_AFFINITY = "node-affinity"
+# The list saying where HA places resources: HA groups, or PVE 9's node-affinity rules.
+HA_PLACEMENT = "ha-groups"
 # `enabled` is the pre-7.x spelling of `started`.
 _REQUESTED_STATES = {
     "started": "started",
@@ -117,7 +120,7 @@ class Records:
     ha_resources: list[HAResource] = field(default_factory=list)
     # Nodes whose storage list answered; (storage, node) pairs whose backups were listed;
     # VMIDs whose snapshots were listed; cluster-wide lists that answered
-    # ("backup-jobs", "replication", "ha").
+    # ("backup-jobs", "replication", HA_PLACEMENT, "ha-resources").
     storage_nodes: set[str] = field(default_factory=set)
     backup_sources: set[tuple[str, str]] = field(default_factory=set)
     snapshot_vmids: set[int] = field(default_factory=set)
@@ -307,7 +310,7 @@ def ha_groups(entries: list[dict]) -> list[HAGroup]:
     return [
         HAGroup(
             name=str(entry["group"]),
-            nodes=",".join(p.strip() for p in str(entry.get("nodes") or "").split(",") if p)[:500],
+            nodes=_node_list(entry.get("nodes")),
             restricted=_flag(entry.get("restricted")),
             nofailback=_flag(entry.get("nofailback")),
             comment=str(entry.get("comment") or "")[:500],
@@ -317,6 +320,52 @@ def ha_groups(entries: list[dict]) -> list[HAGroup]:
     ]
 
 
+def _node_list(value) -> str:
+    return ",".join(p.strip() for p in str(value or "").split(",") if p.strip())[:500]
+
+
+def _placing(entry: dict) -> bool:
+    """A node-affinity rule HA applies (enabled, not set aside as infeasible) that keeps
+    its resources on its nodes (`affinity` positive, the default) as a group did."""
+    return (
+        entry.get("type") == NODE_AFFINITY
+        and (entry.get("affinity") or "positive") == "positive"
+        and bool(entry.get("rule"))
+        and not _flag(entry.get("disable"))
+        and not entry.get("errors")
+    )
+
+
+def ha_rule_groups(entries: list[dict]) -> list[HAGroup]:
+    """`/cluster/ha/rules` (PVE 9 on): a node-affinity rule is what an HA group was up to
+    8.x (PVE 9 turns each group into one): the nodes its resources may run on, by
+    priority, only those when `strict`. Each rule HA applies is recorded as the cluster's
+    HA group of that name; failback moved to the resources, so none is recorded here.
+    Resource-affinity rules (resources kept together or apart) have no record."""
+    return [
+        HAGroup(
+            name=str(entry["rule"]),
+            nodes=_node_list(entry.get("nodes")),
+            restricted=_flag(entry.get("strict")),
+            nofailback=False,
+            comment=str(entry.get("comment") or "")[:500],
+        )
+        for entry in entries
+        if _placing(entry)
+    ]
+
+
+def ha_rule_placement(entries: list[dict]) -> dict[str, str]:
+    """HA resource (`vm:100`) → the node-affinity rule placing it (PVE allows one)."""
+    return {
+        sid.strip(): str(entry["rule"])
+        for entry in entries
+        if _placing(entry)
+        for sid in str(entry.get("resources") or "").split(",")
+        if sid.strip()
+    }
+
+
 def ha_vmid(sid: str) -> int | None:
     kind, _, number = sid.partition(":")
     if not number:
@@ -324,8 +373,10 @@ def ha_vmid(sid: str) -> int | None:
     return _int(number) if kind in _HA_KINDS else None
 
 
-def ha_resources(entries: list[dict]) -> list[HAResource]:
-    """`/cluster/ha/resources`: the requested state and group of every HA-managed guest."""
+def ha_resources(entries: list[dict], placement: dict[str, str] | None = None) -> list[HAResource]:
+    """`/cluster/ha/resources`: the requested state and group of every HA-managed guest.
+    `placement` (from PVE 9's rules, `ha_rule_placement`): a resource's group is the rule
+    placing it, not a `group` of its own."""
     result = []
     for entry in entries:
         sid = str(entry.get("sid") or "")
@@ -337,13 +388,19 @@ def ha_resources(entries: list[dict]) -> list[HAResource]:
                 sid=sid,
                 vmid=ha_vmid(sid),
                 state=_REQUESTED_STATES.get(state, "started"),
-                group=str(entry["group"]) if entry.get("group") else None,
+                group=_group_of(sid, entry, placement),
                 max_restart=_int(entry.get("max_restart")),
                 max_relocate=_int(entry.get("max_relocate")),
                 comment=str(entry.get("comment") or "")[:500],
             )
         )
     return result
+
+
+def _group_of(sid: str, entry: dict, placement: dict[str, str] | None) -> str | None:
+    if placement is not None:
+        return placement.get(sid)
+    return str(entry["group"]) if entry.get("group") else None
 
 
 __all__ = [
@@ -359,6 +416,8 @@ __all__ = [
     "backups",
     "ha_groups",
     "ha_resources",
+    "ha_rule_groups",
+    "ha_rule_placement",
     "holds_backups",
     "replication",
     "snapshots",

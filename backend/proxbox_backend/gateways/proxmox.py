@@ -105,11 +105,14 @@ class ProxmoxGateway:
                     self._agent_platform(node, vmid),
                 )
                 reported = parse.agent_addresses(interfaces, list(draft.nics))
-            else:
+            elif inventory.identity.capabilities.lxc_interfaces:
                 reported = parse.lxc_runtime_addresses(
                     await self.client.lxc_interfaces(node, vmid), list(draft.nics)
                 )
                 platform = None
+            else:
+                # The release cannot tell: the container syncs with its configured ones.
+                return draft
         except ProxmoxError as exc:
             # An agent that is not running is normal: the guest syncs with its configured
             # addresses, and the ones it reported earlier are kept until it answers again.

@@ -2,7 +2,8 @@
 
 Per node: its storage list, the backup volumes of each backup storage it holds (a shared
 storage is listed once) and its replication status. Per guest: its snapshots. Cluster
-wide: backup jobs, replication jobs, HA groups and resources. Whatever does not answer
+wide: backup jobs, replication jobs, HA resources and their placement: HA groups up to
+PVE 8, node-affinity rules from PVE 9 (`domain.capabilities`). Whatever does not answer
 (no permission, an offline node, a standalone host without HA) is a warning, and the
 records it would have produced stay as they are in NetBox.
 """
@@ -16,21 +17,25 @@ from urllib.parse import quote
 from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxError
 from proxbox_backend.domain import records as parse
+from proxbox_backend.domain.capabilities import Capabilities
 from proxbox_backend.domain.models import Guest, ProxmoxNode
 from proxbox_backend.domain.records import Records
 
 UNREADABLE = (ProxmoxError, TransportError)
+HA_GROUPS, HA_RULES = "/cluster/ha/groups", "/cluster/ha/rules"
 
 
 async def read(
     client: ProxmoxClient,
     nodes: list[ProxmoxNode],
     guests: list[Guest],
+    capabilities: Capabilities,
     known_snapshots: Collection[int] = (),
 ) -> Records:
     """`known_snapshots`: VMIDs whose snapshots are not read (the caller knows them
     unchanged); like guests whose list did not answer, they are left out of
-    `snapshot_vmids`, so their records stay as they are."""
+    `snapshot_vmids`, so their records stay as they are. `capabilities`: the release's,
+    where it reads HA placement from."""
     records = Records()
     online = [n.name for n in nodes if n.online]
 
@@ -105,7 +110,7 @@ async def read(
         ),
         listing("backup-jobs", "/cluster/backup"),
         listing("replication", "/cluster/replication"),
-        listing("ha-groups", "/cluster/ha/groups"),
+        listing(parse.HA_PLACEMENT, HA_RULES if capabilities.ha_rules else HA_GROUPS),
         listing("ha-resources", "/cluster/ha/resources"),
         *(replication_status(node) for node in online),
     )
@@ -113,6 +118,10 @@ async def read(
     records.snapshots = [s for found in snapshots for s in found]
     records.backup_jobs = parse.backup_jobs(jobs)
     records.replication = parse.replication(replication, [s for found in statuses for s in found])
-    records.ha_groups = parse.ha_groups(groups)
-    records.ha_resources = parse.ha_resources(resources)
+    if capabilities.ha_rules:
+        records.ha_groups = parse.ha_rule_groups(groups)
+        records.ha_resources = parse.ha_resources(resources, parse.ha_rule_placement(groups))
+    else:
+        records.ha_groups = parse.ha_groups(groups)
+        records.ha_resources = parse.ha_resources(resources)
     return records

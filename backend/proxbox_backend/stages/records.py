@@ -366,7 +366,7 @@ async def _apply_in_order(run, records: rec.Records, links: Links) -> None:
         lambda obj: normalized(obj.get("virtual_machine")) in listed_vms,
     )
     await run(REPLICATION, desired_replication(records, links), _listed(records, "replication"))
-    group_ids = await run(HA_GROUPS, desired_ha_groups(records), _listed(records, "ha-groups"))
+    group_ids = await run(HA_GROUPS, desired_ha_groups(records), _listed(records, rec.HA_PLACEMENT))
     await run(
         HA_RESOURCES,
         desired_ha_resources(records, links, group_ids),
@@ -385,7 +385,11 @@ async def read_records(run: StageRun, gate: Gate) -> rec.Records:
     from proxbox_backend.gateways import proxmox_records
 
     return await proxmox_records.read(
-        run.proxmox.client, run.nodes, run.guests, run.known_snapshots
+        run.proxmox.client,
+        run.nodes,
+        run.guests,
+        gate.take("inventory").identity.capabilities,
+        run.known_snapshots,
     )
 
 

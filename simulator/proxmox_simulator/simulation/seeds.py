@@ -40,6 +40,8 @@ PROFILES: dict[str, Profile] = {
         Profile("standalone", 1, 4, None, 0, "one node without a cluster"),
         Profile("single", 1, 4, "pvesim", 1, "a one-node cluster"),
         Profile("small", 3, 12, "pvesim", 2, "three nodes, a dozen guests", showcase=True),
+        # The smallest cluster with the showcase: what a test repeated per major syncs.
+        Profile("pair", 2, 5, "pvesim", 1, "two nodes, five guests", showcase=True),
         Profile("medium", 3, 100, "pvesim", 3, "three nodes, 100 guests"),
         Profile("large", 4, 1000, "pvesim", 4, "four nodes, 1,000 guests"),
         Profile("xlarge", 16, 10000, "pvesim", 8, "sixteen nodes, 10,000 guests"),

@@ -1,0 +1,58 @@
+"""What a Proxmox VE release answers differently from another, in one place.
+
+The sync reads the release once (`/version`, in the endpoint's identity) and asks this
+module what that release can answer; no other module tests a version. Each capability
+names the first major that has it, learnt from the official API viewer schema of each
+major (6.4, 7.4, 8.4, 9.2):
+
+| capability | majors | without it |
+|---|---|---|
+| `ha_rules` | 9 on | HA placement is HA groups (`/cluster/ha/groups`, a resource's `group`) |
+| `lxc_interfaces` | 8 on | no `/nodes/{n}/lxc/{vmid}/interfaces`: a container's configured addresses |
+
+Shape differences that need no release to tell apart stay where the answer is parsed,
+accepting both shapes: a node interface's `cidr` or `address`+`netmask`
+(`proxmox_config.node_addresses`), a guest's `meta: ctime` creation stamp or its SMBIOS
+UUID (`proxmox_config.creation_id`), a cluster without a `tag-style` option.
+
+A release this module cannot read (an empty or unknown `/version`) is taken as the
+newest major it knows, as a release newer than it knows is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The newest major whose differences are declared here.
+NEWEST_MAJOR = 9
+# The first major that has each capability.
+HA_RULES_FROM = 9  # PVE 9.0 replaced HA groups with HA rules (node and resource affinity)
+LXC_INTERFACES_FROM = 8  # absent from 7.4's API, present in 8.4's
+
+_MAJOR = re.compile(r"^\s*(\d+)")
+
+
+def major_of(release: str) -> int | None:
+    """`6.4-15`, `7.4-16`, `8.4.5`, `9.2.12` → 6, 7, 8, 9; None when it names none."""
+    match = _MAJOR.match(release or "")
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    release: str = ""
+
+    @property
+    def major(self) -> int:
+        return major_of(self.release) or NEWEST_MAJOR
+
+    @property
+    def ha_rules(self) -> bool:
+        """HA placement is read from `/cluster/ha/rules` (else `/cluster/ha/groups`)."""
+        return self.major >= HA_RULES_FROM
+
+    @property
+    def lxc_interfaces(self) -> bool:
+        """A running container's addresses can be asked of `/lxc/{vmid}/interfaces`."""
+        return self.major >= LXC_INTERFACES_FROM
