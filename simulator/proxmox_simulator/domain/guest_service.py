@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
+from proxmox_simulator.domain import cloudinit
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError, StaleWrite
+from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
@@ -358,12 +360,21 @@ async def _write_config(
                 "detected modified configuration - file changed by other user? Try again."
             )
         for key in deletions:
-            current.pop(key, None)
+            removed = current.pop(key, None)
+            if kind == rules.QEMU and removed and cloudinit.is_drive(vmid, removed):
+                # A cloud-init drive is freed at once, never kept as unusedN.
+                await inventory.delete_volume(
+                    conn, rules.parse_property_string(removed, "file")["file"]
+                )
         await _check_disks(conn, kind, changes)
         current.update(changes)
         current = rules.ensure_macs(kind, vmid, current)
         for request in rules.new_disk_requests(kind, changes):
             current[request.key] = await allocate_disk(conn, rt.clock, kind, node, vmid, request)
+        if kind == rules.QEMU and await cloudinit.allocate_requested(
+            conn, rt.clock, node, vmid, current
+        ):
+            await agent_repo.set_cloudinit(conn, vmid, cloudinit.values(current))
         maxmem, maxdisk, cpus = guest_sizing(kind, current, defaults)
         name = str(current.get("name") or current.get("hostname") or "")
         await guest_repo.update_config(
