@@ -430,6 +430,7 @@ def executors() -> dict[str, Executor]:
         "prunebackups": backup_executors.prune_backups,
         "imgdel": backup_executors.delete_volume,
         "download": node_executors.download,
+        "upload": node_executors.upload,
         "srvreload": node_executors.service_action,
         "aptupdate": node_executors.apt_update,
         "srvstart": node_executors.service_action,
