@@ -135,7 +135,14 @@ def create_app(
     return app
 
 
-async def _read_params(request: Request) -> tuple[dict, dict[str, bytes]]:
+async def _read_params(request: Request) -> dict:
+    """The request's parameters (a multipart file part gives its name, not its bytes)."""
+    params, _uploads = await _read_request(request)
+    return params
+
+
+async def _read_request(request: Request) -> tuple[dict, dict[str, bytes]]:
+    """Parameters, and the files of a multipart body by their temporary names."""
     params = dict(request.query_params)
     uploads: dict[str, bytes] = {}
     if request.method in ("POST", "PUT", "DELETE"):
@@ -191,7 +198,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 principal = await authenticate(rt, request, method)
                 raise NotImplementedByHandler(f"Method '{method} {path}' not implemented")
             template = endpoint.path
-            raw, uploads = await _read_params(request)
+            raw, uploads = await _read_request(request)
             if (endpoint.permissions or {}).get("user") != "world":
                 principal = await authenticate(rt, request, method)
                 if principal.tokenid and not endpoint.allowtoken:
