@@ -205,5 +205,69 @@ def test_template_and_clones_of_a_cloudinit_template(prox, unique_vmid):
         prox.nodes("pve1").qemu(broken).config.get()
     assert broken not in {r["vmid"] for r in prox.cluster.resources.get(type="vm")}
     assert set(_volumes(prox, "local-lvm", broken)) == {f"local-lvm:vm-{broken}-cloudinit"}
-    for vmid in (linked, full):
+    # The template's base volume stays while a linked clone is based on it.
+    status = _wait(prox, tpl.delete())
+    assert status["exitstatus"] == (
+        f"base volume 'base-{template}-disk-0' is still in use by linked cloned"
+    )
+    for vmid in (linked, full, template):
         _ok(prox, prox.nodes("pve1").qemu(vmid).delete())
+    assert _volumes(prox, "local-lvm", template) == {}
+
+
+def test_import_from_an_uploaded_image_and_another_guest(prox, tmp_path, unique_vmid):
+    source, imported, copied = unique_vmid, unique_vmid + 1, unique_vmid + 2
+    store = f"imp{unique_vmid}"
+    prox.storage.post(storage=store, type="dir", path=f"/srv/{store}", content="import")
+    image = tmp_path / "noble-server-cloudimg-amd64.qcow2"
+    image.write_bytes(b"QFI\xfb" + bytes(3 * 1024**2 - 4))
+    try:
+        with image.open("rb") as handle:
+            _ok(
+                prox,
+                prox.nodes("pve1").storage(store).upload.post(content="import", filename=handle),
+            )
+        volid = f"{store}:import/{image.name}"
+        node = prox.nodes("pve1")
+        log = _ok(
+            prox,
+            node.qemu.post(
+                vmid=imported,
+                name="from-image",
+                scsi0=f"local-lvm:0,import-from={volid},discard=on",
+                ide2="local-lvm:cloudinit",
+            ),
+        )
+        config = node.qemu(imported).config.get()
+        assert config["scsi0"] == f"local-lvm:vm-{imported}-disk-0,discard=on,size=3M", log
+        assert f"  imported {volid} to local-lvm:vm-{imported}-disk-0" in log
+        volumes = _volumes(prox, "local-lvm", imported)
+        assert volumes[f"local-lvm:vm-{imported}-disk-0"]["size"] == 3 * 1024**2
+        # The source stays where it was.
+        assert volid in {v["volid"] for v in node.storage(store).content.get()}
+
+        # Another guest's disk can be the source too.
+        _ok(prox, node.qemu.post(vmid=source, scsi0="local-lvm:1"))
+        _ok(
+            prox,
+            node.qemu.post(
+                vmid=copied, scsi0=f"local-lvm:0,import-from=local-lvm:vm-{source}-disk-0"
+            ),
+        )
+        assert node.qemu(copied).config.get()["scsi0"] == f"local-lvm:vm-{copied}-disk-0,size=1G"
+
+        # PVE's refusals, before anything is allocated.
+        refusals = {
+            f"local-lvm:2,import-from={volid}": "requires special syntax",
+            "local-lvm:0,import-from=local:iso/debian-12.9.0-amd64-netinst.iso": "wrong type 'iso'",
+            f"local-lvm:0,import-from={store}:import/absent.qcow2": "could not get size of",
+            f"local-lvm:0,import-from=local-lvm:vm-{imported}-cloudinit": "cloudinit disk",
+        }
+        for value, message in refusals.items():
+            with pytest.raises(ResourceException, match=message):
+                node.qemu(copied).config.put(scsi1=value)
+        for vmid in (imported, source, copied):
+            _ok(prox, node.qemu(vmid).delete())
+        _ok(prox, node.storage(store).content(volid).delete())
+    finally:
+        prox.storage(store).delete()

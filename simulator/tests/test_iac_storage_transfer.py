@@ -137,16 +137,19 @@ def test_multipart_upload_of_iso_vztmpl_and_import(prox, files, unique_vmid):
     with pytest.raises(ResourceException, match="missing temporary file name"):
         local.upload.post(content="iso", filename="no-file-part.iso")
 
-    # import content (PVE 8.2+) once the storage is configured for it.
-    prox.storage("local").put(content="iso,vztmpl,backup,import")
+    # import content (PVE 8.2+) on a storage configured for it.
+    store = f"imp{unique_vmid}"
+    prox.storage.post(storage=store, type="dir", path=f"/srv/{store}", content="import")
     try:
         with disk.open("rb") as handle:
-            status, _log = _finish(prox, local.upload.post(content="import", filename=handle))
-        assert status["exitstatus"] == "OK"
-        volume = _content(prox, "local", "import")[f"local:import/{disk.name}"]
+            upid = prox.nodes("pve1").storage(store).upload.post(content="import", filename=handle)
+        assert _finish(prox, upid)[0]["exitstatus"] == "OK"
+        volume = _content(prox, store, "import")[f"{store}:import/{disk.name}"]
         assert (volume["size"], volume["format"]) == (8192, "qcow2")
+        upid = prox.nodes("pve1").storage(store).content(f"{store}:import/{disk.name}").delete()
+        assert _finish(prox, upid)[0]["exitstatus"] == "OK"
     finally:
-        prox.storage("local").put(content="iso,vztmpl,backup")
+        prox.storage(store).delete()
 
 
 def test_download_url_fetches_only_what_the_simulator_can_reach(prox, files, web, unique_vmid):

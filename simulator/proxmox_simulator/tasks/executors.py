@@ -75,7 +75,11 @@ async def create_guest(ctx: TaskContext) -> None:
         for request in rules.new_disk_requests(kind, config):
             value = await allocate_disk(conn, ctx.clock, kind, row["node"], vmid, request)
             config[request.key] = value
-            lines.append(f"  allocated {value.split(',', 1)[0]} ({request.size_gib:g} GiB)")
+            source = request.options.get("import-from")
+            if source:
+                lines.append(f"  imported {source} to {value.split(',', 1)[0]}")
+            else:
+                lines.append(f"  allocated {value.split(',', 1)[0]} ({request.size_gib:g} GiB)")
         if kind == rules.QEMU:
             created = await cloudinit.allocate_requested(conn, ctx.clock, row["node"], vmid, config)
             if created:
@@ -133,6 +137,11 @@ async def destroy(ctx: TaskContext) -> None:
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
         rules.require_stopped_for_destroy(kind, vmid, row["status"])
+        for volume in await inventory.guest_volumes(conn, vmid):
+            # A template's base volume stays while a linked clone is based on it.
+            if await inventory.linked_child(conn, volume["volid"]) is not None:
+                volname = volume["volid"].split(":", 1)[1]
+                raise PveError(f"base volume '{volname}' is still in use by linked cloned")
         for volume in await inventory.guest_volumes(conn, vmid):
             # Logged inside the effect's transaction: rolled back with it if the lease is lost.
             await task_repo.append_log(
