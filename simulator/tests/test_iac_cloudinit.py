@@ -112,6 +112,26 @@ def test_cloudinit_drive_is_allocated_dumped_and_regenerated(prox, unique_vmid):
     meta = vm.cloudinit.dump.get(type="meta")
     assert meta == f"instance-id: {hashlib.sha1((user + network).encode()).hexdigest()}\n"
 
+    # ConfigDrive2 (citype, or a Windows ostype) writes ENI-style network data.
+    vm.config.put(citype="configdrive2")
+    assert vm.cloudinit.dump.get(type="network") == (
+        "auto lo\n"
+        "iface lo inet loopback\n"
+        "\n"
+        "        dns_nameservers 10.60.0.53\n"
+        "        dns_search lab.example\n"
+        "auto eth0\n"
+        "iface eth0 inet static\n"
+        "        address 10.60.0.5\n"
+        "        netmask 255.255.255.0\n"
+        "        gateway 10.60.0.1\n"
+    )
+    assert '"network_config": { "content_path": "/content/0000" }' in vm.cloudinit.dump.get(
+        type="meta"
+    )
+    vm.config.put(delete="citype")
+    vm.cloudinit.put()
+
     # Nothing pending after creation; a config change is pending until the
     # drive is regenerated (PUT …/cloudinit, or a start).
     assert all("pending" not in item for item in vm.cloudinit.get())
