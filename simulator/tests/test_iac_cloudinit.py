@@ -16,9 +16,9 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDsimulated ops@workstation"
 
 
 @pytest.fixture(scope="module")
-def prox(server) -> ProxmoxAPI:
+def prox(server):
     cert = server.settings.data_dir / "tls" / "pve-ssl.pem"
-    return ProxmoxAPI(
+    api = ProxmoxAPI(
         "127.0.0.1",
         port=server.port,
         verify_ssl=str(cert),
@@ -26,6 +26,9 @@ def prox(server) -> ProxmoxAPI:
         user="root@pam",
         password=ROOT_PASSWORD,
     )
+    yield api
+    # An open keep-alive connection would hold the session server's shutdown.
+    api._store["session"].close()
 
 
 def _wait(prox, upid) -> dict:
@@ -225,6 +228,7 @@ def test_template_and_clones_of_a_cloudinit_template(prox, unique_vmid):
         prox.nodes("pve1").qemu(broken).config.get()
     assert broken not in {r["vmid"] for r in prox.cluster.resources.get(type="vm")}
     assert set(_volumes(prox, "local-lvm", broken)) == {f"local-lvm:vm-{broken}-cloudinit"}
+    _ok(prox, prox.nodes("pve1").storage("local-lvm").content(f"vm-{broken}-cloudinit").delete())
     # The template's base volume stays while a linked clone is based on it.
     status = _wait(prox, tpl.delete())
     assert status["exitstatus"] == (

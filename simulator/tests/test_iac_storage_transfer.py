@@ -17,9 +17,9 @@ from simtest_support import ROOT_PASSWORD
 
 
 @pytest.fixture(scope="module")
-def prox(server) -> ProxmoxAPI:
+def prox(server):
     cert = server.settings.data_dir / "tls" / "pve-ssl.pem"
-    return ProxmoxAPI(
+    api = ProxmoxAPI(
         "127.0.0.1",
         port=server.port,
         verify_ssl=str(cert),
@@ -27,6 +27,9 @@ def prox(server) -> ProxmoxAPI:
         user="root@pam",
         password=ROOT_PASSWORD,
     )
+    yield api
+    # An open keep-alive connection would hold the session server's shutdown.
+    api._store["session"].close()
 
 
 @pytest.fixture(scope="module")
