@@ -61,13 +61,13 @@ async def _admin(sql: str) -> None:
 
 def create_database(suffix: str) -> str:
     """A ``pvesim_``-prefixed database, migrated and bootstrapped."""
-    from proxmox_simulator.cli import _migrate
+    from proxmox_simulator.cli import migrate_database
 
     name = f"pvesim_test_{os.getpid()}_{suffix}"
     run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     run(_admin(f'CREATE DATABASE "{name}"'))
     url = _with_database(BASE_URL, name)
-    run(_migrate(Settings(database_url=url)))
+    run(migrate_database(Settings(database_url=url)))
     return url
 
 

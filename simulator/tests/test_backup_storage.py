@@ -266,33 +266,18 @@ def test_volume_allocation_and_download_account_for_space(root, unique_vmid):
     upid = expect_data(root.delete(f"/nodes/pve2/storage/local-lvm/content/{volid}"))
     assert root.wait(upid)["exitstatus"] == "OK"
 
-    name = f"tools-{vmid}.iso"
-    upid = expect_data(
-        root.post(
-            "/nodes/pve2/storage/local/download-url",
-            data={"url": f"https://example.invalid/{name}", "filename": name, "content": "iso"},
-        ),
-        "/nodes/{node}/storage/{storage}/download-url",
-        "POST",
-    )
-    assert root.wait(upid)["exitstatus"] == "OK"
-    isos = expect_data(root.get("/nodes/pve2/storage/local/content", params={"content": "iso"}))
-    assert f"local:iso/{name}" in {i["volid"] for i in isos}
+    # Downloads themselves: test_iac_storage_transfer.py.
     expect_error(
         root.post(
-            "/nodes/pve2/storage/local/download-url",
-            data={"url": f"https://example.invalid/{name}", "filename": name, "content": "iso"},
+            "/nodes/pve2/storage/shared-nfs/download-url",
+            data={
+                "url": "http://127.0.0.1/x.tar.zst",
+                "filename": "x.tar.zst",
+                "content": "vztmpl",
+            },
         ),
         500,
-        "refusing to override",
-    )
-    expect_error(
-        root.post(
-            "/nodes/pve2/storage/local-lvm/download-url",
-            data={"url": "https://example.invalid/x.iso", "filename": "x.iso", "content": "iso"},
-        ),
-        500,
-        "not configured for content-type 'iso'",
+        "not configured for content-type 'vztmpl'",
     )
 
 

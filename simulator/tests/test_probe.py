@@ -62,6 +62,12 @@ EXPECTED = {
     (None, "GET", "/nodes/{node}/ceph/mon"): "host: str is not boolean",
     # root has no second factor to verify: PVE's old TFA API refuses the call then.
     (None, "POST", "/access/tfa"): "no u2f data available",
+    # The appliance index comes from download.proxmox.com: a node without network
+    # has none, so every template is unknown (test_iac_storage_transfer.py).
+    (None, "POST", "/nodes/{node}/aplinfo"): "no such template",
+    # The probe's form body has no file part for pveproxy to store; real multipart
+    # uploads are in test_iac_storage_transfer.py.
+    (None, "POST", "/nodes/{node}/storage/{storage}/upload"): "missing temporary file name",
     # 6.4's viewer declares these sizes as strings; PVE 6.4 answers integers.
     (6, "GET", "/cluster/resources"): "int is not string",
 }
@@ -576,6 +582,16 @@ def _body(endpoint: Endpoint) -> dict:
     return body
 
 
+def _loopback_download(caller) -> dict:
+    origin = str(caller.client.base_url).split("/api2/", 1)[0]
+    return {
+        "url": f"{origin}/healthz",
+        "content": "iso",
+        "filename": "probe-download.iso",
+        "verify-certificates": 0,
+    }
+
+
 class Caller:
     def __init__(self, client: httpx.Client):
         self.client = client
@@ -647,6 +663,9 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
                 body["volume"] = WORLD["backup"]
             if endpoint.path.endswith("/vncwebsocket"):
                 body.update(_console_ticket(caller, endpoint))
+            if endpoint.path.endswith("/download-url"):
+                # The simulator fetches loopback URLs only: its own health check.
+                body.update(_loopback_download(caller))
             response = caller.call(endpoint.method, _url(endpoint), body)
         outcome.calls += 1
         outcome.called.add((endpoint.method, endpoint.path))

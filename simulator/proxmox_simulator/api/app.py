@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from proxmox_simulator.api import render
+from proxmox_simulator.api import multipart, render
 from proxmox_simulator.api.auth import authenticate
 from proxmox_simulator.api.handlers.dispatch import semantic_handler
 from proxmox_simulator.api.handlers.registry import RequestContext, RequestParams
@@ -136,12 +136,23 @@ def create_app(
 
 
 async def _read_params(request: Request) -> dict:
+    """The request's parameters (a multipart file part gives its name, not its bytes)."""
+    params, _uploads = await _read_request(request)
+    return params
+
+
+async def _read_request(request: Request) -> tuple[dict, dict[str, bytes]]:
+    """Parameters, and the files of a multipart body by their temporary names."""
     params = dict(request.query_params)
+    uploads: dict[str, bytes] = {}
     if request.method in ("POST", "PUT", "DELETE"):
         body = await request.body()
         if body:
             content_type = request.headers.get("content-type", "")
-            if content_type.startswith("application/json"):
+            if content_type.startswith("multipart/form-data"):
+                fields, uploads = multipart.parse_form(content_type, body)
+                params.update(fields)
+            elif content_type.startswith("application/json"):
                 try:
                     parsed = json.loads(body)
                 except json.JSONDecodeError as exc:
@@ -151,7 +162,7 @@ async def _read_params(request: Request) -> dict:
                 params.update(parsed)
             else:
                 _merge_form(params, body.decode("utf-8", "replace"))
-    return params
+    return params, uploads
 
 
 def _merge_form(params: dict, body: str) -> None:
@@ -187,7 +198,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 principal = await authenticate(rt, request, method)
                 raise NotImplementedByHandler(f"Method '{method} {path}' not implemented")
             template = endpoint.path
-            raw = await _read_params(request)
+            raw, uploads = await _read_request(request)
             if (endpoint.permissions or {}).get("user") != "world":
                 principal = await authenticate(rt, request, method)
                 if principal.tokenid and not endpoint.allowtoken:
@@ -208,7 +219,7 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             if rt.faults.enabled:
                 await _inject_faults(rt, method, path, params)
             ctx = RequestContext(
-                rt, endpoint, RequestParams(params), principal, state, request.headers
+                rt, endpoint, RequestParams(params), principal, state, request.headers, uploads
             )
             data = await _run_idempotently(rt, request, principal, handler, ctx)
             if isinstance(data, render.WithExtra):

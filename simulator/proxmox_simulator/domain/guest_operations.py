@@ -3,10 +3,9 @@ statistics, key presses and the QEMU monitor."""
 
 from __future__ import annotations
 
-import hashlib
 import math
-from urllib.parse import unquote
 
+from proxmox_simulator.domain import cloudinit, node_system_service
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import load_guest
@@ -15,110 +14,49 @@ from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
 
-CLOUDINIT_KEYS = (
-    "cicustom",
-    "cipassword",
-    "citype",
-    "ciupgrade",
-    "ciuser",
-    "nameserver",
-    "searchdomain",
-    "sshkeys",
-)
+_MASKED = "**********"
 
 
-def _cloudinit_values(config: dict) -> dict:
-    return {k: str(v) for k, v in config.items() if k in CLOUDINIT_KEYS or k.startswith("ipconfig")}
+def _shown(key: str, value: str) -> str:
+    return _MASKED if key == "cipassword" else value
 
 
 async def cloudinit_pending(rt, node: str, vmid: int) -> list[dict]:
-    """What the drive holds (``value``) against what the config says (``pending``)."""
+    """What the drive was last generated from (``value``) against the config (``pending``).
+
+    Like PVE, a guest whose drive was never regenerated shows its config as current.
+    """
     async with rt.pool.acquire() as conn:
         row = await load_guest(conn, rules.QEMU, node, vmid)
         state = await agent_repo.state(conn, vmid)
-    current = _cloudinit_values(row["config"])
-    generated = state["cloudinit"] or {}
+    current = cloudinit.values(row["config"])
+    generated = state["cloudinit"] if state["cloudinit"] is not None else current
     out = []
     for key in sorted(set(current) | set(generated)):
         entry: dict = {"key": key}
         if key in generated:
-            entry["value"] = generated[key]
+            entry["value"] = _shown(key, generated[key])
         if key not in current:
             entry["delete"] = 1
         elif generated.get(key) != current[key]:
-            entry["pending"] = current[key]
+            entry["pending"] = _shown(key, current[key])
         out.append(entry)
     return out
 
 
 async def cloudinit_regenerate(rt, node: str, vmid: int) -> None:
+    """``PUT …/cloudinit``: rewrite the drive from the config (nothing without a drive)."""
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, rules.QEMU, node, vmid, for_update=True)
-        await agent_repo.set_cloudinit(conn, vmid, _cloudinit_values(row["config"]))
-
-
-def _network_yaml(config: dict) -> str:
-    lines = ["version: 1", "config:"]
-    for key in sorted(config):
-        match = rules.NET_KEY.match(key)
-        if not match:
-            continue
-        index = match.group(1)
-        props = rules.parse_property_string(config[key], "model")
-        mac = next((v for k, v in props.items() if k in rules.NIC_MODELS), props.get("macaddr", ""))
-        lines += [
-            "    - type: physical",
-            f"      name: eth{index}",
-            f"      mac_address: '{mac.lower()}'",
-            "      subnets:",
-        ]
-        ipcfg = rules.parse_property_string(config.get(f"ipconfig{index}", ""))
-        if ipcfg.get("ip") and ipcfg["ip"] != "dhcp":
-            lines += ["      - type: static", f"        address: '{ipcfg['ip']}'"]
-            if ipcfg.get("gw"):
-                lines.append(f"        gateway: '{ipcfg['gw']}'")
-        else:
-            lines.append("      - type: dhcp4")
-    if config.get("nameserver") or config.get("searchdomain"):
-        lines += ["    - type: nameserver", "      address:"]
-        lines += [f"      - '{ns}'" for ns in str(config.get("nameserver", "")).split()]
-        lines += ["      search:"] + [
-            f"      - '{d}'" for d in str(config.get("searchdomain", "")).split()
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def _user_yaml(row) -> str:
-    config = row["config"]
-    name = row["name"] or f"vm{row['vmid']}"
-    lines = ["#cloud-config", f"hostname: {name}", "manage_etc_hosts: true", "fqdn: " + name]
-    if config.get("ciuser"):
-        lines.append(f"user: {config['ciuser']}")
-    if config.get("cipassword"):
-        lines += [f"password: {config['cipassword']}", "chpasswd:", "  expire: False"]
-    if config.get("sshkeys"):
-        lines += ["ssh_authorized_keys:"] + [
-            f"  - {k}" for k in unquote(config["sshkeys"]).splitlines() if k
-        ]
-    lines += [
-        "users:",
-        "  - default",
-        f"package_upgrade: {'true' if config.get('ciupgrade', 1) not in (0, '0') else 'false'}",
-    ]
-    return "\n".join(lines) + "\n"
+        if cloudinit.has_drive(vmid, row["config"]):
+            await agent_repo.set_cloudinit(conn, vmid, cloudinit.values(row["config"]))
 
 
 async def cloudinit_dump(rt, node: str, vmid: int, kind: str) -> str:
     async with rt.pool.acquire() as conn:
         row = await load_guest(conn, rules.QEMU, node, vmid)
-    if kind == "user":
-        return _user_yaml(row)
-    if kind == "network":
-        return _network_yaml(row["config"])
-    digest = hashlib.sha1(
-        repr(sorted(_cloudinit_values(row["config"]).items())).encode()
-    ).hexdigest()
-    return f"instance-id: {digest}\n"
+    node_dns = await node_system_service.get_dns(rt, row["node"])
+    return cloudinit.dump(row["config"], vmid, kind, node_dns)
 
 
 # -- feature -------------------------------------------------------------------------

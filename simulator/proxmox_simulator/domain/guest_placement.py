@@ -6,6 +6,7 @@ task exists; the state change commits with the task (tasks/executors.py).
 
 from __future__ import annotations
 
+from proxmox_simulator.domain import cloudinit
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
@@ -80,11 +81,18 @@ async def clone(rt, principal: Principal, kind: str, node: str, vmid: int, param
         pool = params.get("pool")
         if pool:
             await require_pool(conn, pool)
-        # The copy starts as the source's config without identity (MACs, disks).
+        # The copy starts as the source's config without identity (MACs, disks)
+        # and is never a template itself; CD-ROM drives are copied as they are.
         config = {
             k: v
             for k, v in source["config"].items()
-            if not rules.is_disk_key(kind, k) and k not in ("lock", "parent", "vmgenid", "smbios1")
+            if (not rules.is_disk_key(kind, k) or _is_plain_cdrom(vmid, v))
+            and k not in ("lock", "parent", "vmgenid", "smbios1", "template")
+        }
+        ci_drives = {
+            k: v
+            for k, v in source["config"].items()
+            if kind == rules.QEMU and rules.is_disk_key(kind, k) and cloudinit.is_drive(vmid, v)
         }
         name_key = "name" if kind == rules.QEMU else "hostname"
         name = params.get("name") or params.get("hostname") or f"Copy-of-{source['name'] or vmid}"
@@ -109,6 +117,8 @@ async def clone(rt, principal: Principal, kind: str, node: str, vmid: int, param
             for k, v in source["config"].items()
             if rules.is_disk_key(kind, k) and "media=cdrom" not in str(v)
         }
+        if not full:
+            await _require_linkable(conn, kind, disks)
         return await enqueue(
             conn,
             rt.clock,
@@ -122,11 +132,59 @@ async def clone(rt, principal: Principal, kind: str, node: str, vmid: int, param
                 "kind": kind,
                 "target": target,
                 "disks": disks,
+                "cloudinit": ci_drives,
                 "storage": storage,
                 "linked": not full,
             },
             lock=lock_name(kind, newid),
         )
+
+
+def _is_plain_cdrom(vmid: int, value) -> bool:
+    return "media=cdrom" in str(value) and not cloudinit.is_drive(vmid, value)
+
+
+# Storages whose volumes can be linked-cloned (PVE's volume_has_feature 'clone');
+# on file storages only qcow2 images can.
+LINKABLE_TYPES = frozenset({"lvmthin", "zfspool", "rbd", "zfs", "btrfs"})
+
+
+async def _require_linkable(conn, kind: str, disks: dict) -> None:
+    first = "file" if kind == rules.QEMU else "volume"
+    for key, value in sorted(disks.items()):
+        volid = rules.parse_property_string(str(value), first).get(first, "")
+        storage = await inventory.storage(conn, volid.partition(":")[0])
+        if storage is None or not (storage["type"] in LINKABLE_TYPES or volid.endswith(".qcow2")):
+            raise PveError(f"Linked clone feature is not supported for drive '{key}'")
+
+
+async def clone_cloudinit(
+    conn, clock, node: str, newid: int, drives: dict, storage: str | None, config: dict
+) -> list[str]:
+    """A clone always gets its own, new cloud-init volume (never linked)."""
+    lines = []
+    for key, value in sorted(drives.items()):
+        props = rules.parse_property_string(str(value), "file")
+        target = storage or props.pop("file").partition(":")[0]
+        props.pop("file", None)
+        props.pop("media", None)
+        config[key] = rules.format_property_string({"file": f"{target}:cloudinit", **props}, "file")
+        config[key] = await cloudinit.allocate(conn, clock, node, newid, config, key)
+        lines.append(f"{key}: successfully created disk '{config[key]}'")
+    return lines
+
+
+async def remove_unfinished(conn, vmid: int) -> bool:
+    """Drop a guest whose create/clone failed before it existed (still locked ``create``).
+
+    The volumes the failed task allocated were rolled back with its effect; volumes
+    that already carried the VMID are not the task's and stay.
+    """
+    row = await guest_repo.get(conn, vmid, for_update=True)
+    if row is None or row["config"].get("lock") != "create":
+        return False
+    await guest_repo.delete(conn, vmid)
+    return True
 
 
 def _without_macs(kind: str, config: dict) -> dict:
@@ -208,7 +266,7 @@ async def template(
         if row["template"]:
             raise PveError(f"{rules.noun(kind)} {vmid} is already a template")
         if not as_task:
-            await guest_repo.set_template(conn, vmid)
+            await convert_to_template(conn, kind, vmid)
             return None
         return await enqueue(
             conn,
@@ -266,3 +324,47 @@ async def migrate_preconditions(rt, kind: str, node: str, vmid: int, target: str
         answer["mapped-resource-info"] = {}
         answer.update(rt.adapter.qemu_migrate_extras())
     return answer
+
+
+def _base_name(volid: str, vmid: int) -> str:
+    storage, _, volname = volid.partition(":")
+    return f"{storage}:{volname.replace(f'vm-{vmid}-disk-', f'base-{vmid}-disk-', 1)}"
+
+
+async def convert_to_template(conn, kind: str, vmid: int) -> list[str]:
+    """PVE's template_create: each disk becomes a read-only base volume
+    (``vm-N-disk-M`` → ``base-N-disk-M``); CD-ROM and cloud-init drives stay."""
+    row = await guest_repo.get(conn, vmid, for_update=True)
+    if row["status"] != rules.STOPPED:
+        raise PveError(f"you can't convert a running {rules.noun(kind)} to a template")
+    config = dict(row["config"])
+    first = "file" if kind == rules.QEMU else "volume"
+    lines = []
+    for key in sorted(config):
+        value = str(config[key])
+        if not rules.is_disk_key(kind, key) or "media=cdrom" in value:
+            continue
+        props = rules.parse_property_string(value, first)
+        volid = props.get(first, "")
+        base = _base_name(volid, vmid)
+        if base == volid or await inventory.volume(conn, volid) is None:
+            continue
+        await inventory.rename_volume(conn, volid, base)
+        props[first] = base
+        config[key] = rules.format_property_string(props, first)
+        lines.append(f"  renamed {volid} to {base}")
+    if lines:
+        await guest_repo.update_config(
+            conn,
+            vmid=vmid,
+            expected_version=row["version"],
+            config=config,
+            name=row["name"],
+            maxmem=row["maxmem"],
+            maxdisk=row["maxdisk"],
+            cpus=row["cpus"],
+            interfaces=row["interfaces"],
+            pool=row["pool"],
+        )
+    await guest_repo.set_template(conn, vmid)
+    return lines

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
+from proxmox_simulator.domain import cloudinit
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError, StaleWrite
+from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
@@ -211,12 +213,37 @@ async def _check_disks(conn, kind: str, config: dict) -> None:
         storage = await inventory.storage(conn, request.storage)
         if storage is None:
             raise PveError(f"storage '{request.storage}' does not exist")
+        if "import-from" in request.options:
+            await _check_import_source(conn, request)
         wanted = "images" if kind == rules.QEMU else "rootdir"
         if wanted not in storage["content"].split(","):
             what = "vm images" if kind == rules.QEMU else "container directories"
             raise ParameterError(
                 {"storage": f"storage '{request.storage}' does not support {what}"}
             )
+
+
+async def _check_import_source(conn, request: rules.DiskRequest) -> None:
+    """PVE's checks of ``<storage>:0,import-from=<source>`` before anything is allocated."""
+    key, source = request.key, request.options["import-from"]
+    if request.size_gib != 0:
+        raise ParameterError(
+            {key: "'import-from' requires special syntax - use <storage ID>:0,import-from=<source>"}
+        )
+    if rules.volume_storage(source) is None:
+        # An absolute path on the node: the simulated nodes have no such files.
+        raise PveError(f"cannot import from '{source}' - could not get file size of {source}")
+    volume = await inventory.volume(conn, source)
+    if volume is None:
+        raise PveError(f"cannot import from '{source}' - could not get size of {source}")
+    if volume["content"] not in ("images", "import"):
+        raise ParameterError(
+            {
+                key: f"{source} has wrong type '{volume['content']}' - needs to be 'images' or 'import'"
+            }
+        )
+    if volume["vmid"] is not None and "-cloudinit" in source:
+        raise PveError(f"cannot import from '{source}' - cannot import from cloudinit disk")
 
 
 def check_create_permissions(
@@ -358,12 +385,21 @@ async def _write_config(
                 "detected modified configuration - file changed by other user? Try again."
             )
         for key in deletions:
-            current.pop(key, None)
+            removed = current.pop(key, None)
+            if kind == rules.QEMU and removed and cloudinit.is_drive(vmid, removed):
+                # A cloud-init drive is freed at once, never kept as unusedN.
+                await inventory.delete_volume(
+                    conn, rules.parse_property_string(removed, "file")["file"]
+                )
         await _check_disks(conn, kind, changes)
         current.update(changes)
         current = rules.ensure_macs(kind, vmid, current)
         for request in rules.new_disk_requests(kind, changes):
             current[request.key] = await allocate_disk(conn, rt.clock, kind, node, vmid, request)
+        if kind == rules.QEMU and await cloudinit.allocate_requested(
+            conn, rt.clock, node, vmid, current
+        ):
+            await agent_repo.set_cloudinit(conn, vmid, cloudinit.values(current))
         maxmem, maxdisk, cpus = guest_sizing(kind, current, defaults)
         name = str(current.get("name") or current.get("hostname") or "")
         await guest_repo.update_config(
@@ -393,6 +429,17 @@ async def _write_config(
         )
 
 
+def format_size(size: int) -> str:
+    """A drive's ``size=`` as PVE prints it: the largest unit that divides it exactly."""
+    text = str(size)
+    for unit in ("K", "M", "G", "T"):
+        if size == 0 or size % 1024:
+            break
+        size //= 1024
+        text = f"{size}{unit}"
+    return text
+
+
 async def allocate_disk(
     conn, clock, kind: str, node: str, vmid: int, request: rules.DiskRequest
 ) -> str:
@@ -408,6 +455,13 @@ async def allocate_disk(
             else f"{request.storage}:{vmid}/{volname}.raw"
         )
     size = int(request.size_gib * GIB)
+    source = request.options.get("import-from")
+    if source is not None:
+        # The new disk is a full copy of the source volume (its size, not the 0 asked for).
+        imported = await inventory.volume(conn, source)
+        if imported is None:
+            raise PveError(f"cannot import from '{source}' - could not get size of {source}")
+        size = imported["size"]
     await inventory.insert_volume(
         conn,
         volid=volid,
@@ -419,10 +473,8 @@ async def allocate_disk(
         size=size,
         ctime=int(clock.now()),
     )
-    size_text = (
-        f"{int(request.size_gib)}G" if request.size_gib.is_integer() else f"{int(size / MIB)}M"
-    )
-    options = {k: v for k, v in request.options.items() if k != "size"}
+    size_text = format_size(size)
+    options = {k: v for k, v in request.options.items() if k not in ("size", "import-from")}
     return rules.format_property_string({"file": volid, **options, "size": size_text}, "file")
 
 

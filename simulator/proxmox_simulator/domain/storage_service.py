@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
-from urllib.parse import urlsplit
 
 from proxmox_simulator.domain import config_sections as sections
 from proxmox_simulator.domain.access import AccessState, Principal
@@ -268,7 +266,7 @@ async def delete_storage(rt, storage_name: str) -> None:
         await storage_repo.delete(conn, storage_name)
 
 
-async def _node_storage(conn, node: str, storage_name: str):
+async def node_storage(conn, node: str, storage_name: str):
     await require_node(conn, node)
     storage = await inventory.storage(conn, storage_name)
     if storage is None or (storage["nodes"] and node not in storage["nodes"]):
@@ -278,7 +276,7 @@ async def _node_storage(conn, node: str, storage_name: str):
 
 async def status(rt, node: str, storage_name: str) -> dict:
     async with rt.pool.acquire() as conn:
-        storage = await _node_storage(conn, node, storage_name)
+        storage = await node_storage(conn, node, storage_name)
         used = (await inventory.storage_used(conn)).get(
             (storage_name, "" if storage["shared"] else node), 0
         )
@@ -303,7 +301,7 @@ def _size_bytes(text: str) -> int:
     return int(float(match.group(1)) * factor)
 
 
-async def _reserve(conn, storage, node: str, size: int) -> None:
+async def reserve(conn, storage, node: str, size: int) -> None:
     used = (await inventory.storage_used(conn)).get(
         (storage["storage"], "" if storage["shared"] else node), 0
     )
@@ -321,13 +319,13 @@ async def allocate(rt, node: str, storage_name: str, params: dict) -> str:
     fmt = params.get("format") or (filename.rsplit(".", 1)[1] if "." in filename else "raw")
     size = _size_bytes(params["size"])
     async with rt.pool.acquire() as conn, conn.transaction():
-        storage = await _node_storage(conn, node, storage_name)
+        storage = await node_storage(conn, node, storage_name)
         if "images" not in storage["content"].split(","):
             raise PveError(f"storage '{storage_name}' does not support disk images")
         volid = f"{storage_name}:{filename}"
         if await inventory.volume(conn, volid) is not None:
             raise PveError(f"volume '{volid}' already exists")
-        await _reserve(conn, storage, node, size)
+        await reserve(conn, storage, node, size)
         await inventory.insert_volume(
             conn,
             volid=volid,
@@ -340,61 +338,6 @@ async def allocate(rt, node: str, storage_name: str, params: dict) -> str:
             ctime=int(rt.clock.now()),
         )
     return volid
-
-
-# Bytes a download adds when no network is reachable: the simulator never
-# fetches the URL, so the file's size is derived from the URL (deterministic).
-_DOWNLOAD_MIN = 16 * 1024**2
-_DOWNLOAD_SPAN = 1024**3
-
-
-def simulated_download_size(url: str) -> int:
-    digest = int(hashlib.sha256(url.encode()).hexdigest()[:8], 16)
-    return _DOWNLOAD_MIN + digest % _DOWNLOAD_SPAN
-
-
-_FOLDERS = {"iso": "iso", "vztmpl": "vztmpl", "import": "import"}
-
-
-async def download_url(rt, principal: Principal, node: str, storage_name: str, params: dict) -> str:
-    content = params["content"]
-    if content not in _FOLDERS:
-        raise ParameterError({"content": f"content type '{content}' cannot be downloaded"})
-    url = params["url"]
-    if urlsplit(url).scheme not in ("http", "https", "ftp"):
-        raise ParameterError({"url": "only http, https and ftp URLs can be downloaded"})
-    filename = params["filename"]
-    if "/" in filename or filename.startswith("."):
-        raise ParameterError({"filename": "invalid file name"})
-    async with rt.pool.acquire() as conn, conn.transaction():
-        storage = await _node_storage(conn, node, storage_name)
-        if content not in storage["content"].split(","):
-            raise PveError(
-                f"storage '{storage_name}' is not configured for content-type '{content}'"
-            )
-        volid = f"{storage_name}:{_FOLDERS[content]}/{filename}"
-        if await inventory.volume(conn, volid) is not None:
-            raise PveError(f"refusing to override existing file '{filename}'")
-        size = simulated_download_size(url)
-        await _reserve(conn, storage, node, size)
-        return await enqueue(
-            conn,
-            rt.clock,
-            node=node,
-            task_type="download",
-            task_id=storage_name,
-            principal=principal,
-            payload={
-                "volid": volid,
-                "storage": storage_name,
-                "node": None if storage["shared"] else node,
-                "content": content,
-                "size": size,
-                "url": url,
-                "checksum": params.get("checksum"),
-                "algorithm": params.get("checksum-algorithm"),
-            },
-        )
 
 
 # Folder of each non-image content type in a volume name (``local:iso/x.iso``).
@@ -445,11 +388,11 @@ async def copy_volume(rt, state: AccessState, principal: Principal, node: str, p
     target_id = _real_volume_id("target", storage_name, params["target"])
     target_node = params.get("target_node") or node
     async with rt.pool.acquire() as conn, conn.transaction():
-        source_storage = await _node_storage(conn, node, source_id.split(":", 1)[0])
+        source_storage = await node_storage(conn, node, source_id.split(":", 1)[0])
         source = await inventory.volume(conn, source_id)
         if source is None or (source["node"] is not None and source["node"] != node):
             raise PveError(f"volume '{source_id}' does not exist")
-        target_storage = await _node_storage(conn, target_node, target_id.split(":", 1)[0])
+        target_storage = await node_storage(conn, target_node, target_id.split(":", 1)[0])
         if source["content"] not in target_storage["content"].split(","):
             raise PveError(
                 f"storage '{target_storage['storage']}' does not support content type "
@@ -460,7 +403,7 @@ async def copy_volume(rt, state: AccessState, principal: Principal, node: str, p
         if await inventory.volume(conn, target_id) is not None:
             raise PveError(f"volume '{target_id}' already exists")
         vmid, fmt = _copy_target_name(source, target_id.split(":", 1)[1])
-        await _reserve(conn, target_storage, target_node, source["size"])
+        await reserve(conn, target_storage, target_node, source["size"])
         return await enqueue(
             conn,
             rt.clock,
@@ -489,7 +432,7 @@ async def finish_copy(conn, now: int, payload: dict) -> str:
     storage = await inventory.storage(conn, payload["storage"])
     if storage is None:
         raise PveError(f"storage '{payload['storage']}' does not exist")
-    await _reserve(conn, storage, payload["node"] or "", source["size"])
+    await reserve(conn, storage, payload["node"] or "", source["size"])
     await inventory.copy_volume(
         conn,
         source["volid"],

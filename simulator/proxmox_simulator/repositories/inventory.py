@@ -111,6 +111,9 @@ INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 """
 _SET_VOLUME_SIZE = "UPDATE volumes SET size = $2 WHERE volid = $1"
+_LINKED_CHILD = "SELECT volid FROM volumes WHERE starts_with(volid, $1 || '/') LIMIT 1"
+_RENAME_VOLUME = "UPDATE volumes SET volid = $2 WHERE volid = $1"
+_DELETE_VOLUME = "DELETE FROM volumes WHERE volid = $1"
 _MOVE_LOCAL_VOLUMES = "UPDATE volumes SET node = $2 WHERE vmid = $1 AND node IS NOT NULL"
 _DELETE_GUEST_VOLUMES = "DELETE FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')"
 # A guest's disks: its backup archives carry its VMID too but are not its volumes.
@@ -121,8 +124,10 @@ ORDER BY volid
 _GUEST_DISK_BYTES = """
 SELECT coalesce(sum(size), 0) FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')
 """
+# The cloud-init volume (vm-<vmid>-cloudinit) takes no disk number.
 _NEXT_DISK_INDEX = """
-SELECT count(*) FROM volumes WHERE vmid = $1 AND content IN ('images', 'rootdir')
+SELECT count(*) FROM volumes
+WHERE vmid = $1 AND content IN ('images', 'rootdir') AND volid NOT LIKE '%-cloudinit%'
 """
 
 
@@ -165,6 +170,19 @@ async def copy_volume(conn, source: str, *, volid, storage_name, node_name, vmid
 
 async def set_volume_size(conn: asyncpg.Connection, volid: str, size: int) -> None:
     await conn.execute(_SET_VOLUME_SIZE, volid, size)
+
+
+async def linked_child(conn: asyncpg.Connection, volid: str) -> str | None:
+    """A linked clone's volume based on ``volid`` (``<base volid>/vm-N-disk-M``), if any."""
+    return await conn.fetchval(_LINKED_CHILD, volid)
+
+
+async def rename_volume(conn: asyncpg.Connection, volid: str, new_volid: str) -> None:
+    await conn.execute(_RENAME_VOLUME, volid, new_volid)
+
+
+async def delete_volume(conn: asyncpg.Connection, volid: str) -> None:
+    await conn.execute(_DELETE_VOLUME, volid)
 
 
 async def move_local_volumes(conn: asyncpg.Connection, vmid: int, node: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from proxmox_simulator.domain import (
     ceph_cluster_service,
+    cloudinit,
     console_service,
     node_system_service,
     resource_store,
@@ -15,10 +16,17 @@ from proxmox_simulator.domain import (
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.domain.guest_disks import apply_move, resize_in_place, store_disk_config
-from proxmox_simulator.domain.guest_placement import copy_disks, link_disks
+from proxmox_simulator.domain.guest_placement import (
+    clone_cloudinit,
+    convert_to_template,
+    copy_disks,
+    link_disks,
+    remove_unfinished,
+)
 from proxmox_simulator.domain.guest_service import allocate_disk, guest_sizing
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import firewall as firewall_repo
+from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import ha as ha_repo
 from proxmox_simulator.repositories import inventory
@@ -67,7 +75,16 @@ async def create_guest(ctx: TaskContext) -> None:
         for request in rules.new_disk_requests(kind, config):
             value = await allocate_disk(conn, ctx.clock, kind, row["node"], vmid, request)
             config[request.key] = value
-            lines.append(f"  allocated {value.split(',', 1)[0]} ({request.size_gib:g} GiB)")
+            source = request.options.get("import-from")
+            if source:
+                lines.append(f"  imported {source} to {value.split(',', 1)[0]}")
+            else:
+                lines.append(f"  allocated {value.split(',', 1)[0]} ({request.size_gib:g} GiB)")
+        if kind == rules.QEMU:
+            created = await cloudinit.allocate_requested(conn, ctx.clock, row["node"], vmid, config)
+            if created:
+                lines.extend(created)
+                await agent_repo.set_cloudinit(conn, vmid, cloudinit.values(config))
         config.pop("lock", None)
         maxdisk = await inventory.guest_disk_bytes(conn, vmid)
         await guest_repo.update_config(
@@ -106,6 +123,9 @@ async def power(ctx: TaskContext) -> None:
             if target == rules.STOPPED:
                 started = None
             await guest_repo.set_status(conn, vmid, target, started)
+        if action == "start" and kind == rules.QEMU and cloudinit.has_drive(vmid, row["config"]):
+            # PVE regenerates the cloud-init drive from the config at every start.
+            await agent_repo.set_cloudinit(conn, vmid, cloudinit.values(row["config"]))
 
     await ctx.complete(effect)
 
@@ -117,6 +137,11 @@ async def destroy(ctx: TaskContext) -> None:
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
         rules.require_stopped_for_destroy(kind, vmid, row["status"])
+        for volume in await inventory.guest_volumes(conn, vmid):
+            # A template's base volume stays while a linked clone is based on it.
+            if await inventory.linked_child(conn, volume["volid"]) is not None:
+                volname = volume["volid"].split(":", 1)[1]
+                raise PveError(f"base volume '{volname}' is still in use by linked cloned")
         for volume in await inventory.guest_volumes(conn, vmid):
             # Logged inside the effect's transaction: rolled back with it if the lease is lost.
             await task_repo.append_log(
@@ -283,6 +308,17 @@ async def clone(ctx: TaskContext) -> None:
                 ctx.payload["storage"],
             )
         config.update(disks)
+        lines.extend(
+            await clone_cloudinit(
+                conn,
+                ctx.clock,
+                row["node"],
+                newid,
+                ctx.payload.get("cloudinit", {}),
+                ctx.payload["storage"],
+                config,
+            )
+        )
         config.pop("lock", None)
         await guest_repo.update_config(
             conn,
@@ -297,7 +333,13 @@ async def clone(ctx: TaskContext) -> None:
             pool=row["pool"],
         )
 
-    await ctx.complete(effect, lines=lines)
+    try:
+        await ctx.complete(effect, lines=lines)
+    except PveError as exc:
+        # PVE removes the half-created guest and its new volumes when a clone fails.
+        async with ctx.worker.pool.acquire() as conn, conn.transaction():
+            await remove_unfinished(conn, newid)
+        raise PveError(f"clone failed: {exc.message}") from exc
 
 
 async def resize_disk(ctx: TaskContext) -> None:
@@ -327,13 +369,13 @@ async def move_disk(ctx: TaskContext) -> None:
 async def make_template(ctx: TaskContext) -> None:
     await ctx.sleep(rules.DURATIONS["template"])
 
+    lines: list[str] = []
+
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
-        if row["status"] != rules.STOPPED:
-            raise PveError("you can't convert a running VM to a template")
-        await guest_repo.set_template(conn, row["vmid"])
+        lines.extend(await convert_to_template(conn, ctx.payload["kind"], row["vmid"]))
 
-    await ctx.complete(effect)
+    await ctx.complete(effect, lines=lines)
 
 
 async def create_cluster(ctx: TaskContext) -> None:
@@ -397,6 +439,7 @@ def executors() -> dict[str, Executor]:
         "prunebackups": backup_executors.prune_backups,
         "imgdel": backup_executors.delete_volume,
         "download": node_executors.download,
+        "upload": node_executors.upload,
         "srvreload": node_executors.service_action,
         "aptupdate": node_executors.apt_update,
         "srvstart": node_executors.service_action,

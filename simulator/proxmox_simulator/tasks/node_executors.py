@@ -12,6 +12,7 @@ from proxmox_simulator.domain import (
     replication_service,
     sdn_service,
     storage_service,
+    storage_transfer,
 )
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import inventory
@@ -19,31 +20,32 @@ from proxmox_simulator.tasks.worker import TaskContext
 
 
 async def download(ctx: TaskContext) -> None:
-    """The file appears when the task ends; no network is used (see storage_service)."""
+    """``download-url``: fetch (loopback only), verify, and the file appears with the task."""
     payload = ctx.payload
-    await ctx.log(f"downloading {payload['url']} to {payload['volid']}")
-    await ctx.sleep(2.0)
+    await ctx.log(f"downloading {payload['url']} to {payload['dest']}")
+    async with ctx.worker.pool.acquire() as conn:
+        if await inventory.volume(conn, payload["volid"]) is not None:
+            raise PveError(f"refusing to override existing file '{payload['dest']}'")
+    data = await storage_transfer.fetch(payload, ctx.row["pid"], ctx.log)
+    await ctx.sleep(1.0)
+    lines: list[str] = []
 
     async def effect(conn) -> None:
-        if await inventory.volume(conn, payload["volid"]) is not None:
-            raise PveError(f"refusing to override existing file '{payload['volid']}'")
-        await inventory.insert_volume(
-            conn,
-            volid=payload["volid"],
-            storage_name=payload["storage"],
-            node_name=payload["node"],
-            vmid=None,
-            content=payload["content"],
-            fmt="iso" if payload["content"] == "iso" else "tzst",
-            size=payload["size"],
-            ctime=int(ctx.clock.now()),
+        lines.extend(
+            await storage_transfer.finish_download(conn, int(ctx.clock.now()), payload, data)
         )
 
-    lines = [f"download of simulated file finished: {payload['size']} bytes"]
-    if payload.get("checksum"):
-        lines.append(
-            f"checksum ({payload['algorithm']}) recorded, not verified: no bytes were fetched"
-        )
+    await ctx.complete(effect, lines=lines)
+
+
+async def upload(ctx: TaskContext) -> None:
+    """``upload``'s ``imgcopy``: the uploaded file is checked and copied into place."""
+    await ctx.sleep(1.0)
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await storage_transfer.finish_upload(conn, int(ctx.clock.now()), ctx.payload))
+
     await ctx.complete(effect, lines=lines)
 
 

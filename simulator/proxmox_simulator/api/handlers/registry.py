@@ -34,6 +34,9 @@ class RequestContext:
     principal: Principal
     state: AccessState
     headers: Any
+    # Files of a multipart body by the temporary name PVE's proxy gives them
+    # (``tmpfilename``): what ``POST …/upload`` imports.
+    uploads: dict[str, bytes] | None = None
 
     @property
     def node(self) -> str:

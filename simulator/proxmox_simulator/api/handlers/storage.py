@@ -1,10 +1,11 @@
-"""storage.cfg (/storage) and per-node storage: status, allocation, downloads."""
+"""storage.cfg (/storage) and per-node storage: status, allocation, uploads, downloads."""
 
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import rrd_service as rrd
 from proxmox_simulator.domain import storage_service as svc
+from proxmox_simulator.domain import storage_transfer as transfer
 
 
 def _declared(ctx: RequestContext) -> set[str]:
@@ -57,6 +58,23 @@ async def allocate(ctx: RequestContext):
 
 @route("/nodes/{node}/storage/{storage}/download-url", "POST")
 async def download_url(ctx: RequestContext):
-    return await svc.download_url(
+    return await transfer.download_url(
         ctx.rt, ctx.principal, ctx.node, ctx.params["storage"], ctx.params
     )
+
+
+@route("/nodes/{node}/storage/{storage}/upload", "POST")
+async def upload(ctx: RequestContext):
+    return await transfer.upload(
+        ctx.rt, ctx.principal, ctx.node, ctx.params["storage"], ctx.params, ctx.uploads or {}
+    )
+
+
+@route("/nodes/{node}/aplinfo", "GET")
+async def appliance_index(ctx: RequestContext):
+    return await transfer.appliance_index(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/aplinfo", "POST")
+async def appliance_download(ctx: RequestContext):
+    return await transfer.appliance_download(ctx.rt, ctx.node, ctx.params["template"])
