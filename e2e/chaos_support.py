@@ -24,6 +24,7 @@ import psycopg
 from proxbox_processes import free_port, stop_process, wait_for_http, wait_until
 from psycopg import sql
 from sync_fixtures import (
+    HTTP_TIMEOUT,
     NetBoxServer,
     change_marker,
     cli_environment,
@@ -224,6 +225,7 @@ class BackendServer:
                 PROXBOX_NETBOX_TOKEN=self.netbox.admin_token,
                 PROXBOX_BACKEND_API_TOKEN=self.api_token,
                 PROXBOX_PROXMOX_CA_BUNDLE=self.ca_bundle,
+                PROXBOX_HTTP_TIMEOUT=str(HTTP_TIMEOUT),
             ),
             stdout=log,
             stderr=subprocess.STDOUT,

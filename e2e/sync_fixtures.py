@@ -402,6 +402,12 @@ class Simulator:
 # -- the backend ------------------------------------------------------------------------------
 
 
+# Seconds a backend request to NetBox or Proxmox may take in these tests: a test NetBox on
+# the loaded two-core CI machine took more than the default 60 s for the bulk write of a
+# 100-guest cluster's interfaces, and the run failed on the timeout, not on what it tests.
+HTTP_TIMEOUT = 300
+
+
 def settings_for(
     netbox: NetBoxServer, simulator: Simulator, token: str | None = None, **overrides
 ) -> Settings:
@@ -415,6 +421,7 @@ def settings_for(
         "proxmox_ca_bundle": simulator.ca_bundle,
         "proxmox_url": simulator.url,
         "retry": RetryPolicy(attempts=3, backoff=0.2, max_backoff=1.0),
+        "timeout": HTTP_TIMEOUT,
     }
     values.update(overrides)
     return Settings(**values)
@@ -434,6 +441,7 @@ def cli_environment(
         PROXBOX_NETBOX_TOKEN=token or netbox.admin_token,
         PROXBOX_PROXMOX_URL=simulator.url,
         PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
+        PROXBOX_HTTP_TIMEOUT=str(HTTP_TIMEOUT),
         **proxmox,
         **variables,
     )

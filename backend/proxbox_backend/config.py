@@ -36,6 +36,7 @@ ENV = {
     "lease_ttl": "PROXBOX_BACKEND_LEASE_TTL",
     "proxmox_concurrency": "PROXBOX_PROXMOX_CONCURRENCY",
     "full_sync_interval": "PROXBOX_FULL_SYNC_INTERVAL",
+    "timeout": "PROXBOX_HTTP_TIMEOUT",
 }
 
 # The bearer token callers of the HTTP service present (`proxbox-sync serve`).
@@ -75,6 +76,7 @@ class EnvironmentSettings(BaseSettings):
         None, gt=0, le=64, validation_alias=ENV["proxmox_concurrency"]
     )
     full_sync_interval: float | None = Field(None, ge=0, validation_alias=ENV["full_sync_interval"])
+    timeout: float | None = Field(None, gt=0, le=3600, validation_alias=ENV["timeout"])
 
     @classmethod
     def read(cls) -> dict[str, str]:

@@ -187,3 +187,44 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_130(tmp_path):
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     assert stderr.rstrip().splitlines()[-1] == "proxbox-sync: interrupted"
     assert stderr.count("proxbox-sync: interrupted") == 1
+
+
+def test_the_http_timeout_comes_from_the_environment_and_bounds_each_request():
+    """PROXBOX_HTTP_TIMEOUT: a NetBox slower than it fails the run naming the timeout; a
+    value out of range is refused naming the variable."""
+    import http.server
+    import threading
+    import time
+
+    class SlowHandler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            time.sleep(3)
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowHandler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = {
+        "PROXBOX_NETBOX_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "PROXBOX_NETBOX_TOKEN": "x" * 40,
+    }
+    try:
+        refused = _cli("run", "--endpoint", "3", **base, PROXBOX_HTTP_TIMEOUT="0")
+        assert refused.returncode == cli.EXIT_USAGE
+        assert refused.stderr.strip() == (
+            "proxbox-sync: PROXBOX_HTTP_TIMEOUT='0': input should be greater than 0"
+        )
+        started = time.monotonic()
+        slow = _cli("run", "--endpoint", "3", "--json", **base, PROXBOX_HTTP_TIMEOUT="0.3")
+        assert slow.returncode != 0
+        assert "ReadTimeout" in slow.stdout + slow.stderr, (slow.stdout, slow.stderr)
+        # Every attempt gave up after 0.3 s, not after the 3 s NetBox took.
+        assert time.monotonic() - started < 30
+    finally:
+        server.shutdown()
+        server.server_close()
