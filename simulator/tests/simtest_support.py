@@ -77,6 +77,25 @@ def drop_database(url: str) -> None:
     run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+def proxmoxer_client(server):
+    """proxmoxer logged in as root to the session's served simulator, trusting its CA."""
+    from proxmoxer import ProxmoxAPI
+
+    return ProxmoxAPI(
+        "127.0.0.1",
+        port=server.port,
+        verify_ssl=str(server.settings.data_dir / "tls" / "pve-ssl.pem"),
+        timeout=30,
+        user="root@pam",
+        password=ROOT_PASSWORD,
+    )
+
+
+def close_proxmoxer(api) -> None:
+    """An open keep-alive connection would hold the session server's shutdown."""
+    api._store["session"].close()
+
+
 def login(client, username="root@pam", password=ROOT_PASSWORD):
     response = client.post("/access/ticket", data={"username": username, "password": password})
     assert response.status_code == 200, response.text

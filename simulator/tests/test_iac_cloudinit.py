@@ -7,28 +7,18 @@ import hashlib
 from urllib.parse import quote
 
 import pytest
-from proxmoxer import ProxmoxAPI
 from proxmoxer.core import ResourceException
 from proxmoxer.tools import Tasks
-from simtest_support import ROOT_PASSWORD
+from simtest_support import close_proxmoxer, proxmoxer_client
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDsimulated ops@workstation"
 
 
 @pytest.fixture(scope="module")
 def prox(server):
-    cert = server.settings.data_dir / "tls" / "pve-ssl.pem"
-    api = ProxmoxAPI(
-        "127.0.0.1",
-        port=server.port,
-        verify_ssl=str(cert),
-        timeout=30,
-        user="root@pam",
-        password=ROOT_PASSWORD,
-    )
+    api = proxmoxer_client(server)
     yield api
-    # An open keep-alive connection would hold the session server's shutdown.
-    api._store["session"].close()
+    close_proxmoxer(api)
 
 
 def _wait(prox, upid) -> dict:

@@ -10,26 +10,16 @@ import threading
 from pathlib import Path
 
 import pytest
-from proxmoxer import ProxmoxAPI
 from proxmoxer.core import ResourceException
 from proxmoxer.tools import Tasks
-from simtest_support import ROOT_PASSWORD
+from simtest_support import close_proxmoxer, proxmoxer_client
 
 
 @pytest.fixture(scope="module")
 def prox(server):
-    cert = server.settings.data_dir / "tls" / "pve-ssl.pem"
-    api = ProxmoxAPI(
-        "127.0.0.1",
-        port=server.port,
-        verify_ssl=str(cert),
-        timeout=30,
-        user="root@pam",
-        password=ROOT_PASSWORD,
-    )
+    api = proxmoxer_client(server)
     yield api
-    # An open keep-alive connection would hold the session server's shutdown.
-    api._store["session"].close()
+    close_proxmoxer(api)
 
 
 @pytest.fixture(scope="module")
