@@ -180,6 +180,81 @@ def test_pve9_node_affinity_rules_are_the_groups_and_place_the_resources():
     assert (vm.group, ct.group, other.group) == ("prefer-1", "prefer-1", None)
 
 
+def test_pve9_mid_upgrade_keeps_the_groups_not_yet_turned_into_rules():
+    """Until PVE 9's HA manager has migrated every group, a group and the resources in it
+    stay as they were; a rule of the group's name replaces it."""
+    rules = [{"rule": "web", "type": "node-affinity", "nodes": "pve2", "resources": "vm:101"}]
+    legacy = parse.ha_groups(
+        [{"group": "web", "nodes": "pve1"}, {"group": "db", "nodes": "pve3", "restricted": 1}]
+    )
+    web, db = parse.ha_rule_groups(rules, legacy)
+    assert (web.name, web.nodes, db.name, db.nodes, db.restricted) == (
+        "web", "pve2", "db", "pve3", True
+    )  # fmt: skip
+    placed, unplaced = parse.ha_resources(
+        [{"sid": "vm:101", "group": "web"}, {"sid": "vm:102", "group": "db"}],
+        parse.ha_rule_placement(rules),
+    )
+    assert (placed.group, unplaced.group) == ("web", "db")
+
+
+class _HAProxmox:
+    """Answers the cluster-wide lists of `proxmox_records.read` as a PVE 9 cluster does."""
+
+    def __init__(self, groups):
+        self.groups = groups
+
+    async def get(self, path, **_params):
+        if path == "/cluster/ha/groups":
+            if isinstance(self.groups, Exception):
+                raise self.groups
+            return self.groups
+        if path == "/cluster/ha/rules":
+            return [{"rule": "web", "type": "node-affinity", "nodes": "pve2",
+                     "resources": "vm:101"}]  # fmt: skip
+        if path == "/cluster/ha/resources":
+            return [{"sid": "vm:101"}, {"sid": "vm:102", "group": "db"}]
+        return []
+
+
+def _read_ha(groups):
+    from proxbox_backend.clients.proxmox import ProxmoxError
+    from proxbox_backend.domain.capabilities import Capabilities
+    from proxbox_backend.gateways import proxmox_records
+
+    if groups == "migrated":
+        groups = ProxmoxError(
+            500, "GET", "/cluster/ha/groups",
+            "cannot index groups: ha groups have been migrated to rules",
+        )  # fmt: skip
+    elif groups == "refused":
+        groups = ProxmoxError(403, "GET", "/cluster/ha/groups", "Permission check failed")
+    capabilities = Capabilities("9.2.12")
+    return asyncio.run(proxmox_records.read(_HAProxmox(groups), [], [], capabilities))
+
+
+def test_pve9_reads_rules_and_the_groups_not_yet_migrated():
+    found = _read_ha([{"group": "db", "nodes": "pve3"}])
+    assert [g.name for g in found.ha_groups] == ["web", "db"]
+    assert [(r.vmid, r.group) for r in found.ha_resources] == [(101, "web"), (102, "db")]
+    assert parse.HA_PLACEMENT in found.lists and not found.warnings
+
+
+def test_pve9_groups_answering_migrated_to_rules_is_no_warning():
+    found = _read_ha("migrated")
+    assert [g.name for g in found.ha_groups] == ["web"]
+    assert parse.HA_PLACEMENT in found.lists and not found.warnings
+
+
+def test_pve9_groups_unreadable_keeps_every_recorded_group():
+    """Any other failure: warned, and the HA group list counts as not read (none removed)."""
+    found = _read_ha("refused")
+    assert parse.HA_PLACEMENT not in found.lists
+    assert found.warnings == [
+        "ha-groups unreadable: Proxmox GET /cluster/ha/groups → 403 Permission check failed"
+    ]
+
+
 # -- planning ---------------------------------------------------------------------------------
 
 

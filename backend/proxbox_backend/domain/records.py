@@ -336,13 +336,15 @@ def _placing(entry: dict) -> bool:
     )
 
 
-def ha_rule_groups(entries: list[dict]) -> list[HAGroup]:
+def ha_rule_groups(entries: list[dict], legacy: list[HAGroup] = ()) -> list[HAGroup]:
     """`/cluster/ha/rules` (PVE 9 on): a node-affinity rule is what an HA group was up to
     8.x (PVE 9 turns each group into one): the nodes its resources may run on, by
     priority, only those when `strict`. Each rule HA applies is recorded as the cluster's
     HA group of that name; failback moved to the resources, so none is recorded here.
-    Resource-affinity rules (resources kept together or apart) have no record."""
-    return [
+    Resource-affinity rules (resources kept together or apart) have no record.
+    `legacy`: HA groups the HA manager has not yet turned into rules (the cluster still
+    finishing its upgrade to 9); a rule of the same name wins."""
+    rules = [
         HAGroup(
             name=str(entry["rule"]),
             nodes=_node_list(entry.get("nodes")),
@@ -353,6 +355,8 @@ def ha_rule_groups(entries: list[dict]) -> list[HAGroup]:
         for entry in entries
         if _placing(entry)
     ]
+    named = {group.name for group in rules}
+    return rules + [group for group in legacy if group.name not in named]
 
 
 def ha_rule_placement(entries: list[dict]) -> dict[str, str]:
@@ -376,7 +380,7 @@ def ha_vmid(sid: str) -> int | None:
 def ha_resources(entries: list[dict], placement: dict[str, str] | None = None) -> list[HAResource]:
     """`/cluster/ha/resources`: the requested state and group of every HA-managed guest.
     `placement` (from PVE 9's rules, `ha_rule_placement`): a resource's group is the rule
-    placing it, not a `group` of its own."""
+    placing it; one no rule places keeps the `group` it had before the upgrade (if any)."""
     result = []
     for entry in entries:
         sid = str(entry.get("sid") or "")
@@ -398,8 +402,8 @@ def ha_resources(entries: list[dict], placement: dict[str, str] | None = None) -
 
 
 def _group_of(sid: str, entry: dict, placement: dict[str, str] | None) -> str | None:
-    if placement is not None:
-        return placement.get(sid)
+    if placement and sid in placement:
+        return placement[sid]
     return str(entry["group"]) if entry.get("group") else None
 
 

@@ -23,6 +23,8 @@ from proxbox_backend.domain.records import Records
 
 UNREADABLE = (ProxmoxError, TransportError)
 HA_GROUPS, HA_RULES = "/cluster/ha/groups", "/cluster/ha/rules"
+# How PVE 9 answers a listing of HA groups once they have become rules.
+MIGRATED_TO_RULES = "migrated to rules"
 
 
 async def read(
@@ -87,13 +89,36 @@ async def read(
             records.lists.add(name)
         return entries or []
 
+    async def legacy_groups() -> list[dict] | None:
+        """PVE 9 keeps HA groups until its HA manager turns them into node-affinity
+        rules; from then on listing them answers 500 "... migrated to rules". None: the
+        list did not answer for any other reason (warned)."""
+        try:
+            return await client.get(HA_GROUPS)
+        except ProxmoxError as exc:
+            if MIGRATED_TO_RULES in exc.reason:
+                return []
+            records.warnings.append(f"{parse.HA_PLACEMENT} unreadable: {exc}")
+        except TransportError as exc:
+            records.warnings.append(f"{parse.HA_PLACEMENT} unreadable: {exc}")
+        return None
+
     async def replication_status(node: str) -> list[dict]:
         entries = await attempt(
             f"node {node}: replication status", client.get(f"/nodes/{quote(node)}/replication")
         )
         return entries or []
 
-    backups, snapshots, jobs, replication, groups, resources, *statuses = await asyncio.gather(
+    (
+        backups,
+        snapshots,
+        jobs,
+        replication,
+        placement,
+        groups,
+        resources,
+        *statuses,
+    ) = await asyncio.gather(
         asyncio.gather(
             *(
                 storage_backups(node, storage)
@@ -111,6 +136,7 @@ async def read(
         listing("backup-jobs", "/cluster/backup"),
         listing("replication", "/cluster/replication"),
         listing(parse.HA_PLACEMENT, HA_RULES if capabilities.ha_rules else HA_GROUPS),
+        legacy_groups() if capabilities.ha_rules else _nothing(),
         listing("ha-resources", "/cluster/ha/resources"),
         *(replication_status(node) for node in online),
     )
@@ -118,10 +144,17 @@ async def read(
     records.snapshots = [s for found in snapshots for s in found]
     records.backup_jobs = parse.backup_jobs(jobs)
     records.replication = parse.replication(replication, [s for found in statuses for s in found])
-    if capabilities.ha_rules:
-        records.ha_groups = parse.ha_rule_groups(groups)
-        records.ha_resources = parse.ha_resources(resources, parse.ha_rule_placement(groups))
-    else:
-        records.ha_groups = parse.ha_groups(groups)
+    if not capabilities.ha_rules:
+        records.ha_groups = parse.ha_groups(placement)
         records.ha_resources = parse.ha_resources(resources)
+        return records
+    if groups is None:
+        # Without the legacy list the HA groups read are incomplete: none is removed.
+        records.lists.discard(parse.HA_PLACEMENT)
+    records.ha_groups = parse.ha_rule_groups(placement, parse.ha_groups(groups or []))
+    records.ha_resources = parse.ha_resources(resources, parse.ha_rule_placement(placement))
     return records
+
+
+async def _nothing() -> list:
+    return []
