@@ -119,3 +119,17 @@ class NullSearchTermTest(FilterTest):
         self.assertEqual(self.ids("proxmoxendpoint", "?host__ic=null"), [])
         # `null` keeps its meaning where it has one: exact matches and exclusions.
         self.assertEqual(len(self.ids("proxmoxendpoint", "?host__n=null")), 2)
+
+    def test_a_bad_regular_expression_is_a_400_naming_the_filter(self):
+        """PostgreSQL refuses the pattern for the whole query (NetBox core answers 500)."""
+        self.assertEqual(self.ids("proxmoxcluster", "?name__regex=^al(pha)?$"), [self.linked.pk])
+        self.assertEqual(self.ids("proxmoxcluster", "?name__iregex=^BE"), [self.unlinked.pk])
+        for query in ("?name__regex=(", "?name__regex=a&name__regex=x)", "?name__iregex=["):
+            with self.subTest(query=query):
+                response = APIClient().get(
+                    api_url("proxmoxcluster") + query, **auth_header(self.token)
+                )
+                self.assertEqual(response.status_code, 400, response.content)
+                (field,) = response.json()
+                self.assertIn(field, ("name__regex", "name__iregex"))
+                self.assertIn("Invalid regular expression", response.json()[field][0])

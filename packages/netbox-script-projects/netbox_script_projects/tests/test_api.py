@@ -76,6 +76,26 @@ class ScriptProjectAPITest(APITestCase):
         response = self.client.get(f"{url}?key=inventory", **self.header)
         self.assertEqual([p["key"] for p in response.data["results"]], ["inventory"])
 
+    def test_a_bad_regular_expression_is_a_400_naming_the_filter(self):
+        self.add_permissions(
+            "netbox_script_projects.view_scriptproject", "netbox_script_projects.view_scriptfile"
+        )
+        ScriptProject.objects.create(name="Inventory", key="inventory")
+        ScriptProject.objects.create(name="Other", key="other")
+        url = reverse(f"{API}:scriptproject-list")
+        response = self.client.get(f"{url}?key__regex=^inv(ent)?", **self.header)
+        self.assertEqual([p["key"] for p in response.data["results"]], ["inventory"])
+        for list_url, query in (
+            (url, "key__regex=("),
+            (url, "name__iregex=a&name__iregex=["),
+            (reverse(f"{API}:scriptfile-list"), "path__regex=x)"),
+        ):
+            with self.subTest(query=query):
+                response = self.client.get(f"{list_url}?{query}", **self.header)
+                self.assertEqual(response.status_code, 400, response.content)
+                field = query.split("=")[0]
+                self.assertIn("Invalid regular expression", response.json()[field][0])
+
     def test_storage_key_never_changes(self):
         project = ScriptProject.objects.create(name="P", key="p")
         project = ScriptProject.objects.get(pk=project.pk)
