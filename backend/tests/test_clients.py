@@ -1,14 +1,22 @@
 """HTTP clients against httpx.MockTransport: auth, retries and backoff, bulk isolation,
 pagination, and secrets that never show up in reprs or logs."""
 
+import asyncio
+import http.server
 import io
 import json
 import logging
+import threading
 
 import httpx
 import pytest
 
-from proxbox_backend.clients.http import ResilientTransport, RetryPolicy, TransportError
+from proxbox_backend.clients.http import (
+    KEEPALIVE_EXPIRY,
+    ResilientTransport,
+    RetryPolicy,
+    TransportError,
+)
 from proxbox_backend.clients.netbox import NetBoxClient
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials, ProxmoxError
 from proxbox_backend.secrets import Secret, install_redaction, redact
@@ -133,6 +141,53 @@ async def test_post_is_retried_when_it_never_reached_the_server():
     client, sleeps = netbox(server)
     result = await client.bulk_create("/dcim/sites/", [{"name": "a"}])
     assert result.succeeded == {0: {"id": 9}} and sleeps == [0.5]
+
+
+class _ConnectionCounter(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive, as gunicorn and pveproxy serve: one handler per connection."""
+
+    protocol_version = "HTTP/1.1"
+    connections = 0
+
+    def setup(self):
+        type(self).connections += 1
+        super().setup()
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"id": 1}'
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args):
+        pass
+
+
+@pytest.mark.asyncio
+async def test_a_connection_idle_past_the_keepalive_expiry_is_not_reused():
+    """gunicorn (NetBox's server) drops a keep-alive connection after 2 s without a request;
+    a POST written as it does so is lost and cannot be retried (a sync failed with
+    "ReadError" after its read phase). Requests in a burst share a connection; after a
+    pause longer than KEEPALIVE_EXPIRY the next one opens a new connection."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ConnectionCounter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _ConnectionCounter.connections = 0
+    client = NetBoxClient(f"http://127.0.0.1:{server.server_port}", Secret(NETBOX_TOKEN))
+    try:
+        for _ in range(3):
+            await client.request("POST", "/dcim/sites/", json={"name": "a"})
+        assert _ConnectionCounter.connections == 1
+        await asyncio.sleep(KEEPALIVE_EXPIRY + 0.3)
+        await client.request("POST", "/dcim/sites/", json={"name": "b"})
+        assert _ConnectionCounter.connections == 2
+        assert KEEPALIVE_EXPIRY < 2, "below gunicorn's default keep-alive"
+    finally:
+        await client.aclose()
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.asyncio

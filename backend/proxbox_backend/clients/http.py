@@ -21,6 +21,23 @@ import httpx
 
 log = logging.getLogger("proxbox_backend.http")
 
+# A server closes a keep-alive connection it has not seen a request on for a while
+# (gunicorn: 2 s by default, pveproxy and nginx longer). A request written on a connection
+# the server is closing is lost: a POST cannot be retried, so the sync failed with
+# "ReadError" after a read phase of a few seconds. Connections idle this long are not
+# reused; a burst of requests (milliseconds apart) still shares them.
+KEEPALIVE_EXPIRY = 1.0
+
+
+def connection_limits(concurrency: int) -> httpx.Limits:
+    """At most `concurrency` connections, kept open for reuse only briefly."""
+    return httpx.Limits(
+        max_connections=concurrency,
+        max_keepalive_connections=concurrency,
+        keepalive_expiry=KEEPALIVE_EXPIRY,
+    )
+
+
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
 RETRY_ANY_METHOD = frozenset({409, 429, 503})
 # A server that does not implement the method or speak the HTTP version will not later:

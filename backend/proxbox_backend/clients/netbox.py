@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from proxbox_backend.clients.http import ResilientTransport, RetryPolicy
+from proxbox_backend.clients.http import ResilientTransport, RetryPolicy, connection_limits
 from proxbox_backend.clients.tls import verify_setting
 from proxbox_backend.secrets import Secret
 
@@ -117,7 +117,7 @@ class NetBoxClient:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             verify=verify_setting(verify_tls, ca_bundle),
             transport=transport,
-            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+            limits=connection_limits(concurrency),
         )
         extra = {"sleep": sleep} if sleep is not None else {}
         self.transport = ResilientTransport(

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import httpx
 
-from proxbox_backend.clients.http import ResilientTransport, RetryPolicy
+from proxbox_backend.clients.http import ResilientTransport, RetryPolicy, connection_limits
 from proxbox_backend.clients.tls import verify_setting
 from proxbox_backend.secrets import Secret
 
@@ -91,7 +91,7 @@ class ProxmoxClient:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             verify=verify_setting(verify_tls, ca_bundle),
             transport=transport,
-            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+            limits=connection_limits(concurrency),
         )
         extra = {"sleep": sleep} if sleep is not None else {}
         self.transport = ResilientTransport(
