@@ -97,13 +97,20 @@ def test_postgres_restart_during_a_sync_converges_on_rerun(netbox, postgres, pg_
     run = sync_midway(netbox, pg_simulator, endpoint["name"])
     try:
         down = postgres.restart()
-        assert run.poll() is None, "the sync ended before PostgreSQL was back"
+        # Whether the run outlived the outage depends on what it was sending when the
+        # restart cut NetBox off (a create is not repeated) and on how long the restart
+        # took on a loaded machine: either way it must end as checked below.
+        ended_during_outage = run.poll() is not None
         stdout, stderr = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
             run.kill()
             run.wait()
-    print(f"PostgreSQL down {down:.1f}s; the run exited {run.returncode}", file=sys.stderr)
+    print(
+        f"PostgreSQL down {down:.1f}s; the run exited {run.returncode}"
+        f"{' during the outage' if ended_during_outage else ''}",
+        file=sys.stderr,
+    )
     # NetBox reconnects by itself: no request meets a session the restart cut off (each
     # of gunicorn's threads kept one), fresh connections to reach as many threads as can be.
     for _ in range(12):
