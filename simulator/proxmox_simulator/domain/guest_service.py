@@ -75,7 +75,17 @@ async def require_pool(conn, poolid: str):
 
 
 async def insert_creating_guest(
-    conn, *, kind: str, vmid: int, node: str, name: str, pool, config: dict, maxmem, cpus
+    conn,
+    *,
+    kind: str,
+    vmid: int,
+    node: str,
+    name: str,
+    pool,
+    config: dict,
+    maxmem,
+    cpus,
+    template: bool = False,
 ) -> None:
     """The row of a guest whose create/clone task is queued: locked `create` until it runs."""
     config["lock"] = "create"
@@ -85,7 +95,7 @@ async def insert_creating_guest(
         kind=kind,
         node=node,
         name=name,
-        template=False,
+        template=template,
         pool=pool,
         config=config,
         interfaces=rules.guest_interfaces(kind, config),
@@ -313,6 +323,10 @@ async def create(
             config=config,
             maxmem=maxmem,
             cpus=cpus,
+            # PVE writes ``template: 1`` into the new config and a guest is a
+            # template by that flag alone; its disks are not turned into base
+            # volumes (only ``POST …/template`` does that).
+            template=str(config.get("template")) == "1",
         )
         return await enqueue(
             conn,
