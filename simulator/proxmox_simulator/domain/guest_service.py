@@ -12,6 +12,7 @@ import asyncio
 from proxmox_simulator.domain import cloudinit
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
+from proxmox_simulator.domain.config_permissions import check_qemu_options
 from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError, StaleWrite
 from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
@@ -354,6 +355,7 @@ async def get_config(rt, kind: str, node: str, vmid: int) -> dict:
 
 async def update_config(
     rt,
+    state: AccessState | None,
     principal: Principal,
     kind: str,
     node: str,
@@ -375,7 +377,17 @@ async def update_config(
     for attempt in range(1, attempts + 1):
         try:
             return await _write_config(
-                rt, principal, kind, node, vmid, params, defaults, changes, deletions, as_task
+                rt,
+                state,
+                principal,
+                kind,
+                node,
+                vmid,
+                params,
+                defaults,
+                changes,
+                deletions,
+                as_task,
             )
         except StaleWrite:
             if attempt == attempts:
@@ -384,11 +396,13 @@ async def update_config(
 
 
 async def _write_config(
-    rt, principal, kind, node, vmid, params, defaults, changes, deletions, as_task
+    rt, state, principal, kind, node, vmid, params, defaults, changes, deletions, as_task
 ) -> str | None:
     digest = params.get("digest")
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
+        if state is not None and kind == rules.QEMU:
+            check_qemu_options(state, principal, vmid, row["pool"], [*changes, *deletions])
         current = dict(row["config"])
         if current.get("lock") and not params.get("skiplock"):
             raise PveError(f"{rules.noun(kind)} is locked ({current['lock']})")
