@@ -21,8 +21,8 @@ from simtest_support import ansible_playbook, close_proxmoxer, proxmoxer_client
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAnsibleIacKeyForTheSimulator ops@ansible"
 # A qcow2 header (magic, version 3) declaring a 3 GiB virtual disk; the rest
-# of the file is padding, as in a sparse cloud image.  (The simulator sizes an
-# imported disk by the file, not by the header's virtual size as PVE does.)
+# of the file is padding, as in a sparse cloud image.  The imported disk is as
+# big as the header says, as qemu-server sizes it by `qemu-img info`.
 VIRTUAL_SIZE = 3 * 1024**3
 
 BUILD = """\
@@ -158,7 +158,7 @@ def _check_built(prox, names) -> None:
     vmid, tmplid, store = names["vmid"], names["tmplid"], names["store"]
     template = prox.nodes("pve1").qemu(tmplid).config.get()
     assert template["template"] == 1
-    assert template["scsi0"].startswith(f"local-lvm:base-{tmplid}-disk-0,")
+    assert template["scsi0"] == f"local-lvm:base-{tmplid}-disk-0,size=3G"
     assert template["ide2"] == f"local-lvm:vm-{tmplid}-cloudinit,media=cdrom"
     clone = prox.nodes("pve1").qemu(vmid).config.get()
     assert "template" not in clone
@@ -181,8 +181,11 @@ def _check_built(prox, names) -> None:
         v["volid"]: v for v in prox.nodes("pve1").storage(store).content.get(content="import")
     }
     assert names["volid"] in images
-    disks = {v["volid"] for v in prox.nodes("pve1").storage("local-lvm").content.get()}
-    assert {f"local-lvm:base-{tmplid}-disk-0", f"local-lvm:vm-{vmid}-cloudinit"} <= disks
+    disks = {v["volid"]: v for v in prox.nodes("pve1").storage("local-lvm").content.get()}
+    assert disks[f"local-lvm:base-{tmplid}-disk-0"]["size"] == VIRTUAL_SIZE
+    assert disks[f"local-lvm:base-{tmplid}-disk-0/vm-{vmid}-disk-0"]["size"] == VIRTUAL_SIZE
+    assert f"local-lvm:vm-{vmid}-cloudinit" in disks
+    assert images[names["volid"]]["size"] == 196_608  # the file, listed as uploaded
 
 
 def test_cloud_init_iac_playbook_converges_and_tears_down(server, prox, tmp_path):

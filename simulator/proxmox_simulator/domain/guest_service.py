@@ -485,11 +485,12 @@ async def allocate_disk(
     size = int(request.size_gib * GIB)
     source = request.options.get("import-from")
     if source is not None:
-        # The new disk is a full copy of the source volume (its size, not the 0 asked for).
+        # The new disk is a full copy of the source volume: as big as the image
+        # declares (a qcow2's virtual size), not the 0 asked for.
         imported = await inventory.volume(conn, source)
         if imported is None:
             raise PveError(f"cannot import from '{source}' - could not get size of {source}")
-        size = imported["size"]
+        size = imported["virtual_size"] or imported["size"]
     await inventory.insert_volume(
         conn,
         volid=volid,
