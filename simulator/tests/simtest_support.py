@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -211,3 +215,61 @@ def metric_value(text: str, name: str, **labels) -> float:
         if line.startswith(prefix):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
+
+
+def ansible_playbook(server, tmp_path: Path, name: str, tasks: str, extra_vars: dict) -> dict:
+    """Run ``tasks`` as one play on localhost against ``server`` (root, no cert check);
+    the json callback's result per task name. A failed task fails the test."""
+    import pytest
+
+    play = textwrap.dedent(
+        """\
+        - hosts: localhost
+          connection: local
+          gather_facts: false
+          module_defaults:
+            group/community.proxmox.proxmox:
+              api_host: 127.0.0.1
+              api_port: "{{ api_port }}"
+              api_user: root@pam
+              api_password: "{{ api_password }}"
+              validate_certs: false
+          tasks:
+        """
+    ) + textwrap.indent(textwrap.dedent(tasks), "    ")
+    path = tmp_path / f"{name}.yml"
+    path.write_text(play)
+    env = {
+        **os.environ,
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+    }
+    variables = {"api_port": server.port, "api_password": ROOT_PASSWORD, **extra_vars}
+    completed = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(path), "-e", json.dumps(variables)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    try:
+        result = json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"ansible-playbook printed no JSON:\n{completed.stdout}\n{completed.stderr}")
+    tasks_run = result["plays"][0]["tasks"]
+    failed = {
+        t["task"]["name"]: t["hosts"]["localhost"].get("msg")
+        for t in tasks_run
+        if t["hosts"].get("localhost", {}).get("failed")
+    }
+    assert not failed and completed.returncode == 0, (failed, completed.stderr[-2000:])
+    return {t["task"]["name"]: t["hosts"]["localhost"] for t in tasks_run}

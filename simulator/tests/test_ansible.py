@@ -7,72 +7,11 @@ task, which is what users rely on when they re-apply their inventory.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
-from simtest_support import ROOT_PASSWORD, Session
-
-ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
-
-
-def _playbook(server, tmp_path: Path, name: str, tasks: str, extra_vars: dict) -> dict:
-    """Run ``tasks`` as one play on localhost; the parsed json-callback result."""
-    play = textwrap.dedent(
-        """\
-        - hosts: localhost
-          connection: local
-          gather_facts: false
-          module_defaults:
-            group/community.proxmox.proxmox:
-              api_host: 127.0.0.1
-              api_port: "{{ api_port }}"
-              api_user: root@pam
-              api_password: "{{ api_password }}"
-              validate_certs: false
-          tasks:
-        """
-    ) + textwrap.indent(textwrap.dedent(tasks), "    ")
-    path = tmp_path / f"{name}.yml"
-    path.write_text(play)
-    env = {
-        **os.environ,
-        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_DEPRECATION_WARNINGS": "0",
-    }
-    variables = {"api_port": server.port, "api_password": ROOT_PASSWORD, **extra_vars}
-    completed = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(path), "-e", json.dumps(variables)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        check=False,
-    )
-    try:
-        result = json.loads(completed.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"ansible-playbook printed no JSON:\n{completed.stdout}\n{completed.stderr}")
-    tasks_run = result["plays"][0]["tasks"]
-    failed = {
-        t["task"]["name"]: t["hosts"]["localhost"].get("msg")
-        for t in tasks_run
-        if t["hosts"].get("localhost", {}).get("failed")
-    }
-    assert not failed and completed.returncode == 0, (failed, completed.stderr[-2000:])
-    return {t["task"]["name"]: t["hosts"]["localhost"] for t in tasks_run}
-
+from simtest_support import Session, ansible_playbook
 
 CONVERGE = """\
 - name: vm
@@ -311,9 +250,9 @@ def test_community_proxmox_modules_converge_act_and_tear_down(server, api, tmp_p
         "bridge": f"vmbr{uuid.uuid4().int % 9000 + 1000}",
     }
 
-    first = _playbook(server, tmp_path, "converge", CONVERGE, names)
+    first = ansible_playbook(server, tmp_path, "converge", CONVERGE, names)
     assert all(r["changed"] for r in first.values()), {k: v["changed"] for k, v in first.items()}
-    again = _playbook(server, tmp_path, "converge-again", CONVERGE, names)
+    again = ansible_playbook(server, tmp_path, "converge-again", CONVERGE, names)
     assert not any(r["changed"] for r in again.values()), {
         k: v.get("msg") for k, v in again.items() if v["changed"]
     }
@@ -332,7 +271,7 @@ def test_community_proxmox_modules_converge_act_and_tear_down(server, api, tmp_p
         (1, "23", "DROP"),
     ]
 
-    acted = _playbook(server, tmp_path, "actions", ACTIONS, names)
+    acted = ansible_playbook(server, tmp_path, "actions", ACTIONS, names)
     [pool] = api.get("/pools", params={"poolid": names["pool"]}).json()["data"]
     assert {m.get("vmid") or m.get("storage") for m in pool["members"]} == {vmid, "local"}
     assert acted["backup"]["changed"]
@@ -352,7 +291,7 @@ def test_community_proxmox_modules_converge_act_and_tear_down(server, api, tmp_p
     assert {"qmstart", "qmsnapshot", "vzdump", "qmclone"} <= types
     assert types & {"qmstop", "qmshutdown"}
 
-    gone = _playbook(server, tmp_path, "teardown", TEARDOWN, names)
+    gone = ansible_playbook(server, tmp_path, "teardown", TEARDOWN, names)
     assert all(r["changed"] for r in gone.values()), {k: v["changed"] for k, v in gone.items()}
     assert api.get(f"/nodes/pve1/qemu/{vmid}/config").status_code == 500
     assert api.get(f"/cluster/ha/resources/vm:{vmid}").status_code != 200

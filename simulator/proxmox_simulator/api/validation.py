@@ -121,6 +121,15 @@ def coerce(param: Parameter, value, name: str | None = None):
     if kind == "object":
         return value, None
     # string (and anything else declared as text)
+    if isinstance(value, list) and _is_list_format(param.format) and value:
+        # PVE's HTTP server joins a repeated form field with NUL characters and
+        # its ``-list`` formats split on them: ``content=iso&content=import``
+        # (how proxmoxer and the npm client send an array) is the list
+        # "iso,import".  The items of these formats (IDs, content types) hold
+        # no separator, so the comma list every domain service splits is the same.
+        if any(not isinstance(item, str) or "\x00" in item for item in value):
+            return None, _NUL
+        return ",".join(value), None
     if isinstance(value, (dict, list)):
         return None, "type check ('string') failed"
     text = str(value) if not isinstance(value, bool) else str(int(value))
@@ -154,6 +163,11 @@ def coerce(param: Parameter, value, name: str | None = None):
         if message is not None:
             return None, f"invalid format - {message}\n"
     return text, None
+
+
+def _is_list_format(fmt) -> bool:
+    """A named ``…-list`` / ``…-alist`` format (pve-storage-content-list, pve-vmid-list, …)."""
+    return isinstance(fmt, str) and (fmt.endswith("-list") or fmt.endswith("-alist"))
 
 
 _PERL_FLAGS = re.compile(r"\(\?\^([a-z]*):")

@@ -154,8 +154,18 @@ async def _require_linkable(conn, kind: str, disks: dict) -> None:
     for key, value in sorted(disks.items()):
         volid = rules.parse_property_string(str(value), first).get(first, "")
         storage = await inventory.storage(conn, volid.partition(":")[0])
-        if storage is None or not (storage["type"] in LINKABLE_TYPES or volid.endswith(".qcow2")):
+        linkable = storage is not None and (
+            storage["type"] in LINKABLE_TYPES or volid.endswith(".qcow2")
+        )
+        # The storages' 'clone' feature exists only for base volumes: a guest
+        # flagged a template at create keeps its vm-N-disk-M volumes.
+        if not linkable or not _is_base_volume(volid):
             raise PveError(f"Linked clone feature is not supported for drive '{key}'")
+
+
+def _is_base_volume(volid: str) -> bool:
+    """``store:base-N-disk-M`` or a dir storage's ``store:N/base-N-disk-M.qcow2``."""
+    return volid.partition(":")[2].rpartition("/")[2].startswith("base-")
 
 
 async def clone_cloudinit(

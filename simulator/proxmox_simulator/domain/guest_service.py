@@ -12,6 +12,7 @@ import asyncio
 from proxmox_simulator.domain import cloudinit
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
+from proxmox_simulator.domain.config_permissions import check_qemu_options
 from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError, StaleWrite
 from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
@@ -75,7 +76,17 @@ async def require_pool(conn, poolid: str):
 
 
 async def insert_creating_guest(
-    conn, *, kind: str, vmid: int, node: str, name: str, pool, config: dict, maxmem, cpus
+    conn,
+    *,
+    kind: str,
+    vmid: int,
+    node: str,
+    name: str,
+    pool,
+    config: dict,
+    maxmem,
+    cpus,
+    template: bool = False,
 ) -> None:
     """The row of a guest whose create/clone task is queued: locked `create` until it runs."""
     config["lock"] = "create"
@@ -85,7 +96,7 @@ async def insert_creating_guest(
         kind=kind,
         node=node,
         name=name,
-        template=False,
+        template=template,
         pool=pool,
         config=config,
         interfaces=rules.guest_interfaces(kind, config),
@@ -313,6 +324,10 @@ async def create(
             config=config,
             maxmem=maxmem,
             cpus=cpus,
+            # PVE writes ``template: 1`` into the new config and a guest is a
+            # template by that flag alone; its disks are not turned into base
+            # volumes (only ``POST …/template`` does that).
+            template=str(config.get("template")) == "1",
         )
         return await enqueue(
             conn,
@@ -340,6 +355,7 @@ async def get_config(rt, kind: str, node: str, vmid: int) -> dict:
 
 async def update_config(
     rt,
+    state: AccessState | None,
     principal: Principal,
     kind: str,
     node: str,
@@ -361,7 +377,17 @@ async def update_config(
     for attempt in range(1, attempts + 1):
         try:
             return await _write_config(
-                rt, principal, kind, node, vmid, params, defaults, changes, deletions, as_task
+                rt,
+                state,
+                principal,
+                kind,
+                node,
+                vmid,
+                params,
+                defaults,
+                changes,
+                deletions,
+                as_task,
             )
         except StaleWrite:
             if attempt == attempts:
@@ -370,11 +396,13 @@ async def update_config(
 
 
 async def _write_config(
-    rt, principal, kind, node, vmid, params, defaults, changes, deletions, as_task
+    rt, state, principal, kind, node, vmid, params, defaults, changes, deletions, as_task
 ) -> str | None:
     digest = params.get("digest")
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
+        if state is not None and kind == rules.QEMU:
+            check_qemu_options(state, principal, vmid, row["pool"], [*changes, *deletions])
         current = dict(row["config"])
         if current.get("lock") and not params.get("skiplock"):
             raise PveError(f"{rules.noun(kind)} is locked ({current['lock']})")
@@ -457,11 +485,12 @@ async def allocate_disk(
     size = int(request.size_gib * GIB)
     source = request.options.get("import-from")
     if source is not None:
-        # The new disk is a full copy of the source volume (its size, not the 0 asked for).
+        # The new disk is a full copy of the source volume: as big as the image
+        # declares (a qcow2's virtual size), not the 0 asked for.
         imported = await inventory.volume(conn, source)
         if imported is None:
             raise PveError(f"cannot import from '{source}' - could not get size of {source}")
-        size = imported["size"]
+        size = imported["virtual_size"] or imported["size"]
     await inventory.insert_volume(
         conn,
         volid=volid,

@@ -18,6 +18,7 @@ import hashlib
 import ipaddress
 import lzma
 import re
+import struct
 from urllib.parse import urlsplit
 
 import httpx
@@ -75,6 +76,17 @@ def _file_based(storage) -> bool:
     return bool(storage["path"]) or storage["type"] in _FILE_TYPES
 
 
+def image_virtual_size(fmt: str, data: bytes) -> int | None:
+    """The disk size a qcow2 image declares (what ``qemu-img info`` reports as
+    virtual size), or None when it is not a readable qcow2 header: raw, vmdk and
+    ova images are then sized by the file."""
+    if fmt != "qcow2" or len(data) < 32 or data[:4] != b"QFI\xfb":
+        return None
+    version = struct.unpack_from(">I", data, 4)[0]
+    size = struct.unpack_from(">Q", data, 24)[0]
+    return size if version in (2, 3) and size > 0 else None
+
+
 def _digest(algorithm: str | None, data: bytes) -> str | None:
     return hashlib.new(algorithm, data).hexdigest() if algorithm else None
 
@@ -117,6 +129,7 @@ async def upload(
                 "content": content,
                 "format": fmt,
                 "size": len(data),
+                "virtual_size": image_virtual_size(fmt, data),
                 "tmpfilename": tmpfilename,
                 "dest": _file_path(storage, content, volname),
                 "target_node": node,
@@ -148,6 +161,7 @@ async def finish_upload(conn, now: int, payload: dict) -> list[str]:
         size=payload["size"],
         ctime=now,
     )
+    await inventory.set_virtual_size(conn, payload["volid"], payload.get("virtual_size"))
     return [
         *lines,
         f"target node: {payload['target_node']}",
@@ -276,6 +290,8 @@ async def finish_download(conn, now: int, payload: dict, data: bytes) -> list[st
         size=len(data),
         ctime=now,
     )
+    virtual_size = image_virtual_size(payload["format"], data)
+    await inventory.set_virtual_size(conn, payload["volid"], virtual_size)
     return [*lines, f"download of '{payload['url']}' to '{payload['dest']}' finished"]
 
 

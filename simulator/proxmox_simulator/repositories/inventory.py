@@ -111,6 +111,7 @@ INSERT INTO volumes (volid, storage, node, vmid, content, format, size, ctime)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 """
 _SET_VOLUME_SIZE = "UPDATE volumes SET size = $2 WHERE volid = $1"
+_SET_VIRTUAL_SIZE = "UPDATE volumes SET virtual_size = $2 WHERE volid = $1"
 _LINKED_CHILD = "SELECT volid FROM volumes WHERE starts_with(volid, $1 || '/') LIMIT 1"
 _RENAME_VOLUME = "UPDATE volumes SET volid = $2 WHERE volid = $1"
 _DELETE_VOLUME = "DELETE FROM volumes WHERE volid = $1"
@@ -170,6 +171,10 @@ async def copy_volume(conn, source: str, *, volid, storage_name, node_name, vmid
 
 async def set_volume_size(conn: asyncpg.Connection, volid: str, size: int) -> None:
     await conn.execute(_SET_VOLUME_SIZE, volid, size)
+
+
+async def set_virtual_size(conn: asyncpg.Connection, volid: str, size: int | None) -> None:
+    await conn.execute(_SET_VIRTUAL_SIZE, volid, size)
 
 
 async def linked_child(conn: asyncpg.Connection, volid: str) -> str | None:

@@ -56,6 +56,7 @@ def _register(kind: str) -> None:
     async def put_config(ctx: RequestContext):
         return await svc.update_config(
             ctx.rt,
+            ctx.state,
             ctx.principal,
             kind,
             ctx.node,
@@ -71,6 +72,7 @@ def _register(kind: str) -> None:
         async def post_config(ctx: RequestContext):
             return await svc.update_config(
                 ctx.rt,
+                ctx.state,
                 ctx.principal,
                 kind,
                 ctx.node,
