@@ -25,6 +25,9 @@ from simtest_support import (
     apidoc_dir,
     create_database,
     drop_database,
+    expect_data,
+    expect_error,
+    make_vm,
     official_apidoc,
     run,
 )
@@ -153,3 +156,98 @@ def test_each_major_answers_its_own_field_set(sim, major):
     # Most of the major's reads are addressable from the seeded state.
     assert checked > 150, checked
     assert problems == [], f"{len(problems)} of {checked} answers:\n" + "\n".join(problems)
+
+
+# -- 6.x/7.x old paths, answered from the same state as their successors ------------
+
+
+def _swap(sim, major: int) -> None:
+    with httpx.Client(base_url=sim.base_url, timeout=30) as admin:
+        response = admin.post("/ui/api/contract/apply", data={"major": major})
+        assert response.status_code == 200, response.text
+
+
+@pytest.fixture
+def api(sim):
+    with httpx.Client(base_url=sim.base_url + "/api2/json", timeout=30) as client:
+        yield Session(client)
+
+
+def _names(data) -> set[str]:
+    return {item["name"] for item in data}
+
+
+def test_old_usb_and_cpu_paths_list_the_nodes_hardware(sim, api):
+    _swap(sim, 9)
+    usb = expect_data(api.get("/nodes/pve1/hardware/usb"), "/nodes/{node}/hardware/usb")
+    nine = _names(expect_data(api.get("/nodes/pve1/capabilities/qemu/cpu")))
+    _swap(sim, 6)
+    assert expect_data(api.get("/nodes/pve1/scan/usb"), "/nodes/{node}/scan/usb") == usb
+    assert {d["vendid"] + ":" + d["prodid"] for d in usb} == {"046b:ff10", "0781:5583"}
+    six = expect_data(api.get("/nodes/pve1/cpu"), "/nodes/{node}/cpu")
+    assert {"kvm64", "host", "EPYC-Rome", "Icelake-Client"} <= _names(six)
+    # Models of later QEMU releases, and 8.x's micro-architecture levels, are not 6.4's.
+    assert not _names(six) & {"EPYC-Milan", "x86-64-v2-AES", "EPYC-Turin"}
+    assert {"x86-64-v2-AES", "EPYC-Genoa", "EPYC-Turin"} <= nine
+    assert "Icelake-Client" not in nine
+    vendors = {m["name"]: m["vendor"] for m in six}
+    assert (vendors["EPYC"], vendors["Skylake-Server"], vendors["kvm64"]) == (
+        "AuthenticAMD",
+        "GenuineIntel",
+        "default",
+    )
+    _swap(sim, 7)
+    seven = _names(expect_data(api.get("/nodes/pve1/capabilities/qemu/cpu")))
+    assert "EPYC-Milan" in seven and "EPYC-Genoa" not in seven
+    expect_error(api.get("/nodes/pve9/capabilities/qemu/cpu"), 500, "hostname lookup 'pve9'")
+
+
+def test_mdev_types_count_the_instances_running_guests_hold(sim, api, unique_vmid):
+    _swap(sim, 6)
+    gpu = "/nodes/pve1/hardware/pci/0000:41:00.0/mdev"
+    before = {t["type"]: t["available"] for t in expect_data(api.get(gpu))}
+    assert before["nvidia-222"] == 16
+    pci = expect_data(api.get("/nodes/pve1/hardware/pci"), "/nodes/{node}/hardware/pci")
+    assert [d["id"] for d in pci if d.get("mdev")] == ["0000:41:00.0"]
+    # Bridges (class 06) are left out unless the caller lifts the blacklist.
+    assert not [d for d in pci if d["class"].startswith("0x06")]
+    everything = expect_data(
+        api.get("/nodes/pve1/hardware/pci", params={"pci-class-blacklist": ""})
+    )
+    assert "0000:00:00.0" in {d["id"] for d in everything}
+    make_vm(api, "pve1", unique_vmid, hostpci0="0000:41:00.0,mdev=nvidia-222")
+    assert expect_data(api.get(gpu))[0]["available"] == 16  # a stopped guest holds none
+    api.wait(expect_data(api.post(f"/nodes/pve1/qemu/{unique_vmid}/status/start"), method="POST"))
+    try:
+        held = {t["type"]: t["available"] for t in expect_data(api.get(gpu))}
+        assert held == {**before, "nvidia-222": 15}
+        _swap(sim, 8)
+        # 8.x also takes a PCI resource mapping's name for the device.
+        mapping = f"gpu{unique_vmid}"
+        expect_data(
+            api.post(
+                "/cluster/mapping/pci",
+                data={"id": mapping, "map": "node=pve1,path=0000:41:00.0"},
+            ),
+            method="POST",
+        )
+        by_mapping = expect_data(api.get(f"/nodes/pve1/hardware/pci/{mapping}/mdev"))
+        assert {t["type"]: t["available"] for t in by_mapping} == held
+        expect_data(api.delete(f"/cluster/mapping/pci/{mapping}"), method="DELETE")
+    finally:
+        api.wait(api.post(f"/nodes/pve1/qemu/{unique_vmid}/status/stop").json()["data"])
+        api.wait(api.delete(f"/nodes/pve1/qemu/{unique_vmid}").json()["data"])
+    expect_error(api.get("/nodes/pve1/hardware/pci/0000:21:00.0/mdev"), 500, "mediated devices")
+
+
+def test_old_backupinfo_path_lists_the_guests_no_job_backs_up(sim, api):
+    _swap(sim, 9)
+    current = expect_data(api.get("/cluster/backup-info/not-backed-up"))
+    guests = {g["vmid"] for g in expect_data(api.get("/cluster/resources", params={"type": "vm"}))}
+    assert current and {g["vmid"] for g in current} <= guests
+    _swap(sim, 6)
+    old = expect_data(
+        api.get("/cluster/backupinfo/not_backed_up"), "/cluster/backupinfo/not_backed_up"
+    )
+    assert old == current
+    assert isinstance(expect_data(api.get("/cluster/backupinfo")), str)

@@ -261,6 +261,9 @@ _PATH_VALUES = {
     ("/cluster/config/nodes/{node}", "node"): "pve9",
     # ``local`` holds no disk images.
     ("/nodes/{node}/storage/{storage}/content", "storage"): "local-lvm",
+    # The node's one device that offers mediated devices (a Tesla T4).
+    ("/nodes/{node}/hardware/pci/{pciid}/mdev", "pciid"): "0000:41:00.0",
+    ("/nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev", "pci-id-or-mapping"): "0000:41:00.0",
     # The built-in sendmail target is the one a test can reach.
     ("/cluster/notifications/targets/{name}/test", "name"): "mail-to-root",
 }
