@@ -23,6 +23,7 @@ from simtest_support import (
     Session,
     all_major_contracts,
     apidoc_dir,
+    assert_conforms,
     create_database,
     drop_database,
     expect_data,
@@ -221,6 +222,12 @@ def test_mdev_types_count_the_instances_running_guests_hold(sim, api, unique_vmi
     try:
         held = {t["type"]: t["available"] for t in expect_data(api.get(gpu))}
         assert held == {**before, "nvidia-222": 15}
+        # The passed-through device pins the guest: 6.x knows no resource mappings.
+        where = f"/nodes/pve1/qemu/{unique_vmid}/migrate"
+        precheck = expect_data(api.get(where))
+        assert_conforms("/nodes/{node}/qemu/{vmid}/migrate", "GET", precheck, majors=(6,))
+        assert precheck["local_resources"] == ["hostpci0"]
+        assert "mapped-resources" not in precheck
         _swap(sim, 8)
         # 8.x also takes a PCI resource mapping's name for the device.
         mapping = f"gpu{unique_vmid}"
@@ -233,6 +240,9 @@ def test_mdev_types_count_the_instances_running_guests_hold(sim, api, unique_vmi
         )
         by_mapping = expect_data(api.get(f"/nodes/pve1/hardware/pci/{mapping}/mdev"))
         assert {t["type"]: t["available"] for t in by_mapping} == held
+        precheck = expect_data(api.get(where))
+        assert_conforms("/nodes/{node}/qemu/{vmid}/migrate", "GET", precheck, majors=(8,))
+        assert (precheck["local_resources"], precheck["mapped-resources"]) == (["hostpci0"], [])
         expect_data(api.delete(f"/cluster/mapping/pci/{mapping}"), method="DELETE")
     finally:
         api.wait(api.post(f"/nodes/pve1/qemu/{unique_vmid}/status/stop").json()["data"])

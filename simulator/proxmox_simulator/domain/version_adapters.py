@@ -45,8 +45,9 @@ class Pve6:
     def node_memory(self, total: int, used: int) -> dict:
         return {"total": total, "used": used, "free": total - used}
 
-    def qemu_migrate_extras(self) -> dict:
-        """Fields a major adds to ``GET .../qemu/{vmid}/migrate``."""
+    def qemu_migrate_extras(self, mapped: list[str]) -> dict:
+        """Fields a major adds to ``GET .../qemu/{vmid}/migrate``; ``mapped`` names the
+        guest's devices that go through a cluster resource mapping (8.x+)."""
         return {}
 
     def lxc_interface(self, name: str, hwaddr: str, addresses: list[dict]) -> dict:
@@ -86,6 +87,11 @@ class Pve8(Pve7):
         *("EPYC-v4", "EPYC-Rome-v3", "EPYC-Rome-v4", "EPYC-Milan-v2", "EPYC-Genoa"),
     )
 
+    def qemu_migrate_extras(self, mapped: list[str]) -> dict:
+        # Resource mappings came with 8.x: which devices are mapped, and (no mapped
+        # device is live-migratable here) nothing about them per node.
+        return {"mapped-resources": list(mapped), "mapped-resource-info": {}}
+
     def lxc_interface(self, name: str, hwaddr: str, addresses: list[dict]) -> dict:
         # 8.x also reports the guest-agent style fields.
         entry = super().lxc_interface(name, hwaddr, addresses)
@@ -106,9 +112,9 @@ class Pve9(Pve8):
         *("EPYC-v5", "EPYC-Rome-v5", "EPYC-Milan-v3", "EPYC-Genoa-v2", "EPYC-Turin"),
     )
 
-    def qemu_migrate_extras(self) -> dict:
+    def qemu_migrate_extras(self, mapped: list[str]) -> dict:
         # 9.x reports whether the VM's state includes D-Bus VMstate (none simulated).
-        return {"has-dbus-vmstate": 0}
+        return {**super().qemu_migrate_extras(mapped), "has-dbus-vmstate": 0}
 
     def node_memory(self, total: int, used: int) -> dict:
         # 9.x adds "available"; no page cache is simulated, so it equals "free".
