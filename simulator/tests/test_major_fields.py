@@ -261,3 +261,30 @@ def test_old_backupinfo_path_lists_the_guests_no_job_backs_up(sim, api):
     )
     assert old == current
     assert isinstance(expect_data(api.get("/cluster/backupinfo")), str)
+
+
+def test_roles_carry_the_privileges_of_the_served_major(sim, api):
+    _swap(sim, 9)
+    roles = {r["roleid"]: r for r in expect_data(api.get("/access/roles"))}
+    assert "Mapping.Audit" in roles["PVEAuditor"]["privs"] and "PVEMappingUser" in roles
+    _swap(sim, 6)
+    roles = {r["roleid"]: r for r in expect_data(api.get("/access/roles"), "/access/roles")}
+    six = set(_official(6).endpoint("/access/roles/{roleid}", "GET").returns["properties"])
+    for role in roles.values():
+        assert set(filter(None, role["privs"].split(","))) <= six, role
+    # Roles of later majors' privileges do not exist in 6.4.
+    assert "PVEMappingUser" not in roles and "PVEPoolUser" not in roles
+    expect_error(api.get("/access/roles/PVEMappingUser"), 500, "does not exist")
+    assert "VM.Audit" in roles["PVEAuditor"]["privs"]
+    expect_error(
+        api.post("/access/roles", data={"roleid": "Later6", "privs": "VM.Audit,Mapping.Use"}),
+        400,
+        "invalid privilege 'Mapping.Use'",
+    )
+    _swap(sim, 8)
+    expect_data(
+        api.post("/access/roles", data={"roleid": "Later8", "privs": "VM.Audit,Mapping.Use"}),
+        method="POST",
+    )
+    assert expect_data(api.get("/access/roles/Later8")) == {"Mapping.Use": 1, "VM.Audit": 1}
+    expect_data(api.delete("/access/roles/Later8"), method="DELETE")
