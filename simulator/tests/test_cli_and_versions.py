@@ -416,3 +416,22 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_130(settings, seeded):
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     assert stderr.rstrip().splitlines()[-1] == "proxmox-simulator: interrupted"
     assert stderr.count("proxmox-simulator: interrupted") == 1
+
+
+def test_a_major_waiting_in_the_data_dir_is_imported_on_first_use(tmp_path, capsys):
+    """`<data dir>/apidoc/` holds official schemas: a major's first use imports the newest
+    one (manifest and checksums, as `contract import` writes them); none there is an error."""
+    assert main(["--data-dir", str(tmp_path), "contract", "report", "--major", "7"]) == 2
+    assert "no contract of major 7 is imported" in capsys.readouterr().err
+    waiting = tmp_path / "apidoc"
+    waiting.mkdir()
+    for version in ("6.4-15", "7.4-16"):
+        (waiting / f"pve-{version}-apidoc.js").symlink_to(_official(version))
+    assert main(["--data-dir", str(tmp_path), "contract", "report", "--major", "7"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == "7.4-16"
+    assert main(["--data-dir", str(tmp_path), "contract", "list"]) == 0
+    listed = capsys.readouterr().out
+    # Only the major asked for was imported, with its checksum.
+    assert "7.4-16" in listed and "6.4-15" not in listed
+    manifest = json.loads((tmp_path / "contracts" / "7.4-16" / "manifest.json").read_text())
+    assert manifest["source"]["sha256"] == sources.read_file(_official("7.4-16")).sha256
