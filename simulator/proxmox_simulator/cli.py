@@ -23,6 +23,7 @@ def _settings(args) -> Settings:
         task_workers=getattr(args, "workers", None),
         lease_seconds=getattr(args, "lease_seconds", None),
         profile=getattr(args, "compat_profile", None),
+        apidoc_dir=Path(args.apidoc_dir) if getattr(args, "apidoc_dir", None) else None,
     )
 
 
@@ -148,7 +149,13 @@ def cmd_contract_report(args) -> int:
     profile = args.profile or settings.profile
     try:
         reports = [
-            report_for(major, profile, settings.data_dir, with_lists=args.list)
+            report_for(
+                major,
+                profile,
+                settings.data_dir,
+                with_lists=args.list,
+                apidoc_dir=settings.apidoc_dir,
+            )
             for major in args.major
         ]
     except ContractUnavailable as exc:
@@ -774,6 +781,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8006)
     serve.add_argument("--tls", action="store_true", help="HTTPS with a self-signed certificate")
     serve.add_argument("--contract", help="fakepve | imported version | apidoc file")
+    serve.add_argument(
+        "--apidoc-dir",
+        help="official pve-<version>-apidoc.js files a hot-swap imports when its major is missing",
+    )
     serve.add_argument("--clock", help="real | instant | manual | accelerated:N")
     serve.add_argument(
         "--profile", dest="compat_profile", choices=PROFILES, help="compatibility profile"

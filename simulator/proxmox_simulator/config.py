@@ -54,6 +54,7 @@ class EnvironmentSettings(BaseSettings):
     list_cache: bool = Field(True, validation_alias="PROXMOX_SIMULATOR_LIST_CACHE")
     lab_enabled: bool = Field(False, validation_alias="PROXMOX_SIMULATOR_LAB")
     profile: str = Field("strict-docs", validation_alias="PROXMOX_SIMULATOR_PROFILE")
+    apidoc_dir: Path | None = Field(None, validation_alias="PROXMOX_SIMULATOR_APIDOC_DIR")
 
     @classmethod
     def read(cls) -> EnvironmentSettings:
@@ -97,6 +98,9 @@ class Settings:
     lab_enabled: bool = False
     # strict-docs | observed | hybrid (contracts/selection.py)
     profile: str = "strict-docs"
+    # A directory of official viewer schemas (pve-<version>-apidoc.js): a hot-swap to a
+    # major not yet in the registry imports its newest file from here first.
+    apidoc_dir: Path | None = None
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -114,6 +118,7 @@ class Settings:
             "list_cache": environment.list_cache,
             "lab_enabled": environment.lab_enabled,
             "profile": environment.profile,
+            "apidoc_dir": environment.apidoc_dir,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["contract_fallback"] != "error":
@@ -146,4 +151,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "PROXMOX_SIMULATOR_LIST_CACHE": "1" if settings.list_cache else "0",
         "PROXMOX_SIMULATOR_LAB": "1" if settings.lab_enabled else "0",
         "PROXMOX_SIMULATOR_PROFILE": settings.profile,
+        **(
+            {"PROXMOX_SIMULATOR_APIDOC_DIR": str(settings.apidoc_dir)}
+            if settings.apidoc_dir
+            else {}
+        ),
     }

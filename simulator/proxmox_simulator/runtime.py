@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import threading
 import time
@@ -18,11 +19,13 @@ from functools import cached_property
 
 import asyncpg
 
+from proxmox_simulator.api.render import RawJSON
 from proxmox_simulator.api.routes import RouteTable
 from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts import selection as contract_selection
-from proxmox_simulator.contracts.model import Contract
+from proxmox_simulator.contracts.model import Contract, Endpoint
 from proxmox_simulator.contracts.observations import ObservationSet, ObservationStore
+from proxmox_simulator.contracts.returns import Trim, closed_trimmer
 from proxmox_simulator.domain.access import AccessState
 from proxmox_simulator.domain.auth import TicketAuthority, TokenVerificationCache
 from proxmox_simulator.domain.guest_service import RenderedListCache
@@ -107,6 +110,16 @@ class Built:
     def declared_sha256(self) -> str:
         return self.declared.sha256()
 
+    @cached_property
+    def trimmers(self) -> dict[tuple[str, str], Trim]:
+        """Per method, how this major's serializer trims an answer (contracts/returns.py);
+        methods whose ``returns`` close no object are absent and pass untouched."""
+        return {
+            endpoint.key: trim
+            for endpoint in self.contract.endpoints
+            if (trim := closed_trimmer(endpoint.returns)) is not None
+        }
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -138,6 +151,15 @@ class Selection:
     def openapi(self) -> bytes:
         return self.built.openapi
 
+    def answer(self, endpoint: Endpoint, data):
+        """``data`` as this major renders it for ``endpoint`` (closed objects trimmed)."""
+        trim = self.built.trimmers.get(endpoint.key)
+        if trim is None:
+            return data
+        if isinstance(data, RawJSON):  # pre-serialized: decoded only when there is a trim
+            return trim(json.loads(data.text))
+        return trim(data)
+
     def describe(self) -> dict:
         return {
             "version": self.contract.version,
@@ -165,6 +187,7 @@ def build(declared: Contract, profile: str, data_dir) -> Built:
         observation=observed,
     )
     built.routes  # noqa: B018 - built before it is published, never on a request
+    built.trimmers  # noqa: B018 - likewise
     return built
 
 
@@ -197,9 +220,10 @@ class ContractState:
     Process-local by design: a restart goes back to the configured snapshot.
     """
 
-    def __init__(self, initial: Selection, data_dir) -> None:
+    def __init__(self, initial: Selection, data_dir, apidoc_dir=None) -> None:
         self.current = initial
         self.data_dir = data_dir
+        self.apidoc_dir = apidoc_dir
         self._lock = threading.Lock()
         # Snapshots and observation sets are immutable, so what was built stays valid;
         # a newly imported version or recorded set has a new key.
@@ -225,10 +249,10 @@ class ContractState:
             if major is None or major == base.declared.major:
                 declared = base.declared
             else:
-                version = contract_selection.declared_version(major, self.data_dir)
+                version = contract_selection.declared_version(major, self.data_dir, self.apidoc_dir)
                 if version not in self._declared:
                     self._declared[version] = contract_selection.declared_for_major(
-                        major, self.data_dir
+                        major, self.data_dir, self.apidoc_dir
                     )
                 declared = self._declared[version]
             obs = None
@@ -312,6 +336,7 @@ class Runtime:
                     contract, settings.profile, settings.data_dir, origin="configured", generation=0
                 ),
                 settings.data_dir,
+                settings.apidoc_dir,
             )
         pool = await db.create_pool(
             settings.database_url,

@@ -115,7 +115,7 @@ def test_coverage_reports_several_majors_at_once(tmp_path, capsys):
 # Methods answered by the generic resource store, per major: the fidelity figure
 # `contract coverage --table` prints.  A handler that retires generic methods
 # lowers these numbers in the same commit (and lists the methods below).
-GENERIC_METHODS = {6: 54, 7: 64, 8: 77, 9: 138}
+GENERIC_METHODS = {6: 47, 7: 60, 8: 73, 9: 134}
 
 # Methods that specific handlers took over from the generic store; none may fall back.
 RETIRED_FROM_GENERIC: list[str] = [
@@ -143,6 +143,9 @@ RETIRED_FROM_GENERIC: list[str] = [
     "POST /nodes/{node}/storage/{storage}/upload",
     "GET /nodes/{node}/aplinfo",
     "POST /nodes/{node}/aplinfo",
+    # host hardware (test_major_fields.py)
+    "GET /nodes/{node}/hardware/pci",
+    "GET /nodes/{node}/hardware/usb",
 ]
 # Second factors (test_tfa.py); not every major declares each of them.
 RETIRED_WHERE_DECLARED = [
@@ -154,6 +157,14 @@ RETIRED_WHERE_DECLARED = [
     "GET /access/tfa/{userid}/{id}",
     "PUT /access/tfa/{userid}/{id}",
     "DELETE /access/tfa/{userid}/{id}",
+    # host hardware and 6.x/7.x old paths (test_major_fields.py)
+    "GET /nodes/{node}/cpu",
+    "GET /nodes/{node}/capabilities/qemu/cpu",
+    "GET /nodes/{node}/scan/usb",
+    "GET /nodes/{node}/hardware/pci/{pciid}/mdev",
+    "GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev",
+    "GET /cluster/backupinfo",
+    "GET /cluster/backupinfo/not_backed_up",
     # the Ceph cluster (test_ceph_cluster.py)
     "GET /cluster/ceph/status",
     "GET /nodes/{node}/ceph/status",
@@ -405,3 +416,22 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_130(settings, seeded):
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     assert stderr.rstrip().splitlines()[-1] == "proxmox-simulator: interrupted"
     assert stderr.count("proxmox-simulator: interrupted") == 1
+
+
+def test_a_major_waiting_in_the_data_dir_is_imported_on_first_use(tmp_path, capsys):
+    """`<data dir>/apidoc/` holds official schemas: a major's first use imports the newest
+    one (manifest and checksums, as `contract import` writes them); none there is an error."""
+    assert main(["--data-dir", str(tmp_path), "contract", "report", "--major", "7"]) == 2
+    assert "no contract of major 7 is imported" in capsys.readouterr().err
+    waiting = tmp_path / "apidoc"
+    waiting.mkdir()
+    for version in ("6.4-15", "7.4-16"):
+        (waiting / f"pve-{version}-apidoc.js").symlink_to(_official(version))
+    assert main(["--data-dir", str(tmp_path), "contract", "report", "--major", "7"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == "7.4-16"
+    assert main(["--data-dir", str(tmp_path), "contract", "list"]) == 0
+    listed = capsys.readouterr().out
+    # Only the major asked for was imported, with its checksum.
+    assert "7.4-16" in listed and "6.4-15" not in listed
+    manifest = json.loads((tmp_path / "contracts" / "7.4-16" / "manifest.json").read_text())
+    assert manifest["source"]["sha256"] == sources.read_file(_official("7.4-16")).sha256

@@ -29,7 +29,7 @@ def test_pve6_adapter():
         "inet": "10.0.0.5/24",
         "inet6": "fd00::5/64",
     }
-    assert adapter.qemu_migrate_extras() == {}
+    assert adapter.qemu_migrate_extras(["hostpci1"]) == {}
     assert adapter.kernel_release == "5.4.203-1-pve"
 
 
@@ -61,6 +61,12 @@ def test_pve8_adapter():
     assert entry["hardware-address"] == "bc:24:11:00:00:01" and entry["ip-addresses"] == ADDRESSES
     assert entry["inet"] == "10.0.0.5/24"
     assert "available" not in adapter.node_memory(100, 40)
+    # Resource mappings are 8.x's: a mapped device is named, 6.x and 7.x have none.
+    assert adapter.qemu_migrate_extras(["hostpci1"]) == {
+        "mapped-resources": ["hostpci1"],
+        "mapped-resource-info": {},
+    }
+    assert adapter_for(7).qemu_migrate_extras(["hostpci1"]) == {}
 
 
 def test_pve9_adapter():
@@ -68,7 +74,11 @@ def test_pve9_adapter():
     assert type(adapter) is Pve9
     assert adapter.running_qemu()["running-qemu"] == "10.0.2"
     assert adapter.node_memory(100, 40) == {"total": 100, "used": 40, "free": 60, "available": 60}
-    assert adapter.qemu_migrate_extras() == {"has-dbus-vmstate": 0}
+    assert adapter.qemu_migrate_extras([]) == {
+        "mapped-resources": [],
+        "mapped-resource-info": {},
+        "has-dbus-vmstate": 0,
+    }
     assert "ip-addresses" in adapter.lxc_interface("eth0", "x", ADDRESSES)
 
 

@@ -66,6 +66,7 @@ def create_app(
             contract, settings.profile, settings.data_dir, origin="configured", generation=0
         ),
         settings.data_dir,
+        settings.apidoc_dir,
     )
 
     @asynccontextmanager
@@ -223,9 +224,11 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             )
             data = await _run_idempotently(rt, request, principal, handler, ctx)
             if isinstance(data, render.WithExtra):
-                response = render.success(data.data, fmt, extra=data.extra)
+                response = render.success(
+                    selection.answer(endpoint, data.data), fmt, extra=data.extra
+                )
             else:
-                response = render.success(data, fmt)
+                response = render.success(selection.answer(endpoint, data), fmt)
                 if isinstance(data, str) and data.startswith("UPID:"):
                     upid = data
         except PveError as exc:

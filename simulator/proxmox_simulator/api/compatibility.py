@@ -74,7 +74,14 @@ def compatibility_report(
     return report
 
 
-def report_for(major: int, profile: str, data_dir: Path, *, with_lists: bool = False) -> dict:
-    declared = declared_for_major(major, data_dir)
+def report_for(
+    major: int,
+    profile: str,
+    data_dir: Path,
+    *,
+    with_lists: bool = False,
+    apidoc_dir: Path | None = None,
+) -> dict:
+    declared = declared_for_major(major, data_dir, apidoc_dir)
     observed = ObservationStore(data_dir).latest(major)
     return compatibility_report(declared, profile, observed, with_lists=with_lists)

@@ -9,6 +9,7 @@ and whoever can reach the port can use it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 
 from fastapi import FastAPI
@@ -139,8 +140,12 @@ async def _report(request: Request) -> dict:
             compatibility_report, current.declared, profile or current.profile, current.observation
         )
     try:
+        state = request.app.state.contracts
         return await asyncio.to_thread(
-            report_for, major, profile or current.profile, request.app.state.contracts.data_dir
+            functools.partial(report_for, apidoc_dir=state.apidoc_dir),
+            major,
+            profile or current.profile,
+            state.data_dir,
         )
     except ContractUnavailable as exc:
         raise ParameterError({"major": str(exc)}) from None

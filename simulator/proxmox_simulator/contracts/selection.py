@@ -27,8 +27,47 @@ class ContractUnavailable(ValueError):
     """No snapshot of the requested major is available to this process."""
 
 
-def declared_version(major: int, data_dir: Path) -> str:
-    """The version ``declared_for_major`` loads, read from the manifests only."""
+def apidoc_dirs(data_dir: Path, apidoc_dir: Path | None = None) -> list[Path]:
+    """Where official viewer schemas wait to be imported: the configured directory
+    (``PROXMOX_SIMULATOR_APIDOC_DIR``) and the data directory's ``apidoc/``."""
+    return [d for d in (apidoc_dir, Path(data_dir) / "apidoc") if d is not None]
+
+
+def _waiting_schema(major: int, dirs: list[Path]) -> Path | None:
+    """The newest ``pve-<major>.*-apidoc.js`` in ``dirs`` (first directory wins a tie)."""
+    from proxmox_simulator.contracts.registry import _version_key
+    from proxmox_simulator.contracts.sources import guess_version
+
+    found: dict[str, Path] = {}
+    for directory in dirs:
+        for path in sorted(Path(directory).glob(f"pve-{major}.*-apidoc.js")):
+            version = guess_version(path.name)
+            if version is not None and version.split(".")[0] == str(major):
+                found.setdefault(version, path)
+    if not found:
+        return None
+    return found[max(found, key=_version_key)]
+
+
+def provision(major: int, data_dir: Path, apidoc_dir: Path | None = None) -> dict | None:
+    """Import the newest waiting schema of ``major`` into the registry (its manifest),
+    unless the registry already holds that major; None when there is nothing to import."""
+    from proxmox_simulator.contracts.registry import ContractRegistry
+    from proxmox_simulator.contracts.sources import guess_version, parse_artifact, read_file
+
+    registry = ContractRegistry(data_dir)
+    if any(m["major"] == major for m in registry.versions()):
+        return None
+    path = _waiting_schema(major, apidoc_dirs(data_dir, apidoc_dir))
+    if path is None:
+        return None
+    artifact = read_file(path)
+    return registry.store(artifact, parse_artifact(artifact, guess_version(path.name)))
+
+
+def declared_version(major: int, data_dir: Path, apidoc_dir: Path | None = None) -> str:
+    """The version ``declared_for_major`` loads, read from the manifests only (a major's
+    waiting schema is imported first, so a hot-swap needs no manual import)."""
     from proxmox_simulator.contracts.registry import ContractRegistry
     from proxmox_simulator.contracts.sources import FAKEPVE_SCHEMA_VERSION
 
@@ -36,6 +75,8 @@ def declared_version(major: int, data_dir: Path) -> str:
         raise ContractUnavailable(
             f"major {major} is not one of {', '.join(map(str, SWAPPABLE_MAJORS))}"
         )
+    if major != 9:
+        provision(major, data_dir, apidoc_dir)
     versions = [m["version"] for m in ContractRegistry(data_dir).versions() if m["major"] == major]
     if versions:
         return versions[-1]
@@ -43,16 +84,17 @@ def declared_version(major: int, data_dir: Path) -> str:
         return FAKEPVE_SCHEMA_VERSION
     raise ContractUnavailable(
         f"no contract of major {major} is imported: run "
-        f"`proxmox-simulator contract import pve-{major}.x-apidoc.js` first"
+        f"`proxmox-simulator contract import pve-{major}.x-apidoc.js` first, or put the file "
+        f"in PROXMOX_SIMULATOR_APIDOC_DIR or {Path(data_dir) / 'apidoc'}"
     )
 
 
-def declared_for_major(major: int, data_dir: Path) -> Contract:
+def declared_for_major(major: int, data_dir: Path, apidoc_dir: Path | None = None) -> Contract:
     """The newest imported snapshot of ``major``; major 9 falls back to fakepve's."""
     from proxmox_simulator.contracts.registry import ContractRegistry, resolve_contract
     from proxmox_simulator.contracts.sources import FAKEPVE_SCHEMA_VERSION
 
-    version = declared_version(major, data_dir)
+    version = declared_version(major, data_dir, apidoc_dir)
     registry = ContractRegistry(data_dir)
     if major == 9 and version == FAKEPVE_SCHEMA_VERSION:
         try:

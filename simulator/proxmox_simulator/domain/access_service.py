@@ -17,7 +17,7 @@ from proxmox_simulator.domain.auth import (
     verify_secret,
 )
 from proxmox_simulator.domain.errors import AuthenticationFailed, ParameterError, PveError
-from proxmox_simulator.domain.privileges import BUILTIN_ROLES, PRIVILEGES
+from proxmox_simulator.domain.privileges import BUILTIN_ROLES, known_privileges
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import inventory
 
@@ -357,37 +357,50 @@ async def delete_group(rt, groupid: str) -> None:
 # -- roles ------------------------------------------------------------------------
 
 
-def _checked_privs(value) -> list[str]:
+def _checked_privs(rt, value) -> list[str]:
     privs = _split(value)
-    unknown = [p for p in privs if p not in PRIVILEGES]
+    known = known_privileges(rt.contract)
+    unknown = [p for p in privs if p not in known]
     if unknown:
         raise ParameterError({"privs": f"invalid privilege '{unknown[0]}'"})
     return sorted(set(privs))
 
 
+def _major_has(rt, roleid: str, special: bool, privs) -> bool:
+    """A built-in role all of whose privileges the served major lacks came with a later
+    major (PVEMappingAdmin with 8.x): this one has no such role."""
+    known = known_privileges(rt.contract)
+    return not (special and privs and not set(privs) & known)
+
+
 async def list_roles(rt) -> list[dict]:
+    """Roles with the privileges the served major knows (``known_privileges``)."""
+    known = known_privileges(rt.contract)
     async with rt.pool.acquire() as conn:
         rows = await access_repo.roles(conn)
     return [
         {
             "roleid": r["roleid"],
-            "privs": ",".join(sorted(r["privs"])),
+            "privs": ",".join(sorted(set(r["privs"]) & known)),
             "special": 1 if r["special"] else 0,
         }
         for r in rows
+        if _major_has(rt, r["roleid"], r["special"], r["privs"])
     ]
 
 
 async def get_role(rt, roleid: str) -> dict:
     state = await rt.access.get()
-    if roleid not in state.roles:
+    privs = state.roles.get(roleid)
+    special = roleid in BUILTIN_ROLES
+    if privs is None or not _major_has(rt, roleid, special, privs):
         raise PveError(f"role '{roleid}' does not exist")
-    return dict.fromkeys(sorted(state.roles[roleid]), 1)
+    return dict.fromkeys(sorted(privs & known_privileges(rt.contract)), 1)
 
 
 async def create_role(rt, roleid: str, privs) -> None:
     async with rt.pool.acquire() as conn, conn.transaction():
-        await access_repo.insert_role(conn, roleid, _checked_privs(privs))
+        await access_repo.insert_role(conn, roleid, _checked_privs(rt, privs))
     rt.access.invalidate()
 
 
@@ -395,7 +408,7 @@ async def update_role(rt, roleid: str, privs, append: bool) -> None:
     state = await rt.access.get()
     if roleid not in state.roles:
         raise PveError(f"role '{roleid}' does not exist")
-    new = _checked_privs(privs)
+    new = _checked_privs(rt, privs)
     if append:
         new = sorted(set(new) | state.roles[roleid])
     async with rt.pool.acquire() as conn, conn.transaction():

@@ -6,6 +6,8 @@ task exists; the state change commits with the task (tasks/executors.py).
 
 from __future__ import annotations
 
+import re
+
 from proxmox_simulator.domain import cloudinit
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import Principal
@@ -328,12 +330,27 @@ async def migrate_preconditions(rt, kind: str, node: str, vmid: int, target: str
             for v in volumes
             if not storages.get(v["volid"].split(":", 1)[0], {"shared": True})["shared"]
         ]
-        # No passthrough hardware is simulated: nothing local or mapped.
-        answer["local_resources"] = []
-        answer["mapped-resources"] = []
-        answer["mapped-resource-info"] = {}
-        answer.update(rt.adapter.qemu_migrate_extras())
+        local, mapped = _passthrough(row["config"] or {})
+        answer["local_resources"] = local
+        answer.update(rt.adapter.qemu_migrate_extras(mapped))
     return answer
+
+
+_PASSTHROUGH = re.compile(r"^(?:hostpci|usb)\d+$")
+
+
+def _passthrough(config: dict) -> tuple[list[str], list[str]]:
+    """A guest's host devices: (pinned to this node, through a cluster resource mapping).
+    A SPICE USB port is no host device."""
+    local, mapped = [], []
+    for key in sorted(config):
+        if not _PASSTHROUGH.match(key):
+            continue
+        options = rules.parse_property_string(config[key], "host")
+        if options.get("host") == "spice":
+            continue
+        (mapped if "mapping" in options else local).append(key)
+    return local, mapped
 
 
 def _base_name(volid: str, vmid: int) -> str:

@@ -115,3 +115,19 @@ BUILTIN_ROLES: dict[str, frozenset[str]] = {
         }
     ),
 }
+
+
+_KNOWN: dict[int, tuple[object, frozenset[str]]] = {}
+
+
+def known_privileges(contract) -> frozenset[str]:
+    """The privileges a major knows: the ones its ``GET /access/roles/{roleid}`` declares
+    (every major spells each privilege out there); all of them when it does not."""
+    cached = _KNOWN.get(id(contract))
+    if cached is not None and cached[0] is contract:
+        return cached[1]
+    endpoint = contract.endpoint("/access/roles/{roleid}", "GET")
+    declared = (endpoint.returns.get("properties") if endpoint is not None else None) or {}
+    known = frozenset(declared) & PRIVILEGES if declared else PRIVILEGES
+    _KNOWN[id(contract)] = (contract, known)
+    return known

@@ -17,6 +17,23 @@ class Pve6:
     # The kernel every node runs (``uname -a`` as node status reports it).
     kversion = "Linux 5.4.203-1-pve #1 SMP PVE 5.4.203-1 (Fri, 26 Aug 2022 14:43:35 +0200)"
 
+    # The CPU models a guest may use: what the major's QEMU and qemu-server offer
+    # (``/nodes/{node}/cpu``, later ``/capabilities/qemu/cpu``); newer majors add to it.
+    cpu_models: tuple[str, ...] = (
+        *("486", "pentium", "pentium2", "pentium3", "coreduo", "core2duo", "Conroe", "Penryn"),
+        *("Nehalem", "Nehalem-IBRS", "Westmere", "Westmere-IBRS", "SandyBridge"),
+        *("SandyBridge-IBRS", "IvyBridge", "IvyBridge-IBRS", "Haswell", "Haswell-IBRS"),
+        *("Haswell-noTSX", "Haswell-noTSX-IBRS", "Broadwell", "Broadwell-IBRS"),
+        *("Broadwell-noTSX", "Broadwell-noTSX-IBRS", "Skylake-Client", "Skylake-Client-IBRS"),
+        *("Skylake-Client-noTSX-IBRS", "Skylake-Server", "Skylake-Server-IBRS"),
+        *("Skylake-Server-noTSX-IBRS", "Cascadelake-Server", "Cascadelake-Server-noTSX"),
+        *("Cooperlake", "KnightsMill", "Icelake-Client", "Icelake-Client-noTSX"),
+        *("Icelake-Server", "Icelake-Server-noTSX"),
+        *("athlon", "phenom", "Opteron_G1", "Opteron_G2", "Opteron_G3", "Opteron_G4"),
+        *("Opteron_G5", "EPYC", "EPYC-IBPB", "EPYC-Rome"),
+        *("host", "kvm32", "kvm64", "qemu32", "qemu64", "max"),
+    )
+
     @property
     def kernel_release(self) -> str:
         """``uname -r``: the running kernel's release."""
@@ -28,8 +45,9 @@ class Pve6:
     def node_memory(self, total: int, used: int) -> dict:
         return {"total": total, "used": used, "free": total - used}
 
-    def qemu_migrate_extras(self) -> dict:
-        """Fields a major adds to ``GET .../qemu/{vmid}/migrate``."""
+    def qemu_migrate_extras(self, mapped: list[str]) -> dict:
+        """Fields a major adds to ``GET .../qemu/{vmid}/migrate``; ``mapped`` names the
+        guest's devices that go through a cluster resource mapping (8.x+)."""
         return {}
 
     def lxc_interface(self, name: str, hwaddr: str, addresses: list[dict]) -> dict:
@@ -45,6 +63,14 @@ class Pve7(Pve6):
     qemu_version = "7.2.0"
     machine = "pc-i440fx-7.2+pve0"
     kversion = "Linux 5.15.158-2-pve #1 SMP PVE 5.15.158-2 (2024-07-26T14:12Z)"
+    # QEMU 7.x's versioned models.
+    cpu_models = (
+        *Pve6.cpu_models,
+        *("Skylake-Client-v4", "Skylake-Server-v4", "Skylake-Server-v5"),
+        *("Cascadelake-Server-v2", "Cascadelake-Server-v4", "Cascadelake-Server-v5"),
+        *("Cooperlake-v2", "Icelake-Server-v3", "Icelake-Server-v4", "Icelake-Server-v5"),
+        *("Icelake-Server-v6", "EPYC-v3", "EPYC-Rome-v2", "EPYC-Milan"),
+    )
 
 
 class Pve8(Pve7):
@@ -52,6 +78,19 @@ class Pve8(Pve7):
     qemu_version = "9.2.0"
     machine = "pc-i440fx-9.2+pve1"
     kversion = "Linux 6.8.12-8-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-8 (2025-01-24T12:32Z)"
+    # qemu-server 8's x86-64 micro-architecture levels and QEMU 8/9's new models; the
+    # deprecated Icelake-Client models are gone with QEMU 7.1+.
+    cpu_models = (
+        *(m for m in Pve7.cpu_models if not m.startswith("Icelake-Client")),
+        *("x86-64-v2", "x86-64-v2-AES", "x86-64-v3", "x86-64-v4"),
+        *("Icelake-Server-v7", "SapphireRapids", "SapphireRapids-v2", "GraniteRapids"),
+        *("EPYC-v4", "EPYC-Rome-v3", "EPYC-Rome-v4", "EPYC-Milan-v2", "EPYC-Genoa"),
+    )
+
+    def qemu_migrate_extras(self, mapped: list[str]) -> dict:
+        # Resource mappings came with 8.x: which devices are mapped, and (no mapped
+        # device is live-migratable here) nothing about them per node.
+        return {"mapped-resources": list(mapped), "mapped-resource-info": {}}
 
     def lxc_interface(self, name: str, hwaddr: str, addresses: list[dict]) -> dict:
         # 8.x also reports the guest-agent style fields.
@@ -66,10 +105,16 @@ class Pve9(Pve8):
     qemu_version = "10.0.2"
     machine = "pc-i440fx-10.0+pve1"
     kversion = "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.8-2 (2025-07-22T10:04Z)"
+    cpu_models = (
+        *Pve8.cpu_models,
+        *("SapphireRapids-v3", "SapphireRapids-v4", "GraniteRapids-v2", "GraniteRapids-v3"),
+        *("SierraForest", "SierraForest-v2", "SierraForest-v3", "ClearwaterForest"),
+        *("EPYC-v5", "EPYC-Rome-v5", "EPYC-Milan-v3", "EPYC-Genoa-v2", "EPYC-Turin"),
+    )
 
-    def qemu_migrate_extras(self) -> dict:
+    def qemu_migrate_extras(self, mapped: list[str]) -> dict:
         # 9.x reports whether the VM's state includes D-Bus VMstate (none simulated).
-        return {"has-dbus-vmstate": 0}
+        return {**super().qemu_migrate_extras(mapped), "has-dbus-vmstate": 0}
 
     def node_memory(self, total: int, used: int) -> dict:
         # 9.x adds "available"; no page cache is simulated, so it equals "free".

@@ -13,6 +13,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     guest_operations,
     guests,
     ha,
+    hardware,
     node_system,
     nodes,
     notifications,

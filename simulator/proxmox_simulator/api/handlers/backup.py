@@ -42,8 +42,16 @@ async def included_volumes(ctx: RequestContext):
 
 
 @route("/cluster/backup-info/not-backed-up", "GET")
+@route("/cluster/backupinfo/not_backed_up", "GET")  # 6.x
 async def not_backed_up(ctx: RequestContext):
     return await svc.not_backed_up(ctx.rt)
+
+
+@route("/cluster/backupinfo", "GET")  # 6.x
+async def backupinfo_index(ctx: RequestContext):
+    # 6.x declares this index as a bare string ("shows stub message"), not a directory
+    # index of its one child; PVE 6 answers a fixed placeholder text.
+    return "backup info index: see not_backed_up"
 
 
 @route("/nodes/{node}/storage/{storage}/prunebackups", "GET")
