@@ -68,7 +68,6 @@ def _authorization(token: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def netbox_schema(netbox_server):
-    headers = _authorization(netbox_server.admin_token)
     with netbox_server.api() as api:
         document = api.get("/schema/", params={"format": "json"})
         assert document.status_code == 200, document.text[:500]

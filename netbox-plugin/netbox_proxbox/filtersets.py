@@ -62,7 +62,9 @@ def validate_postgresql_regex(pattern: str) -> None:
             cursor.execute("SELECT '' ~ %s", [pattern])
     except (DataError, ValueError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValidationError(_("Invalid regular expression: {error}").format(error=message))
+        raise ValidationError(
+            _("Invalid regular expression: {error}").format(error=message)
+        ) from None
 
 
 class PluginFilterSet(NetBoxModelFilterSet):

@@ -32,7 +32,9 @@ def _check_regex(pattern: str) -> None:
             cursor.execute("SELECT '' ~ %s", [pattern])
     except (DataError, ValueError) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ValidationError(_("Invalid regular expression: {error}").format(error=reason))
+        raise ValidationError(
+            _("Invalid regular expression: {error}").format(error=reason)
+        ) from None
 
 
 class _RegexChecked:
