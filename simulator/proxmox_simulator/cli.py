@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from proxmox_simulator.config import ConfigurationError, Settings
+from proxmox_simulator.contracts.registry import UnknownContract
 
 DEFAULT_ROOT_PASSWORD = "proxmox"
 
@@ -852,7 +853,7 @@ def main(argv: list[str] | None = None) -> int | None:
         args = build_parser().parse_args(argv)
         try:
             return args.func(args)
-        except ConfigurationError as exc:
+        except (ConfigurationError, UnknownContract) as exc:
             print(f"proxmox-simulator: {exc}", file=sys.stderr)
             return EXIT_USAGE
 

@@ -435,3 +435,14 @@ def test_a_major_waiting_in_the_data_dir_is_imported_on_first_use(tmp_path, caps
     assert "7.4-16" in listed and "6.4-15" not in listed
     manifest = json.loads((tmp_path / "contracts" / "7.4-16" / "manifest.json").read_text())
     assert manifest["source"]["sha256"] == sources.read_file(_official("7.4-16")).sha256
+
+
+@pytest.mark.parametrize("command", [("contract", "coverage"), ("contract", "show", "--path", "/")])
+def test_an_unknown_contract_is_one_line_and_exit_2(tmp_path, capsys, command):
+    verb, *rest = command
+    argv = ["--data-dir", str(tmp_path), verb, command[1], "5.4-3", *rest[1:]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "proxmox-simulator: unknown contract '5.4-3': not 'fakepve', an imported version or a file"
+    ], err

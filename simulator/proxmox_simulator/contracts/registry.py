@@ -19,6 +19,10 @@ from proxmox_simulator.contracts.sources import RawArtifact, parse_artifact, rea
 PARSER_VERSION = "1"
 
 
+class UnknownContract(ValueError):
+    """A contract named on the command line or in the settings that cannot be resolved."""
+
+
 class SnapshotConflict(ValueError):
     pass
 
@@ -117,6 +121,10 @@ def resolve_contract(spec: str, data_dir: Path) -> Contract:
     if path.exists():
         version = guess_version(path.name)
         if version is None:
-            raise ValueError(f"cannot tell the PVE version of {path}; import it with --version")
+            raise UnknownContract(
+                f"cannot tell the PVE version of {path}; import it with --version"
+            )
         return parse_artifact(read_file(path), version).contract
-    raise ValueError(f"unknown contract {spec!r}: not 'fakepve', an imported version or a file")
+    raise UnknownContract(
+        f"unknown contract {spec!r}: not 'fakepve', an imported version or a file"
+    )
