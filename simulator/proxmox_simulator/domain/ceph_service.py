@@ -81,6 +81,17 @@ async def update_flag(rt, flag: str, value: int) -> None:
         await apply_flags(conn, {flag: value})
 
 
+# ``osd dump`` always lists these flags of a current OSD map beside the ones an admin sets.
+OSDMAP_DEFAULT_FLAGS = ("sortbitwise", "recovery_deletes", "purged_snapdirs", "pglog_hardlimit")
+
+
+async def osd_dump_flags(rt) -> str:
+    """The pre-7.0 node reader answers ``osd dump``'s comma-joined ``flags`` string."""
+    async with rt.pool.acquire() as conn:
+        current, _version = await _current(conn)
+    return ",".join([*sorted(current), *OSDMAP_DEFAULT_FLAGS])
+
+
 async def set_flags(rt, principal: Principal, params: dict) -> str:
     """The bulk writer runs as a ``cephsetflags`` worker task; omitted flags stay."""
     wanted = {k: int(v) for k, v in params.items() if k in declared_flags(rt.contract)}

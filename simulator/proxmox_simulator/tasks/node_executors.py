@@ -111,7 +111,7 @@ async def ceph_task(ctx: TaskContext) -> None:
     lines: list[str] = []
 
     async def effect(conn) -> None:
-        lines.extend(await ceph_cluster_service.apply(conn, ctx.payload))
+        lines.extend(await ceph_cluster_service.apply(conn, ctx.payload, ctx.clock.now()))
 
     await ctx.complete(effect, lines=lines)
 
