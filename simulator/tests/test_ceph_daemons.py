@@ -312,3 +312,63 @@ def test_pre_7_disks_and_configdb(legacy):
     assert {"section": "mon", "name": "auth_allow_insecure_global_id_reclaim"}.items() <= db[
         0
     ].items()
+
+
+def test_health_mutes_hide_a_check_until_it_clears(prox):
+    flags = prox.cluster.ceph.flags
+    flags("noout").put(value=1)
+    try:
+        assert prox.cluster.ceph.status.get()["health"]["status"] == "HEALTH_WARN"
+        assert prox.cluster.ceph("health-mute")("OSDMAP_FLAGS").put(value=1) is None
+        health = prox.cluster.ceph.status.get()["health"]
+        assert health["status"] == "HEALTH_OK" and health["checks"]["OSDMAP_FLAGS"]["muted"]
+        (mute,) = prox.cluster.ceph("health-mute").get()
+        assert (mute["code"], mute["sticky"]) == ("OSDMAP_FLAGS", 0) and "noout" in mute["summary"]
+    finally:
+        flags("noout").put(value=0)
+    # A mute that is not sticky ends with its check.
+    assert prox.cluster.ceph("health-mute").get() == []
+    prox.cluster.ceph("health-mute")("OSD_DOWN").put(value=1, sticky=1, ttl="1h")
+    try:
+        (mute,) = prox.cluster.ceph("health-mute").get()
+        assert (mute["code"], mute["sticky"]) == ("OSD_DOWN", 1) and mute["ttl"]
+    finally:
+        prox.cluster.ceph("health-mute")("OSD_DOWN").put(value=0)
+    assert prox.cluster.ceph("health-mute").get() == []
+
+
+def test_releases_name_the_running_release_as_default(prox):
+    (default,) = [r for r in prox.nodes("pve1").ceph.releases.get() if r["is-default"]]
+    version = prox.cluster.ceph.metadata.get(scope="versions")["node"]["pve1"]["version"]["str"]
+    assert version.startswith(default["version"] + ".")
+
+
+def test_rolling_restarts_plan_check_health_and_bring_daemons_up(prox):
+    ceph = prox.cluster.ceph
+    upid = ceph("restart-bulk").post(**{"service-type": "mon", "dry-run": 1})
+    assert upid.split(":")[5:7] == ["srvrestart", "cluster-mon"]
+    log = _ok(prox, upid)
+    assert "[DRY-RUN] planned rolling restart order:" in log
+    for mon in prox.nodes("pve1").ceph.mon.get():
+        assert f"{mon['name']}: mon.{mon['name']}" in log
+    assert "only supported with service-type=osd" in _refused(
+        lambda: ceph("restart-bulk").post(**{"service-type": "mon", "only-outdated": 1})
+    )
+    assert "no 'mds' daemons found in cluster" in _ok(
+        prox, ceph("restart-bulk").post(**{"service-type": "mds"})
+    )
+
+    node = prox.nodes("pve2").ceph
+    osdid = min(i for i, o in _osds(prox).items() if o["host"] == "pve2")
+    _ok(prox, node.stop.post(service=f"osd.{osdid}"))
+    try:
+        refused = _failed(prox, node("restart-bulk").post(**{"service-type": "osd"}))
+        assert "blocking HEALTH_WARN issues" in refused
+        assert _osds(prox)[osdid]["status"] == "down"
+        log = _ok(prox, node("restart-bulk").post(**{"service-type": "osd", "force": 1}))
+        assert "set noout" in log and "unset noout" in log
+        assert _osds(prox)[osdid]["status"] == "up"
+    finally:
+        _ok(prox, node.start.post(service=f"osd.{osdid}"))
+    assert _osds(prox)[osdid]["status"] == "up"
+    assert prox.cluster.ceph.flags("noout").get() == 0

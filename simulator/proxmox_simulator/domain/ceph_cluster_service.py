@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from proxmox_simulator.domain import ceph_fs, ceph_service, disk_service
+from proxmox_simulator.domain import ceph_fs, ceph_health, ceph_service, disk_service
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import require_node
@@ -85,28 +85,6 @@ async def require_ceph_node(rt, node: str) -> None:
         await require_node(conn, node)
 
 
-def _health(state: dict, flags: set[str]) -> dict:
-    checks: dict = {}
-    osds = state["osds"]
-    down = [i for i, o in osds.items() if not o["up"]]
-    if down:
-        checks["OSD_DOWN"] = _check("HEALTH_WARN", f"{len(down)} osds down")
-    if flags:
-        checks["OSDMAP_FLAGS"] = _check("HEALTH_WARN", f"{','.join(sorted(flags))} flag(s) set")
-    usable = sum(1 for o in osds.values() if o["up"] and o["in"])
-    small = [n for n, p in state["pools"].items() if usable < int(p["size"])]
-    if small:
-        checks["PG_DEGRADED"] = _check(
-            "HEALTH_WARN", f"Degraded data redundancy: {len(small)} pool(s) undersized"
-        )
-    status = "HEALTH_OK" if not checks else "HEALTH_WARN"
-    return {"status": status, "checks": checks, "mutes": []}
-
-
-def _check(severity: str, message: str) -> dict:
-    return {"severity": severity, "summary": {"message": message, "count": 1}, "muted": False}
-
-
 async def status(rt) -> dict:
     """``ceph status`` as PVE passes it through (the fields its GUI reads)."""
     state = await read_state(rt)
@@ -116,7 +94,7 @@ async def status(rt) -> dict:
     used = sum(_pool_used(p) for p in state["pools"].values())
     return {
         "fsid": state["fsid"],
-        "health": _health(state, flags),
+        "health": ceph_health.health(state, flags, rt.clock.now()),
         "quorum_names": sorted(state["mons"]),
         "monmap": {
             "num_mons": len(state["mons"]),
@@ -436,6 +414,123 @@ async def init(rt, node: str, params: dict) -> None:
         await save_state(conn, state, version)
 
 
+async def _set_flags(rt) -> set[str]:
+    return {f["name"] for f in await ceph_service.list_flags(rt) if f["value"]}
+
+
+async def list_health_mutes(rt) -> list[dict]:
+    state = await read_state(rt)
+    return ceph_health.list_mutes(state, await _set_flags(rt), rt.clock.now())
+
+
+async def set_health_mute(rt, code: str, params: dict) -> None:
+    """``ceph health mute``/``unmute``: synchronous, as a monitor command."""
+    async with rt.pool.acquire() as conn, conn.transaction():
+        state, version = await load_state(conn, for_update=True)
+        ceph_health.set_mute(
+            state,
+            code,
+            bool(int(params["value"])),
+            bool(int(params.get("sticky") or 0)),
+            params.get("ttl"),
+            rt.clock.now(),
+        )
+        await save_state(conn, state, version)
+
+
+# The releases PVE offers to install are a table in pve-manager, not cluster state:
+# the same on every node of a major.
+CEPH_RELEASES = (
+    {"release": "reef", "version": "18.2", "available": 1, "is-default": 0, "unsupported": 1},
+    {"release": "squid", "version": "19.2", "available": 1, "is-default": 1, "unsupported": 0},
+)
+
+
+async def releases(rt, node: str) -> list[dict]:
+    await require_ceph_node(rt, node)
+    return [dict(r) for r in CEPH_RELEASES]
+
+
+async def restart_bulk(rt, principal, node: str, params: dict, *, cluster_wide: bool) -> str:
+    """A rolling restart of one daemon type: cluster-wide (``srvrestart cluster-<type>``)
+    or of the node's OSDs (noout set around it unless told not to)."""
+    kind = params["service-type"]
+    if params.get("only-outdated") and kind != "osd":
+        raise ParameterError({"only-outdated": "only supported with service-type=osd"})
+    payload = {
+        "op": "restart-bulk",
+        "type": kind,
+        "scope": "cluster" if cluster_wide else node,
+        "dry_run": bool(int(params.get("dry-run") or 0)),
+        "force": bool(int(params.get("force") or 0)),
+        "only_outdated": bool(int(params.get("only-outdated") or 0)),
+        "set_noout": bool(int(params.get("set-noout", 1))),
+    }
+    if cluster_wide:
+        async with rt.pool.acquire() as conn:
+            node = (await inventory.nodes(conn))[0]["node"]
+    # The per-node task id is not in the sources read; it is named like the cluster one.
+    task_id = f"cluster-{kind}" if cluster_wide else f"node-{kind}"
+    return await _task(rt, principal, node, "srvrestart", task_id, payload)
+
+
+def _daemons(state: dict, kind: str, scope: str) -> list[tuple[str, str, dict]]:
+    """(host, id, record) of the daemons a bulk restart visits, in its order."""
+    if kind == "osd":
+        found = [(o["host"], i, o) for i, o in state["osds"].items()]
+        found.sort(key=lambda d: (d[0], int(d[1])))
+    elif kind == "mds":
+        found = sorted((m["host"], n, m) for n, m in state.get("mds", {}).items())
+    else:
+        table = state["mons"] if kind == "mon" else state["mgrs"]
+        found = sorted(((n, n, d) for n, d in table.items()), key=lambda d: d[1])
+    return [d for d in found if scope == "cluster" or d[0] == scope]
+
+
+async def _restart_bulk(conn, state: dict, payload: dict, now: float) -> list[str]:
+    kind, dry_run = payload["type"], payload["dry_run"]
+    flags = await ceph_service.current_flags(conn)
+    lines: list[str] = []
+    if not dry_run:
+        blockers = ceph_health.restart_blockers(state, flags, now)
+        if blockers and not payload["force"]:
+            raise PveError(
+                "Ceph cluster has blocking HEALTH_WARN issues, refusing rolling restart of "
+                f"'{kind}' daemons (pass force=1 to override):\n  - " + "\n  - ".join(blockers)
+            )
+        if blockers:
+            lines.append("WARNING: proceeding past HEALTH_WARN blockers due to force=1:")
+            lines += [f"  - {b}" for b in blockers]
+    daemons = _daemons(state, kind, payload["scope"])
+    if payload["only_outdated"]:
+        # Every simulated daemon runs the version its node has installed.
+        daemons = [d for d in daemons if d[2].get("version", CEPH_VERSION) != CEPH_VERSION]
+    if not daemons:
+        what = "outdated OSDs" if payload["only_outdated"] else f"'{kind}' daemons"
+        return [*lines, f"no {what} found in cluster, nothing to do"]
+    prefix = "[DRY-RUN] " if dry_run else ""
+    lines.append(f"{prefix}planned rolling restart order:")
+    total = len(daemons)
+    lines += [f"  [{i}/{total}] {h}: {kind}.{n}" for i, (h, n, _d) in enumerate(daemons, 1)]
+    if dry_run:
+        return [*lines, "[DRY-RUN] no daemons were restarted"]
+    noout = kind == "osd" and payload["scope"] != "cluster" and payload["set_noout"]
+    if noout:
+        lines += await ceph_service.apply_flags(conn, {"noout": 1})
+    for i, (host, name, record) in enumerate(daemons, 1):
+        safe, message = ceph_health.safety(state, kind, name, "stop")
+        if not safe and record.get("up", 1):
+            raise PveError(
+                f"[{i}/{total}] Ceph reports '{kind}.{name}' is not safe to stop: {message}"
+            )
+        lines.append(f"[{i}/{total}] restarting {kind}.{name} on {host}")
+        record["up"] = 1  # a restart starts a stopped daemon too
+        lines.append(f"[{i}/{total}] {kind}.{name} is up")
+    if noout and "noout" not in flags:
+        lines += await ceph_service.apply_flags(conn, {"noout": 0})
+    return [*lines, f"rolling restart of '{kind}' daemons finished"]
+
+
 async def list_mds(rt) -> list[dict]:
     return ceph_fs.list_mds(await read_state(rt))
 
@@ -659,6 +754,8 @@ async def apply(conn, payload: dict, now: float) -> list[str]:
         lines.append(ceph_fs.destroy_mds(state, payload["mdsid"]))
     elif op == "destroy-fs":
         lines += ceph_fs.destroy_fs(state, payload["name"], bool(payload["remove_pools"]))
+    elif op == "restart-bulk":
+        lines += await _restart_bulk(conn, state, payload, now)
     elif op == "create-fs":
         defaults = {k: POOL_DEFAULTS[k] for k in ("size", "min_size")}
         lines += ceph_fs.create_fs(state, payload["name"], defaults, int(payload["pg_num"]))

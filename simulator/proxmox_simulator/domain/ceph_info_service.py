@@ -12,7 +12,7 @@ import re
 import uuid
 
 from proxmox_simulator.domain import ceph_cluster_service as cluster
-from proxmox_simulator.domain import ceph_fs, disk_service
+from proxmox_simulator.domain import ceph_health, disk_service
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import inventory
 
@@ -239,64 +239,11 @@ async def cluster_log(rt, node: str, start: int | None, limit: int | None) -> tu
     return window, len(lines)
 
 
-def _hosts_up(state: dict, without: str | None = None) -> int:
-    return len(
-        {o["host"] for i, o in state["osds"].items() if o["up"] and o["in"] and i != without}
-    )
-
-
 async def cmd_safety(rt, node: str, service: str, daemon_id: str, action: str) -> dict:
     """Whether stopping or destroying a daemon keeps the cluster available, as Ceph's
     ``ok-to-stop`` / ``safe-to-destroy`` / ``ok-to-rm`` answer it for the state."""
     await cluster.require_ceph_node(rt, node)
-    state = await cluster.read_state(rt)
-    if service == "mds" and action == "destroy":
-        raise PveError(f"Service does not support this action: {service}: {action}")
-    if service == "osd":
-        osd = state["osds"].get(daemon_id)
-        if osd is None:
-            raise PveError(f"osd.{daemon_id} does not exist")
-        if action == "destroy":
-            safe = not osd["in"]
-            status = (
-                f"OSD(s) {daemon_id} are safe to destroy without reducing data durability."
-                if safe
-                else f"OSD(s) {daemon_id} have PGs currently mapped to them."
-            )
-            return {"safe": int(safe), "status": status}
-        # Every pool places one replica per host: it stays available while at least
-        # min_size hosts keep an up and in OSD.
-        hosts = _hosts_up(state, without=daemon_id)
-        offline = [n for n, p in state["pools"].items() if hosts < int(p["min_size"])]
-        safe = not offline
-        status = (
-            f"OSD(s) {daemon_id} are ok to stop without reducing availability or risking data, "
-            "provided there are no other concurrent failures or interventions."
-            if safe
-            else f"unsafe to stop osd(s) at this time ({len(offline)} pool(s) would become inactive)"
-        )
-        return {"safe": int(safe), "status": status}
-    if service == "mon":
-        if daemon_id not in state["mons"]:
-            raise PveError(f"mon.{daemon_id} does not exist")
-        remaining = len(state["mons"]) - 1
-        # Stopping must leave a majority of the monmap; removing shrinks the monmap too.
-        safe = remaining > len(state["mons"]) / 2 if action == "stop" else remaining >= 1
-        others = ",".join(sorted(n for n in state["mons"] if n != daemon_id))
-        status = (
-            f"quorum should be preserved ({others}) after {'stopping' if action == 'stop' else 'removing'} [{daemon_id}]"
-            if safe
-            else f"not enough monitors would be available ({others}) after stopping mons [{daemon_id}]"
-        )
-        return {"safe": int(safe), "status": status}
-    derived = ceph_fs.mds_states(state)
-    if daemon_id not in derived:
-        raise PveError(f"mds.{daemon_id} does not exist")
-    standby = any(d["state"].startswith("up:standby") for n, d in derived.items() if n != daemon_id)
-    safe = derived[daemon_id]["state"] != "up:active" or standby
-    status = (
-        "" if safe else f"one or more filesystems is currently degraded (mds.{daemon_id} is active)"
-    )
+    safe, status = ceph_health.safety(await cluster.read_state(rt), service, daemon_id, action)
     return {"safe": int(safe), "status": status}
 
 

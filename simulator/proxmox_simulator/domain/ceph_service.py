@@ -41,6 +41,12 @@ async def _store(conn, flags: set[str], version: int | None) -> None:
         await section_repo.update(conn, OSDMAP_FILE, FLAGS_SECTION, version, options)
 
 
+async def current_flags(conn) -> set[str]:
+    """The set flags, read inside the caller's transaction (a worker's effect)."""
+    current, _version = await _current(conn)
+    return current
+
+
 async def list_flags(rt) -> list[dict]:
     async with rt.pool.acquire() as conn:
         current, _version = await _current(conn)

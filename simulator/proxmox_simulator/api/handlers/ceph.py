@@ -328,3 +328,33 @@ async def cmd_safety(ctx: RequestContext):
 @route(f"{_CEPH}/disks", "GET")
 async def osd_disks(ctx: RequestContext):
     return await info.osd_disks(ctx.rt, ctx.node, ctx.params.get("type"))
+
+
+# -- health mutes, releases, rolling restarts (9.x) ------------------------------------
+
+
+@route("/cluster/ceph/health-mute", "GET")
+async def health_mutes(ctx: RequestContext):
+    return await cluster.list_health_mutes(ctx.rt)
+
+
+@route("/cluster/ceph/health-mute/{code}", "PUT")
+async def health_mute(ctx: RequestContext):
+    await cluster.set_health_mute(ctx.rt, ctx.params["code"], ctx.params)
+
+
+@route(f"{_CEPH}/releases", "GET")
+async def releases(ctx: RequestContext):
+    return await cluster.releases(ctx.rt, ctx.node)
+
+
+@route("/cluster/ceph/restart-bulk", "POST")
+async def restart_bulk_cluster(ctx: RequestContext):
+    return await cluster.restart_bulk(ctx.rt, ctx.principal, "", ctx.params, cluster_wide=True)
+
+
+@route(f"{_CEPH}/restart-bulk", "POST")
+async def restart_bulk_node(ctx: RequestContext):
+    return await cluster.restart_bulk(
+        ctx.rt, ctx.principal, ctx.node, ctx.params, cluster_wide=False
+    )
