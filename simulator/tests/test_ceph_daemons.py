@@ -372,3 +372,30 @@ def test_rolling_restarts_plan_check_health_and_bring_daemons_up(prox):
         _ok(prox, node.start.post(service=f"osd.{osdid}"))
     assert _osds(prox)[osdid]["status"] == "up"
     assert prox.cluster.ceph.flags("noout").get() == 0
+
+
+def test_a_pool_with_add_storages_gets_its_rbd_storage_until_removed(prox, unique_vmid):
+    ceph = prox.nodes("pve1").ceph
+    assert "illegal for storage naming" in _refused(
+        lambda: ceph.pool.post(name="9pool", add_storages=1)
+    )
+    name = _name("rbdpool")
+    _ok(prox, ceph.pool.post(name=name, add_storages=1, pg_num=32))
+    # pveceph's default autoscale mode is "warn" (Ceph's own would be "on").
+    assert {p["pool_name"]: p for p in ceph.pool.get()}[name]["pg_autoscale_mode"] == "warn"
+    storage = prox.storage(name).get()
+    assert (storage["type"], storage["pool"], storage["content"]) == ("rbd", name, "rootdir,images")
+    volid = (
+        prox.nodes("pve1")
+        .storage(name)
+        .content.post(vmid=unique_vmid, filename=f"vm-{unique_vmid}-disk-0", size="1G")
+    )
+    refused = _failed(prox, ceph.pool(name).delete(remove_storages=1))
+    assert f"ceph pool '{name}' still in use by storage '{name}'" in refused
+    assert name in {p["pool_name"] for p in ceph.pool.get()}
+    removed = prox.nodes("pve1").storage(name).content(volid).delete()
+    if removed:  # a UPID where the major frees the volume in a worker
+        _ok(prox, removed)
+    _ok(prox, ceph.pool(name).delete(remove_storages=1))
+    assert name not in {p["pool_name"] for p in ceph.pool.get()}
+    assert name not in {s["storage"] for s in prox.storage.get()}

@@ -10,10 +10,17 @@ changes run as PVE's worker tasks and take effect when the task ends.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 
-from proxmox_simulator.domain import ceph_fs, ceph_health, ceph_service, disk_service
+from proxmox_simulator.domain import (
+    ceph_fs,
+    ceph_health,
+    ceph_service,
+    disk_service,
+    storage_service,
+)
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import require_node
@@ -570,8 +577,15 @@ async def create_fs(rt, principal, node: str, params: dict) -> str:
     return await _task(rt, principal, node, "cephfscreate", name, payload)
 
 
+# PVE's storage ids: a letter, then letters, digits and -_. , not ending in one of -_.
+_STORAGE_ID = re.compile(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", re.IGNORECASE)
+
+
 async def create_pool(rt, principal: Principal, node: str, params: dict) -> str:
     name = str(params["name"])
+    add_storages = bool(int(params.get("add_storages") or 0))
+    if add_storages and not _STORAGE_ID.match(name):
+        raise PveError("pool name contains characters which are illegal for storage naming")
     state = await read_state(rt)
     if name in state["pools"]:
         raise PveError(f"pool '{name}' already exists")
@@ -584,7 +598,8 @@ async def create_pool(rt, principal: Principal, node: str, params: dict) -> str:
         "min_size": min_size,
         "pg_num": int(params.get("pg_num") or POOL_DEFAULTS["pg_num"]),
         "application": params.get("application") or "rbd",
-        "pg_autoscale_mode": params.get("pg_autoscale_mode") or "on",
+        # pveceph's default, not Ceph's ("on"): the autoscaler only warns.
+        "pg_autoscale_mode": params.get("pg_autoscale_mode") or "warn",
     }
     return await _task(
         rt,
@@ -592,17 +607,21 @@ async def create_pool(rt, principal: Principal, node: str, params: dict) -> str:
         node,
         "cephcreatepool",
         name,
-        {"op": "create-pool", "name": name, "pool": pool},
+        {"op": "create-pool", "name": name, "pool": pool, "add_storages": add_storages},
     )
 
 
-async def destroy_pool(rt, principal: Principal, node: str, name: str) -> str:
+async def destroy_pool(rt, principal: Principal, node: str, name: str, params: dict) -> str:
     state = await read_state(rt)
     if name not in state["pools"]:
         raise PveError(f"pool '{name}' does not exist")
-    return await _task(
-        rt, principal, node, "cephdestroypool", name, {"op": "destroy-pool", "name": name}
-    )
+    payload = {
+        "op": "destroy-pool",
+        "name": name,
+        "force": bool(int(params.get("force") or 0)),
+        "remove_storages": bool(int(params.get("remove_storages") or 0)),
+    }
+    return await _task(rt, principal, node, "cephdestroypool", name, payload)
 
 
 async def update_pool(rt, principal: Principal, node: str, name: str, params: dict, *, as_task):
@@ -672,6 +691,24 @@ def _cluster_log(state: dict, now: float, lines: list[str]) -> None:
     del log[:-LOG_KEEP]
 
 
+async def _release_pool_storages(conn, payload: dict) -> list[str]:
+    """Before a pool goes: refuse while its storages hold guest disks (unless forced),
+    and drop the pveceph-managed ones when asked."""
+    pool, lines = payload["name"], []
+    storages = await storage_service.ceph_pool_storages(conn, pool)
+    if not payload.get("force"):
+        for storage_id, storage in sorted(storages.items()):
+            lines.append(f"checking storage '{storage_id}' for RBD images..")
+            if storage["volumes"]:
+                raise PveError(f"ceph pool '{pool}' still in use by storage '{storage_id}'")
+    if payload.get("remove_storages"):
+        for storage_id, storage in sorted(storages.items()):
+            if storage["managed"]:  # external clusters are not pveceph's to remove
+                await storage_service.remove_storage(conn, storage_id)
+                lines.append(f"removed storage '{storage_id}'")
+    return lines
+
+
 async def apply(conn, payload: dict, now: float) -> list[str]:
     """The worker's effect: the change a Ceph task makes, in its completing transaction."""
     state, version = await load_state(conn, for_update=True)
@@ -702,7 +739,15 @@ async def apply(conn, payload: dict, now: float) -> list[str]:
         state["pools"][payload["name"]] = {"id": state["next_pool_id"], **payload["pool"]}
         state["next_pool_id"] += 1
         lines.append(f"pool {payload['name']}: created")
+        if payload.get("add_storages"):
+            try:
+                await storage_service.add_ceph_pool_storage(conn, payload["name"], payload["name"])
+            except PveError as error:
+                raise PveError(
+                    f"adding PVE storage for ceph pool '{payload['name']}' failed: {error}"
+                ) from error
     elif op == "destroy-pool":
+        lines += await _release_pool_storages(conn, payload)
         if ceph_fs.pool_user(state, payload["name"]):
             raise PveError(f"mon_command failed - pool '{payload['name']}' is in use by CephFS")
         if state["pools"].pop(payload["name"], None) is None:

@@ -146,7 +146,9 @@ def _register_pools(collection: str) -> None:
 
     @route(f"{_CEPH}/{collection}/{{name}}", "DELETE")
     async def destroy_pool(ctx: RequestContext):
-        return await cluster.destroy_pool(ctx.rt, ctx.principal, ctx.node, ctx.params["name"])
+        return await cluster.destroy_pool(
+            ctx.rt, ctx.principal, ctx.node, ctx.params["name"], ctx.params
+        )
 
 
 _register_pools("pool")
