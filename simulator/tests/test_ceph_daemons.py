@@ -399,3 +399,25 @@ def test_a_pool_with_add_storages_gets_its_rbd_storage_until_removed(prox, uniqu
     _ok(prox, ceph.pool(name).delete(remove_storages=1))
     assert name not in {p["pool_name"] for p in ceph.pool.get()}
     assert name not in {s["storage"] for s in prox.storage.get()}
+
+
+def test_pool_settings_apply_size_first_and_a_refused_one_fails_the_task(prox):
+    ceph = prox.nodes("pve1").ceph
+    name = _name("setpool")
+    # The pool is created; Ceph then refuses min_size 3 above size 2 and the task fails.
+    assert _failed(prox, ceph.pool.post(name=name, size=2, min_size=3)) == "Could not set: min_size"
+    status = ceph.pool(name).status.get()
+    assert (status["size"], status["min_size"]) == (2, 1)
+    try:
+        # Setting size resets min_size to Ceph's default for it; other settings still apply.
+        log = _ok(prox, ceph.pool(name).put(size=4, pg_autoscale_mode="off"))
+        assert log.index(f"pool {name}: applying size = 4") < log.index("pg_autoscale_mode = off")
+        status = ceph.pool(name).status.get()
+        assert (status["size"], status["min_size"], status["pg_autoscale_mode"]) == (4, 2, "off")
+        assert _failed(prox, ceph.pool(name).put(min_size=5, pg_num=64)) == (
+            "Could not set: min_size"
+        )
+        status = ceph.pool(name).status.get()
+        assert (status["min_size"], status["pg_num"]) == (2, 64)
+    finally:
+        _ok(prox, ceph.pool(name).delete())

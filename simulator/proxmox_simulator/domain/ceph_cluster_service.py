@@ -589,16 +589,12 @@ async def create_pool(rt, principal: Principal, node: str, params: dict) -> str:
     state = await read_state(rt)
     if name in state["pools"]:
         raise PveError(f"pool '{name}' already exists")
-    size = int(params.get("size") or POOL_DEFAULTS["size"])
-    min_size = int(params.get("min_size") or POOL_DEFAULTS["min_size"])
-    if min_size > size:
-        raise ParameterError({"min_size": f"min_size {min_size} exceeds size {size}"})
+    # pveceph's defaults; the autoscaler only warns (Ceph's own default would be "on").
     pool = {
-        "size": size,
-        "min_size": min_size,
+        "size": int(params.get("size") or POOL_DEFAULTS["size"]),
+        "min_size": int(params.get("min_size") or POOL_DEFAULTS["min_size"]),
         "pg_num": int(params.get("pg_num") or POOL_DEFAULTS["pg_num"]),
         "application": params.get("application") or "rbd",
-        # pveceph's default, not Ceph's ("on"): the autoscaler only warns.
         "pg_autoscale_mode": params.get("pg_autoscale_mode") or "warn",
     }
     return await _task(
@@ -633,14 +629,13 @@ async def update_pool(rt, principal: Principal, node: str, name: str, params: di
         for key in ("size", "min_size", "pg_num", "application", "pg_autoscale_mode")
         if params.get(key) not in (None, "")
     }
-    merged = {**state["pools"][name], **changes}
-    if int(merged["min_size"]) > int(merged["size"]):
-        raise ParameterError({"min_size": f"min_size {merged['min_size']} exceeds size"})
     payload = {"op": "set-pool", "name": name, "changes": changes}
     if as_task:
         return await _task(rt, principal, node, "cephsetpool", name, payload)
     async with rt.pool.acquire() as conn, conn.transaction():
-        await apply(conn, {**payload, "node": node}, rt.clock.now())
+        _lines, error = await apply(conn, {**payload, "node": node}, rt.clock.now())
+    if error:
+        raise PveError(error)
     return None
 
 
@@ -709,11 +704,37 @@ async def _release_pool_storages(conn, payload: dict) -> list[str]:
     return lines
 
 
-async def apply(conn, payload: dict, now: float) -> list[str]:
-    """The worker's effect: the change a Ceph task makes, in its completing transaction."""
+def _set_pool(pool: dict, name: str, settings: dict) -> tuple[list[str], str | None]:
+    """pveceph's set_pool: ``size`` first (Ceph resets ``min_size`` to its default for the
+    new size), then the rest by name; a setting Ceph refuses is reported and skipped, and
+    the task fails naming the settings it could not set."""
+    keys = [*(["size"] if "size" in settings else []), *sorted(k for k in settings if k != "size")]
+    lines, failed = [], []
+    for key in keys:
+        value = settings[key]
+        lines.append(f"pool {name}: applying {key} = {value}")
+        if key == "min_size" and not 1 <= int(value) <= int(pool["size"]):
+            lines.append(
+                "mon_command failed - pool min_size must be between 1 and size, "
+                f"which is set to {pool['size']}"
+            )
+            failed.append(key)
+            continue
+        pool[key] = value
+        if key == "size":
+            pool["min_size"] = int(value) - int(value) // 2
+    return lines, (f"Could not set: {', '.join(sorted(failed))}" if failed else None)
+
+
+async def apply(conn, payload: dict, now: float) -> tuple[list[str], str | None]:
+    """The worker's effect: the change a Ceph task makes, in its completing transaction.
+
+    Returns the worker's lines and, when it did part of its work and then failed as
+    PVE's does (a pool setting Ceph refused), the error the task ends with."""
     state, version = await load_state(conn, for_update=True)
     op, node = payload["op"], payload["node"]
     lines: list[str] = []
+    error: str | None = None
     if op == "create-osd":
         osdid = next(i for i in range(len(state["osds"]) + 1) if str(i) not in state["osds"])
         state["osds"][str(osdid)] = {
@@ -736,10 +757,18 @@ async def apply(conn, payload: dict, now: float) -> list[str]:
     elif op == "create-pool":
         if payload["name"] in state["pools"]:
             raise PveError(f"pool '{payload['name']}' already exists")
-        state["pools"][payload["name"]] = {"id": state["next_pool_id"], **payload["pool"]}
+        settings = dict(payload["pool"])
+        pool = state["pools"][payload["name"]] = {
+            "id": state["next_pool_id"],
+            "pg_num": settings["pg_num"],
+            # ``osd pool create`` gives Ceph's defaults; set_pool then applies the rest.
+            **{k: POOL_DEFAULTS[k] for k in ("size", "min_size")},
+        }
         state["next_pool_id"] += 1
         lines.append(f"pool {payload['name']}: created")
-        if payload.get("add_storages"):
+        applied, error = _set_pool(pool, payload["name"], settings)
+        lines += applied
+        if payload.get("add_storages") and not error:  # PVE's worker died before it
             try:
                 await storage_service.add_ceph_pool_storage(conn, payload["name"], payload["name"])
             except PveError as error:
@@ -757,10 +786,8 @@ async def apply(conn, payload: dict, now: float) -> list[str]:
         pool = state["pools"].get(payload["name"])
         if pool is None:
             raise PveError(f"pool '{payload['name']}' does not exist")
-        pool.update(payload["changes"])
-        lines.extend(
-            f"pool {payload['name']}: set {k} to {v}" for k, v in payload["changes"].items()
-        )
+        applied, error = _set_pool(pool, payload["name"], payload["changes"])
+        lines += applied
     elif op == "create-mon":
         if payload["monid"] in state["mons"]:
             raise PveError(f"monitor '{payload['monid']}' already exists")
@@ -806,7 +833,7 @@ async def apply(conn, payload: dict, now: float) -> list[str]:
         lines += ceph_fs.create_fs(state, payload["name"], defaults, int(payload["pg_num"]))
     _cluster_log(state, now, lines)
     await save_state(conn, state, version)
-    return lines
+    return lines, error
 
 
 async def _mark_disk(conn, node: str, dev: str, changes: dict) -> None:
