@@ -296,6 +296,16 @@ def test_pre_7_node_flags_are_the_cluster_flags(legacy, root):
         assert legacy.delete("/nodes/pve1/ceph/flags/noout").status_code == 200
     assert "noout" not in legacy.get("/nodes/pve2/ceph/flags").json()["data"].split(",")
     assert root.get("/cluster/ceph/flags/noout").json()["data"] == 0
+    # Ceph spells "pause" as its two halves in the OSD map, in the OSD tree too.
+    assert legacy.post("/nodes/pve1/ceph/flags/pause").status_code == 200
+    try:
+        flags = legacy.get("/nodes/pve1/ceph/flags").json()["data"].split(",")
+        assert {"pauserd", "pausewr"} <= set(flags) and "pause" not in flags
+        tree = root.get("/nodes/pve1/ceph/osd").json()["data"]["flags"].split(",")
+        assert {"pauserd", "pausewr", "sortbitwise"} <= set(tree)
+        assert root.get("/cluster/ceph/flags/pause").json()["data"] == 1
+    finally:
+        legacy.delete("/nodes/pve1/ceph/flags/pause")
 
 
 def test_pre_7_disks_and_configdb(legacy):

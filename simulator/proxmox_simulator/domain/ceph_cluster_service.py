@@ -134,7 +134,7 @@ async def status(rt) -> dict:
 async def list_osds(rt) -> dict:
     """PVE's OSD tree: root ``default`` → hosts → OSDs, plus the OSD map flags."""
     state = await read_state(rt)
-    flags = [f["name"] for f in await ceph_service.list_flags(rt) if f["value"]]
+    flags = await ceph_service.osd_dump_flags(rt)
     hosts: dict[str, list] = {}
     for osdid, osd in sorted(state["osds"].items(), key=lambda item: int(item[0])):
         hosts.setdefault(osd["host"], []).append(
@@ -161,7 +161,7 @@ async def list_osds(rt) -> dict:
         for i, (host, osds) in enumerate(sorted(hosts.items()))
     ]
     root = {"id": -1, "name": "default", "type": "root", "children": children, "leaf": 0}
-    return {"root": {"leaf": 0, "children": [root]}, "flags": ",".join(flags)}
+    return {"root": {"leaf": 0, "children": [root]}, "flags": flags}
 
 
 def _pool_used(pool: dict) -> int:

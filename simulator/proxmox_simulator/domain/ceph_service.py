@@ -91,11 +91,17 @@ async def update_flag(rt, flag: str, value: int) -> None:
 OSDMAP_DEFAULT_FLAGS = ("sortbitwise", "recovery_deletes", "purged_snapdirs", "pglog_hardlimit")
 
 
+# ``osd set pause`` sets both of these in the OSD map; PVE reads ``pause`` back from them.
+REAL_FLAGS = {"pause": ("pauserd", "pausewr")}
+
+
 async def osd_dump_flags(rt) -> str:
-    """The pre-7.0 node reader answers ``osd dump``'s comma-joined ``flags`` string."""
+    """``osd dump``'s comma-joined ``flags``: what the OSD tree and the pre-7.0 node
+    reader answer (Ceph's spelling, so ``pause`` shows as ``pauserd,pausewr``)."""
     async with rt.pool.acquire() as conn:
         current, _version = await _current(conn)
-    return ",".join([*sorted(current), *OSDMAP_DEFAULT_FLAGS])
+    real = sorted({name for flag in current for name in REAL_FLAGS.get(flag, (flag,))})
+    return ",".join([*real, *OSDMAP_DEFAULT_FLAGS])
 
 
 async def set_flags(rt, principal: Principal, params: dict) -> str:
