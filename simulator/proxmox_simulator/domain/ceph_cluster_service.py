@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from proxmox_simulator.domain import (
     ceph_fs,
     ceph_health,
+    ceph_restart,
     ceph_service,
     disk_service,
     storage_service,
@@ -481,63 +482,6 @@ async def restart_bulk(rt, principal, node: str, params: dict, *, cluster_wide: 
     return await _task(rt, principal, node, "srvrestart", task_id, payload)
 
 
-def _daemons(state: dict, kind: str, scope: str) -> list[tuple[str, str, dict]]:
-    """(host, id, record) of the daemons a bulk restart visits, in its order."""
-    if kind == "osd":
-        found = [(o["host"], i, o) for i, o in state["osds"].items()]
-        found.sort(key=lambda d: (d[0], int(d[1])))
-    elif kind == "mds":
-        found = sorted((m["host"], n, m) for n, m in state.get("mds", {}).items())
-    else:
-        table = state["mons"] if kind == "mon" else state["mgrs"]
-        found = sorted(((n, n, d) for n, d in table.items()), key=lambda d: d[1])
-    return [d for d in found if scope == "cluster" or d[0] == scope]
-
-
-async def _restart_bulk(conn, state: dict, payload: dict, now: float) -> list[str]:
-    kind, dry_run = payload["type"], payload["dry_run"]
-    flags = await ceph_service.current_flags(conn)
-    lines: list[str] = []
-    if not dry_run:
-        blockers = ceph_health.restart_blockers(state, flags, now)
-        if blockers and not payload["force"]:
-            raise PveError(
-                "Ceph cluster has blocking HEALTH_WARN issues, refusing rolling restart of "
-                f"'{kind}' daemons (pass force=1 to override):\n  - " + "\n  - ".join(blockers)
-            )
-        if blockers:
-            lines.append("WARNING: proceeding past HEALTH_WARN blockers due to force=1:")
-            lines += [f"  - {b}" for b in blockers]
-    daemons = _daemons(state, kind, payload["scope"])
-    if payload["only_outdated"]:
-        # Every simulated daemon runs the version its node has installed.
-        daemons = [d for d in daemons if d[2].get("version", CEPH_VERSION) != CEPH_VERSION]
-    if not daemons:
-        what = "outdated OSDs" if payload["only_outdated"] else f"'{kind}' daemons"
-        return [*lines, f"no {what} found in cluster, nothing to do"]
-    prefix = "[DRY-RUN] " if dry_run else ""
-    lines.append(f"{prefix}planned rolling restart order:")
-    total = len(daemons)
-    lines += [f"  [{i}/{total}] {h}: {kind}.{n}" for i, (h, n, _d) in enumerate(daemons, 1)]
-    if dry_run:
-        return [*lines, "[DRY-RUN] no daemons were restarted"]
-    noout = kind == "osd" and payload["scope"] != "cluster" and payload["set_noout"]
-    if noout:
-        lines += await ceph_service.apply_flags(conn, {"noout": 1})
-    for i, (host, name, record) in enumerate(daemons, 1):
-        safe, message = ceph_health.safety(state, kind, name, "stop")
-        if not safe and record.get("up", 1):
-            raise PveError(
-                f"[{i}/{total}] Ceph reports '{kind}.{name}' is not safe to stop: {message}"
-            )
-        lines.append(f"[{i}/{total}] restarting {kind}.{name} on {host}")
-        record["up"] = 1  # a restart starts a stopped daemon too
-        lines.append(f"[{i}/{total}] {kind}.{name} is up")
-    if noout and "noout" not in flags:
-        lines += await ceph_service.apply_flags(conn, {"noout": 0})
-    return [*lines, f"rolling restart of '{kind}' daemons finished"]
-
-
 async def list_mds(rt) -> list[dict]:
     return ceph_fs.list_mds(await read_state(rt))
 
@@ -827,7 +771,7 @@ async def apply(conn, payload: dict, now: float) -> tuple[list[str], str | None]
     elif op == "destroy-fs":
         lines += ceph_fs.destroy_fs(state, payload["name"], bool(payload["remove_pools"]))
     elif op == "restart-bulk":
-        lines += await _restart_bulk(conn, state, payload, now)
+        lines += await ceph_restart.restart_bulk(conn, state, payload, now, CEPH_VERSION)
     elif op == "create-fs":
         defaults = {k: POOL_DEFAULTS[k] for k in ("size", "min_size")}
         lines += ceph_fs.create_fs(state, payload["name"], defaults, int(payload["pg_num"]))
