@@ -299,6 +299,8 @@ async def osd_lv_info(ctx: RequestContext):
 
 @route(f"{_CEPH}/cfg/db", "GET")
 async def config_db(ctx: RequestContext):
+    # Nearly static on a PVE cluster: pveceph writes only the monitors' global-id
+    # setting into the config database (see info.config_db).
     return await info.config_db(ctx.rt, ctx.node)
 
 
@@ -347,6 +349,7 @@ async def health_mute(ctx: RequestContext):
 
 @route(f"{_CEPH}/releases", "GET")
 async def releases(ctx: RequestContext):
+    # Static in PVE too: a table of installable releases in pve-manager, not cluster state.
     return await cluster.releases(ctx.rt, ctx.node)
 
 
