@@ -55,10 +55,22 @@ EXPECTED = {
     # other nodes (test_ceph_cluster.py creates and destroys an OSD on a real disk).
     (None, "POST", "/nodes/{node}/ceph/osd"): "unable to get device info for",
     (None, "DELETE", "/nodes/{node}/ceph/osd/{osdid}"): "does not belong to node",
+    (None, "GET", "/nodes/{node}/ceph/osd/{osdid}/metadata"): "does not exists on host",
+    (None, "GET", "/nodes/{node}/ceph/osd/{osdid}/lv-info"): "not found in 'ceph-volume lvm list'",
+    # The probe's daemon id is no daemon of the cluster (test_ceph_daemons.py asks real ones).
+    (None, "GET", "/nodes/{node}/ceph/cmd-safety"): "does not exist",
+    # The probe reaches ``fs`` before ``mds``: without a metadata server PVE refuses the
+    # file system (test_ceph_daemons.py creates an MDS first), so there is none to delete.
+    (None, "POST", "/nodes/{node}/ceph/fs/{name}"): "no running Metadata Server (MDS) found!",
+    (9, "DELETE", "/nodes/{node}/ceph/fs/{name}"): "no such cephfs",
     # 7.x keeps the old pools path beside the new one; both name the same pools, so
     # the second create of the probe's pool finds it, and the second delete misses it.
     (7, "POST", "/nodes/{node}/ceph/pools"): "already exists",
     (7, "DELETE", "/nodes/{node}/ceph/pools/{name}"): "does not exist",
+    # 7.x and 8.x declare the per-daemon maps with one literal '{id}' property; PVE
+    # keys them '<id>@<host>' (9.x declares additionalProperties).
+    (7, "GET", "/cluster/ceph/metadata"): "data.mon.{id}: required property missing",
+    (8, "GET", "/cluster/ceph/metadata"): "data.mon.{id}: required property missing",
     # Some majors' schema types a monitor's host as boolean; PVE answers the host name.
     (None, "GET", "/nodes/{node}/ceph/mon"): "host: str is not boolean",
     # root has no second factor to verify: PVE's old TFA API refuses the call then.

@@ -41,6 +41,12 @@ async def _store(conn, flags: set[str], version: int | None) -> None:
         await section_repo.update(conn, OSDMAP_FILE, FLAGS_SECTION, version, options)
 
 
+async def current_flags(conn) -> set[str]:
+    """The set flags, read inside the caller's transaction (a worker's effect)."""
+    current, _version = await _current(conn)
+    return current
+
+
 async def list_flags(rt) -> list[dict]:
     async with rt.pool.acquire() as conn:
         current, _version = await _current(conn)
@@ -79,6 +85,23 @@ async def update_flag(rt, flag: str, value: int) -> None:
     """The single-flag writer runs synchronously."""
     async with rt.pool.acquire() as conn, conn.transaction():
         await apply_flags(conn, {flag: value})
+
+
+# ``osd dump`` always lists these flags of a current OSD map beside the ones an admin sets.
+OSDMAP_DEFAULT_FLAGS = ("sortbitwise", "recovery_deletes", "purged_snapdirs", "pglog_hardlimit")
+
+
+# ``osd set pause`` sets both of these in the OSD map; PVE reads ``pause`` back from them.
+REAL_FLAGS = {"pause": ("pauserd", "pausewr")}
+
+
+async def osd_dump_flags(rt) -> str:
+    """``osd dump``'s comma-joined ``flags``: what the OSD tree and the pre-7.0 node
+    reader answer (Ceph's spelling, so ``pause`` shows as ``pauserd,pausewr``)."""
+    async with rt.pool.acquire() as conn:
+        current, _version = await _current(conn)
+    real = sorted({name for flag in current for name in REAL_FLAGS.get(flag, (flag,))})
+    return ",".join([*real, *OSDMAP_DEFAULT_FLAGS])
 
 
 async def set_flags(rt, principal: Principal, params: dict) -> str:

@@ -266,6 +266,43 @@ async def delete_storage(rt, storage_name: str) -> None:
         await storage_repo.delete(conn, storage_name)
 
 
+async def add_ceph_pool_storage(conn, storage_id: str, pool: str) -> None:
+    """pveceph's ``add_storages``: an RBD storage of the cluster's own Ceph for VM and CT
+    disks on the pool (no ``monhost``: pveceph manages it)."""
+    created = await storage_repo.insert(
+        conn,
+        storage=storage_id,
+        type="rbd",
+        content=_content("rbd", "rootdir,images"),
+        shared=True,
+        path=None,
+        nodes=None,
+        total=_plugin("rbd")["capacity"],
+        enabled=True,
+        options={"pool": pool, "krbd": 0},
+    )
+    if not created:
+        raise PveError(f"storage ID '{storage_id}' already defined")
+
+
+async def ceph_pool_storages(conn, pool: str) -> dict[str, dict]:
+    """RBD storages on the pool (an RBD storage without ``pool`` uses ``rbd``), with
+    whether pveceph manages them and how many guest volumes they hold."""
+    out = {}
+    for row in await inventory.storages(conn):
+        if row["type"] != "rbd" or (row["options"] or {}).get("pool", "rbd") != pool:
+            continue
+        out[row["storage"]] = {
+            "managed": not (row["options"] or {}).get("monhost"),
+            "volumes": await storage_repo.guest_volume_count(conn, row["storage"]),
+        }
+    return out
+
+
+async def remove_storage(conn, storage_name: str) -> None:
+    await storage_repo.delete(conn, storage_name)
+
+
 async def node_storage(conn, node: str, storage_name: str):
     await require_node(conn, node)
     storage = await inventory.storage(conn, storage_name)

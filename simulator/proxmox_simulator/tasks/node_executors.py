@@ -109,11 +109,14 @@ async def ceph_task(ctx: TaskContext) -> None:
     """OSD, pool and service changes of the Ceph cluster, applied when the worker ends."""
     await ctx.sleep(1.0)
     lines: list[str] = []
+    failure: list[str] = []
 
     async def effect(conn) -> None:
-        lines.extend(await ceph_cluster_service.apply(conn, ctx.payload))
+        applied, error = await ceph_cluster_service.apply(conn, ctx.payload, ctx.clock.now())
+        lines.extend(applied)
+        failure.extend([error] if error else [])
 
-    await ctx.complete(effect, lines=lines)
+    await ctx.complete(effect, lines=lines, failure=failure)
 
 
 async def apply_sdn(ctx: TaskContext) -> None:

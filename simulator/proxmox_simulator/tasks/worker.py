@@ -67,13 +67,27 @@ class TaskContext:
         self._deadline += seconds
         await self.clock.sleep_until(self._deadline)
 
-    async def complete(self, effect: Effect | None = None, *, lines: list[str] = ()) -> None:
-        """Apply the effect and mark the task stopped in one transaction."""
-        exitstatus = f"WARNINGS: {self.warnings}" if self.warnings else "OK"
+    async def complete(
+        self, effect: Effect | None = None, *, lines: list[str] = (), failure: list[str] = ()
+    ) -> None:
+        """Apply the effect and mark the task stopped in one transaction.
+
+        An effect that did part of its work and then failed, as PVE workers that die
+        after some changes, appends its message to ``failure``: the changes are kept
+        and the task ends with that error.
+        """
         async with self.worker.pool.acquire() as conn, conn.transaction():
             if effect is not None:
                 await effect(conn)
-            final = [*lines, "TASK OK" if exitstatus == "OK" else f"TASK {exitstatus}"]
+            exitstatus = f"WARNINGS: {self.warnings}" if self.warnings else "OK"
+            if failure:
+                exitstatus = failure[0]
+            final = [
+                *lines,
+                "TASK OK"
+                if exitstatus == "OK"
+                else f"TASK {'ERROR: ' if failure else ''}{exitstatus}",
+            ]
             await task_repo.append_log(conn, self.row["upid"], final)
             await task_repo.finish(
                 conn,
