@@ -123,6 +123,22 @@ def _callable(endpoint: Endpoint) -> bool:
     return all(p.optional or p.name in path_params for p in endpoint.parameters)
 
 
+# Where a major's own schema is wrong about what PVE answers, and how: 7.x and 8.x declare
+# the Ceph metadata's per-daemon and per-node maps with one literal '{id}' / '{node}'
+# property; PVE keys them by daemon ('<id>@<host>') and node name (9.x declares
+# additionalProperties). test_probe.py lists the same.
+SCHEMA_ERRATA = {
+    ("GET", "/cluster/ceph/metadata"): ({7, 8}, r"required property '\{(id|node)\}' is missing$"),
+}
+
+
+def _errata(endpoint: Endpoint, major: int, errors: list[str]) -> list[str]:
+    majors, wording = SCHEMA_ERRATA.get((endpoint.method, endpoint.path), ((), ""))
+    if major not in majors:
+        return errors
+    return [error for error in errors if not re.search(wording, error)]
+
+
 def _checked(api: Session, world: _World, contract: Contract) -> tuple[list[str], int]:
     problems, checked = [], 0
     for endpoint in contract.endpoints:
@@ -136,6 +152,7 @@ def _checked(api: Session, world: _World, contract: Contract) -> tuple[list[str]
             continue  # a read the seeded state cannot answer (no such item): not a field set
         checked += 1
         errors = field_set_errors(endpoint.returns, response.json()["data"])
+        errors = _errata(endpoint, int(contract.version.split(".")[0]), errors)
         if errors:
             problems.append(f"{endpoint.method} {endpoint.path}: {errors[:3]}")
     return problems, checked
