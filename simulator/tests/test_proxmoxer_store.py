@@ -7,7 +7,7 @@ import pytest
 from proxmoxer import ProxmoxAPI
 from proxmoxer.core import ResourceException
 from proxmoxer.tools import Tasks
-from simtest_support import run
+from simtest_support import close_proxmoxer, run
 from test_resource_store import serve_store_contract
 
 from proxmox_simulator.cli import create_token
@@ -28,7 +28,7 @@ def prox(settings, seeded):
     secret = run(create_token(settings, "root@pam!automation", privsep=False, comment=""))
     with serve_store_contract(own, tls=True) as server:
         cert = own.data_dir / "tls" / "pve-ssl.pem"
-        yield ProxmoxAPI(
+        api = ProxmoxAPI(
             "127.0.0.1",
             port=server.port,
             verify_ssl=str(cert),
@@ -37,6 +37,8 @@ def prox(settings, seeded):
             token_name="automation",
             token_value=secret["value"],
         )
+        yield api
+        close_proxmoxer(api)
 
 
 def test_collection_round_trip(prox):
