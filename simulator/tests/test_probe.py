@@ -42,6 +42,8 @@ SELECTED = [m for m in os.environ.get("PROXMOX_SIMULATOR_PROBE_MAJORS", "").spli
 # node a migration goes to; everything else comes from the parameter schemas.
 PROBE_VMID = {"qemu": 990100, "lxc": 990200}
 NEW_VMID = {"qemu": 990101, "lxc": 990201}
+# Guests of the bulk actions: BULK_VMID on pve2, BULK_VMID + 1 on pve3 (migrateall).
+BULK_VMID = 990300
 
 
 # Answers that are right although they are not 200 or differ from the schema,
@@ -498,6 +500,18 @@ _EXTRAS = {
     },
     ("POST", "/cluster/sdn/vnets/{vnet}/subnets"): {"subnet": "192.0.2.0/24"},
     ("DELETE", "/nodes/{node}/storage/{storage}/prunebackups"): {"prune-backups": "keep-last=1"},
+    # Bulk actions act on their own guests (every guest would include ones other
+    # methods need, and skip the ones in the wrong state with a warning).
+    **{
+        ("POST", f"/cluster/bulk-action/guest/{action}"): {"vms": [BULK_VMID]}
+        for action in ("start", "shutdown", "suspend")
+    },
+    ("POST", "/cluster/bulk-action/guest/migrate"): {"vms": [BULK_VMID], "target": "pve1"},
+    ("POST", "/nodes/{node}/migrateall"): {
+        "vms": str(BULK_VMID + 1),
+        "target": "pve1",
+        "maxworkers": 1,
+    },
 }
 
 
@@ -524,7 +538,37 @@ _BEFORE = {
     ],
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/shutdown"): [("POST", f"{_QEMU}/status/start", {})],
 }
+# The bulk guest: created where missing (an error answer is fine), then put into the
+# state the action changes; migrated back after the bulk migration.
+_BULK = "/nodes/pve2/qemu/990300"
+_BULK_GUEST = ("POST", "/nodes/pve2/qemu", {"vmid": 990300, "scsi0": "local-lvm:1"})
+_BEFORE.update(
+    {
+        ("POST", "/cluster/bulk-action/guest/start"): [
+            _BULK_GUEST,
+            ("POST", f"{_BULK}/status/stop", {}),
+        ],
+        **{
+            ("POST", f"/cluster/bulk-action/guest/{action}"): [
+                _BULK_GUEST,
+                ("POST", f"{_BULK}/status/stop", {}),
+                ("POST", f"{_BULK}/status/start", {}),
+            ]
+            for action in ("shutdown", "suspend")
+        },
+        ("POST", "/cluster/bulk-action/guest/migrate"): [
+            _BULK_GUEST,
+            ("POST", f"{_BULK}/status/stop", {}),
+        ],
+        ("POST", "/nodes/{node}/migrateall"): [
+            ("POST", "/nodes/pve3/qemu", {"vmid": 990301, "scsi0": "local-lvm:1"})
+        ],
+    }
+)
 _AFTER = {
+    ("POST", "/cluster/bulk-action/guest/migrate"): [
+        ("POST", "/nodes/pve1/qemu/990300/migrate", {"target": "pve2"})
+    ],
     ("POST", "/nodes/{node}/lxc/{vmid}/move_volume"): [("POST", f"{_LXC}/status/start", {})],
 }
 # Methods after which the probe waits for every node's running tasks (the HA
