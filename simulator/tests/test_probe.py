@@ -418,6 +418,40 @@ _GUEST_EXTRAS = {
     "/nodes/{node}/qemu": {"agent": "1", "start": 1, "scsi0": "local-lvm:1"},
     "/nodes/{node}/lxc": {"rootfs": "local-lvm:1", "start": 1},
 }
+
+
+def _probe_certificate() -> dict:
+    """A self-signed certificate and its key for the custom certificate upload."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "probe.example.test")])
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(start)
+        .not_valid_after(start + datetime.timedelta(days=30))
+        .sign(key, hashes.SHA256())
+    )
+    return {
+        "certificates": cert.public_bytes(serialization.Encoding.PEM).decode(),
+        "key": key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode(),
+    }
+
+
 # Methods whose required parameters do not say everything PVE requires.
 _EXTRAS = {
     ("PUT", "/access/acl"): {"users": "probe@pve"},
@@ -500,6 +534,8 @@ _EXTRAS = {
     },
     ("POST", "/cluster/sdn/vnets/{vnet}/subnets"): {"subnet": "192.0.2.0/24"},
     ("DELETE", "/nodes/{node}/storage/{storage}/prunebackups"): {"prune-backups": "keep-last=1"},
+    # A certificate with its key (PVE checks both); force replaces an earlier upload.
+    ("POST", "/nodes/{node}/certificates/custom"): {**_probe_certificate(), "force": 1},
     # Bulk actions act on their own guests (every guest would include ones other
     # methods need, and skip the ones in the wrong state with a warning).
     **{
