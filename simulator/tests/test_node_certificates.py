@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from proxmoxer.core import ResourceException
+from proxmoxer.tools import Tasks
 from simtest_support import close_proxmoxer, proxmoxer_client
 
 NODE = "pve3"
@@ -23,7 +24,7 @@ def prox(server):
     close_proxmoxer(api)
 
 
-def _custom(cn: str) -> tuple[str, str, x509.Certificate]:
+def _custom(cn: str, days: int = 90) -> tuple[str, str, x509.Certificate]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -34,7 +35,7 @@ def _custom(cn: str) -> tuple[str, str, x509.Certificate]:
         .public_key(key.public_key())
         .serial_number(7)
         .not_valid_before(start)
-        .not_valid_after(start + datetime.timedelta(days=90))
+        .not_valid_after(start + datetime.timedelta(days=days))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(cn)]), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -102,3 +103,67 @@ def test_custom_certificate_upload_replace_and_delete(prox):
         "/etc/pve/pve-root-ca.pem",
         f"/etc/pve/nodes/{NODE}/pve-ssl.pem",
     ]
+
+
+def _task(prox, upid) -> tuple[dict, list[str]]:
+    status = Tasks.blocking_status(prox, upid, polling_interval=0.02)
+    return status, Tasks.decode_log(prox.nodes(status["node"]).tasks(upid).log.get()).splitlines()
+
+
+def test_acme_accounts_never_reach_a_ca(prox):
+    acme = prox.cluster.acme
+    assert acme.account.get() == []
+    status, log = _task(prox, acme.account.post(name="probe", contact="ops@example.test"))
+    assert status["type"] == "acmeregister"
+    assert status["exitstatus"].startswith("Registration failed: acme-v02.api.letsencrypt.org")
+    assert log[:2] == ["Generating ACME account key..", "Registering ACME account.."]
+    assert acme.account.get() == []
+    for call in (
+        acme.account("probe").get,
+        acme.account("probe").put,
+        acme.account("probe").delete,
+    ):
+        with pytest.raises(ResourceException, match="ACME account config file 'probe' does not"):
+            call()
+    with pytest.raises(ResourceException, match="staging.example.test"):
+        acme.meta.get(directory="https://staging.example.test/directory")
+
+
+def test_acme_order_checks_the_node_config_then_needs_an_account(prox):
+    node = prox.nodes("pve2")
+    with pytest.raises(ResourceException, match="ACME domain list in node configuration"):
+        node.certificates.acme.certificate.post()
+    node.config.put(acmedomain0="pve2.example.test", acme="account=ops")
+    try:
+        status, _log = _task(prox, node.certificates.acme.certificate.post())
+        assert status["type"] == "acmenewcert"
+        assert status["exitstatus"] == "ACME account config file 'ops' does not exist."
+    finally:
+        node.config.put(delete="acmedomain0,acme")
+
+
+def test_acme_renew_and_revoke_check_certificate_and_config(prox):
+    node = prox.nodes("pve1")
+    acme_cert = node.certificates.acme.certificate
+    with pytest.raises(ResourceException, match="No current \\(custom\\) certificate found"):
+        acme_cert.put()
+    pem, key, _cert = _custom("pve1.example.test")  # valid for 90 days from 2026-01-01
+    node.certificates.custom.post(certificates=pem, key=key, force=1)
+    try:
+        with pytest.raises(ResourceException, match="ACME settings in node configuration"):
+            acme_cert.put(force=1)
+        with pytest.raises(ResourceException, match="ACME settings in node configuration"):
+            acme_cert.delete()
+        node.config.put(acme="account=ops,domains=pve1.example.test")
+        # The uploaded certificate expired long ago (simulated "now" is later): no force needed.
+        for call in (acme_cert.put, acme_cert.delete):
+            status, _log = _task(prox, call())
+            assert status["type"] in ("acmerenew", "acmerevoke")
+            assert status["exitstatus"] == "ACME account config file 'ops' does not exist."
+        fresh, fresh_key, _ = _custom("pve1.example.test", days=36500)
+        node.certificates.custom.post(certificates=fresh, key=fresh_key, force=1)
+        with pytest.raises(ResourceException, match="does not expire within the next 30 days"):
+            acme_cert.put()
+    finally:
+        node.config.put(delete="acme")
+        node.certificates.custom.delete()

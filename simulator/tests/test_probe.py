@@ -83,6 +83,19 @@ EXPECTED = {
     # The probe's form body has no file part for pveproxy to store; real multipart
     # uploads are in test_iac_storage_transfer.py.
     (None, "POST", "/nodes/{node}/storage/{storage}/upload"): "missing temporary file name",
+    # ACME needs the CA's servers, which the simulator never contacts: no account can be
+    # registered, so none exists to read, update or deactivate, the directory's
+    # metadata is out of reach, and certificate orders stop where PVE's would
+    # (test_node_certificates.py).
+    (None, "POST", "/cluster/acme/account"): "the simulator never contacts an ACME CA",
+    (None, "GET", "/cluster/acme/account/{name}"): "does not exist",
+    (None, "PUT", "/cluster/acme/account/{name}"): "does not exist",
+    (None, "DELETE", "/cluster/acme/account/{name}"): "does not exist",
+    (None, "GET", "/cluster/acme/meta"): "the simulator never contacts an ACME CA",
+    (None, "GET", "/cluster/acme/tos"): "the simulator never contacts an ACME CA",
+    (None, "POST", "/nodes/{node}/certificates/acme/certificate"): "ACME domain list",
+    (None, "PUT", "/nodes/{node}/certificates/acme/certificate"): "certificate found",
+    (None, "DELETE", "/nodes/{node}/certificates/acme/certificate"): "ACME settings",
     # 6.4's viewer declares these sizes as strings; PVE 6.4 answers integers.
     (6, "GET", "/cluster/resources"): "int is not string",
 }
@@ -794,8 +807,9 @@ def _check(caller, contract, endpoint, response, written, outcome) -> None:
     if isinstance(data, str) and data.startswith("UPID:"):
         WORLD["upid"] = data
         exitstatus = caller.wait(data)["exitstatus"]
-        if exitstatus != "OK":
-            outcome.fail(endpoint, f"{label}: task ended {exitstatus!r}")
+        ended = f"{label}: task ended {exitstatus!r}"
+        if exitstatus != "OK" and not _expected(contract.major, endpoint, ended):
+            outcome.fail(endpoint, ended)
     _learn(caller, endpoint, data)
 
 

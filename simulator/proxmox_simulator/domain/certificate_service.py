@@ -228,3 +228,9 @@ async def delete_custom(rt, node: str) -> None:
         await require_node(conn, node)
         await section_configs.lock_file(conn, "certificates")
         await settings_repo.delete(conn, _key(node, "pveproxy-ssl"))
+
+
+async def custom_certificate(conn, node: str) -> str | None:
+    """The PEM of the node's uploaded ``pveproxy-ssl.pem``, if any."""
+    stored = await settings_repo.get(conn, _key(node, "pveproxy-ssl"))
+    return stored["cert"] if stored else None

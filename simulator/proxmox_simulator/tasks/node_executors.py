@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.domain import (
+    acme_account_service,
     bulk_guest_service,
     ceph_cluster_service,
     ceph_service,
@@ -202,3 +203,18 @@ async def bulk_guests(ctx: TaskContext) -> None:
     sink = bulk_guest_service.Sink(ctx.log, ctx.warn, ctx.sleep)
     error = await bulk_guest_service.run(rt, principal, ctx.payload, sink)
     await ctx.complete(failure=[error] if error else [])
+
+
+async def acme_register(ctx: TaskContext) -> None:
+    """``acmeregister``: the account key is made, the CA is never reached."""
+    lines, error = acme_account_service.register_lines(ctx.payload)
+    await ctx.log(*lines)
+    await ctx.sleep(1.0)
+    await ctx.fail(error)
+
+
+async def acme_order(ctx: TaskContext) -> None:
+    """``acmenewcert``/``acmerenew``/``acmerevoke``: PVE's worker stops at the missing
+    account file before it would contact the CA."""
+    await ctx.sleep(0.5)
+    await ctx.fail(acme_account_service.order_error(ctx.payload))
