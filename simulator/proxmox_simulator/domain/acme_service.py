@@ -1,6 +1,6 @@
 """ACME challenge plugins (priv/acme/plugins.cfg), known directories and the
 challenge schema.  Accounts, terms of service and directory metadata need the
-CA's servers, which the simulator never contacts, so they stay unhandled."""
+CA's servers, which the simulator never contacts (acme_account_service)."""
 
 from __future__ import annotations
 

@@ -34,3 +34,29 @@ async def auth_keys(conn: asyncpg.Connection) -> AuthKeys:
         )
         value = await get(conn, "auth_keys")
     return AuthKeys(value["private_key_pem"].encode(), base64.b64decode(value["csrf_secret"]))
+
+
+_UPSERT = """
+INSERT INTO simulator_settings (key, value) VALUES ($1, $2)
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+"""
+
+
+async def get_or_create(conn: asyncpg.Connection, key: str, make) -> dict:
+    """The value under ``key``; ``make()`` creates it once (concurrent callers agree)."""
+    value = await get(conn, key)
+    if value is None:
+        await conn.execute(_INSERT_IF_ABSENT, key, make())
+        value = await get(conn, key)
+    return value
+
+
+async def put(conn: asyncpg.Connection, key: str, value: dict) -> None:
+    await conn.execute(_UPSERT, key, value)
+
+
+async def delete(conn: asyncpg.Connection, key: str) -> bool:
+    return (
+        await conn.fetchval("DELETE FROM simulator_settings WHERE key = $1 RETURNING key", key)
+        is not None
+    )

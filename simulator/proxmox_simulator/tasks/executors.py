@@ -7,6 +7,7 @@ commits its state change together with the task's completion.
 from __future__ import annotations
 
 from proxmox_simulator.domain import (
+    bulk_guest_service,
     ceph_cluster_service,
     cloudinit,
     console_service,
@@ -449,6 +450,12 @@ def executors() -> dict[str, Executor]:
         "stopall": node_executors.stop_all,
         "imgcopy": node_executors.copy_volume,
         "startall": node_executors.start_all,
+        "migrateall": node_executors.bulk_guests,
+        "acmeregister": node_executors.acme_register,
+        "acmenewcert": node_executors.acme_order,
+        "acmerenew": node_executors.acme_order,
+        "acmerevoke": node_executors.acme_order,
+        **{f"bulk-{a}": node_executors.bulk_guests for a in bulk_guest_service.ACTIONS},
         "reloadnetworkall": node_executors.apply_sdn,
         "cephsetflags": node_executors.set_ceph_flags,
         # Ceph tasks carry PVE's types (cephcreateosd, ...); the payload names this executor.

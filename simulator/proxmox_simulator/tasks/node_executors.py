@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from proxmox_simulator.domain import (
+    acme_account_service,
+    bulk_guest_service,
     ceph_cluster_service,
     ceph_service,
     console_service,
@@ -14,6 +16,7 @@ from proxmox_simulator.domain import (
     storage_service,
     storage_transfer,
 )
+from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.worker import TaskContext
@@ -191,3 +194,27 @@ async def copy_volume(ctx: TaskContext) -> None:
         lines.append(await storage_service.finish_copy(conn, int(ctx.clock.now()), ctx.payload))
 
     await ctx.complete(effect, lines=lines)
+
+
+async def bulk_guests(ctx: TaskContext) -> None:
+    """bulk-start/-shutdown/-suspend/-migrate and migrateall: one guest task per guest."""
+    rt = bulk_guest_service.TaskRuntime(ctx.worker.pool, ctx.clock)
+    principal = Principal(ctx.row["userid"], ctx.row["tokenid"])
+    sink = bulk_guest_service.Sink(ctx.log, ctx.warn, ctx.sleep)
+    error = await bulk_guest_service.run(rt, principal, ctx.payload, sink)
+    await ctx.complete(failure=[error] if error else [])
+
+
+async def acme_register(ctx: TaskContext) -> None:
+    """``acmeregister``: the account key is made, the CA is never reached."""
+    lines, error = acme_account_service.register_lines(ctx.payload)
+    await ctx.log(*lines)
+    await ctx.sleep(1.0)
+    await ctx.fail(error)
+
+
+async def acme_order(ctx: TaskContext) -> None:
+    """``acmenewcert``/``acmerenew``/``acmerevoke``: PVE's worker stops at the missing
+    account file before it would contact the CA."""
+    await ctx.sleep(0.5)
+    await ctx.fail(acme_account_service.order_error(ctx.payload))

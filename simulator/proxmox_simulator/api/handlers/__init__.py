@@ -5,6 +5,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     acme,
     backup,
     ceph,
+    certificates,
     cluster,
     cluster_config,
     consoles,

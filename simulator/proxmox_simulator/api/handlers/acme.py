@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import acme_account_service as accounts
 from proxmox_simulator.domain import acme_service as svc
 
 
@@ -45,3 +46,53 @@ async def update_plugin(ctx: RequestContext):
 @route("/cluster/acme/plugins/{id}", "DELETE")
 async def delete_plugin(ctx: RequestContext):
     await svc.delete_plugin(ctx.rt, ctx.params["id"])
+
+
+@route("/cluster/acme/account", "GET")
+async def list_accounts(ctx: RequestContext):
+    return accounts.list_accounts()
+
+
+@route("/cluster/acme/account", "POST")
+async def register_account(ctx: RequestContext):
+    return await accounts.register(ctx.rt, ctx.principal, ctx.params)
+
+
+@route("/cluster/acme/account/{name}", "GET")
+async def get_account(ctx: RequestContext):
+    raise accounts.missing_account(ctx.params.get("name"))
+
+
+@route("/cluster/acme/account/{name}", "PUT")
+async def update_account(ctx: RequestContext):
+    raise accounts.missing_account(ctx.params.get("name"))
+
+
+@route("/cluster/acme/account/{name}", "DELETE")
+async def deactivate_account(ctx: RequestContext):
+    raise accounts.missing_account(ctx.params.get("name"))
+
+
+@route("/cluster/acme/meta", "GET")
+async def directory_meta(ctx: RequestContext):
+    return accounts.directory_meta(ctx.params)
+
+
+@route("/cluster/acme/tos", "GET")
+async def terms_of_service(ctx: RequestContext):
+    return accounts.directory_meta(ctx.params)
+
+
+@route("/nodes/{node}/certificates/acme/certificate", "POST")
+async def order_certificate(ctx: RequestContext):
+    return await accounts.order_certificate(ctx.rt, ctx.principal, ctx.node)
+
+
+@route("/nodes/{node}/certificates/acme/certificate", "PUT")
+async def renew_certificate(ctx: RequestContext):
+    return await accounts.renew_certificate(ctx.rt, ctx.principal, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/certificates/acme/certificate", "DELETE")
+async def revoke_certificate(ctx: RequestContext):
+    return await accounts.revoke_certificate(ctx.rt, ctx.principal, ctx.node)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import bulk_guest_service as bulk
 from proxmox_simulator.domain import corosync_service as corosync
 from proxmox_simulator.domain import inventory_service as svc
 from proxmox_simulator.domain.errors import PermissionDenied
@@ -134,3 +135,15 @@ async def delete_corosync_node(ctx: RequestContext):
 @route("/cluster/config/join", "POST")
 async def join_cluster(ctx: RequestContext):
     return await corosync.join(ctx.rt, ctx.principal, ctx.params)
+
+
+def _bulk_route(action: str):
+    @route(f"/cluster/bulk-action/guest/{action}", "POST")
+    async def bulk_action(ctx: RequestContext):
+        return await bulk.cluster_action(ctx.rt, ctx.state, ctx.principal, action, ctx.params)
+
+    return bulk_action
+
+
+for _action in bulk.ACTIONS:
+    _bulk_route(_action)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import WithTotal
+from proxmox_simulator.domain import bulk_guest_service as bulk
 from proxmox_simulator.domain import inventory_service as svc
 from proxmox_simulator.domain import node_power_service as power
 from proxmox_simulator.domain import rrd_service as rrd
@@ -50,6 +51,11 @@ async def start_all(ctx: RequestContext):
 async def stop_all(ctx: RequestContext):
     power.require_bulk_permission(ctx.state, ctx.principal, ctx.params.get("vms"), "VM.PowerMgmt")
     return await power.stop_all(ctx.rt, ctx.principal, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/migrateall", "POST")
+async def migrate_all(ctx: RequestContext):
+    return await bulk.migrate_all(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)
 
 
 @route("/nodes/{node}/version", "GET")
