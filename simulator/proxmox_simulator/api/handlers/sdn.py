@@ -1,9 +1,11 @@
-"""/cluster/sdn: zones, vnets, subnets, controllers, IPAMs, DNS plugins, and apply
-(``PUT /cluster/sdn``)."""
+"""/cluster/sdn: zones, vnets, subnets, controllers, IPAMs, DNS plugins, VNet IP
+mappings, the global lock, rollback and apply (``PUT /cluster/sdn``); and what
+each node runs of it (``/nodes/{node}/sdn``)."""
 
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import sdn_node_service as node_svc
 from proxmox_simulator.domain import sdn_service as svc
 
 
@@ -13,7 +15,33 @@ def _declared(ctx: RequestContext) -> set[str]:
 
 @route("/cluster/sdn", "PUT")
 async def apply(ctx: RequestContext):
-    return await svc.apply(ctx.rt, ctx.principal)
+    return await svc.apply(
+        ctx.rt, ctx.principal, ctx.params.get("lock-token"), _flag(ctx, "release-lock", True)
+    )
+
+
+def _flag(ctx: RequestContext, name: str, default: bool) -> bool:
+    value = ctx.params.get(name)
+    return default if value is None else bool(int(value))
+
+
+def _token(ctx: RequestContext) -> str | None:
+    return ctx.params.get("lock-token")
+
+
+@route("/cluster/sdn/lock", "POST")
+async def acquire_lock(ctx: RequestContext):
+    return await svc.acquire_lock(ctx.rt, _flag(ctx, "allow-pending", False))
+
+
+@route("/cluster/sdn/lock", "DELETE")
+async def release_lock(ctx: RequestContext):
+    await svc.release_lock(ctx.rt, _token(ctx), _flag(ctx, "force", False))
+
+
+@route("/cluster/sdn/rollback", "POST")
+async def rollback(ctx: RequestContext):
+    await svc.rollback(ctx.rt, _token(ctx), _flag(ctx, "release-lock", True))
 
 
 @route("/cluster/sdn/zones", "GET")
@@ -38,7 +66,7 @@ async def update_zone(ctx: RequestContext):
 
 @route("/cluster/sdn/zones/{zone}", "DELETE")
 async def delete_zone(ctx: RequestContext):
-    await svc.delete_zone(ctx.rt, ctx.params["zone"])
+    await svc.delete_zone(ctx.rt, ctx.params["zone"], _token(ctx))
 
 
 @route("/cluster/sdn/vnets", "GET")
@@ -63,7 +91,7 @@ async def update_vnet(ctx: RequestContext):
 
 @route("/cluster/sdn/vnets/{vnet}", "DELETE")
 async def delete_vnet(ctx: RequestContext):
-    await svc.delete_vnet(ctx.rt, ctx.params["vnet"])
+    await svc.delete_vnet(ctx.rt, ctx.params["vnet"], _token(ctx))
 
 
 @route("/cluster/sdn/vnets/{vnet}/subnets", "GET")
@@ -92,7 +120,7 @@ async def update_subnet(ctx: RequestContext):
 
 @route("/cluster/sdn/vnets/{vnet}/subnets/{subnet}", "DELETE")
 async def delete_subnet(ctx: RequestContext):
-    await svc.delete_subnet(ctx.rt, ctx.params["vnet"], ctx.params["subnet"])
+    await svc.delete_subnet(ctx.rt, ctx.params["vnet"], ctx.params["subnet"], _token(ctx))
 
 
 def _register_plugin(what: str) -> None:
@@ -117,7 +145,7 @@ def _register_plugin(what: str) -> None:
 
     @route(f"{base}/{{{key}}}", "DELETE")
     async def delete_plugin(ctx: RequestContext):
-        await svc.delete_plugin(ctx.rt, what, ctx.params[key])
+        await svc.delete_plugin(ctx.rt, what, ctx.params[key], _token(ctx))
 
 
 for _what in ("controllers", "ipams", "dns"):
@@ -127,3 +155,43 @@ for _what in ("controllers", "ipams", "dns"):
 @route("/cluster/sdn/ipams/{ipam}/status", "GET")
 async def ipam_status(ctx: RequestContext):
     return await svc.ipam_status(ctx.rt, ctx.params["ipam"])
+
+
+@route("/cluster/sdn/vnets/{vnet}/ips", "POST")
+async def create_ip(ctx: RequestContext):
+    await svc.add_ip(ctx.rt, ctx.params["vnet"], ctx.params)
+
+
+@route("/cluster/sdn/vnets/{vnet}/ips", "PUT")
+async def update_ip(ctx: RequestContext):
+    await svc.update_ip(ctx.rt, ctx.params["vnet"], ctx.params)
+
+
+@route("/cluster/sdn/vnets/{vnet}/ips", "DELETE")
+async def delete_ip(ctx: RequestContext):
+    await svc.delete_ip(ctx.rt, ctx.params["vnet"], ctx.params)
+
+
+@route("/nodes/{node}/sdn/zones", "GET")
+async def node_zones(ctx: RequestContext):
+    return await node_svc.zones(ctx.rt, ctx.params["node"])
+
+
+@route("/nodes/{node}/sdn/zones/{zone}/content", "GET")
+async def node_zone_content(ctx: RequestContext):
+    return await node_svc.zone_content(ctx.rt, ctx.params["node"], ctx.params["zone"])
+
+
+@route("/nodes/{node}/sdn/zones/{zone}/bridges", "GET")
+async def node_zone_bridges(ctx: RequestContext):
+    return await node_svc.zone_bridges(ctx.rt, ctx.params["node"], ctx.params["zone"])
+
+
+@route("/nodes/{node}/sdn/zones/{zone}/ip-vrf", "GET")
+async def node_zone_ip_vrf(ctx: RequestContext):
+    return await node_svc.ip_vrf(ctx.rt, ctx.params["node"], ctx.params["zone"])
+
+
+@route("/nodes/{node}/sdn/vnets/{vnet}/mac-vrf", "GET")
+async def node_vnet_mac_vrf(ctx: RequestContext):
+    return await node_svc.mac_vrf(ctx.rt, ctx.params["node"], ctx.params["vnet"])
