@@ -225,3 +225,31 @@ def test_node_views_show_the_applied_config(prox, unique_vmid):
     assert evpn in _ids(pve1.zones.get(), "zone")
     _apply(prox)
     assert evpn not in _ids(pve1.zones.get(), "zone")
+
+
+def test_dry_run_diffs_the_node_files_an_apply_would_write(prox):
+    sdn = prox.cluster.sdn
+    controller, zone, vnet = _name("c"), _name("z"), _name("x")
+    sdn.controllers.post(controller=controller, type="evpn", asn=65001, peers="10.0.0.7")
+    sdn.zones.post(zone=zone, type="evpn", controller=controller, nodes="pve1")
+    sdn.vnets.post(vnet=vnet, zone=zone, tag=12000)
+    sdn.vnets(vnet).subnets.post(subnet="10.99.0.0/24", type="subnet", gateway="10.99.0.1")
+
+    diff = sdn("dry-run").get(node="pve1")
+    assert_conforms("/cluster/sdn/dry-run", "GET", diff, majors=(9,))
+    added = {line for line in diff["interfaces-diff"].splitlines() if line.startswith("+")}
+    assert {f"+auto {vnet}", f"+iface {vnet}", "+\taddress 10.99.0.1/24"} <= added
+    assert "+\tvxlan-id 12000" in added
+    assert "+ neighbor 10.0.0.7 remote-as 65001" in diff["frr-diff"].splitlines()
+    # The zone is not on pve2: nothing of it in pve2's files.
+    assert f"auto {vnet}" not in sdn("dry-run").get(node="pve2").get("interfaces-diff", "")
+
+    _apply(prox)
+    assert "interfaces-diff" not in sdn("dry-run").get(node="pve1")
+    sdn.vnets(vnet).subnets(f"{zone}-10.99.0.0-24").delete()
+    sdn.vnets(vnet).delete()
+    removed = sdn("dry-run").get(node="pve1")["interfaces-diff"].splitlines()
+    assert f"-auto {vnet}" in removed
+    sdn.zones(zone).delete()
+    sdn.controllers(controller).delete()
+    _apply(prox)

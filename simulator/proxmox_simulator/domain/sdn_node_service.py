@@ -4,11 +4,13 @@ applied configuration, never from pending edits.
 A zone is on a node unless its ``nodes`` list leaves the node out; its VNets
 are the node's bridges, and the running guests' NICs on them are the ports.
 EVPN zones carry their subnets in an IP VRF and their guests' MAC/IP pairs in
-each VNet's MAC VRF.
+each VNet's MAC VRF.  A dry-run compares the node's files rendered from the
+applied and from the pending configuration.
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 
 from proxmox_simulator.domain import config_sections as sections
@@ -181,3 +183,75 @@ async def mac_vrf(rt, node: str, vnet_id: str) -> list[dict]:
 def _is_mac(value) -> bool:
     parts = str(value).split(":")
     return len(parts) == 6 and all(len(p) == 2 for p in parts)
+
+
+# -- dry-run: what an apply would change in a node's files ---------------------------
+
+
+def _interfaces(config: dict, node: str) -> str:
+    """The node's /etc/network/interfaces.d/sdn for one SDN configuration."""
+    zones, subnets = config.get("zones", {}), config.get("subnets", {}).values()
+    out: list[str] = []
+    for vnet_id, vnet in sorted(config.get("vnets", {}).items()):
+        zone = zones.get(vnet.get("zone"))
+        if zone is None or not _on_node(zone, node):
+            continue
+        kind, tag = zone["type"], vnet.get("tag")
+        ports = "none"
+        if kind in ("vlan", "qinq"):
+            ports = f"{zone.get('bridge')}.{tag}" if tag else zone.get("bridge", "none")
+        elif kind in ("vxlan", "evpn"):
+            ports = f"vxlan_{vnet_id}"
+            out += [f"auto {ports}", f"iface {ports}", f"\tvxlan-id {tag}", ""]
+        out += [f"auto {vnet_id}", f"iface {vnet_id}"]
+        for subnet in sorted(subnets, key=lambda s: s["cidr"]):
+            if subnet.get("vnet") == vnet_id and subnet.get("gateway"):
+                prefix = subnet["cidr"].split("/")[1]
+                out.append(f"\taddress {subnet['gateway']}/{prefix}")
+        out += [f"\tbridge_ports {ports}", "\tbridge_stp off", "\tbridge_fd 0"]
+        if vnet.get("vlanaware"):
+            out.append("\tbridge-vlan-aware yes")
+        if zone.get("mtu"):
+            out.append(f"\tmtu {zone['mtu']}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _frr(config: dict, node: str) -> str:
+    """The BGP part of the node's frr.conf: one EVPN controller's peers and its VRFs."""
+    out: list[str] = []
+    for controller_id, controller in sorted(config.get("controllers", {}).items()):
+        if controller["type"] != "evpn":
+            continue
+        out += [f"router bgp {controller.get('asn')}", f" ! controller {controller_id}"]
+        out += [
+            f" neighbor {peer} remote-as {controller.get('asn')}"
+            for peer in sections.split_list(controller.get("peers"))
+        ]
+        for zone_id, zone in sorted(config.get("zones", {}).items()):
+            if zone.get("controller") == controller_id and _on_node(zone, node):
+                out.append(f" vrf vrf_{zone_id}")
+        out.append("!")
+    return "\n".join(out)
+
+
+def _diff(name: str, before: str, after: str) -> str | None:
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(), after.splitlines(), name, f"{name}.new", lineterm=""
+        )
+    )
+    return "\n".join(lines) + "\n" if lines else None
+
+
+async def dry_run(rt, node: str) -> dict:
+    async with rt.pool.acquire() as conn:
+        running = await _applied(conn, node)
+        pending = {w: await sdn_service._current(conn, w) for w in sdn_service.FILES}
+    result = {
+        "interfaces-diff": _diff(
+            "/etc/network/interfaces.d/sdn", _interfaces(running, node), _interfaces(pending, node)
+        ),
+        "frr-diff": _diff("/etc/frr/frr.conf", _frr(running, node), _frr(pending, node)),
+    }
+    return {k: v for k, v in result.items() if v is not None}

@@ -195,3 +195,8 @@ async def node_zone_ip_vrf(ctx: RequestContext):
 @route("/nodes/{node}/sdn/vnets/{vnet}/mac-vrf", "GET")
 async def node_vnet_mac_vrf(ctx: RequestContext):
     return await node_svc.mac_vrf(ctx.rt, ctx.params["node"], ctx.params["vnet"])
+
+
+@route("/cluster/sdn/dry-run", "GET")
+async def dry_run(ctx: RequestContext):
+    return await node_svc.dry_run(ctx.rt, ctx.params["node"])
