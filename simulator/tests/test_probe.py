@@ -282,6 +282,8 @@ _PATH_VALUES = {
     # A node's SDN views show the applied config: the EVPN zone _BEFORE applies.
     **{(f"/nodes/{{node}}/sdn/zones/{{zone}}/{tail}", "zone"): "probeev" for tail in _SDN_VIEWS},
     ("/nodes/{node}/sdn/vnets/{vnet}/mac-vrf", "vnet"): "probeevv",
+    # The sequence number the probe's prefix-list entry gets.
+    ("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "url_seq"): "5",
 }
 
 
@@ -508,6 +510,7 @@ _EXTRAS = {
     ("POST", "/cluster/sdn/vnets/{vnet}/subnets"): {"subnet": "192.0.2.0/24"},
     # The probe's own creates are pending changes when it takes the lock.
     ("POST", "/cluster/sdn/lock"): {"allow-pending": 1},
+    ("POST", "/cluster/sdn/prefix-lists/{id}/entries"): {"prefix": "192.0.2.0/24"},
     ("DELETE", "/nodes/{node}/storage/{storage}/prunebackups"): {"prune-backups": "keep-last=1"},
 }
 

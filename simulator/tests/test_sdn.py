@@ -253,3 +253,75 @@ def test_dry_run_diffs_the_node_files_an_apply_would_write(prox):
     sdn.zones(zone).delete()
     sdn.controllers(controller).delete()
     _apply(prox)
+
+
+def test_prefix_lists_number_their_entries_and_stay_pending_until_applied(prox):
+    lists = prox.cluster.sdn("prefix-lists")
+    name = _name("pl-")
+    lists.post(
+        id=name,
+        entries=["action=permit,prefix=192.0.2.0/24,le=28", "action=deny,prefix=10.0.0.0/8"],
+    )
+    _refused(
+        lambda: lists.post(id=name), 500, f"prefix list already exists in configuration: {name}"
+    )
+    _refused(lambda: lists.post(id="only_default"), 400, "is currently reserved")
+    shown = lists(name).get()
+    assert shown["type"] == "prefix-list"
+    assert shown["entries"] == [
+        "action=permit,prefix=192.0.2.0/24,le=28,seq=5",
+        "action=deny,prefix=10.0.0.0/8,seq=10",
+    ]
+
+    entries = lists(name).entries
+    entries.post(action="permit", prefix="198.51.100.0/24", ge=25, le=26)  # next: 10 + 5
+    entries.post(action="deny", prefix="203.0.113.0/24", seq=7)
+    assert [e["seq"] for e in entries.get()] == [5, 10, 15, 7]
+    assert entries(15).get() == {
+        "action": "permit",
+        "prefix": "198.51.100.0/24",
+        "ge": 25,
+        "le": 26,
+        "seq": 15,
+    }
+    _refused(
+        lambda: entries.post(action="deny", prefix="203.0.113.0/24", seq=7),
+        500,
+        "creating prefix list entry failed: entry with sequence number 7 already exists!",
+    )
+    _refused(
+        lambda: entries.post(action="permit", prefix="192.0.2.0/24", le=16),
+        500,
+        "Prefix <= must not be less than 24",
+    )
+    _refused(
+        lambda: entries.post(action="permit", prefix="192.0.2.0/24", ge=28, le=26),
+        500,
+        "Prefix >= (28) must not be greater than Prefix <= (26)",
+    )
+    _refused(lambda: entries(99).get(), 400, f"entry 99 in prefix list {name} doesn't exist")
+
+    # Update renumbers and edits; a taken number is refused and the entry stays.
+    entries(7).put(seq=20, action="permit", delete="")
+    _refused(lambda: entries(20).put(seq=5), 500, "entry with sequence number 5 already exists!")
+    entries(15).put(delete="ge")
+    assert entries(15).get().get("ge") is None and entries(20).get()["action"] == "permit"
+    entries(5).delete()
+    _refused(lambda: entries(5).delete(), 500, "could not find prefix list entry with seq 5")
+
+    # Pending until applied; the dry-run shows the FRR lines an apply would write.
+    assert {p["id"]: p for p in lists.get(pending=1)}[name]["state"] == "new"
+    assert name not in _ids(lists.get(running=1), "id")
+    frr = prox.cluster.sdn("dry-run").get(node="pve1")["frr-diff"].splitlines()
+    assert f"+ip prefix-list {name} seq 20 permit 203.0.113.0/24" in frr
+    _apply(prox)
+    running = {p["id"]: p for p in lists.get(running=1)}[name]
+    # PVE keeps written order: an updated entry moves to the end.
+    assert [e.split(",seq=")[1] for e in running["entries"]] == ["10", "20", "15"]
+
+    lists(name).put(delete="entries")
+    assert "entries" not in lists(name).get()
+    lists(name).delete()
+    _refused(lambda: lists(name).delete(), 500, f"could not find prefix list with id: {name}")
+    _refused(lambda: lists(name).get(), 400, f"{name} doesn't exist")
+    _apply(prox)

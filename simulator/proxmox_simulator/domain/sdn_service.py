@@ -25,6 +25,7 @@ FILES = {
     "controllers": "sdn/controllers.cfg",
     "ipams": "sdn/ipams.cfg",
     "dns": "sdn/dns.cfg",
+    "prefix-lists": "sdn/prefix-lists.cfg",
 }
 KEYS = {
     "zones": "zone",
@@ -33,6 +34,7 @@ KEYS = {
     "controllers": "controller",
     "ipams": "ipam",
     "dns": "dns",
+    "prefix-lists": "id",
 }
 # The built-in IPAM every cluster has.
 BUILTIN_IPAM = {"pve": {"type": "pve"}}

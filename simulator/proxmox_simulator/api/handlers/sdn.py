@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import sdn_node_service as node_svc
+from proxmox_simulator.domain import sdn_prefix_lists as prefix_lists
 from proxmox_simulator.domain import sdn_service as svc
 
 
@@ -200,3 +201,53 @@ async def node_vnet_mac_vrf(ctx: RequestContext):
 @route("/cluster/sdn/dry-run", "GET")
 async def dry_run(ctx: RequestContext):
     return await node_svc.dry_run(ctx.rt, ctx.params["node"])
+
+
+@route("/cluster/sdn/prefix-lists", "GET")
+async def list_prefix_lists(ctx: RequestContext):
+    return await prefix_lists.list_prefix_lists(ctx.rt, ctx.params)
+
+
+@route("/cluster/sdn/prefix-lists", "POST")
+async def create_prefix_list(ctx: RequestContext):
+    await prefix_lists.create_prefix_list(ctx.rt, ctx.params)
+
+
+@route("/cluster/sdn/prefix-lists/{id}", "GET")
+async def get_prefix_list(ctx: RequestContext):
+    return await prefix_lists.get_prefix_list(ctx.rt, ctx.params["id"])
+
+
+@route("/cluster/sdn/prefix-lists/{id}", "PUT")
+async def update_prefix_list(ctx: RequestContext):
+    await prefix_lists.update_prefix_list(ctx.rt, ctx.params["id"], ctx.params)
+
+
+@route("/cluster/sdn/prefix-lists/{id}", "DELETE")
+async def delete_prefix_list(ctx: RequestContext):
+    await prefix_lists.delete_prefix_list(ctx.rt, ctx.params["id"], ctx.params)
+
+
+@route("/cluster/sdn/prefix-lists/{id}/entries", "GET")
+async def list_prefix_list_entries(ctx: RequestContext):
+    return await prefix_lists.list_entries(ctx.rt, ctx.params["id"])
+
+
+@route("/cluster/sdn/prefix-lists/{id}/entries", "POST")
+async def create_prefix_list_entry(ctx: RequestContext):
+    await prefix_lists.create_entry(ctx.rt, ctx.params["id"], ctx.params)
+
+
+@route("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "GET")
+async def get_prefix_list_entry(ctx: RequestContext):
+    return await prefix_lists.get_entry(ctx.rt, ctx.params["id"], ctx.params["url_seq"])
+
+
+@route("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "PUT")
+async def update_prefix_list_entry(ctx: RequestContext):
+    await prefix_lists.update_entry(ctx.rt, ctx.params["id"], ctx.params["url_seq"], ctx.params)
+
+
+@route("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "DELETE")
+async def delete_prefix_list_entry(ctx: RequestContext):
+    await prefix_lists.delete_entry(ctx.rt, ctx.params["id"], ctx.params["url_seq"], ctx.params)
