@@ -506,7 +506,8 @@ async def delete_subnet(rt, vnet: str, subnet_id: str, token: str | None = None)
             raise PveError(f"sdn subnet '{subnet_id}' does not exist")
         if existing is not None:
             cidr = existing["options"]["cidr"]
-            if any(m[1] == cidr for m in await _mappings(conn)):
+            zone = subnet_id.split("-", 1)[0]
+            if any(m[:2] == (zone, cidr) for m in await _mappings(conn)):
                 raise PveError(f"cannot delete subnet '{cidr}', not empty")
 
     await _write(rt, "subnets", subnet_id, None, None, None, check, token=token)
