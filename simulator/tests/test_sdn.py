@@ -325,3 +325,47 @@ def test_prefix_lists_number_their_entries_and_stay_pending_until_applied(prox):
     _refused(lambda: lists(name).delete(), 500, f"could not find prefix list with id: {name}")
     _refused(lambda: lists(name).get(), 400, f"{name} doesn't exist")
     _apply(prox)
+
+
+def test_route_map_entries_are_keyed_by_map_and_order(prox):
+    maps = prox.cluster.sdn("route-maps")
+    name = _name("rm-")
+    match = "key=ip-address-prefix-list,value=edge"
+    maps.entries.post(**{"route-map-id": name, "order": 10, "action": "permit", "match": [match]})
+    maps.entries.post(**{"route-map-id": name, "order": 20, "action": "deny"})
+    _refused(
+        lambda: maps.entries.post(**{"route-map-id": name, "order": 10, "action": "deny"}),
+        500,
+        f"creating route map entry failed: route map entry already exists in configuration: {name}_10",
+    )
+    assert name in _ids(maps.get(), "id") and name not in _ids(maps.get(running=1), "id")
+    assert name not in _ids(maps.entries.get(running=1), "route-map-id")
+    entry = maps.entries(name).entry(10).get()
+    assert entry == {"route-map-id": name, "order": 10, "action": "permit", "match": [match]}
+    _refused(lambda: maps.entries(name).entry(30).get(), 400, f"{name}_30 doesn't exist")
+
+    maps.entries(name).entry(10).put(action="deny", call=name, delete="match")
+    entry = maps.entries(name).entry(10).get()
+    assert entry["action"] == "deny" and entry["call"] == name and "match" not in entry
+    _refused(
+        lambda: maps.entries(name).entry(30).put(action="deny"),
+        500,
+        f"updating route map entry failed: Could not find route map with id: {name}_30",
+    )
+    pending = [e for e in maps.entries(name).get(pending=1)]
+    assert {(e["order"], e["state"]) for e in pending} == {(10, "new"), (20, "new")}
+    assert f"+route-map {name} deny 10" in prox.cluster.sdn("dry-run").get(node="pve1")["frr-diff"]
+
+    _apply(prox)
+    assert [e["order"] for e in maps.entries(name).get(running=1)] == [10, 20]
+    maps.entries(name).entry(20).delete()
+    _refused(
+        lambda: maps.entries(name).entry(20).delete(),
+        500,
+        f"deleting route map entry failed: could not find route map entry with id: {name}_20",
+    )
+    assert {e["order"]: e.get("state") for e in maps.entries(name).get(pending=1)}[20] == "deleted"
+    assert [e["order"] for e in maps.entries(name).get(running=1)] == [10, 20]  # until applied
+    maps.entries(name).entry(10).delete()
+    assert name not in _ids(maps.get(), "id")
+    _apply(prox)

@@ -14,7 +14,7 @@ import difflib
 import ipaddress
 
 from proxmox_simulator.domain import config_sections as sections
-from proxmox_simulator.domain import sdn_prefix_lists, sdn_service
+from proxmox_simulator.domain import sdn_prefix_lists, sdn_route_maps, sdn_service
 from proxmox_simulator.domain.errors import ParameterError
 from proxmox_simulator.domain.guest_service import require_node
 from proxmox_simulator.domain.guests import NET_KEY, parse_property_string
@@ -219,7 +219,7 @@ def _interfaces(config: dict, node: str) -> str:
 
 def _frr(config: dict, node: str) -> str:
     """The SDN part of the node's frr.conf: each EVPN controller's BGP peers and its
-    VRFs, and the prefix lists."""
+    VRFs, the prefix lists and the route maps."""
     out: list[str] = []
     for controller_id, controller in sorted(config.get("controllers", {}).items()):
         if controller["type"] != "evpn":
@@ -234,6 +234,7 @@ def _frr(config: dict, node: str) -> str:
                 out.append(f" vrf vrf_{zone_id}")
         out.append("!")
     out += sdn_prefix_lists.frr_lines(config)
+    out += sdn_route_maps.frr_lines(config)
     return "\n".join(out)
 
 

@@ -26,6 +26,7 @@ FILES = {
     "ipams": "sdn/ipams.cfg",
     "dns": "sdn/dns.cfg",
     "prefix-lists": "sdn/prefix-lists.cfg",
+    "route-maps": "sdn/route-maps.cfg",
 }
 KEYS = {
     "zones": "zone",
@@ -35,6 +36,7 @@ KEYS = {
     "ipams": "ipam",
     "dns": "dns",
     "prefix-lists": "id",
+    "route-maps": "route-map-id",
 }
 # The built-in IPAM every cluster has.
 BUILTIN_IPAM = {"pve": {"type": "pve"}}

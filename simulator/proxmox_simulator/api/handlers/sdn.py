@@ -7,6 +7,7 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import sdn_node_service as node_svc
 from proxmox_simulator.domain import sdn_prefix_lists as prefix_lists
+from proxmox_simulator.domain import sdn_route_maps as route_maps
 from proxmox_simulator.domain import sdn_service as svc
 
 
@@ -251,3 +252,45 @@ async def update_prefix_list_entry(ctx: RequestContext):
 @route("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "DELETE")
 async def delete_prefix_list_entry(ctx: RequestContext):
     await prefix_lists.delete_entry(ctx.rt, ctx.params["id"], ctx.params["url_seq"], ctx.params)
+
+
+@route("/cluster/sdn/route-maps", "GET")
+async def list_route_maps(ctx: RequestContext):
+    return await route_maps.list_route_maps(ctx.rt, ctx.params)
+
+
+@route("/cluster/sdn/route-maps/entries", "GET")
+async def list_route_map_entries(ctx: RequestContext):
+    return await route_maps.list_entries(ctx.rt, ctx.params)
+
+
+@route("/cluster/sdn/route-maps/entries", "POST")
+async def create_route_map_entry(ctx: RequestContext):
+    await route_maps.create_entry(ctx.rt, ctx.params)
+
+
+@route("/cluster/sdn/route-maps/entries/{route-map-id}", "GET")
+async def list_route_map(ctx: RequestContext):
+    return await route_maps.list_entries(ctx.rt, ctx.params, ctx.params["route-map-id"])
+
+
+_ENTRY = "/cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}"
+
+
+@route(_ENTRY, "GET")
+async def get_route_map_entry(ctx: RequestContext):
+    return await route_maps.get_entry(ctx.rt, ctx.params["route-map-id"], ctx.params["order"])
+
+
+@route(_ENTRY, "PUT")
+async def update_route_map_entry(ctx: RequestContext):
+    await route_maps.update_entry(
+        ctx.rt, ctx.params["route-map-id"], ctx.params["order"], ctx.params
+    )
+
+
+@route(_ENTRY, "DELETE")
+async def delete_route_map_entry(ctx: RequestContext):
+    await route_maps.delete_entry(
+        ctx.rt, ctx.params["route-map-id"], ctx.params["order"], ctx.params
+    )
