@@ -272,6 +272,7 @@ WORLD: dict = {"keys": {}}
 # Path parameters that must differ from the generic value for one item template:
 # node-wide power and disk work happens away from the probe guests' node (pve1),
 # a new cluster member gets a fresh name, each disk tool its own name.
+_SDN_VIEWS = ("content", "bridges", "ip-vrf")
 _PATH_VALUES = {
     ("/nodes/{node}/status", "node"): "pve3",
     ("/nodes/{node}/startall", "node"): "pve3",
@@ -293,6 +294,11 @@ _PATH_VALUES = {
     ("/nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev", "pci-id-or-mapping"): "0000:41:00.0",
     # The built-in sendmail target is the one a test can reach.
     ("/cluster/notifications/targets/{name}/test", "name"): "mail-to-root",
+    # A node's SDN views show the applied config: the EVPN zone _BEFORE applies.
+    **{(f"/nodes/{{node}}/sdn/zones/{{zone}}/{tail}", "zone"): "probeev" for tail in _SDN_VIEWS},
+    ("/nodes/{node}/sdn/vnets/{vnet}/mac-vrf", "vnet"): "probeevv",
+    # The sequence number the probe's prefix-list entry gets.
+    ("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "url_seq"): "5",
 }
 
 
@@ -362,6 +368,9 @@ _ACTION_RANK = {"/cluster/ha/status/disarm-ha": -2, "/cluster/ha/status/arm-ha":
 # (the probe resumes or starts the guest between them, see _BEFORE).
 _AGENT_POWER = ("suspend-ram", "suspend-hybrid", "suspend-disk", "shutdown")
 
+# Deletes that free what other deletes need gone (a subnet with mapped IPs stays).
+_DELETED_FIRST = {("DELETE", "/cluster/sdn/vnets/{vnet}/ips")}
+
 
 def plan(contract: Contract) -> list[Endpoint]:
     def order(endpoint: Endpoint):
@@ -387,6 +396,8 @@ def plan(contract: Contract) -> list[Endpoint]:
             phase = 5.5
         if _guest_destroy(endpoint):
             phase = 6
+        elif (endpoint.method, endpoint.path) in _DELETED_FIRST:
+            phase = 4.9
         return (phase, rank, -depth if phase >= 5 else depth, endpoint.path)
 
     chosen = [e for e in contract.endpoints if e.path.startswith(PREFIX) or _setup(e)]
@@ -546,6 +557,9 @@ _EXTRAS = {
         for kind in ("gotify",)
     },
     ("POST", "/cluster/sdn/vnets/{vnet}/subnets"): {"subnet": "192.0.2.0/24"},
+    # The probe's own creates are pending changes when it takes the lock.
+    ("POST", "/cluster/sdn/lock"): {"allow-pending": 1},
+    ("POST", "/cluster/sdn/prefix-lists/{id}/entries"): {"prefix": "192.0.2.0/24"},
     ("DELETE", "/nodes/{node}/storage/{storage}/prunebackups"): {"prune-backups": "keep-last=1"},
     # A certificate with its key (PVE checks both); force replaces an earlier upload.
     ("POST", "/nodes/{node}/certificates/custom"): {**_probe_certificate(), "force": 1},
@@ -568,8 +582,25 @@ _EXTRAS = {
 # the API right before it (tasks waited for): (method, path, body) calls.
 _QEMU, _LXC = "/nodes/pve1/qemu/990100", "/nodes/pve1/lxc/990200"
 _ZFSPOOL = ("POST", "/storage", {"storage": "probezfs", "type": "zfspool", "pool": "rpool/probe"})
+# An applied EVPN zone with a vnet (creates a second time are refused, harmlessly).
+_SDN_APPLIED = [
+    (
+        "POST",
+        "/cluster/sdn/controllers",
+        _EXTRAS[("POST", "/cluster/sdn/controllers")] | {"controller": "probeevc"},
+    ),
+    ("POST", "/cluster/sdn/zones", {"zone": "probeev", "type": "evpn", "controller": "probeevc"}),
+    ("POST", "/cluster/sdn/vnets", {"vnet": "probeevv", "zone": "probeev", "tag": 4000}),
+    ("PUT", "/cluster/sdn", {}),
+]
 _BEFORE = {
     ("DELETE", "/pools"): [("POST", "/pools", {"poolid": "probepool2"})],
+    **{("GET", f"/nodes/{{node}}/sdn/zones/{{zone}}/{tail}"): _SDN_APPLIED for tail in _SDN_VIEWS},
+    ("GET", "/nodes/{node}/sdn/vnets/{vnet}/mac-vrf"): _SDN_APPLIED,
+    # The update before it mapped the probe's address: PVE refuses to map it twice.
+    ("POST", "/cluster/sdn/vnets/{vnet}/ips"): [
+        ("DELETE", "/cluster/sdn/vnets/probev/ips", {"zone": "probez", "ip": "192.0.2.10"})
+    ],
     ("POST", "/nodes/{node}/lxc/{vmid}/move_volume"): [
         _ZFSPOOL,
         ("POST", f"{_LXC}/status/stop", {}),  # PVE moves volumes of stopped containers only
@@ -618,6 +649,8 @@ _AFTER = {
     ("POST", "/cluster/bulk-action/guest/migrate"): [
         ("POST", "/nodes/pve1/qemu/990300/migrate", {"target": "pve2"})
     ],
+    # The global SDN lock would refuse every later SDN write of the probe.
+    ("POST", "/cluster/sdn/lock"): [("DELETE", "/cluster/sdn/lock", {"force": 1})],
     ("POST", "/nodes/{node}/lxc/{vmid}/move_volume"): [("POST", f"{_LXC}/status/start", {})],
 }
 # Methods after which the probe waits for every node's running tasks (the HA

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import uuid
 
 from proxmox_simulator.domain import config_sections as sections
 from proxmox_simulator.domain.errors import ParameterError, PveError
@@ -24,6 +25,8 @@ FILES = {
     "controllers": "sdn/controllers.cfg",
     "ipams": "sdn/ipams.cfg",
     "dns": "sdn/dns.cfg",
+    "prefix-lists": "sdn/prefix-lists.cfg",
+    "route-maps": "sdn/route-maps.cfg",
 }
 KEYS = {
     "zones": "zone",
@@ -32,6 +35,8 @@ KEYS = {
     "controllers": "controller",
     "ipams": "ipam",
     "dns": "dns",
+    "prefix-lists": "id",
+    "route-maps": "route-map-id",
 }
 # The built-in IPAM every cluster has.
 BUILTIN_IPAM = {"pve": {"type": "pve"}}
@@ -166,11 +171,12 @@ async def _write(
     options: dict | None,
     digest: str | None,
     check,
+    token: str | None = None,
 ) -> None:
     """Create (kind given), update (options given) or delete (neither) one section."""
+    verb = "create" if kind is not None else "update" if options is not None else "delete"
     async with rt.pool.acquire() as conn, conn.transaction():
-        # One lock for all SDN files, like PVE's sdn config lock.
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('pvesim:sdn'))")
+        await _lock_domain(conn, token, f"{verb} sdn {KEYS[what]} object failed")
         sections.check_digest(digest, await _file_digest(conn, what))
         existing = await repo.section(conn, FILES[what], section_id, for_update=True)
         await check(conn, existing)
@@ -198,6 +204,71 @@ def _settable(declared: set[str], what: str) -> frozenset[str]:
     """Declared parameters that are options of a ``what`` section (not its IDs)."""
     ids = {KEYS[what]} | ({"vnet"} if what == "subnets" else set())
     return frozenset(declared) - _NOT_OPTIONS - ids
+
+
+# -- the global SDN lock (PVE 8.4+: ``lock-token``) --------------------------------
+
+LOCK_FILE, LOCK_ID = "sdn/.lock", "lock"
+# The files an apply commits, so the ones whose changes count as pending.
+_COMMITTED = ("zones", "vnets", "subnets", "controllers")
+
+
+async def _lock_domain(conn, token: str | None, errmsg: str) -> None:
+    """Take the SDN domain lock; while a client holds the global lock, only
+    requests carrying its token may change the configuration."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('pvesim:sdn'))")
+    row = await repo.section(conn, LOCK_FILE, LOCK_ID)
+    if row is not None and row["options"]["token"] != token:
+        raise PveError(f"{errmsg}: invalid lock token provided!")
+
+
+async def _has_pending_changes(conn) -> bool:
+    running = await _running(conn)
+    for what in _COMMITTED:
+        if await _current(conn, what) != running.get(what, {}):
+            return True
+    return False
+
+
+async def acquire_lock(rt, allow_pending: bool) -> str:
+    errmsg = "could not acquire lock for SDN config"
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await _lock_domain(conn, None, errmsg)
+        if not allow_pending and await _has_pending_changes(conn):
+            raise PveError(f"{errmsg}: configuration has pending changes")
+        token = str(uuid.uuid4())
+        await repo.insert(conn, LOCK_FILE, LOCK_ID, "lock", {"token": token})
+        return token
+
+
+async def release_lock(rt, token: str | None, force: bool) -> None:
+    async with rt.pool.acquire() as conn, conn.transaction():
+        if not force:
+            await _lock_domain(conn, token, "could not release lock")
+        await repo.delete(conn, LOCK_FILE, LOCK_ID)
+
+
+async def rollback(rt, token: str | None, release: bool) -> None:
+    """The configuration files go back to the running (last applied) config."""
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await _lock_domain(conn, token, "could not rollback SDN configuration")
+        running = await _running(conn)
+        for what in _COMMITTED:
+            applied = running.get(what, {})
+            for row in await repo.sections(conn, FILES[what]):
+                if row["id"] not in applied:
+                    await repo.delete(conn, FILES[what], row["id"])
+            for section_id, options in applied.items():
+                fields = {k: v for k, v in options.items() if k != "type"}
+                row = await repo.section(conn, FILES[what], section_id, for_update=True)
+                if row is None:
+                    await repo.insert(conn, FILES[what], section_id, options["type"], fields)
+                elif row["options"] != fields:
+                    sections.require_saved(
+                        await repo.update(conn, FILES[what], section_id, row["version"], fields)
+                    )
+        if token and release:
+            await repo.delete(conn, LOCK_FILE, LOCK_ID)
 
 
 # -- zones ------------------------------------------------------------------------
@@ -239,7 +310,9 @@ async def create_zone(rt, params: dict, declared: set[str]) -> None:
         await _check_nodes(conn, options)
         await _check_zone_refs(conn, options)
 
-    await _write(rt, "zones", zone, params["type"], options, None, check)
+    await _write(
+        rt, "zones", zone, params["type"], options, None, check, token=params.get("lock-token")
+    )
 
 
 async def update_zone(rt, zone: str, params: dict, declared: set[str]) -> None:
@@ -254,16 +327,25 @@ async def update_zone(rt, zone: str, params: dict, declared: set[str]) -> None:
         await _check_nodes(conn, options)
         await _check_zone_refs(conn, options)
 
-    await _write(rt, "zones", zone, None, options, params.get("digest"), check)
+    await _write(
+        rt,
+        "zones",
+        zone,
+        None,
+        options,
+        params.get("digest"),
+        check,
+        token=params.get("lock-token"),
+    )
 
 
-async def delete_zone(rt, zone: str) -> None:
+async def delete_zone(rt, zone: str, token: str | None = None) -> None:
     async def check(conn, existing) -> None:
         for vnet, options in (await _current(conn, "vnets")).items():
             if options.get("zone") == zone:
                 raise PveError(f"cannot delete zone '{zone}', it is used by vnet '{vnet}'")
 
-    await _write(rt, "zones", zone, None, None, None, check)
+    await _write(rt, "zones", zone, None, None, None, check, token=token)
 
 
 # -- vnets ------------------------------------------------------------------------
@@ -301,7 +383,7 @@ async def create_vnet(rt, params: dict, declared: set[str]) -> None:
     async def check(conn, existing) -> None:
         await _check_vnet(conn, options)
 
-    await _write(rt, "vnets", vnet, "vnet", options, None, check)
+    await _write(rt, "vnets", vnet, "vnet", options, None, check, token=params.get("lock-token"))
 
 
 async def update_vnet(rt, vnet: str, params: dict, declared: set[str]) -> None:
@@ -315,16 +397,25 @@ async def update_vnet(rt, vnet: str, params: dict, declared: set[str]) -> None:
     async def check(conn, existing) -> None:
         await _check_vnet(conn, {**options, "_self": vnet})
 
-    await _write(rt, "vnets", vnet, None, options, params.get("digest"), check)
+    await _write(
+        rt,
+        "vnets",
+        vnet,
+        None,
+        options,
+        params.get("digest"),
+        check,
+        token=params.get("lock-token"),
+    )
 
 
-async def delete_vnet(rt, vnet: str) -> None:
+async def delete_vnet(rt, vnet: str, token: str | None = None) -> None:
     async def check(conn, existing) -> None:
         for subnet, options in (await _current(conn, "subnets")).items():
             if options.get("vnet") == vnet:
                 raise PveError(f"cannot delete vnet '{vnet}', it has subnet '{subnet}'")
 
-    await _write(rt, "vnets", vnet, None, None, None, check)
+    await _write(rt, "vnets", vnet, None, None, None, check, token=token)
 
 
 # -- subnets ----------------------------------------------------------------------
@@ -383,7 +474,9 @@ async def create_subnet(rt, vnet: str, params: dict, declared: set[str]) -> None
             ):
                 raise ParameterError({"subnet": f"overlaps subnet '{other_id}'"})
 
-    await _write(rt, "subnets", subnet_id, "subnet", options, None, check)
+    await _write(
+        rt, "subnets", subnet_id, "subnet", options, None, check, token=params.get("lock-token")
+    )
 
 
 async def update_subnet(rt, vnet: str, subnet_id: str, params: dict, declared: set[str]) -> None:
@@ -397,22 +490,39 @@ async def update_subnet(rt, vnet: str, subnet_id: str, params: dict, declared: s
     async def check(conn, existing) -> None:
         return None
 
-    await _write(rt, "subnets", subnet_id, None, options, params.get("digest"), check)
+    await _write(
+        rt,
+        "subnets",
+        subnet_id,
+        None,
+        options,
+        params.get("digest"),
+        check,
+        token=params.get("lock-token"),
+    )
 
 
-async def delete_subnet(rt, vnet: str, subnet_id: str) -> None:
+async def delete_subnet(rt, vnet: str, subnet_id: str, token: str | None = None) -> None:
     async def check(conn, existing) -> None:
         if existing is not None and existing["options"].get("vnet") != vnet:
             raise PveError(f"sdn subnet '{subnet_id}' does not exist")
+        if existing is not None:
+            cidr = existing["options"]["cidr"]
+            zone = subnet_id.split("-", 1)[0]
+            if any(m[:2] == (zone, cidr) for m in await _mappings(conn)):
+                raise PveError(f"cannot delete subnet '{cidr}', not empty")
 
-    await _write(rt, "subnets", subnet_id, None, None, None, check)
+    await _write(rt, "subnets", subnet_id, None, None, None, check, token=token)
 
 
 # -- apply ------------------------------------------------------------------------
 
 
-async def apply(rt, principal) -> str:
+async def apply(rt, principal, token: str | None = None, release: bool = True) -> str:
     async with rt.pool.acquire() as conn, conn.transaction():
+        await _lock_domain(conn, token, "could not commit SDN config")
+        if token and release:
+            await repo.delete(conn, LOCK_FILE, LOCK_ID)
         nodes = await inventory.nodes(conn)
         return await enqueue(
             conn,
@@ -463,7 +573,9 @@ async def create_plugin(rt, what: str, params: dict, declared: set[str]) -> None
         if "node" in options:
             await _check_nodes(conn, {"nodes": options["node"]})
 
-    await _write(rt, what, section_id, params["type"], options, None, check)
+    await _write(
+        rt, what, section_id, params["type"], options, None, check, token=params.get("lock-token")
+    )
 
 
 async def update_plugin(rt, what: str, section_id: str, params: dict, declared: set[str]) -> None:
@@ -477,10 +589,19 @@ async def update_plugin(rt, what: str, section_id: str, params: dict, declared: 
     async def check(conn, existing) -> None:
         return None
 
-    await _write(rt, what, section_id, None, options, params.get("digest"), check)
+    await _write(
+        rt,
+        what,
+        section_id,
+        None,
+        options,
+        params.get("digest"),
+        check,
+        token=params.get("lock-token"),
+    )
 
 
-async def delete_plugin(rt, what: str, section_id: str) -> None:
+async def delete_plugin(rt, what: str, section_id: str, token: str | None = None) -> None:
     async def check(conn, existing) -> None:
         for zone, options in (await _current(conn, "zones")).items():
             if options.get(KEYS[what]) == section_id:
@@ -490,7 +611,7 @@ async def delete_plugin(rt, what: str, section_id: str) -> None:
 
     if what == "ipams" and section_id in BUILTIN_IPAM:
         raise PveError("cannot delete the built-in ipam 'pve'")
-    await _write(rt, what, section_id, None, None, None, check)
+    await _write(rt, what, section_id, None, None, None, check, token=token)
 
 
 async def ipam_status(rt, ipam: str) -> list[dict]:
@@ -502,7 +623,18 @@ async def ipam_status(rt, ipam: str) -> list[dict]:
         zones = await _current(conn, "zones")
         vnets = await _current(conn, "vnets")
         subnets = await _current(conn, "subnets")
+        mappings = await _mappings(conn)
     out = []
+    for zone, cidr, ip, options in mappings:
+        if _zone_ipam(zones.get(zone)) != ipam:
+            continue
+        vnet = next(
+            (s["vnet"] for s in subnets.values() if s["cidr"] == cidr and s.get("vnet")), None
+        )
+        entry = {"subnet": cidr, "zone": zone, "ip": ip, **options}
+        if "vmid" in entry:
+            entry["vmid"] = int(entry["vmid"])
+        out.append({"vnet": vnet, **entry} if vnet else entry)
     for _subnet_id, subnet in sorted(subnets.items()):
         vnet = subnet.get("vnet")
         zone = vnets.get(vnet, {}).get("zone")
@@ -517,4 +649,95 @@ async def ipam_status(rt, ipam: str) -> list[dict]:
                 "gateway": 1,
             }
         )
+    return out
+
+
+# -- IP mappings in a VNet (``/cluster/sdn/vnets/{vnet}/ips``) ------------------------
+
+# The built-in IPAM's database: one section per mapped address, ``zone/cidr/ip``.
+IPAM_FILE = "sdn/pve-ipam-state"
+
+
+def _zone_ipam(zone: dict) -> str | None:
+    return zone.get("ipam", "pve") if zone else None
+
+
+def _parse_ip(value: str):
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        raise ParameterError({"ip": "value does not look like a valid IP address"}) from None
+
+
+async def _ip_home(conn, vnet: str, ip) -> tuple[str, dict] | None:
+    """(zone, applied subnet) that ``ip`` of ``vnet`` belongs to, when the
+    vnet's zone has an IPAM; PVE silently skips addresses outside them."""
+    zone_id = (await _current(conn, "vnets")).get(vnet, {}).get("zone")
+    zone = (await _current(conn, "zones")).get(zone_id)
+    if not _zone_ipam(zone):
+        return None
+    for subnet in (await _running(conn)).get("subnets", {}).values():
+        if subnet.get("vnet") == vnet and ip in ipaddress.ip_network(subnet["cidr"]):
+            return zone_id, subnet
+    return None
+
+
+def _ip_key(zone: str, subnet: dict, ip) -> str:
+    return f"{zone}/{subnet['cidr']}/{ip}"
+
+
+async def _add_ip(conn, zone: str, subnet: dict, ip, mac, vmid) -> None:
+    key = _ip_key(zone, subnet, ip)
+    if subnet.get("gateway") == str(ip) or await repo.section(conn, IPAM_FILE, key):
+        raise PveError(f"IP '{ip}' already exist")
+    options = {k: v for k, v in (("mac", mac), ("vmid", vmid)) if v not in (None, "")}
+    await repo.insert(conn, IPAM_FILE, key, "ip", options)
+
+
+async def add_ip(rt, vnet: str, params: dict) -> None:
+    ip = _parse_ip(params["ip"])
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await repo.lock_file(conn, IPAM_FILE)
+        home = await _ip_home(conn, vnet, ip)
+        if home is not None:
+            await _add_ip(conn, *home, ip, params.get("mac"), None)
+
+
+async def delete_ip(rt, vnet: str, params: dict) -> None:
+    ip = _parse_ip(params["ip"])
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await repo.lock_file(conn, IPAM_FILE)
+        home = await _ip_home(conn, vnet, ip)
+        if home is not None and not await repo.delete(conn, IPAM_FILE, _ip_key(*home, ip)):
+            raise PveError(f"IP '{ip}' does not exist in IPAM DB")
+
+
+async def update_ip(rt, vnet: str, params: dict) -> None:
+    """The MAC's address of the same IP version moves to ``ip``; a failure keeps the old one."""
+    ip, mac = _parse_ip(params["ip"]), params.get("mac")
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await repo.lock_file(conn, IPAM_FILE)
+        home = await _ip_home(conn, vnet, ip)
+        if home is None:
+            return
+        zone = home[0]
+        for row in await repo.sections(conn, IPAM_FILE):
+            old = ipaddress.ip_address(row["id"].rsplit("/", 1)[1])
+            if (
+                mac
+                and row["id"].startswith(f"{zone}/")
+                and row["options"].get("mac") == mac
+                and old.version == ip.version
+            ):
+                await repo.delete(conn, IPAM_FILE, row["id"])
+        await _add_ip(conn, *home, ip, mac, params.get("vmid"))
+
+
+async def _mappings(conn) -> list[tuple[str, str, str, dict]]:
+    """(zone, cidr, ip, options) of every mapped address."""
+    out = []
+    for row in await repo.sections(conn, IPAM_FILE):
+        zone, rest = row["id"].split("/", 1)
+        cidr, ip = rest.rsplit("/", 1)
+        out.append((zone, cidr, ip, row["options"]))
     return out
