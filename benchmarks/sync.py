@@ -306,7 +306,13 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
         elif path == "/cluster/backup":
             data = [{"id": "nightly", "schedule": "02:00", "storage": "local", "all": 1}]
         elif (
-            path in ("/cluster/replication", "/cluster/ha/groups", "/cluster/ha/resources")
+            path
+            in (
+                "/cluster/replication",
+                "/cluster/ha/groups",
+                "/cluster/ha/rules",  # PVE 9's HA placement, read from 9.x on
+                "/cluster/ha/resources",
+            )
             or len(parts) == 3
             and parts[2] == "replication"
         ):
