@@ -115,30 +115,27 @@ async def renew_certificate(rt, principal: Principal, node: str, params: dict) -
                 }
             )
         account, domains = await _acme_settings(conn, node)
-        return await enqueue(
-            conn,
-            rt.clock,
-            node=node,
-            task_type="acmerenew",
-            task_id="",
-            principal=principal,
-            payload={"account": account, "domains": domains},
-        )
+        return await _enqueue_acme(conn, rt, principal, node, "acmerenew", account, domains)
+
+
+async def _enqueue_acme(conn, rt, principal, node, task_type, account, domains) -> str:
+    """The ACME task of one node, with the account and domains its worker reads."""
+    return await enqueue(
+        conn,
+        rt.clock,
+        node=node,
+        task_type=task_type,
+        task_id="",
+        principal=principal,
+        payload={"account": account, "domains": domains},
+    )
 
 
 async def revoke_certificate(rt, principal: Principal, node: str) -> str:
     async with rt.pool.acquire() as conn, conn.transaction():
         await require_node(conn, node)
         account, domains = await _acme_settings(conn, node)
-        return await enqueue(
-            conn,
-            rt.clock,
-            node=node,
-            task_type="acmerevoke",
-            task_id="",
-            principal=principal,
-            payload={"account": account, "domains": domains},
-        )
+        return await _enqueue_acme(conn, rt, principal, node, "acmerevoke", account, domains)
 
 
 async def order_certificate(rt, principal: Principal, node: str) -> str:
@@ -148,15 +145,7 @@ async def order_certificate(rt, principal: Principal, node: str) -> str:
         account, domains = _acme_node_config(row["value"] or {})
         if not domains:
             raise PveError("ACME domain list in node configuration is missing!", status=400)
-        return await enqueue(
-            conn,
-            rt.clock,
-            node=node,
-            task_type="acmenewcert",
-            task_id="",
-            principal=principal,
-            payload={"account": account, "domains": domains},
-        )
+        return await _enqueue_acme(conn, rt, principal, node, "acmenewcert", account, domains)
 
 
 def order_error(payload: dict) -> str:

@@ -309,16 +309,24 @@ async def _shutdown(rt, principal, payload, guests, sink: Sink, max_workers: int
             rt, principal, row["type"], row["node"], row["vmid"], operation, {}
         )
 
+    on_done = _warn_when_stop_failed(sink)
+
+    failed = await _run_groups(rt, sink, _ordered(guests, True), max_workers, start_one, on_done)
+    if failed:
+        return f"Some guests failed to shutdown {', '.join(str(v) for v in failed)}"
+    return None
+
+
+def _warn_when_stop_failed(sink: Sink):
+    """Shutdown and suspend warn alike of a guest whose task failed (PVE's wording)."""
+
     async def on_done(guest, status):
         if _is_error(status):
             await sink.warn(
                 f"Stopping {rules.noun(guest['type'])} {guest['vmid']} failed: {status}"
             )
 
-    failed = await _run_groups(rt, sink, _ordered(guests, True), max_workers, start_one, on_done)
-    if failed:
-        return f"Some guests failed to shutdown {', '.join(str(v) for v in failed)}"
-    return None
+    return on_done
 
 
 async def _suspend(rt, principal, payload, guests, sink: Sink, max_workers: int) -> str | None:
@@ -339,11 +347,7 @@ async def _suspend(rt, principal, payload, guests, sink: Sink, max_workers: int)
             rt, principal, row["type"], row["node"], row["vmid"], "suspend", {}
         )
 
-    async def on_done(guest, status):
-        if _is_error(status):
-            await sink.warn(
-                f"Stopping {rules.noun(guest['type'])} {guest['vmid']} failed: {status}"
-            )
+    on_done = _warn_when_stop_failed(sink)
 
     failed = await _run_groups(rt, sink, _ordered(guests, True), max_workers, start_one, on_done)
     if failed:
