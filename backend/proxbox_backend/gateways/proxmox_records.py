@@ -89,19 +89,15 @@ async def read(
             records.lists.add(name)
         return entries or []
 
-    async def legacy_groups() -> list[dict] | None:
+    async def legacy_groups() -> list[dict]:
         """PVE 9 keeps HA groups until its HA manager turns them into node-affinity
-        rules; from then on listing them answers 500 "... migrated to rules". None: the
-        list did not answer for any other reason (warned)."""
+        rules; from then on listing them answers 500 "... migrated to rules"."""
         try:
             return await client.get(HA_GROUPS)
         except ProxmoxError as exc:
             if MIGRATED_TO_RULES in exc.reason:
                 return []
-            records.warnings.append(f"{parse.HA_PLACEMENT} unreadable: {exc}")
-        except TransportError as exc:
-            records.warnings.append(f"{parse.HA_PLACEMENT} unreadable: {exc}")
-        return None
+            raise
 
     async def replication_status(node: str) -> list[dict]:
         entries = await attempt(
@@ -136,7 +132,7 @@ async def read(
         listing("backup-jobs", "/cluster/backup"),
         listing("replication", "/cluster/replication"),
         listing(parse.HA_PLACEMENT, HA_RULES if capabilities.ha_rules else HA_GROUPS),
-        legacy_groups() if capabilities.ha_rules else _nothing(),
+        attempt(parse.HA_PLACEMENT, legacy_groups()) if capabilities.ha_rules else _nothing(),
         listing("ha-resources", "/cluster/ha/resources"),
         *(replication_status(node) for node in online),
     )
