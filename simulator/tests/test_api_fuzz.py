@@ -182,6 +182,17 @@ def _integer_bounds(endpoint) -> dict[str, tuple[str, ...]]:
     return bounds
 
 
+def _probe_guest(pve, guests: list[dict], kind: str) -> dict:
+    """A running guest of `kind`, for qemu one whose agent is configured, so agent calls
+    reach the agent's storage instead of stopping at "not running"."""
+    running = [g for g in guests if g["type"] == kind and g["status"] == "running"]
+    for guest in running if kind == "qemu" else ():
+        config = pve.get(f"/nodes/{guest['node']}/qemu/{guest['vmid']}/config").json()["data"]
+        if str(config.get("agent", "0")).split(",")[0] in ("1", "enabled=1"):
+            return guest
+    return (running or [g for g in guests if g["type"] == kind])[0]
+
+
 def _existing_path_values(server, headers) -> dict[str, dict[str, str]]:
     """Path parameters naming seeded objects, so a probe reaches the handler's storage
     instead of stopping at "no such node": per guest kind, then for any other path."""
@@ -191,14 +202,14 @@ def _existing_path_values(server, headers) -> dict[str, dict[str, str]]:
         base_url=server.base_url + BASE, headers=headers, verify=False, timeout=30
     ) as pve:
         guests = pve.get("/cluster/resources", params={"type": "vm"}).json()["data"]
-        guest = guests[0]
-        node = guest["node"]
+        probed = {kind: _probe_guest(pve, guests, kind) for kind in ("qemu", "lxc")}
+        # A task of its own, on a guest no probe names (its state changes under the task):
+        # one with a log whose positions the probes go past.
+        guest = next(g for g in guests if g not in probed.values())
         action = "stop" if guest["status"] == "running" else "start"
-        # A task of its own: one with a log whose positions the probes go past.
-        upid = pve.post(f"/nodes/{node}/{guest['type']}/{guest['vmid']}/status/{action}")
-    values = {"": {"node": node, "upid": upid.json()["data"]}}
-    for kind in ("qemu", "lxc"):
-        guest = next(g for g in guests if g["type"] == kind)
+        upid = pve.post(f"/nodes/{guest['node']}/{guest['type']}/{guest['vmid']}/status/{action}")
+    values = {"": {"node": guest["node"], "upid": upid.json()["data"]}}
+    for kind, guest in probed.items():
         values[f"/{kind}/"] = {**values[""], "node": guest["node"], "vmid": str(guest["vmid"])}
     return values
 

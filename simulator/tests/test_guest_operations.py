@@ -101,6 +101,7 @@ def test_guest_agent_calls_follow_the_guest(root, unique_vmid):
         == 127
     )
     expect_error(root.get(f"{agent}/exec-status", params={"pid": 99999}), 500, "no such process")
+    expect_error(root.get(f"{agent}/exec-status", params={"pid": 2**31}), 500, "no such process")
 
     expect_data(root.post(f"{agent}/file-write", data={"file": "/etc/motd", "content": "hello"}))
     read = expect_data(

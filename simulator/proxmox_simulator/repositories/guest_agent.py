@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from proxmox_simulator.repositories.db import INT4_MAX
+
 _ENSURE = "INSERT INTO guest_agent_state (vmid) VALUES ($1) ON CONFLICT DO NOTHING"
 _STATE = "SELECT * FROM guest_agent_state WHERE vmid = $1"
 _LOCK = _STATE + " FOR UPDATE"
@@ -45,6 +47,9 @@ async def insert_exec(conn, vmid: int, pid: int, command: list, result: dict) ->
 
 
 async def exec_result(conn, vmid: int, pid: int):
+    # PVE passes any integer to the agent; pids are int4 here, so a larger one names no process.
+    if not -INT4_MAX - 1 <= pid <= INT4_MAX:
+        return None
     return await conn.fetchrow(_EXEC, vmid, pid)
 
 
