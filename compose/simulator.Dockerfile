@@ -4,8 +4,11 @@
 #     proxmox-simulator migrate
 #     proxmox-simulator seed --profile small --seed 1 --if-empty
 #   the service:  proxmox-simulator serve --host 0.0.0.0 --port 8006 --tls
+FROM ghcr.io/astral-sh/uv:0.13.9 AS uv
+
 FROM python:3.12-slim
 
+COPY --from=uv /uv /uvx /bin/
 ENV UV_PYTHON_DOWNLOADS=never \
     UV_PROJECT_ENVIRONMENT=/opt/venv \
     UV_LINK_MODE=copy \
@@ -13,8 +16,7 @@ ENV UV_PYTHON_DOWNLOADS=never \
     PYTHONUNBUFFERED=1 \
     PROXMOX_SIMULATOR_DATA_DIR=/data
 
-RUN python -m pip install --no-cache-dir uv \
- && groupadd --system --gid 10001 pvesim \
+RUN groupadd --system --gid 10001 pvesim \
  && useradd --system --uid 10001 --gid pvesim --home-dir /data --no-create-home pvesim \
  && mkdir -p /data && chown pvesim:pvesim /data
 

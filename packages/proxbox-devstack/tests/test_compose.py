@@ -61,7 +61,9 @@ def compose_cli() -> list[str] | None:
     return None
 
 
-def resolved(*files: Path, **env: str) -> subprocess.CompletedProcess:
+def resolved(*files: Path | str, **env: str) -> subprocess.CompletedProcess:
+    """`docker compose config` of `files`; a string among them is a global option
+    (e.g. `--profile demo`) instead."""
     cli = compose_cli()
     if cli is None:
         if os.environ.get("CI"):
@@ -69,7 +71,7 @@ def resolved(*files: Path, **env: str) -> subprocess.CompletedProcess:
         pytest.skip("no Docker Compose v2 CLI")
     argv = [*cli, "--project-directory", str(COMPOSE)]
     for file in files:
-        argv += ["-f", str(file)]
+        argv += ["-f", str(file)] if isinstance(file, Path) else [file]
     environ = {k: v for k, v in os.environ.items() if k not in ("POSTGRES_PASSWORD",)}
     return subprocess.run(
         [*argv, "config"], capture_output=True, text=True, env={**environ, **env}, timeout=60
@@ -169,19 +171,41 @@ def test_production_variant_scales_and_keeps_one_url_each(prod):
     assert prod["worker"]["deploy"]["replicas"] == 3
     assert prod["sync-worker"]["deploy"]["replicas"] == 4
     assert prod["backend"]["deploy"]["replicas"] == 2
-    assert prod["simulator"]["deploy"]["replicas"] == 2
-    # Replicas are reached through their service name: no fixed host port each.
-    assert not prod["simulator"].get("ports")
     assert prod["netbox"]["environment"]["PROXBOX_BACKEND_URL"] == "http://backend:8800"
-    databases = {
-        prod[n]["environment"]["PROXMOX_SIMULATOR_DATABASE_URL"]
-        for n in ("simulator", "simulator-migrate", "simulator-seed", "demo")
-    }
-    assert databases == {"postgresql://postgres:s3cret@postgres:5432/pvesim"}
     for name in ("setup", "netbox", "worker", "backend"):
         assert prod[name]["environment"]["PROXBOX_DATABASE_URL"].startswith(
             "postgresql://postgres:s3cret@"
         )
+
+
+def test_production_variant_publishes_only_the_proxy(prod):
+    published = {name for name, service in prod.items() if service.get("ports")}
+    assert published == {"proxy"}
+    (port,) = prod["proxy"]["ports"]
+    assert (port["host_ip"], port["published"], port["target"]) == ("127.0.0.1", "8000", 8080)
+    assert prod["proxy"]["build"]["target"] == "proxy"
+    assert prod["proxy"]["depends_on"]["netbox"]["condition"] == "service_healthy"
+    assert "healthcheck" in prod["proxy"]
+    # Static files come from the proxy, so NetBox runs its own WSGI application.
+    assert prod["netbox"]["command"][1] == "netbox.wsgi:application"
+    assert prod["netbox"]["expose"] == ["8000"]
+
+
+def test_production_variant_has_no_simulator_or_demo_without_the_demo_profile(prod):
+    lab = {"simulator", "simulator-database", "simulator-migrate", "simulator-seed", "demo"}
+    assert not lab & set(prod)
+    with_demo = resolved(DEV, PROD, "--profile", "demo", POSTGRES_PASSWORD="s3cret")
+    assert with_demo.returncode == 0, with_demo.stderr
+    services = yaml.safe_load(with_demo.stdout)["services"]
+    assert lab <= set(services)
+    # One simulator, unpublished, on the production database password.
+    assert not services["simulator"].get("ports")
+    assert "replicas" not in services["simulator"].get("deploy", {})
+    databases = {
+        services[n]["environment"]["PROXMOX_SIMULATOR_DATABASE_URL"]
+        for n in ("simulator", "simulator-migrate", "simulator-seed", "demo")
+    }
+    assert databases == {"postgresql://postgres:s3cret@postgres:5432/pvesim"}
 
 
 def test_production_variant_refuses_to_run_without_a_database_password():
