@@ -38,6 +38,8 @@ FUZZ_SUITES = ["backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.
 # Needs a live NetBox (pytest-django loads its settings) and the session's services.
 FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
+# The guests of `soak`'s sync benchmark.
+SOAK_GUESTS = "10000"
 # The slowest tests of each run, printed so CI's time budget can be watched.
 DURATIONS = "--durations=15"
 CHAOS_SUITES = [
@@ -235,6 +237,19 @@ def fuzz(session: nox.Session) -> None:
                 "pytest", suite, "-p", "no:django", *session.posargs, env=env, external=True
             )
         session.run("pytest", *FUZZ_STACK_SUITES, *session.posargs, env=env, external=True)
+
+
+@session
+def soak(session: nox.Session) -> None:
+    """Nightly size, never in CI (hours): the sync benchmark at PROXBOX_SOAK_GUESTS guests
+    (default 10,000: the initial sync, its floor and the resync phases) and then `fuzz`
+    (PROXBOX_FUZZ_EXAMPLES, default 1,000 per operation). Figures go to stdout."""
+    guests = os.environ.get("PROXBOX_SOAK_GUESTS", SOAK_GUESTS)
+    session.log(f"sync benchmark at {guests} guests")
+    session.run(
+        "python", "benchmarks/sync.py", "--sizes", guests, "--rounds", "1", external=True
+    )
+    fuzz(session)
 
 
 @session
