@@ -127,7 +127,7 @@ async def apply_sdn(ctx: TaskContext) -> None:
     lines: list[str] = []
 
     async def effect(conn) -> None:
-        lines.extend(await sdn_service.make_running(conn))
+        lines.extend(await sdn_service.make_running(conn, ctx.clock.now()))
 
     await ctx.complete(effect, lines=lines)
 
