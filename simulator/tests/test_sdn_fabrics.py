@@ -384,8 +384,6 @@ def test_ospf_neighbors_on_numbered_links_have_roles_and_link_nexthops(prox):
 
 
 def test_lists_show_only_what_the_caller_may_see_and_delete_needs_the_nodes(prox, server):
-    from proxmoxer import ProxmoxAPI
-
     fabrics, seen, hidden = prox.cluster.sdn.fabrics, _name(), _name()
     for name in (seen, hidden):
         net = _octet()
@@ -396,13 +394,7 @@ def test_lists_show_only_what_the_caller_may_see_and_delete_needs_the_nodes(prox
     prox.access.users.post(userid=user, password="fabric-password-1")
     prox.access.acl.put(path=f"/sdn/fabrics/{seen}", roles="PVESDNAdmin", users=user)
     prox.access.acl.put(path="/nodes/pve1", roles="PVEAuditor", users=user)
-    api = ProxmoxAPI(
-        "127.0.0.1",
-        port=server.port,
-        verify_ssl=str(server.settings.data_dir / "tls" / "pve-ssl.pem"),
-        user=user,
-        password="fabric-password-1",
-    )
+    api = proxmoxer_client(server, user, "fabric-password-1")
     try:
         mine = api.cluster.sdn.fabrics
         assert [f["id"] for f in mine.fabric.get()] == [seen]
