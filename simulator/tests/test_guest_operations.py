@@ -1,5 +1,5 @@
 """Guest operations: linked clones, reset, agent calls, cloud-init, feature, RRD,
-sendkey and monitor, each response checked against every major's schema."""
+sendkey, monitor and dbus-vmstate, each response checked against every major's schema."""
 
 from __future__ import annotations
 
@@ -217,6 +217,25 @@ def test_rrd_sendkey_and_monitor(root, unique_vmid):
     expect_error(root.put(f"{base}/sendkey", data={"key": "ret"}), 500, "not running")
     stopped = expect_data(root.get(f"{base}/rrddata", params={"timeframe": "hour"}))
     assert "cpu" not in stopped[-1]
+
+
+def test_dbus_vmstate_runs_only_where_the_vm_runs(root, unique_vmid):
+    base = _running_vm(root, "pve2", unique_vmid)
+    for action in ("start", "stop"):
+        assert expect_data(root.post(f"{base}/dbus-vmstate", data={"action": action})) is None
+    here = f"VM {unique_vmid} not running locally on node 'pve1'"
+    expect_error(
+        root.post(f"/nodes/pve1/qemu/{unique_vmid}/dbus-vmstate", data={"action": "start"}),
+        400,
+        here,
+    )
+    expect_error(root.post(f"{base}/dbus-vmstate", data={"action": "pause"}), 400, "action")
+    _ok(root, root.post(f"{base}/status/stop"))
+    expect_error(
+        root.post(f"{base}/dbus-vmstate", data={"action": "stop"}),
+        400,
+        f"VM {unique_vmid} not running locally on node 'pve2'",
+    )
 
 
 def test_move_disk_and_unlink(root, unique_vmid):

@@ -107,6 +107,11 @@ async def sendkey(ctx: RequestContext):
     )
 
 
+@route(f"{_QEMU}/dbus-vmstate", "POST")
+async def dbus_vmstate(ctx: RequestContext):
+    await ops.dbus_vmstate(ctx.rt, ctx.node, ctx.vmid)
+
+
 @route(f"{_QEMU}/monitor", "POST")
 async def monitor(ctx: RequestContext):
     return await ops.monitor(ctx.rt, ctx.node, ctx.vmid, ctx.params["command"])
