@@ -300,6 +300,8 @@ _PATH_VALUES = {
     ("/nodes/{node}/sdn/vnets/{vnet}/mac-vrf", "vnet"): "probeevv",
     # The sequence number the probe's prefix-list entry gets.
     ("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "url_seq"): "5",
+    # An incoming migration reserves a VMID no guest has.
+    ("/nodes/{node}/qemu/{vmid}/mtunnel", "vmid"): 990150,
     # A node's fabric views show the applied fabric _BEFORE makes.
     **{
         (f"/nodes/{{node}}/sdn/fabrics/{{fabric}}/{tail}", "fabric"): "probef"
@@ -735,6 +737,12 @@ def _console_ticket(caller: Caller, endpoint: Endpoint) -> dict:
     return {"vncticket": console["ticket"], "port": console["port"]}
 
 
+def _tunnel_ticket(caller: Caller) -> dict:
+    """A tunnel websocket accepts only the ticket and socket an ``mtunnel`` call issued."""
+    tunnel = caller.call("POST", "/nodes/pve1/qemu/990151/mtunnel", {}).json()["data"]
+    return {"socket": tunnel["socket"], "ticket": tunnel["ticket"]}
+
+
 def _body(endpoint: Endpoint) -> dict:
     path_params = set(endpoint.path_params)
     body = {
@@ -835,6 +843,8 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
                 body["volume"] = WORLD["backup"]
             if endpoint.path.endswith("/vncwebsocket"):
                 body.update(_console_ticket(caller, endpoint))
+            if endpoint.path.endswith("/qemu/{vmid}/mtunnelwebsocket"):
+                body.update(_tunnel_ticket(caller))
             if endpoint.path.endswith("/download-url"):
                 # The simulator fetches loopback URLs only: its own health check.
                 body.update(_loopback_download(caller))
