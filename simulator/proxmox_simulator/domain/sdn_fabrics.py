@@ -620,11 +620,13 @@ async def _applied_fabric(conn, node: str, fabric_id: str) -> tuple[dict, dict |
     return entry, entry["nodes"].get(node)
 
 
-async def _peers(conn, entry: dict, local: dict | None) -> list[dict]:
-    """Members adjacent to ``local``: online cluster nodes with interfaces in the fabric."""
+async def _peers(rt, conn, entry: dict, local: dict | None) -> list[dict]:
+    """Members adjacent to ``local``: online cluster nodes (a fault scenario can take
+    one down) with interfaces in the fabric."""
     if local is None or not local["interfaces"]:
         return []
-    online = {n["node"] for n in await inventory.nodes(conn) if n["online"]}
+    down = rt.faults.offline_nodes()
+    online = {n["node"] for n in await inventory.nodes(conn) if n["online"]} - down
     return [
         node
         for node_id, node in sorted(entry["nodes"].items())
@@ -689,7 +691,7 @@ async def interfaces(rt, node: str, fabric_id: str) -> list[dict]:
 async def neighbors(rt, node: str, fabric_id: str, now: float) -> list[dict]:
     async with rt.pool.acquire() as conn:
         entry, local = await _applied_fabric(conn, node, fabric_id)
-        peers = await _peers(conn, entry, local)
+        peers = await _peers(rt, conn, entry, local)
         since = await _since(conn, fabric_id)
     uptime = _uptime(now - since) if since else "0h0m0s"
     if entry["fabric"]["protocol"] == "openfabric":
@@ -711,7 +713,7 @@ async def neighbors(rt, node: str, fabric_id: str, now: float) -> list[dict]:
 async def routes(rt, node: str, fabric_id: str) -> list[dict]:
     async with rt.pool.acquire() as conn:
         entry, local = await _applied_fabric(conn, node, fabric_id)
-        peers = await _peers(conn, entry, local)
+        peers = await _peers(rt, conn, entry, local)
     out = []
     for peer in peers:
         if peer.get("ip") and local.get("ip"):
