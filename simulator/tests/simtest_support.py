@@ -81,8 +81,9 @@ def drop_database(url: str) -> None:
     run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-def proxmoxer_client(server):
-    """proxmoxer logged in as root to the session's served simulator, trusting its CA."""
+def proxmoxer_client(server, user: str = "root@pam", password: str = ROOT_PASSWORD):
+    """proxmoxer logged in (as root unless told) to the session's served simulator,
+    trusting its CA."""
     from proxmoxer import ProxmoxAPI
 
     return ProxmoxAPI(
@@ -90,8 +91,8 @@ def proxmoxer_client(server):
         port=server.port,
         verify_ssl=str(server.settings.data_dir / "tls" / "pve-ssl.pem"),
         timeout=30,
-        user="root@pam",
-        password=ROOT_PASSWORD,
+        user=user,
+        password=password,
     )
 
 

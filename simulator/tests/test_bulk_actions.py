@@ -202,15 +202,7 @@ def test_bulk_actions_need_the_privilege_on_root_or_every_listed_guest(prox, ser
     prox.access.users.post(userid=user, password="bulk-password-1")
     [vmid] = _ids(1)
     prox.access.acl.put(path=f"/vms/{vmid}", roles="PVEVMUser", users=user)
-    from proxmoxer import ProxmoxAPI
-
-    api = ProxmoxAPI(
-        "127.0.0.1",
-        port=server.port,
-        verify_ssl=str(server.settings.data_dir / "tls" / "pve-ssl.pem"),
-        user=user,
-        password="bulk-password-1",
-    )
+    api = proxmoxer_client(server, user, "bulk-password-1")
     try:
         with pytest.raises(ResourceException, match=r"Permission check failed \(/, VM.PowerMgmt\)"):
             api.cluster("bulk-action").guest.start.post()

@@ -15,6 +15,7 @@ from simtest_support import (
     Session,
     create_database,
     drop_database,
+    expect_data,
     metric_value,
     run,
 )
@@ -189,6 +190,34 @@ def test_node_offline_and_quorum_loss(lab, pve):
     assert pve.get("/pools/noquorum").status_code != 200
     assert pve.get("/cluster/status").json()["data"][0]["quorate"] == 0
     Session(pve.client)  # logging in still works
+
+
+def test_an_offline_node_drops_out_of_a_fabric(lab, pve):
+    fabric = "flab"
+    expect_data(
+        pve.post(
+            "/cluster/sdn/fabrics/fabric",
+            data={"id": fabric, "protocol": "openfabric", "ip_prefix": "10.77.0.0/24"},
+        )
+    )
+    for index, node in enumerate(("pve1", "pve2", "pve3"), start=1):
+        expect_data(
+            pve.post(
+                f"/cluster/sdn/fabrics/node/{fabric}",
+                data={
+                    "node_id": node,
+                    "protocol": "openfabric",
+                    "ip": f"10.77.0.{index}",
+                    "interfaces": "name=ens19",
+                },
+            )
+        )
+    assert pve.wait(expect_data(pve.put("/cluster/sdn")))["exitstatus"] == "OK"
+    view = f"/nodes/pve1/sdn/fabrics/{fabric}"
+    assert [n["neighbor"] for n in expect_data(pve.get(f"{view}/neighbors"))] == ["pve2", "pve3"]
+    _enable(lab, name="node-offline", node="pve3")
+    assert [n["neighbor"] for n in expect_data(pve.get(f"{view}/neighbors"))] == ["pve2"]
+    assert [r["route"] for r in expect_data(pve.get(f"{view}/routes"))] == ["10.77.0.2/32"]
 
 
 def test_storage_full_lock_timeout_and_slow_agent(lab, pve, unique_vmid):

@@ -273,6 +273,7 @@ WORLD: dict = {"keys": {}}
 # node-wide power and disk work happens away from the probe guests' node (pve1),
 # a new cluster member gets a fresh name, each disk tool its own name.
 _SDN_VIEWS = ("content", "bridges", "ip-vrf")
+_FABRIC_VIEWS = ("interfaces", "neighbors", "routes")
 _PATH_VALUES = {
     ("/nodes/{node}/status", "node"): "pve3",
     ("/nodes/{node}/startall", "node"): "pve3",
@@ -299,6 +300,13 @@ _PATH_VALUES = {
     ("/nodes/{node}/sdn/vnets/{vnet}/mac-vrf", "vnet"): "probeevv",
     # The sequence number the probe's prefix-list entry gets.
     ("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "url_seq"): "5",
+    # An incoming migration reserves a VMID no guest has.
+    ("/nodes/{node}/qemu/{vmid}/mtunnel", "vmid"): 990150,
+    # A node's fabric views show the applied fabric _BEFORE makes.
+    **{
+        (f"/nodes/{{node}}/sdn/fabrics/{{fabric}}/{tail}", "fabric"): "probef"
+        for tail in _FABRIC_VIEWS
+    },
 }
 
 
@@ -560,6 +568,9 @@ _EXTRAS = {
     # The probe's own creates are pending changes when it takes the lock.
     ("POST", "/cluster/sdn/lock"): {"allow-pending": 1},
     ("POST", "/cluster/sdn/prefix-lists/{id}/entries"): {"prefix": "192.0.2.0/24"},
+    # An OpenFabric fabric needs a prefix, and its nodes an address in it.
+    ("POST", "/cluster/sdn/fabrics/fabric"): {"ip_prefix": "198.51.100.0/24"},
+    ("POST", "/cluster/sdn/fabrics/node/{fabric_id}"): {"ip": "198.51.100.1"},
     ("DELETE", "/nodes/{node}/storage/{storage}/prunebackups"): {"prune-backups": "keep-last=1"},
     # A certificate with its key (PVE checks both); force replaces an earlier upload.
     ("POST", "/nodes/{node}/certificates/custom"): {**_probe_certificate(), "force": 1},
@@ -593,8 +604,29 @@ _SDN_APPLIED = [
     ("POST", "/cluster/sdn/vnets", {"vnet": "probeevv", "zone": "probeev", "tag": 4000}),
     ("PUT", "/cluster/sdn", {}),
 ]
+# An applied OpenFabric fabric of two nodes wired on ens19.
+_FABRIC_APPLIED = [
+    (
+        "POST",
+        "/cluster/sdn/fabrics/fabric",
+        {"id": "probef", "protocol": "openfabric", "ip_prefix": "203.0.113.0/24"},
+    ),
+    *(
+        (
+            "POST",
+            "/cluster/sdn/fabrics/node/probef",
+            {"node_id": node, "protocol": "openfabric", "ip": ip, "interfaces": "name=ens19"},
+        )
+        for node, ip in (("pve1", "203.0.113.1"), ("pve2", "203.0.113.2"))
+    ),
+    ("PUT", "/cluster/sdn", {}),
+]
 _BEFORE = {
     ("DELETE", "/pools"): [("POST", "/pools", {"poolid": "probepool2"})],
+    **{
+        ("GET", f"/nodes/{{node}}/sdn/fabrics/{{fabric}}/{tail}"): _FABRIC_APPLIED
+        for tail in _FABRIC_VIEWS
+    },
     **{("GET", f"/nodes/{{node}}/sdn/zones/{{zone}}/{tail}"): _SDN_APPLIED for tail in _SDN_VIEWS},
     ("GET", "/nodes/{node}/sdn/vnets/{vnet}/mac-vrf"): _SDN_APPLIED,
     # The update before it mapped the probe's address: PVE refuses to map it twice.
@@ -705,6 +737,12 @@ def _console_ticket(caller: Caller, endpoint: Endpoint) -> dict:
     return {"vncticket": console["ticket"], "port": console["port"]}
 
 
+def _tunnel_ticket(caller: Caller) -> dict:
+    """A tunnel websocket accepts only the ticket and socket an ``mtunnel`` call issued."""
+    tunnel = caller.call("POST", "/nodes/pve1/qemu/990151/mtunnel", {}).json()["data"]
+    return {"socket": tunnel["socket"], "ticket": tunnel["ticket"]}
+
+
 def _body(endpoint: Endpoint) -> dict:
     path_params = set(endpoint.path_params)
     body = {
@@ -805,6 +843,8 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
                 body["volume"] = WORLD["backup"]
             if endpoint.path.endswith("/vncwebsocket"):
                 body.update(_console_ticket(caller, endpoint))
+            if endpoint.path.endswith("/qemu/{vmid}/mtunnelwebsocket"):
+                body.update(_tunnel_ticket(caller))
             if endpoint.path.endswith("/download-url"):
                 # The simulator fetches loopback URLs only: its own health check.
                 body.update(_loopback_download(caller))

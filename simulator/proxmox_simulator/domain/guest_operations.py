@@ -8,7 +8,7 @@ import math
 from proxmox_simulator.domain import cloudinit, node_system_service
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import ParameterError, PveError
-from proxmox_simulator.domain.guest_service import load_guest
+from proxmox_simulator.domain.guest_service import load_guest, require_node
 from proxmox_simulator.domain.rrd_service import RRD_STEPS
 from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
@@ -202,6 +202,22 @@ async def _running_qemu(rt, node: str, vmid: int):
     if row["status"] == rules.STOPPED:
         raise PveError(f"VM {vmid} not running")
     return row
+
+
+async def dbus_vmstate(rt, node: str, vmid: int) -> None:
+    """``POST .../dbus-vmstate`` (start or stop the conntrack-state helper QEMU migrates
+    with): PVE runs it on the node the VM runs on and refuses anywhere else.  The
+    helper itself shows in no API answer, so the check is all a client sees."""
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+        row = await guest_repo.get(conn, vmid)
+    if (
+        row is None
+        or row["type"] != rules.QEMU
+        or row["node"] != node
+        or row["status"] == rules.STOPPED
+    ):
+        raise ParameterError({"node": f"VM {vmid} not running locally on node '{node}'"})
 
 
 async def sendkey(rt, node: str, vmid: int, key: str, skiplock: bool) -> None:

@@ -113,6 +113,10 @@ STRING_FORMATS: dict[str, Callable[[str], None]] = {
         lambda v: v in ("auto", "dhcp", "manual") or _cidr(v, 6),
         "value does not look like a valid ipv6 network configuration",
     ),
+    "pve-iface": _check(
+        lambda v: re.fullmatch(r"[a-zA-Z][a-zA-Z0-9_]{1,20}([:.]\d+)?", v) is not None,
+        "invalid network interface name '{value}'",
+    ),
     "pve-storage-id": _check(
         lambda v: _STORAGE_ID.match(v) is not None,
         "storage ID '{value}' contains illegal characters",

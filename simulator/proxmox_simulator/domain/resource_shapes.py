@@ -132,6 +132,11 @@ def _types(schema: dict) -> list[str]:
 
 
 def _optional(schema: dict) -> bool:
+    """A per-type property (SDN fabrics' ``redistribute``) declares ``optional`` in its
+    ``oneOf`` alternatives, one per protocol: an object of another type has none."""
+    if "optional" not in schema:
+        alternatives = schema.get("oneOf") or schema.get("anyOf") or ()
+        return any(isinstance(a, dict) and _optional(a) for a in alternatives)
     return schema.get("optional") in (1, "1", True)
 
 

@@ -14,7 +14,7 @@ import difflib
 import ipaddress
 
 from proxmox_simulator.domain import config_sections as sections
-from proxmox_simulator.domain import sdn_prefix_lists, sdn_route_maps, sdn_service
+from proxmox_simulator.domain import sdn_fabrics, sdn_prefix_lists, sdn_route_maps, sdn_service
 from proxmox_simulator.domain.errors import ParameterError
 from proxmox_simulator.domain.guest_service import require_node
 from proxmox_simulator.domain.guests import NET_KEY, parse_property_string
@@ -214,6 +214,7 @@ def _interfaces(config: dict, node: str) -> str:
         if zone.get("mtu"):
             out.append(f"\tmtu {zone['mtu']}")
         out.append("")
+    out += sdn_fabrics.interfaces_lines(config, node)
     return "\n".join(out)
 
 
@@ -235,6 +236,7 @@ def _frr(config: dict, node: str) -> str:
         out.append("!")
     out += sdn_prefix_lists.frr_lines(config)
     out += sdn_route_maps.frr_lines(config)
+    out += sdn_fabrics.frr_lines(config, node)
     return "\n".join(out)
 
 

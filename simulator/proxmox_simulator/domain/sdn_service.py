@@ -27,6 +27,7 @@ FILES = {
     "dns": "sdn/dns.cfg",
     "prefix-lists": "sdn/prefix-lists.cfg",
     "route-maps": "sdn/route-maps.cfg",
+    "fabrics": "sdn/fabrics.cfg",
 }
 KEYS = {
     "zones": "zone",
@@ -37,6 +38,7 @@ KEYS = {
     "dns": "dns",
     "prefix-lists": "id",
     "route-maps": "route-map-id",
+    "fabrics": "id",
 }
 # The built-in IPAM every cluster has.
 BUILTIN_IPAM = {"pve": {"type": "pve"}}
@@ -210,7 +212,7 @@ def _settable(declared: set[str], what: str) -> frozenset[str]:
 
 LOCK_FILE, LOCK_ID = "sdn/.lock", "lock"
 # The files an apply commits, so the ones whose changes count as pending.
-_COMMITTED = ("zones", "vnets", "subnets", "controllers")
+_COMMITTED = ("zones", "vnets", "subnets", "controllers", "fabrics")
 
 
 async def _lock_domain(conn, token: str | None, errmsg: str) -> None:
@@ -536,11 +538,29 @@ async def apply(rt, principal, token: str | None = None, release: bool = True) -
         )
 
 
-async def make_running(conn) -> list[str]:
+def _fabric_since(previous: dict, applied: dict, now: float) -> dict[str, float]:
+    """When each applied fabric came up: an apply that leaves it unchanged keeps the time."""
+    before, since = previous.get("fabrics", {}), previous.get("fabric-since", {})
+
+    def sections_of(config: dict, fabric_id: str) -> dict:
+        return {k: v for k, v in config.items() if k.split("_", 1)[0] == fabric_id}
+
+    return {
+        fabric_id: since.get(fabric_id, now)
+        if sections_of(before, fabric_id) == sections_of(applied, fabric_id)
+        else now
+        for fabric_id in applied
+        if "_" not in fabric_id
+    }
+
+
+async def make_running(conn, now: float) -> list[str]:
     """The apply task's effect: the current SDN files become the running config."""
     await conn.execute("SELECT pg_advisory_xact_lock(hashtext('pvesim:sdn'))")
-    snapshot = {what: await _current(conn, what) for what in FILES}
+    snapshot: dict = {what: await _current(conn, what) for what in FILES}
     existing = await repo.section(conn, RUNNING_FILE, RUNNING_ID, for_update=True)
+    previous = existing["options"] if existing else {}
+    snapshot["fabric-since"] = _fabric_since(previous, snapshot["fabrics"], now)
     if existing is None:
         await repo.insert(conn, RUNNING_FILE, RUNNING_ID, "running", snapshot)
     else:

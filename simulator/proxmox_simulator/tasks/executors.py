@@ -11,6 +11,7 @@ from proxmox_simulator.domain import (
     ceph_cluster_service,
     cloudinit,
     console_service,
+    migration_tunnel,
     node_system_service,
     resource_store,
 )
@@ -462,6 +463,7 @@ def executors() -> dict[str, Executor]:
         ceph_cluster_service.TASK_EXECUTOR: node_executors.ceph_task,
         console_service.GUEST_PROXY_TASK: node_executors.console_proxy,
         console_service.NODE_SHELL_TASK: node_executors.console_proxy,
+        migration_tunnel.TASK_TYPE: node_executors.incoming_migration_tunnel,
     }
     for disk_task in (
         "diskinit",

@@ -9,6 +9,7 @@ from proxmox_simulator.domain import (
     ceph_service,
     console_service,
     disk_service,
+    migration_tunnel,
     node_power_service,
     node_system_service,
     replication_service,
@@ -60,6 +61,26 @@ async def console_proxy(ctx: TaskContext) -> None:
     )
     await ctx.sleep(console_service.CONNECT_TIMEOUT)
     await ctx.complete(lines=["connection timed out, no client connected"])
+
+
+async def incoming_migration_tunnel(ctx: TaskContext) -> None:
+    """``qmtunnel``: listens for the source's tunnel connection for PVE's five minutes.
+    Nothing can connect to the simulator's socket, so it then cleans up as PVE does."""
+    await ctx.log("mtunnel started")
+    await ctx.sleep(migration_tunnel.ACCEPT_TIMEOUT)
+
+    async def effect(conn) -> None:
+        await migration_tunnel.give_up(conn, int(ctx.payload["vmid"]))
+
+    await ctx.complete(
+        effect,
+        lines=[
+            "Failed to accept tunnel connection - got timeout",
+            "Removing tunnel socket..",
+            "Removing temporary VM config..",
+        ],
+        failure=["Exiting mtunnel"],
+    )
 
 
 async def service_action(ctx: TaskContext) -> None:
@@ -127,7 +148,7 @@ async def apply_sdn(ctx: TaskContext) -> None:
     lines: list[str] = []
 
     async def effect(conn) -> None:
-        lines.extend(await sdn_service.make_running(conn))
+        lines.extend(await sdn_service.make_running(conn, ctx.clock.now()))
 
     await ctx.complete(effect, lines=lines)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import guest_agent as agent
 from proxmox_simulator.domain import guest_operations as ops
+from proxmox_simulator.domain import migration_tunnel as tunnel
 from proxmox_simulator.domain.guests import LXC, QEMU
 
 _QEMU = "/nodes/{node}/qemu/{vmid}"
@@ -104,6 +105,25 @@ async def cloudinit_dump(ctx: RequestContext):
 async def sendkey(ctx: RequestContext):
     await ops.sendkey(
         ctx.rt, ctx.node, ctx.vmid, ctx.params["key"], bool(ctx.params.get("skiplock"))
+    )
+
+
+@route(f"{_QEMU}/dbus-vmstate", "POST")
+async def dbus_vmstate(ctx: RequestContext):
+    await ops.dbus_vmstate(ctx.rt, ctx.node, ctx.vmid)
+
+
+@route(f"{_QEMU}/mtunnel", "POST")
+async def mtunnel(ctx: RequestContext):
+    return await tunnel.open_tunnel(
+        ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.vmid, ctx.params
+    )
+
+
+@route(f"{_QEMU}/mtunnelwebsocket", "GET")
+async def mtunnelwebsocket(ctx: RequestContext):
+    return await tunnel.tunnel_websocket(
+        ctx.rt, ctx.principal, ctx.node, ctx.vmid, ctx.params["socket"], ctx.params["ticket"]
     )
 
 

@@ -5,6 +5,7 @@ each node runs of it (``/nodes/{node}/sdn``)."""
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import sdn_fabrics as fabrics
 from proxmox_simulator.domain import sdn_node_service as node_svc
 from proxmox_simulator.domain import sdn_prefix_lists as prefix_lists
 from proxmox_simulator.domain import sdn_route_maps as route_maps
@@ -294,3 +295,94 @@ async def delete_route_map_entry(ctx: RequestContext):
     await route_maps.delete_entry(
         ctx.rt, ctx.params["route-map-id"], ctx.params["order"], ctx.params
     )
+
+
+# -- fabrics (PVE 9.x) ----------------------------------------------------------------
+
+
+def _can(ctx: RequestContext):
+    """PVE's check_any: does the caller hold any of ``privs`` on ``path``?"""
+    return lambda path, privs: ctx.state.has(ctx.principal, path, privs, any_of=True)
+
+
+@route("/cluster/sdn/fabrics/all", "GET")
+async def list_all_fabrics(ctx: RequestContext):
+    return await fabrics.list_all(ctx.rt, ctx.params, _can(ctx))
+
+
+@route("/cluster/sdn/fabrics/fabric", "GET")
+async def list_fabrics(ctx: RequestContext):
+    return await fabrics.list_fabrics(ctx.rt, ctx.params, _can(ctx))
+
+
+@route("/cluster/sdn/fabrics/fabric", "POST")
+async def add_fabric(ctx: RequestContext):
+    await fabrics.add_fabric(ctx.rt, ctx.params)
+
+
+@route("/cluster/sdn/fabrics/fabric/{id}", "GET")
+async def get_fabric(ctx: RequestContext):
+    return await fabrics.get_fabric(ctx.rt, ctx.params["id"])
+
+
+@route("/cluster/sdn/fabrics/fabric/{id}", "PUT")
+async def update_fabric(ctx: RequestContext):
+    await fabrics.update_fabric(ctx.rt, ctx.params["id"], ctx.params)
+
+
+@route("/cluster/sdn/fabrics/fabric/{id}", "DELETE")
+async def delete_fabric(ctx: RequestContext):
+    can = _can(ctx)
+    await fabrics.delete_fabric(
+        ctx.rt, ctx.params["id"], ctx.params, lambda node: can(f"/nodes/{node}", ["Sys.Modify"])
+    )
+
+
+@route("/cluster/sdn/fabrics/node", "GET")
+async def list_fabric_nodes(ctx: RequestContext):
+    return await fabrics.list_nodes(ctx.rt, ctx.params, _can(ctx))
+
+
+@route("/cluster/sdn/fabrics/node/{fabric_id}", "GET")
+async def list_nodes_of_fabric(ctx: RequestContext):
+    return await fabrics.list_nodes(ctx.rt, ctx.params, _can(ctx), ctx.params["fabric_id"])
+
+
+@route("/cluster/sdn/fabrics/node/{fabric_id}", "POST")
+async def add_fabric_node(ctx: RequestContext):
+    await fabrics.add_node(ctx.rt, ctx.params["fabric_id"], ctx.params)
+
+
+_FABRIC_NODE = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}"
+
+
+@route(_FABRIC_NODE, "GET")
+async def get_fabric_node(ctx: RequestContext):
+    return await fabrics.get_node(ctx.rt, ctx.params["fabric_id"], ctx.params["node_id"])
+
+
+@route(_FABRIC_NODE, "PUT")
+async def update_fabric_node(ctx: RequestContext):
+    await fabrics.update_node(ctx.rt, ctx.params["fabric_id"], ctx.params["node_id"], ctx.params)
+
+
+@route(_FABRIC_NODE, "DELETE")
+async def delete_fabric_node(ctx: RequestContext):
+    await fabrics.delete_node(ctx.rt, ctx.params["fabric_id"], ctx.params["node_id"], ctx.params)
+
+
+@route("/nodes/{node}/sdn/fabrics/{fabric}/interfaces", "GET")
+async def node_fabric_interfaces(ctx: RequestContext):
+    return await fabrics.interfaces(ctx.rt, ctx.params["node"], ctx.params["fabric"])
+
+
+@route("/nodes/{node}/sdn/fabrics/{fabric}/neighbors", "GET")
+async def node_fabric_neighbors(ctx: RequestContext):
+    return await fabrics.neighbors(
+        ctx.rt, ctx.params["node"], ctx.params["fabric"], ctx.rt.clock.now()
+    )
+
+
+@route("/nodes/{node}/sdn/fabrics/{fabric}/routes", "GET")
+async def node_fabric_routes(ctx: RequestContext):
+    return await fabrics.routes(ctx.rt, ctx.params["node"], ctx.params["fabric"])
