@@ -1,9 +1,10 @@
-"""/access: ticket, users, groups, roles, ACL, tokens, domains."""
+"""/access: ticket, users, groups, roles, ACL, tokens, domains and their sync."""
 
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import access_service as svc
+from proxmox_simulator.domain import realm_sync_service as realm_sync
 from proxmox_simulator.domain import tfa_service as tfa
 from proxmox_simulator.domain.access import Principal
 
@@ -237,3 +238,12 @@ async def verify_tfa(ctx: RequestContext):
 @route("/access/tfa", "PUT")
 async def change_tfa(ctx: RequestContext):
     return await tfa.change_old_api(ctx.rt, ctx.principal, ctx.params)
+
+
+# -- realm synchronisation ------------------------------------------------------------
+
+
+@route("/access/domains/{realm}/sync", "POST")
+async def sync_realm(ctx: RequestContext):
+    declared = {p.name: p.default for p in ctx.endpoint.parameters}
+    return await realm_sync.sync(ctx.rt, ctx.principal, declared, ctx.params)
