@@ -229,6 +229,20 @@ async def delete_tfa(ctx: RequestContext):
     )
 
 
+@route("/access/users/{userid}/tfa", "GET")
+async def user_tfa_types(ctx: RequestContext):
+    # 6.x declares no ``multiple``: its tfa.cfg held one legacy factor per user.
+    legacy = not any(p.name == "multiple" for p in ctx.endpoint.parameters)
+    return await tfa.user_types(
+        ctx.rt, ctx.params["userid"], multiple=bool(ctx.params.get("multiple")), legacy=legacy
+    )
+
+
+@route("/access/users/{userid}/unlock-tfa", "PUT")
+async def unlock_tfa(ctx: RequestContext):
+    return int(await tfa.unlock(ctx.rt, ctx.params["userid"]))
+
+
 @route("/access/tfa", "POST")
 async def verify_tfa(ctx: RequestContext):
     # The old (6.x/7.x) second step, for a caller already holding a ticket.
