@@ -19,6 +19,9 @@ class Pve6:
     # Failed second factors lock a user out (TOTP after 8, everything after 100) and
     # an admin unlocks them (``unlock-tfa``): pve-access-control 8.0 on.
     tfa_lockout = False
+    # A console proxy's VNC ticket is signed for its port too (9.x; checked by
+    # ``vncwebsocket`` and ``POST /access/vncticket``).
+    vnc_ticket_binds_port = False
 
     # The CPU models a guest may use: what the major's QEMU and qemu-server offer
     # (``/nodes/{node}/cpu``, later ``/capabilities/qemu/cpu``); newer majors add to it.
@@ -106,6 +109,7 @@ class Pve8(Pve7):
 
 class Pve9(Pve8):
     major = 9
+    vnc_ticket_binds_port = True
     qemu_version = "10.0.2"
     machine = "pc-i440fx-10.0+pve1"
     kversion = "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.8-2 (2025-07-22T10:04Z)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import access_service as svc
+from proxmox_simulator.domain import console_service
 from proxmox_simulator.domain import realm_sync_service as realm_sync
 from proxmox_simulator.domain import tfa_service as tfa
 from proxmox_simulator.domain.access import Principal
@@ -23,6 +24,11 @@ async def ticket_form(ctx: RequestContext):
 @route("/access/password", "PUT")
 async def change_password(ctx: RequestContext):
     await svc.change_password(ctx.rt, ctx.principal, ctx.params)
+
+
+@route("/access/vncticket", "POST")
+async def verify_vnc_ticket(ctx: RequestContext):
+    await console_service.verify_vnc_ticket(ctx.rt, ctx.state, ctx.params)
 
 
 @route("/access/permissions", "GET")
