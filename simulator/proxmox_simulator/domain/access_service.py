@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 
-from proxmox_simulator.domain import tfa_service
+from proxmox_simulator.domain import openid_service, tfa_service
 from proxmox_simulator.domain.access import ROOT, AccessState, Principal, split_userid
 from proxmox_simulator.domain.auth import (
     hash_secret,
@@ -122,6 +122,12 @@ async def login(rt, params: dict) -> dict:
                 "NeedTFA": 1,
             }
     return await _full_ticket(rt, state, userid)
+
+
+async def openid_login(rt, params: dict) -> dict:
+    """``POST /access/openid/login``: a full ticket for the user the provider vouched for."""
+    userid = await openid_service.login(rt, params)
+    return await _full_ticket(rt, await rt.access.get(), userid)
 
 
 OLD_TFA_PREFIX = "tfa!"

@@ -18,7 +18,7 @@ import secrets
 import string
 
 from proxmox_simulator.domain import guests as rules
-from proxmox_simulator.domain.access import AccessState, Principal, split_userid
+from proxmox_simulator.domain.access import AccessState, Principal, normalize_path, split_userid
 from proxmox_simulator.domain.errors import AuthenticationFailed, PermissionDenied, PveError
 from proxmox_simulator.domain.guest_service import load_guest, require_node
 from proxmox_simulator.repositories import tasks as task_repo
@@ -47,12 +47,11 @@ def _bound(rt, port):
     return port if rt.adapter.vnc_ticket_binds_port else None
 
 
-def normalize_path(path: str | None) -> str | None:
-    """PVE's ACL path normalisation: one leading slash, no doubled or trailing ones;
-    None for a path with characters no ACL path has."""
+def _acl_path(path: str | None) -> str | None:
+    """PVE's path check: normalised, and None for characters no ACL path has."""
     if not path:
         return None
-    normalized = "/" + "/".join(part for part in path.split("/") if part)
+    normalized = normalize_path(path)
     return normalized if re.fullmatch(r"[A-Za-z0-9.\-_/]+", normalized) else None
 
 
@@ -61,7 +60,7 @@ async def verify_vnc_ticket(rt, state: AccessState, params: dict) -> None:
     (and ``port``), and ``authid`` holds ``privs`` there; any failure is PVE's plain
     authentication failure, so nothing tells a caller which part was wrong."""
     authid = str(params["authid"])
-    path = normalize_path(params.get("path"))
+    path = _acl_path(params.get("path"))
     privs = [p for p in re.split(r"[,;\s]+", str(params.get("privs") or "")) if p]
     if path is None or not privs:
         raise AuthenticationFailed()

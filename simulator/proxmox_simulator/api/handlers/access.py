@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import access_service as svc
-from proxmox_simulator.domain import console_service
+from proxmox_simulator.domain import console_service, openid_service
 from proxmox_simulator.domain import realm_sync_service as realm_sync
 from proxmox_simulator.domain import tfa_service as tfa
 from proxmox_simulator.domain.access import Principal
@@ -29,6 +29,16 @@ async def change_password(ctx: RequestContext):
 @route("/access/vncticket", "POST")
 async def verify_vnc_ticket(ctx: RequestContext):
     await console_service.verify_vnc_ticket(ctx.rt, ctx.state, ctx.params)
+
+
+@route("/access/openid/auth-url", "POST")
+async def openid_auth_url(ctx: RequestContext):
+    return await openid_service.auth_url(ctx.rt, ctx.params)
+
+
+@route("/access/openid/login", "POST")
+async def openid_login(ctx: RequestContext):
+    return await svc.openid_login(ctx.rt, ctx.params)
 
 
 @route("/access/permissions", "GET")
