@@ -112,6 +112,12 @@ EXPECTED = {
     # issued (test_openid.py signs in through a provider on loopback).
     (None, "POST", "/access/openid/auth-url"): "wrong realm type (ad != openid)",
     (None, "POST", "/access/openid/login"): "authentication failure",
+    # No storage points at the probe's server name, so it does not resolve (and no backup
+    # server listens there); test_storage_scan.py scans servers storages use.
+    (None, "GET", "/nodes/{node}/scan/nfs"): "unable to resolve address for server 'probe'",
+    (None, "GET", "/nodes/{node}/scan/cifs"): "unable to resolve address for server 'probe'",
+    (None, "GET", "/nodes/{node}/scan/iscsi"): "unable to resolve portal address 'probe'",
+    (None, "GET", "/nodes/{node}/scan/pbs"): "Can't connect to probe:8007",
     # 6.4's viewer declares these sizes as strings; PVE 6.4 answers integers.
     (6, "GET", "/cluster/resources"): "int is not string",
 }
