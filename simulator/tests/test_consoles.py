@@ -100,13 +100,18 @@ def test_qemu_vncproxy_ticket_opens_only_its_own_websocket(server):
     assert f"port {console['port']}" in log
 
 
-def test_a_ticket_is_bound_to_the_user_it_was_issued_to(server):
-    root = _api(server)
-    vmid = _guest(root, "qemu")
+def _vm_user(server, root, vmid: int) -> tuple[str, ProxmoxAPI]:
+    """A new user with PVEVMUser (VM.Console, not VM.Allocate) on the VM, logged in."""
     userid = f"simfid{uuid.uuid4().hex[:8]}@pve"
     root.access.users.post(userid=userid, password="console-pass-1")
     root.access.acl.put(path=f"/vms/{vmid}", users=userid, roles="PVEVMUser")
-    user = _api(server, user=userid, password="console-pass-1")
+    return userid, _api(server, user=userid, password="console-pass-1")
+
+
+def test_a_ticket_is_bound_to_the_user_it_was_issued_to(server):
+    root = _api(server)
+    vmid = _guest(root, "qemu")
+    userid, user = _vm_user(server, root, vmid)
 
     theirs = user.nodes("pve1").qemu(vmid).vncproxy.post(websocket=1)
     assert theirs["user"] == userid
@@ -135,10 +140,7 @@ def _verify_vnc(server, **data) -> httpx.Response:
 def test_vncticket_verifies_a_console_ticket_for_its_user_path_port_and_privileges(server):
     root = _api(server)
     vmid = _guest(root, "qemu")
-    userid = f"simfid{uuid.uuid4().hex[:8]}@pve"
-    root.access.users.post(userid=userid, password="console-pass-1")
-    root.access.acl.put(path=f"/vms/{vmid}", users=userid, roles="PVEVMUser")
-    user = _api(server, user=userid, password="console-pass-1")
+    userid, user = _vm_user(server, root, vmid)
     console = user.nodes("pve1").qemu(vmid).vncproxy.post(websocket=1)
     ticket, port = console["ticket"], console["port"]
     good = {"authid": userid, "vncticket": ticket, "path": f"/vms/{vmid}", "privs": "VM.Console"}

@@ -10,61 +10,29 @@ from urllib.parse import unquote
 import httpx
 import pytest
 from simtest_support import (
-    ROOT_PASSWORD,
     Session,
-    apidoc_dir,
-    create_database,
-    drop_database,
     expect_data,
     expect_error,
-    official_apidoc,
-    run,
+    lab_simulator,
+    swap_major,
 )
 from test_tfa import _add_totp, _login, _totp
-
-from proxmox_simulator.config import Settings
 
 PASSWORD = "tfa-pass-123"
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    from proxmox_simulator.cli import seed_database
-    from proxmox_simulator.server import SimulatorServer
-
-    url = create_database("usertfa")
-    settings = Settings(
-        database_url=url,
-        data_dir=tmp_path_factory.mktemp("usertfa"),
-        contract="fakepve",
-        clock="instant",
-        task_workers=1,
-        lease_seconds=10,
-        pool_max_size=4,
-        lab_enabled=True,
-        apidoc_dir=apidoc_dir(),
-    )
-    official_apidoc("6.4-15")
-    run(seed_database(settings, "single", 3, ROOT_PASSWORD))
-    try:
-        with SimulatorServer(settings) as server:
-            yield server
-    finally:
-        drop_database(url)
-
-
-def _swap(sim, major: int) -> None:
-    with httpx.Client(base_url=sim.base_url, timeout=30) as admin:
-        response = admin.post("/ui/api/contract/apply", data={"major": major})
-        assert response.status_code == 200, response.text
+    with lab_simulator(tmp_path_factory.mktemp("usertfa"), "usertfa", "single", 3) as server:
+        yield server
 
 
 @pytest.fixture
 def root(sim):
-    _swap(sim, 9)
+    swap_major(sim, 9)
     with httpx.Client(base_url=sim.base_url + "/api2/json", timeout=30) as client:
         yield Session(client)
-    _swap(sim, 9)
+    swap_major(sim, 9)
 
 
 @pytest.fixture
@@ -106,7 +74,7 @@ def test_user_tfa_types_follow_the_tfa_store(sim, root, user):
     assert expect_data(root.get(f"/access/users/nobody@{realm}/tfa")) == {"realm": "oath"}
     expect_error(root.get("/access/users/nobody@nosuchrealm/tfa"), 500, "auth domain")
 
-    _swap(sim, 6)  # 6.x's tfa.cfg: one factor per user, a TOTP key is 'oath'
+    swap_major(sim, 6)  # 6.x's tfa.cfg: one factor per user, a TOTP key is 'oath'
     with httpx.Client(base_url=sim.base_url + "/api2/json", timeout=30) as client:
         old = Session(client)
         assert expect_data(old.get(path)) == {"user": "oath"}
@@ -150,7 +118,7 @@ def test_a_recovery_key_lifts_the_totp_lock(sim, root, user):
 
 def test_majors_before_8_count_no_failures(sim, root, user):
     secret, _entry = _add_totp(root, user)
-    _swap(sim, 7)
+    swap_major(sim, 7)
     for _ in range(9):
         _login(sim, {"username": user, "password": PASSWORD, "otp": _wrong_code(secret)})
     ok = _login(sim, {"username": user, "password": PASSWORD, "otp": _totp(secret)})
