@@ -113,6 +113,9 @@ def test_realm_sync_jobs(root, ldap_realm):
     data = {"schedule": "sun 03:00", "realm": ldap_realm, "scope": "users", "comment": "weekly"}
     root.post(path, data=data).raise_for_status()
     expect_error(root.post(path, data=data), 500, f"Job '{job}' already exists")
+    # Backup jobs share jobs.cfg, and so the IDs.
+    backup = {"id": job, "vmid": "100", "storage": "local", "schedule": "02:30"}
+    expect_error(root.post("/cluster/backup", data=backup), 500, f"Job '{job}' already exists")
     entry = expect_data(root.get(path))
     assert entry == {"type": "realm-sync", **data}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 
-from proxmox_simulator.domain import calendar_event
+from proxmox_simulator.domain import backup_service, calendar_event
 from proxmox_simulator.domain import config_sections as sections
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.corosync_service import local_node
@@ -31,7 +31,7 @@ from proxmox_simulator.repositories import node_system as node_repo
 from proxmox_simulator.repositories import section_configs as section_repo
 from proxmox_simulator.tasks.service import enqueue
 
-JOBS_FILE = "jobs.cfg"
+JOBS_FILE = backup_service.JOBS_FILE
 JOB_TYPE = "realm-sync"
 SYNC_TASK, DRY_RUN_TASK = "auth-realm-sync", "auth-realm-sync-test"
 SYNCABLE_TYPES = frozenset({"ldap", "ad"})
