@@ -7,6 +7,7 @@ Kept out of conftest.py because the workspace has its own root conftest and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 import asyncpg
+import httpx
 
 from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts import sources
@@ -67,7 +69,8 @@ def create_database(suffix: str) -> str:
     """A ``pvesim_``-prefixed database, migrated and bootstrapped."""
     from proxmox_simulator.cli import migrate_database
 
-    name = f"pvesim_test_{os.getpid()}_{suffix}"
+    prefix = os.environ.get("PVESIM_TEST_DB_PREFIX", "pvesim_test_")
+    name = f"{prefix}{os.getpid()}_{suffix}"
     run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     run(_admin(f'CREATE DATABASE "{name}"'))
     url = _with_database(BASE_URL, name)
@@ -274,3 +277,38 @@ def ansible_playbook(server, tmp_path: Path, name: str, tasks: str, extra_vars: 
     }
     assert not failed and completed.returncode == 0, (failed, completed.stderr[-2000:])
     return {t["task"]["name"]: t["hosts"]["localhost"] for t in tasks_run}
+
+
+@contextlib.contextmanager
+def lab_simulator(data_dir: Path, name: str, profile: str, seed: int):
+    """A TLS-less simulator of its own with the laboratory API (majors swap through it),
+    on a fresh database seeded with ``profile``; dropped afterwards."""
+    from proxmox_simulator.cli import seed_database
+    from proxmox_simulator.server import SimulatorServer
+
+    url = create_database(name)
+    settings = Settings(
+        database_url=url,
+        data_dir=data_dir,
+        contract="fakepve",
+        clock="instant",
+        task_workers=1,
+        lease_seconds=10,
+        pool_max_size=4,
+        lab_enabled=True,
+        apidoc_dir=apidoc_dir(),
+    )
+    official_apidoc("6.4-15")  # in CI a missing schema fails here, not as an unavailable major
+    run(seed_database(settings, profile, seed, ROOT_PASSWORD))
+    try:
+        with SimulatorServer(settings) as server:
+            yield server
+    finally:
+        drop_database(url)
+
+
+def swap_major(server, major: int) -> None:
+    """Hot-swap the laboratory simulator's contract to ``major``."""
+    with httpx.Client(base_url=server.base_url, timeout=30) as admin:
+        response = admin.post("/ui/api/contract/apply", data={"major": major})
+        assert response.status_code == 200, response.text

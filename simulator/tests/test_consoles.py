@@ -100,13 +100,18 @@ def test_qemu_vncproxy_ticket_opens_only_its_own_websocket(server):
     assert f"port {console['port']}" in log
 
 
-def test_a_ticket_is_bound_to_the_user_it_was_issued_to(server):
-    root = _api(server)
-    vmid = _guest(root, "qemu")
+def _vm_user(server, root, vmid: int) -> tuple[str, ProxmoxAPI]:
+    """A new user with PVEVMUser (VM.Console, not VM.Allocate) on the VM, logged in."""
     userid = f"simfid{uuid.uuid4().hex[:8]}@pve"
     root.access.users.post(userid=userid, password="console-pass-1")
     root.access.acl.put(path=f"/vms/{vmid}", users=userid, roles="PVEVMUser")
-    user = _api(server, user=userid, password="console-pass-1")
+    return userid, _api(server, user=userid, password="console-pass-1")
+
+
+def test_a_ticket_is_bound_to_the_user_it_was_issued_to(server):
+    root = _api(server)
+    vmid = _guest(root, "qemu")
+    userid, user = _vm_user(server, root, vmid)
 
     theirs = user.nodes("pve1").qemu(vmid).vncproxy.post(websocket=1)
     assert theirs["user"] == userid
@@ -124,6 +129,41 @@ def test_a_ticket_is_bound_to_the_user_it_was_issued_to(server):
     assert refused.status_code == 401
     # And the user may not open a node shell (Sys.Console on /nodes/pve1).
     assert _refused(lambda: user.nodes("pve1").termproxy.post()).status_code == 403
+
+
+def _verify_vnc(server, **data) -> httpx.Response:
+    """``POST /access/vncticket`` as vncterm/termproxy call it: with no login of their own."""
+    with httpx.Client(base_url=server.base_url + "/api2/json", verify=False, timeout=30) as c:
+        return c.post("/access/vncticket", data=data)
+
+
+def test_vncticket_verifies_a_console_ticket_for_its_user_path_port_and_privileges(server):
+    root = _api(server)
+    vmid = _guest(root, "qemu")
+    userid, user = _vm_user(server, root, vmid)
+    console = user.nodes("pve1").qemu(vmid).vncproxy.post(websocket=1)
+    ticket, port = console["ticket"], console["port"]
+    good = {"authid": userid, "vncticket": ticket, "path": f"/vms/{vmid}", "privs": "VM.Console"}
+
+    verified = _verify_vnc(server, **good, port=port)
+    assert verified.status_code == 200 and verified.json() == {"data": None}
+    # PVE's path normalisation: doubled and trailing slashes name the same path.
+    slashes = {**good, "port": port, "path": f"//vms/{vmid}/"}
+    assert _verify_vnc(server, **slashes).status_code == 200
+    refusals = [
+        {"port": port + 1},  # 9.x signs the proxy's port into the ticket
+        {},  # ... so a check without it is another ticket
+        {"port": port, "path": f"/vms/{vmid + 1}"},
+        {"port": port, "authid": "root@pam"},
+        {"port": port, "privs": "VM.Allocate"},  # PVEVMUser lacks it on the VM
+        {"port": port, "vncticket": ticket[:-4] + "AAA="},
+        {"port": port, "path": "/vms/<bad>"},
+    ]
+    for change in refusals:
+        refused = _verify_vnc(server, **{**good, **change})
+        assert (refused.status_code, refused.reason_phrase) == (401, "authentication failure"), (
+            change
+        )
 
 
 def test_qemu_vncproxy_generates_a_one_time_password_on_request(server):

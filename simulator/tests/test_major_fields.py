@@ -19,21 +19,16 @@ import re
 import httpx
 import pytest
 from simtest_support import (
-    ROOT_PASSWORD,
     Session,
     all_major_contracts,
-    apidoc_dir,
     assert_conforms,
-    create_database,
-    drop_database,
     expect_data,
     expect_error,
+    lab_simulator,
     make_vm,
-    official_apidoc,
-    run,
+    swap_major,
 )
 
-from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts.model import Contract, Endpoint
 from proxmox_simulator.contracts.returns import field_set_errors
 
@@ -51,28 +46,8 @@ _OPENERS = (
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    from proxmox_simulator.cli import seed_database
-    from proxmox_simulator.server import SimulatorServer
-
-    url = create_database("majorfields")
-    settings = Settings(
-        database_url=url,
-        data_dir=tmp_path_factory.mktemp("majorfields"),
-        contract="fakepve",
-        clock="instant",
-        task_workers=1,
-        lease_seconds=10,
-        pool_max_size=4,
-        lab_enabled=True,
-        apidoc_dir=apidoc_dir(),
-    )
-    official_apidoc("6.4-15")  # in CI a missing schema fails here, not as an unavailable major
-    run(seed_database(settings, "small", 5, ROOT_PASSWORD))
-    try:
-        with SimulatorServer(settings) as server:
-            yield server
-    finally:
-        drop_database(url)
+    with lab_simulator(tmp_path_factory.mktemp("majorfields"), "majorfields", "small", 5) as server:
+        yield server
 
 
 def _official(major: int) -> Contract:
@@ -179,12 +154,6 @@ def test_each_major_answers_its_own_field_set(sim, major):
 # -- 6.x/7.x old paths, answered from the same state as their successors ------------
 
 
-def _swap(sim, major: int) -> None:
-    with httpx.Client(base_url=sim.base_url, timeout=30) as admin:
-        response = admin.post("/ui/api/contract/apply", data={"major": major})
-        assert response.status_code == 200, response.text
-
-
 @pytest.fixture
 def api(sim):
     with httpx.Client(base_url=sim.base_url + "/api2/json", timeout=30) as client:
@@ -196,10 +165,10 @@ def _names(data) -> set[str]:
 
 
 def test_old_usb_and_cpu_paths_list_the_nodes_hardware(sim, api):
-    _swap(sim, 9)
+    swap_major(sim, 9)
     usb = expect_data(api.get("/nodes/pve1/hardware/usb"), "/nodes/{node}/hardware/usb")
     nine = _names(expect_data(api.get("/nodes/pve1/capabilities/qemu/cpu")))
-    _swap(sim, 6)
+    swap_major(sim, 6)
     assert expect_data(api.get("/nodes/pve1/scan/usb"), "/nodes/{node}/scan/usb") == usb
     assert {d["vendid"] + ":" + d["prodid"] for d in usb} == {"046b:ff10", "0781:5583"}
     six = expect_data(api.get("/nodes/pve1/cpu"), "/nodes/{node}/cpu")
@@ -214,14 +183,14 @@ def test_old_usb_and_cpu_paths_list_the_nodes_hardware(sim, api):
         "GenuineIntel",
         "default",
     )
-    _swap(sim, 7)
+    swap_major(sim, 7)
     seven = _names(expect_data(api.get("/nodes/pve1/capabilities/qemu/cpu")))
     assert "EPYC-Milan" in seven and "EPYC-Genoa" not in seven
     expect_error(api.get("/nodes/pve9/capabilities/qemu/cpu"), 500, "hostname lookup 'pve9'")
 
 
 def test_mdev_types_count_the_instances_running_guests_hold(sim, api, unique_vmid):
-    _swap(sim, 6)
+    swap_major(sim, 6)
     gpu = "/nodes/pve1/hardware/pci/0000:41:00.0/mdev"
     before = {t["type"]: t["available"] for t in expect_data(api.get(gpu))}
     assert before["nvidia-222"] == 16
@@ -245,7 +214,7 @@ def test_mdev_types_count_the_instances_running_guests_hold(sim, api, unique_vmi
         assert_conforms("/nodes/{node}/qemu/{vmid}/migrate", "GET", precheck, majors=(6,))
         assert precheck["local_resources"] == ["hostpci0"]
         assert "mapped-resources" not in precheck
-        _swap(sim, 8)
+        swap_major(sim, 8)
         # 8.x also takes a PCI resource mapping's name for the device.
         mapping = f"gpu{unique_vmid}"
         expect_data(
@@ -268,11 +237,11 @@ def test_mdev_types_count_the_instances_running_guests_hold(sim, api, unique_vmi
 
 
 def test_old_backupinfo_path_lists_the_guests_no_job_backs_up(sim, api):
-    _swap(sim, 9)
+    swap_major(sim, 9)
     current = expect_data(api.get("/cluster/backup-info/not-backed-up"))
     guests = {g["vmid"] for g in expect_data(api.get("/cluster/resources", params={"type": "vm"}))}
     assert current and {g["vmid"] for g in current} <= guests
-    _swap(sim, 6)
+    swap_major(sim, 6)
     old = expect_data(
         api.get("/cluster/backupinfo/not_backed_up"), "/cluster/backupinfo/not_backed_up"
     )
@@ -281,10 +250,10 @@ def test_old_backupinfo_path_lists_the_guests_no_job_backs_up(sim, api):
 
 
 def test_roles_carry_the_privileges_of_the_served_major(sim, api):
-    _swap(sim, 9)
+    swap_major(sim, 9)
     roles = {r["roleid"]: r for r in expect_data(api.get("/access/roles"))}
     assert "Mapping.Audit" in roles["PVEAuditor"]["privs"] and "PVEMappingUser" in roles
-    _swap(sim, 6)
+    swap_major(sim, 6)
     roles = {r["roleid"]: r for r in expect_data(api.get("/access/roles"), "/access/roles")}
     six = set(_official(6).endpoint("/access/roles/{roleid}", "GET").returns["properties"])
     for role in roles.values():
@@ -298,7 +267,7 @@ def test_roles_carry_the_privileges_of_the_served_major(sim, api):
         400,
         "invalid privilege 'Mapping.Use'",
     )
-    _swap(sim, 8)
+    swap_major(sim, 8)
     expect_data(
         api.post("/access/roles", data={"roleid": "Later8", "privs": "VM.Audit,Mapping.Use"}),
         method="POST",

@@ -89,7 +89,7 @@ class AccessState:
     def __post_init__(self) -> None:
         by_path: dict[str, list[AclEntry]] = {}
         for entry in self.acl:
-            by_path.setdefault(_normalize_path(entry.path), []).append(entry)
+            by_path.setdefault(normalize_path(entry.path), []).append(entry)
         self._acl_by_path = by_path
         self._cache: dict[tuple[str, str], frozenset[str]] = {}
 
@@ -115,7 +115,7 @@ class AccessState:
         user = self.users.get(userid)
         if user is None:
             return frozenset()
-        path_key = _normalize_path(path)
+        path_key = normalize_path(path)
         # User ACLs beat group ACLs at the same depth; a deeper level wins overall.
         roles: set[str] | None = None
         parts = [p for p in path_key.split("/") if p]
@@ -151,7 +151,7 @@ class AccessState:
         else:
             owner = self._subject_privs(principal.userid, path)
         if principal.tokenid and principal.privsep:
-            token_roles = self._roles_for("token", {principal.auth_id}, _normalize_path(path))
+            token_roles = self._roles_for("token", {principal.auth_id}, normalize_path(path))
             result = owner & self._privs_of(token_roles)
         else:
             result = owner
@@ -179,7 +179,7 @@ class AccessState:
         """PVE's "any ACL below this path" test, used for list filtering."""
         if self.has(principal, prefix, privs, any_of=True):
             return True
-        prefix = _normalize_path(prefix).rstrip("/") + "/"
+        prefix = normalize_path(prefix).rstrip("/") + "/"
         return any(
             self.has(principal, path, privs, any_of=True)
             for path in self._acl_by_path
@@ -202,7 +202,7 @@ class AccessState:
         return bool(user and user.enable and (user.expire == 0 or user.expire > now))
 
 
-def _normalize_path(path: str) -> str:
+def normalize_path(path: str) -> str:
     path = "/" + "/".join(p for p in path.split("/") if p)
     return path
 

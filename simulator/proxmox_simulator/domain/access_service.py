@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 
-from proxmox_simulator.domain import tfa_service
+from proxmox_simulator.domain import openid_service, tfa_service
 from proxmox_simulator.domain.access import ROOT, AccessState, Principal, split_userid
 from proxmox_simulator.domain.auth import (
     hash_secret,
@@ -75,7 +75,9 @@ async def login(rt, params: dict) -> dict:
         # Second step: the half ticket plus "totp:<code>" / "recovery:<key>" as password.
         rt.tickets.verify_tfa(str(params["tfa-challenge"]), userid)
         async with rt.pool.acquire() as conn, conn.transaction():
-            passed = await tfa_service.verify_response(conn, userid, password)
+            passed = await tfa_service.verify_response(
+                conn, userid, password, lockout=rt.adapter.tfa_lockout
+            )
         if not passed or not state.user_active(userid, time.time()):
             raise AuthenticationFailed()
         return await _full_ticket(rt, state, userid)
@@ -94,12 +96,17 @@ async def login(rt, params: dict) -> dict:
         raise AuthenticationFailed()
     if not renewal:  # renewing a full ticket needs no second factor again
         async with rt.pool.acquire() as conn:
-            challenge = await tfa_service.challenge_for(conn, userid)
+            challenge = await tfa_service.challenge_for(
+                conn, userid, lockout=rt.adapter.tfa_lockout
+            )
         if challenge is not None and params.get("otp"):
             # The second factor given at once: TOTP (or a recovery key) with the password.
             async with rt.pool.acquire() as conn, conn.transaction():
-                if not await tfa_service.verify_response(conn, userid, str(params["otp"])):
-                    raise AuthenticationFailed()
+                passed = await tfa_service.verify_response(
+                    conn, userid, str(params["otp"]), lockout=rt.adapter.tfa_lockout
+                )
+            if not passed:  # after the commit: a failure counts towards the lockout
+                raise AuthenticationFailed()
         elif challenge is not None:
             now = time.time()
             if _new_tfa_format(rt, params):
@@ -115,6 +122,12 @@ async def login(rt, params: dict) -> dict:
                 "NeedTFA": 1,
             }
     return await _full_ticket(rt, state, userid)
+
+
+async def openid_login(rt, params: dict) -> dict:
+    """``POST /access/openid/login``: a full ticket for the user the provider vouched for."""
+    userid = await openid_service.login(rt, params)
+    return await _full_ticket(rt, await rt.access.get(), userid)
 
 
 OLD_TFA_PREFIX = "tfa!"
@@ -208,6 +221,7 @@ def _user_entry(row, *, with_tokens: list | None = None) -> dict:
 
 
 async def list_users(rt, state: AccessState, principal: Principal, params: dict) -> list[dict]:
+    locks = await tfa_service.lock_statuses(rt) if rt.adapter.tfa_lockout else {}
     async with rt.pool.acquire() as conn:
         rows = await access_repo.users(conn)
         out = []
@@ -222,7 +236,7 @@ async def list_users(rt, state: AccessState, principal: Principal, params: dict)
             tokens = None
             if params.get("full"):
                 tokens = [_token_entry(t) for t in await access_repo.tokens(conn, row["userid"])]
-            out.append(_user_entry(row, with_tokens=tokens))
+            out.append({**_user_entry(row, with_tokens=tokens), **locks.get(row["userid"], {})})
     return out
 
 

@@ -66,6 +66,12 @@ class AuthKeys:
         return cls(pem, secrets.token_bytes(32))
 
 
+def _scoped_data(plain: str, userid: str, path: str, port) -> bytes:
+    """What a scoped ticket signs: ``<plain>:<user>:<path>[:<port>]``."""
+    data = f"{plain}:{userid}:{path}"
+    return (data if port is None else f"{data}:{int(port)}").encode()
+
+
 class TicketAuthority:
     def __init__(self, keys: AuthKeys, lifetime: int = TICKET_LIFETIME) -> None:
         from cryptography.hazmat.primitives import serialization
@@ -133,20 +139,23 @@ class TicketAuthority:
 
     # -- short-lived tickets (consoles) --------------------------------------------
 
-    def issue_scoped(self, prefix: str, userid: str, path: str, now: float | None = None) -> str:
+    def issue_scoped(
+        self, prefix: str, userid: str, path: str, now: float | None = None, port=None
+    ) -> str:
         """A ticket bound to a user and a resource path that it does not show.
 
         Like PVE's VNC tickets (``PVEVNC:<HEXTIME>::<signature>``): the user and
-        path are signed but left out of the ticket, so only a verifier that
-        knows both (the websocket endpoint of the same user and guest) accepts it.
+        path (and, where the major binds it, the proxy's port) are signed but left
+        out of the ticket, so only a verifier that knows them (the websocket
+        endpoint of the same user and guest) accepts it.
         """
         stamp = f"{int(now if now is not None else time.time()):08X}"
         plain = f"{prefix}:{stamp}"
-        signed = f"{plain}:{userid}:{path}".encode()
+        signed = _scoped_data(plain, userid, path, port)
         return f"{plain}::{base64.b64encode(self._private.sign(signed)).decode()}"
 
     def verify_scoped(
-        self, ticket: str, prefix: str, userid: str, path: str, now: float | None = None
+        self, ticket: str, prefix: str, userid: str, path: str, now: float | None = None, port=None
     ) -> None:
         """Raise PVE's 401 unless the ticket was issued to ``userid`` for ``path`` just now."""
         match = re.fullmatch(
@@ -156,7 +165,7 @@ class TicketAuthority:
         denied = AuthenticationFailed(f"permission denied - invalid {prefix} ticket")
         if not match:
             raise denied
-        signed = f"{match['plain']}:{userid}:{path}".encode()
+        signed = _scoped_data(match["plain"], userid, path, port)
         try:
             self._public.verify(base64.b64decode(match["sig"]), signed)
         except (InvalidSignature, ValueError) as exc:

@@ -15,7 +15,10 @@ from proxmox_simulator.domain.guest_service import lock_name, require_node
 from proxmox_simulator.repositories import backups as backup_repo
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import section_configs as section_repo
 from proxmox_simulator.tasks.service import enqueue
+
+JOBS_FILE = "jobs.cfg"  # the realm-sync jobs' sections (realm_sync_service)
 
 DEFAULT_STORAGE = "local"
 # Compressed archives are about a third of the guest's allocated disk bytes.
@@ -395,7 +398,9 @@ async def create_job(rt, params: dict) -> None:
     _check_selection(options)
     async with rt.pool.acquire() as conn, conn.transaction():
         await _check_job_refs(conn, options)
-        if not await backup_repo.insert_job(conn, job_id, options):
+        # jobs.cfg holds the realm-sync jobs too: one ID space for both.
+        taken = await section_repo.section(conn, JOBS_FILE, job_id) is not None
+        if taken or not await backup_repo.insert_job(conn, job_id, options):
             raise PveError(f"Job '{job_id}' already exists")
 
 

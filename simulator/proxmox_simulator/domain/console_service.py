@@ -13,12 +13,13 @@ what PVE's proxy does when no viewer connects.
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 
 from proxmox_simulator.domain import guests as rules
-from proxmox_simulator.domain.access import Principal, split_userid
-from proxmox_simulator.domain.errors import PermissionDenied, PveError
+from proxmox_simulator.domain.access import AccessState, Principal, normalize_path, split_userid
+from proxmox_simulator.domain.errors import AuthenticationFailed, PermissionDenied, PveError
 from proxmox_simulator.domain.guest_service import load_guest, require_node
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.tasks.service import enqueue
@@ -41,6 +42,43 @@ def node_path(node: str) -> str:
     return f"/nodes/{node}"
 
 
+def _bound(rt, port):
+    """The port a VNC ticket is bound to: PVE 9's proxies sign theirs in, older do not."""
+    return port if rt.adapter.vnc_ticket_binds_port else None
+
+
+def _acl_path(path: str | None) -> str | None:
+    """PVE's path check: normalised, and None for characters no ACL path has."""
+    if not path:
+        return None
+    normalized = normalize_path(path)
+    return normalized if re.fullmatch(r"[A-Za-z0-9.\-_/]+", normalized) else None
+
+
+async def verify_vnc_ticket(rt, state: AccessState, params: dict) -> None:
+    """``POST /access/vncticket``: the ticket is the one issued to ``authid`` for ``path``
+    (and ``port``), and ``authid`` holds ``privs`` there; any failure is PVE's plain
+    authentication failure, so nothing tells a caller which part was wrong."""
+    authid = str(params["authid"])
+    path = _acl_path(params.get("path"))
+    privs = [p for p in re.split(r"[,;\s]+", str(params.get("privs") or "")) if p]
+    if path is None or not privs:
+        raise AuthenticationFailed()
+    try:
+        rt.tickets.verify_scoped(
+            str(params["vncticket"]), VNC_TICKET_PREFIX, authid, path, port=params.get("port")
+        )
+    except AuthenticationFailed:
+        raise AuthenticationFailed() from None
+    owner, _, tokenid = authid.partition("!")
+    token = state.tokens.get((owner, tokenid)) if tokenid else None
+    if tokenid and token is None:
+        raise AuthenticationFailed()
+    subject = Principal(owner, tokenid or None, privsep=bool(token and token.privsep))
+    if not set(privs) <= state.privileges(subject, path):
+        raise AuthenticationFailed()
+
+
 async def _start_proxy(
     rt, principal: Principal, node: str, task_type: str, task_id: str, path: str, extra: dict
 ) -> dict:
@@ -61,7 +99,9 @@ async def _start_proxy(
         )
     return {
         "user": principal.auth_id,
-        "ticket": rt.tickets.issue_scoped(VNC_TICKET_PREFIX, principal.auth_id, path),
+        "ticket": rt.tickets.issue_scoped(
+            VNC_TICKET_PREFIX, principal.auth_id, path, port=_bound(rt, port)
+        ),
         "port": port,
         "upid": upid,
     }
@@ -124,7 +164,9 @@ async def guest_websocket(
     rt, principal: Principal, kind: str, node: str, vmid: int, ticket: str, port
 ) -> dict:
     """PVE checks the ticket first, then that the guest exists; it answers the port back."""
-    rt.tickets.verify_scoped(ticket, VNC_TICKET_PREFIX, principal.auth_id, guest_path(vmid))
+    rt.tickets.verify_scoped(
+        ticket, VNC_TICKET_PREFIX, principal.auth_id, guest_path(vmid), port=_bound(rt, port)
+    )
     async with rt.pool.acquire() as conn:
         await load_guest(conn, kind, node, vmid)
     return {"port": str(port)}
@@ -134,7 +176,9 @@ async def node_websocket(
     rt, principal: Principal, node: str, ticket: str, port, *, pam_only: bool
 ) -> dict:
     _require_shell_user(principal, pam_only, None)
-    rt.tickets.verify_scoped(ticket, VNC_TICKET_PREFIX, principal.auth_id, node_path(node))
+    rt.tickets.verify_scoped(
+        ticket, VNC_TICKET_PREFIX, principal.auth_id, node_path(node), port=_bound(rt, port)
+    )
     return {"port": str(port)}
 
 

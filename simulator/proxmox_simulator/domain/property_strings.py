@@ -15,6 +15,8 @@ import ipaddress
 import re
 from collections.abc import Callable
 
+from proxmox_simulator.domain import calendar_event
+
 _IS_NUMBER = re.compile(r"^[+-]?(\d+\.\d+|\d+\.|\.\d+|\d+)([eE][+-]?\d+)?$")
 _IS_INTEGER = re.compile(r"^[+-]?\d+$")
 _TRUE = {"1", "on", "yes", "true"}
@@ -76,6 +78,13 @@ def _disk_size(value: str) -> None:
         _fail(f"value does not look like a valid disk size: {value}")
 
 
+def _calendar_event(value: str) -> None:
+    try:
+        calendar_event.verify(value)
+    except calendar_event.CalendarEventError as exc:
+        _fail(str(exc))
+
+
 def _check(predicate: Callable[[str], bool], message: str) -> Callable[[str], None]:
     def check(value: str) -> None:
         if not predicate(value):
@@ -133,6 +142,7 @@ STRING_FORMATS: dict[str, Callable[[str], None]] = {
     "pve-volume-id-or-absolute-path": _volume_id_or_path,
     "pve-volume-id-or-qm-path": _volume_id_or_qm_path,
     "pve-lxc-mp-string": _mount_path,
+    "pve-calendar-event": _calendar_event,
 }
 
 # Property-string formats the contracts refer to by name only.

@@ -226,7 +226,7 @@ async def download_url(rt, principal: Principal, node: str, storage_name: str, p
         )
 
 
-def _reachable(url: str) -> bool:
+def reachable(url: str) -> bool:
     """Only loopback hosts: the simulator never reaches beyond the machine it runs on."""
     host = urlsplit(url).hostname or ""
     if host == "localhost":
@@ -243,7 +243,7 @@ async def fetch(payload: dict, pid: int, log) -> bytes:
     command = f"wget --progress=dot:giga -O {dest}.tmp.{pid} {url}"
     if not payload["verify"]:
         command += " --no-check-certificate"
-    if not _reachable(url):
+    if not reachable(url):
         await log(f"{urlsplit(url).hostname}: the simulator has no network beyond loopback")
         raise PveError(f"download failed: command '{command}' failed: exit code 4")
     try:

@@ -18,7 +18,7 @@ import time
 import uuid
 from urllib.parse import parse_qs, urlparse
 
-from proxmox_simulator.domain.access import ROOT, Principal
+from proxmox_simulator.domain.access import ROOT, Principal, split_userid
 from proxmox_simulator.domain.auth import verify_secret
 from proxmox_simulator.domain.errors import (
     AuthenticationFailed,
@@ -99,6 +99,33 @@ async def get_entry(rt, userid: str, entry_id: str) -> dict:
     if row is None:
         raise PveError("no such tfa entry", status=404)
     return _public(dict(row["options"]))
+
+
+async def user_types(rt, userid: str, *, multiple: bool, legacy: bool) -> dict:
+    """``GET /access/users/{userid}/tfa``: the realm's TFA type and the user's factors.
+
+    ``multiple`` lists the types of the user's entries (in ``user``, as PVE's code
+    answers it); ``legacy`` is 6.x's tfa.cfg, one factor per user, where a TOTP
+    entry is the user's ``oath``."""
+    _name, realm = split_userid(userid)
+    async with rt.pool.acquire() as conn:
+        realm_row = await access_repo.realm(conn, realm)
+        if realm_row is None:
+            raise PveError(f"auth domain '{realm}' does not exist")
+        entries = await _entries(conn, userid)
+    answer: dict = {}
+    realm_tfa = dict(
+        part.split("=", 1)
+        for part in str(realm_row["config"].get("tfa") or "").split(",")
+        if "=" in part
+    )
+    if realm_tfa.get("type"):
+        answer["realm"] = realm_tfa["type"]
+    if multiple:
+        answer["user"] = sorted({e["type"] for e in entries})
+    elif legacy and any(e["type"] == "totp" for e in entries):
+        answer["user"] = "oath"
+    return answer
 
 
 def _totp_secret(uri: str) -> str:
@@ -196,13 +223,16 @@ async def delete_entry(rt, principal: Principal, userid: str, entry_id: str, pas
 # -- the login's second step ----------------------------------------------------------
 
 
-async def challenge_for(conn, userid: str) -> dict | None:
-    """What a login must still answer, or None for a user without enabled factors."""
+async def challenge_for(conn, userid: str, *, lockout: bool = False) -> dict | None:
+    """What a login must still answer, or None for a user without enabled factors.
+
+    With ``lockout`` (PVE 8+) a TOTP-locked user is offered no TOTP."""
     entries = [e for e in await _entries(conn, userid) if int(e.get("enable", 1))]
     if not entries:
         return None
+    locks = await _lock_state(conn, userid) if lockout else {}
     challenge: dict = {}
-    if any(e["type"] == "totp" for e in entries):
+    if any(e["type"] == "totp" for e in entries) and not locks.get("totp-locked"):
         challenge["totp"] = True
     recovery = next((e for e in entries if e["type"] == "recovery"), None)
     if recovery is not None:
@@ -210,11 +240,99 @@ async def challenge_for(conn, userid: str) -> dict | None:
     return challenge
 
 
-async def verify_response(conn, userid: str, response: str) -> bool:
+# -- lockout after failed attempts (PVE 8+) -------------------------------------------
+
+# PVE keeps each user's failure counters beside their factors in priv/tfa.cfg.
+LOCK_FILE = "priv/tfa.cfg#locks"
+TOTP_FAILURE_LIMIT = 8  # failed TOTP codes that lock the user's TOTP factors
+TFA_FAILURE_LIMIT = 100  # failed second factors of any kind that block them all ...
+TFA_LOCK_SECONDS = 3600  # ... for an hour
+
+
+async def _lock_state(conn, userid: str, *, for_update: bool = False) -> dict:
+    row = await section_repo.section(conn, LOCK_FILE, userid, for_update=for_update)
+    return dict(row["options"]) if row is not None else {}
+
+
+async def _save_lock_state(conn, userid: str, state: dict) -> None:
+    row = await section_repo.section(conn, LOCK_FILE, userid, for_update=True)
+    if row is None:
+        await section_repo.insert(conn, LOCK_FILE, userid, "lock", state)
+    else:
+        await section_repo.update(conn, LOCK_FILE, userid, row["version"], state)
+
+
+def _counted(state: dict, kind: str, passed: bool, now: float) -> dict:
+    """The counters after one second-factor attempt of ``kind``."""
+    state = dict(state)
+    if passed:
+        state["tfa-failures"] = 0
+        if kind == "totp":
+            state["totp-failures"] = 0
+        if kind == "recovery":  # a recovery key lifts the TOTP lock
+            state.update({"totp-failures": 0, "totp-locked": 0})
+        return state
+    state["tfa-failures"] = state.get("tfa-failures", 0) + 1
+    if kind == "totp":
+        state["totp-failures"] = state.get("totp-failures", 0) + 1
+        if state["totp-failures"] >= TOTP_FAILURE_LIMIT:
+            state["totp-locked"] = 1
+    if state["tfa-failures"] >= TFA_FAILURE_LIMIT:
+        state.update({"tfa-failures": 0, "tfa-locked-until": int(now) + TFA_LOCK_SECONDS})
+    return state
+
+
+def lock_status(state: dict, now: float) -> dict:
+    """``totp-locked`` and (while it lasts) ``tfa-locked-until``, as the user list shows."""
+    status = {"totp-locked": int(bool(state.get("totp-locked")))}
+    if state.get("tfa-locked-until", 0) > now:
+        status["tfa-locked-until"] = state["tfa-locked-until"]
+    return status
+
+
+async def lock_statuses(rt) -> dict[str, dict]:
+    """Each user with second factors or lock state → their lock status (PVE 8+)."""
+    now = time.time()
+    async with rt.pool.acquire() as conn:
+        users = {e["userid"] for e in await _entries(conn)}
+        states = {r["id"]: dict(r["options"]) for r in await section_repo.sections(conn, LOCK_FILE)}
+    return {u: lock_status(states.get(u, {}), now) for u in users | set(states)}
+
+
+async def unlock(rt, userid: str) -> bool:
+    """``PUT /access/users/{userid}/unlock-tfa``: whether the user was locked."""
+    async with rt.pool.acquire() as conn, conn.transaction():
+        await section_repo.lock_file(conn, LOCK_FILE)
+        state = await _lock_state(conn, userid, for_update=True)
+        if not state:
+            return False
+        was_locked = bool(state.get("totp-locked")) or "tfa-locked-until" in state
+        await section_repo.delete(conn, LOCK_FILE, userid)
+    return was_locked
+
+
+async def verify_response(conn, userid: str, response: str, *, lockout: bool = False) -> bool:
     """``totp:<code>`` against any enabled TOTP entry; ``recovery:<key>`` spends that key.
 
-    A bare code counts as TOTP (the old API's clients send just the digits)."""
+    A bare code counts as TOTP (the old API's clients send just the digits).  With
+    ``lockout`` (PVE 8+) failures are counted: a TOTP-locked user's codes and a
+    blocked user's factors are refused, and ``conn``'s transaction keeps the count."""
     kind, _, value = response.partition(":") if ":" in response else ("totp", "", response)
+    if not lockout:
+        return await _check_response(conn, userid, kind, value)
+    now = time.time()
+    await section_repo.lock_file(conn, LOCK_FILE)
+    state = await _lock_state(conn, userid, for_update=True)
+    if state.get("tfa-locked-until", 0) > now:
+        return False
+    locked_out = kind == "totp" and bool(state.get("totp-locked"))
+    passed = not locked_out and await _check_response(conn, userid, kind, value)
+    if kind in ("totp", "recovery"):
+        await _save_lock_state(conn, userid, _counted(state, kind, passed, now))
+    return passed
+
+
+async def _check_response(conn, userid: str, kind: str, value: str) -> bool:
     entries = [e for e in await _entries(conn, userid) if int(e.get("enable", 1))]
     if kind == "totp":
         return any(

@@ -16,6 +16,12 @@ class Pve6:
     machine = "pc-i440fx-5.2"
     # The kernel every node runs (``uname -a`` as node status reports it).
     kversion = "Linux 5.4.203-1-pve #1 SMP PVE 5.4.203-1 (Fri, 26 Aug 2022 14:43:35 +0200)"
+    # Failed second factors lock a user out (TOTP after 8, everything after 100) and
+    # an admin unlocks them (``unlock-tfa``): pve-access-control 8.0 on.
+    tfa_lockout = False
+    # A console proxy's VNC ticket is signed for its port too (9.x; checked by
+    # ``vncwebsocket`` and ``POST /access/vncticket``).
+    vnc_ticket_binds_port = False
 
     # The CPU models a guest may use: what the major's QEMU and qemu-server offer
     # (``/nodes/{node}/cpu``, later ``/capabilities/qemu/cpu``); newer majors add to it.
@@ -75,6 +81,7 @@ class Pve7(Pve6):
 
 class Pve8(Pve7):
     major = 8
+    tfa_lockout = True
     qemu_version = "9.2.0"
     machine = "pc-i440fx-9.2+pve1"
     kversion = "Linux 6.8.12-8-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-8 (2025-01-24T12:32Z)"
@@ -102,6 +109,7 @@ class Pve8(Pve7):
 
 class Pve9(Pve8):
     major = 9
+    vnc_ticket_binds_port = True
     qemu_version = "10.0.2"
     machine = "pc-i440fx-10.0+pve1"
     kversion = "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.8-2 (2025-07-22T10:04Z)"

@@ -13,6 +13,7 @@ from proxmox_simulator.domain import (
     console_service,
     migration_tunnel,
     node_system_service,
+    realm_sync_service,
     resource_store,
 )
 from proxmox_simulator.domain import guests as rules
@@ -453,6 +454,8 @@ def executors() -> dict[str, Executor]:
         "startall": node_executors.start_all,
         "migrateall": node_executors.bulk_guests,
         "acmeregister": node_executors.acme_register,
+        realm_sync_service.SYNC_TASK: node_executors.realm_sync,
+        realm_sync_service.DRY_RUN_TASK: node_executors.realm_sync,
         "acmenewcert": node_executors.acme_order,
         "acmerenew": node_executors.acme_order,
         "acmerevoke": node_executors.acme_order,

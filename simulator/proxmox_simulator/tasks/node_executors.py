@@ -12,6 +12,7 @@ from proxmox_simulator.domain import (
     migration_tunnel,
     node_power_service,
     node_system_service,
+    realm_sync_service,
     replication_service,
     sdn_service,
     storage_service,
@@ -239,3 +240,11 @@ async def acme_order(ctx: TaskContext) -> None:
     account file before it would contact the CA."""
     await ctx.sleep(0.5)
     await ctx.fail(acme_account_service.order_error(ctx.payload))
+
+
+async def realm_sync(ctx: TaskContext) -> None:
+    """``auth-realm-sync``/``-test``: PVE's worker fails at the directory server."""
+    lines, error = realm_sync_service.sync_lines(ctx.payload)
+    await ctx.log(*lines)
+    await ctx.sleep(0.5)
+    await ctx.fail(error)

@@ -15,6 +15,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     guests,
     ha,
     hardware,
+    jobs,
     node_system,
     nodes,
     notifications,

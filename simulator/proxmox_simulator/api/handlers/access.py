@@ -1,9 +1,11 @@
-"""/access: ticket, users, groups, roles, ACL, tokens, domains."""
+"""/access: ticket, users, groups, roles, ACL, tokens, domains and their sync."""
 
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import access_service as svc
+from proxmox_simulator.domain import console_service, openid_service
+from proxmox_simulator.domain import realm_sync_service as realm_sync
 from proxmox_simulator.domain import tfa_service as tfa
 from proxmox_simulator.domain.access import Principal
 
@@ -22,6 +24,21 @@ async def ticket_form(ctx: RequestContext):
 @route("/access/password", "PUT")
 async def change_password(ctx: RequestContext):
     await svc.change_password(ctx.rt, ctx.principal, ctx.params)
+
+
+@route("/access/vncticket", "POST")
+async def verify_vnc_ticket(ctx: RequestContext):
+    await console_service.verify_vnc_ticket(ctx.rt, ctx.state, ctx.params)
+
+
+@route("/access/openid/auth-url", "POST")
+async def openid_auth_url(ctx: RequestContext):
+    return await openid_service.auth_url(ctx.rt, ctx.params)
+
+
+@route("/access/openid/login", "POST")
+async def openid_login(ctx: RequestContext):
+    return await svc.openid_login(ctx.rt, ctx.params)
 
 
 @route("/access/permissions", "GET")
@@ -228,6 +245,20 @@ async def delete_tfa(ctx: RequestContext):
     )
 
 
+@route("/access/users/{userid}/tfa", "GET")
+async def user_tfa_types(ctx: RequestContext):
+    # 6.x declares no ``multiple``: its tfa.cfg held one legacy factor per user.
+    legacy = not any(p.name == "multiple" for p in ctx.endpoint.parameters)
+    return await tfa.user_types(
+        ctx.rt, ctx.params["userid"], multiple=bool(ctx.params.get("multiple")), legacy=legacy
+    )
+
+
+@route("/access/users/{userid}/unlock-tfa", "PUT")
+async def unlock_tfa(ctx: RequestContext):
+    return int(await tfa.unlock(ctx.rt, ctx.params["userid"]))
+
+
 @route("/access/tfa", "POST")
 async def verify_tfa(ctx: RequestContext):
     # The old (6.x/7.x) second step, for a caller already holding a ticket.
@@ -237,3 +268,12 @@ async def verify_tfa(ctx: RequestContext):
 @route("/access/tfa", "PUT")
 async def change_tfa(ctx: RequestContext):
     return await tfa.change_old_api(ctx.rt, ctx.principal, ctx.params)
+
+
+# -- realm synchronisation ------------------------------------------------------------
+
+
+@route("/access/domains/{realm}/sync", "POST")
+async def sync_realm(ctx: RequestContext):
+    declared = {p.name: p.default for p in ctx.endpoint.parameters}
+    return await realm_sync.sync(ctx.rt, ctx.principal, declared, ctx.params)

@@ -1,9 +1,9 @@
-"""/cluster/metrics/server and /cluster/mapping/{pci,usb,dir}."""
+"""/cluster/metrics/server, /cluster/metrics/export and /cluster/mapping/{pci,usb,dir}."""
 
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
-from proxmox_simulator.domain import mapping_service, metrics_service
+from proxmox_simulator.domain import mapping_service, metrics_service, pull_metrics
 
 
 def _declared(ctx: RequestContext) -> set[str]:
@@ -33,6 +33,11 @@ async def update_server(ctx: RequestContext):
 @route("/cluster/metrics/server/{id}", "DELETE")
 async def delete_server(ctx: RequestContext):
     await metrics_service.delete_server(ctx.rt, ctx.params["id"])
+
+
+@route("/cluster/metrics/export", "GET")
+async def export_metrics(ctx: RequestContext):
+    return await pull_metrics.export(ctx.rt, ctx.params)
 
 
 def _register_mapping(kind: str) -> None:

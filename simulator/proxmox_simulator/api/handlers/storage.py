@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import rrd_service as rrd
+from proxmox_simulator.domain import storage_scan as scan
 from proxmox_simulator.domain import storage_service as svc
 from proxmox_simulator.domain import storage_transfer as transfer
 
@@ -78,3 +79,29 @@ async def appliance_index(ctx: RequestContext):
 @route("/nodes/{node}/aplinfo", "POST")
 async def appliance_download(ctx: RequestContext):
     return await transfer.appliance_download(ctx.rt, ctx.node, ctx.params["template"])
+
+
+# -- scans of remote storage servers ------------------------------------------------
+
+
+@route("/nodes/{node}/scan/nfs", "GET")
+async def scan_nfs(ctx: RequestContext):
+    return await scan.scan_nfs(ctx.rt, ctx.node, ctx.params["server"])
+
+
+@route("/nodes/{node}/scan/cifs", "GET")
+async def scan_cifs(ctx: RequestContext):
+    p = ctx.params
+    return await scan.scan_cifs(
+        ctx.rt, ctx.node, p["server"], p.get("username"), p.get("password"), p.get("domain")
+    )
+
+
+@route("/nodes/{node}/scan/iscsi", "GET")
+async def scan_iscsi(ctx: RequestContext):
+    return await scan.scan_iscsi(ctx.rt, ctx.node, ctx.params["portal"])
+
+
+@route("/nodes/{node}/scan/pbs", "GET")
+async def scan_pbs(ctx: RequestContext):
+    return await scan.scan_pbs(ctx.rt, ctx.node, ctx.params)
