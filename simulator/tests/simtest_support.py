@@ -67,7 +67,9 @@ def create_database(suffix: str) -> str:
     """A ``pvesim_``-prefixed database, migrated and bootstrapped."""
     from proxmox_simulator.cli import migrate_database
 
-    name = f"pvesim_test_{os.getpid()}_{suffix}"
+    prefix = os.environ.get("PVESIM_TEST_DB_PREFIX", "pvesim_test_")
+    assert prefix.startswith("pvesim_")
+    name = f"{prefix}{os.getpid()}_{suffix}"
     run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     run(_admin(f'CREATE DATABASE "{name}"'))
     url = _with_database(BASE_URL, name)

@@ -16,6 +16,10 @@ class Pve6:
     machine = "pc-i440fx-5.2"
     # The kernel every node runs (``uname -a`` as node status reports it).
     kversion = "Linux 5.4.203-1-pve #1 SMP PVE 5.4.203-1 (Fri, 26 Aug 2022 14:43:35 +0200)"
+    # The Debian release the major is built on and the Ceph release its
+    # standard APT repositories offer (``/nodes/{node}/apt/repositories``).
+    debian_suite = "buster"
+    ceph_release = "octopus"
 
     # The CPU models a guest may use: what the major's QEMU and qemu-server offer
     # (``/nodes/{node}/cpu``, later ``/capabilities/qemu/cpu``); newer majors add to it.
@@ -63,6 +67,8 @@ class Pve7(Pve6):
     qemu_version = "7.2.0"
     machine = "pc-i440fx-7.2+pve0"
     kversion = "Linux 5.15.158-2-pve #1 SMP PVE 5.15.158-2 (2024-07-26T14:12Z)"
+    debian_suite = "bullseye"
+    ceph_release = "quincy"
     # QEMU 7.x's versioned models.
     cpu_models = (
         *Pve6.cpu_models,
@@ -78,6 +84,8 @@ class Pve8(Pve7):
     qemu_version = "9.2.0"
     machine = "pc-i440fx-9.2+pve1"
     kversion = "Linux 6.8.12-8-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-8 (2025-01-24T12:32Z)"
+    debian_suite = "bookworm"
+    ceph_release = "squid"
     # qemu-server 8's x86-64 micro-architecture levels and QEMU 8/9's new models; the
     # deprecated Icelake-Client models are gone with QEMU 7.1+.
     cpu_models = (
@@ -105,6 +113,7 @@ class Pve9(Pve8):
     qemu_version = "10.0.2"
     machine = "pc-i440fx-10.0+pve1"
     kversion = "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.8-2 (2025-07-22T10:04Z)"
+    debian_suite = "trixie"
     cpu_models = (
         *Pve8.cpu_models,
         *("SapphireRapids-v3", "SapphireRapids-v4", "GraniteRapids-v2", "GraniteRapids-v3"),
