@@ -15,6 +15,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     guests,
     ha,
     hardware,
+    node_admin,
     node_system,
     nodes,
     notifications,
