@@ -3,7 +3,26 @@ wake-on-LAN, vzdump defaults, QEMU capabilities and custom CPU models, firewall 
 
 from __future__ import annotations
 
-from simtest_support import expect_data, expect_error
+import json
+import time
+
+import httpx
+import pytest
+from simtest_support import (
+    ROOT_PASSWORD,
+    Session,
+    apidoc_dir,
+    assert_conforms,
+    create_database,
+    drop_database,
+    expect_data,
+    expect_error,
+    make_vm,
+    official_apidoc,
+    run,
+)
+
+from proxmox_simulator.config import Settings
 
 REPOS = "/nodes/{node}/apt/repositories"
 
@@ -140,3 +159,169 @@ def test_journal_cursors_follow_new_entries(root):
         400,
         "startcursor",
     )
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    """A server of its own: these tests power nodes and hot-swap majors."""
+    from proxmox_simulator.cli import seed_database
+    from proxmox_simulator.server import SimulatorServer
+
+    url = create_database("nodeadmin")
+    settings = Settings(
+        database_url=url,
+        data_dir=tmp_path_factory.mktemp("nodeadmin"),
+        contract="fakepve",
+        clock="instant",
+        task_workers=1,
+        lease_seconds=10,
+        pool_max_size=4,
+        lab_enabled=True,
+        apidoc_dir=apidoc_dir(),
+    )
+    official_apidoc("8.4.5")
+    run(seed_database(settings, "pair", 5, ROOT_PASSWORD))
+    try:
+        with SimulatorServer(settings) as server:
+            yield server
+    finally:
+        drop_database(url)
+
+
+@pytest.fixture
+def api(sim):
+    with httpx.Client(base_url=sim.base_url + "/api2/json", timeout=30) as client:
+        yield Session(client)
+
+
+def _swap(sim, major: int) -> None:
+    with httpx.Client(base_url=sim.base_url, timeout=30) as admin:
+        response = admin.post("/ui/api/contract/apply", data={"major": major})
+        assert response.status_code == 200, response.text
+
+
+def _sum(entries, vmid, key):
+    return sum(int(e[key]) for e in entries if e["vmid"] == str(vmid))
+
+
+def test_netstat_counts_running_guests_nics_like_their_status(root, unique_vmid):
+    node = "pve2"
+    vmid = make_vm(root, node, unique_vmid, net0="virtio,bridge=vmbr0", net1="e1000,bridge=vmbr0")
+    assert [
+        e for e in expect_data(root.get(f"/nodes/{node}/netstat")) if e["vmid"] == str(vmid)
+    ] == []
+    root.wait(expect_data(root.post(f"/nodes/{node}/qemu/{vmid}/status/start")))
+    time.sleep(1.2)
+    first = expect_data(root.get(f"/nodes/{node}/netstat"), "/nodes/{node}/netstat")
+    mine = [e for e in first if e["vmid"] == str(vmid)]
+    assert [e["dev"] for e in mine] == ["net0", "net1"]
+    assert all(e["in"].isdigit() and e["out"].isdigit() for e in mine)
+    status = expect_data(root.get(f"/nodes/{node}/qemu/{vmid}/status/current"))
+    time.sleep(1.1)
+    later = expect_data(root.get(f"/nodes/{node}/netstat"))
+    # status/current sums the same tap counters, which only grow while it runs.
+    assert _sum(first, vmid, "in") <= status["netin"] <= _sum(later, vmid, "in")
+    assert _sum(first, vmid, "out") <= status["netout"] <= _sum(later, vmid, "out")
+    assert _sum(later, vmid, "in") > _sum(first, vmid, "in") > 0
+    root.wait(expect_data(root.post(f"/nodes/{node}/qemu/{vmid}/status/stop")))
+    assert _sum(expect_data(root.get(f"/nodes/{node}/netstat")), vmid, "in") == 0
+    assert expect_data(root.get(f"/nodes/{node}/qemu/{vmid}/status/current"))["netin"] == 0
+
+
+def test_report_shows_the_nodes_state(root, unique_vmid):
+    node = "pve2"
+    make_vm(root, node, unique_vmid)
+    text = expect_data(root.get(f"/nodes/{node}/report"), "/nodes/{node}/report")
+    assert text.startswith("==== general system info ====\n\n# hostname\npve2\n")
+    assert "# pveversion --verbose\nproxmox-ve: 9.2" in text
+    assert "# cat /etc/apt/sources.list.d/pve-enterprise.sources\nTypes: deb" in text
+    assert f"vm{unique_vmid}" in text.split("# qm list", 1)[1]
+    assert "# cat /etc/pve/storage.cfg\ndir: local" in text
+
+
+def test_execute_runs_each_command_as_an_api_call(root):
+    node = "pve2"
+    commands = [
+        {"method": "PUT", "path": "config", "args": {"description": "set by execute"}},
+        {"method": "GET", "path": "config"},
+        {"method": "GET", "path": "nowhere"},
+        {"path": "config"},
+        {"method": "PUT", "path": "dns", "args": {"search": "lab", "dns1": "not-an-ip"}},
+        {"method": "GET", "path": "config", "args": {"node": "pve1"}},
+    ]
+    results = expect_data(
+        root.post(f"/nodes/{node}/execute", data={"commands": json.dumps(commands)}),
+        "/nodes/{node}/execute",
+        "POST",
+    )
+    assert [r["status"] for r in results] == [200, 200, 500, 500, 400, 400]
+    assert results[1]["data"]["description"] == "set by execute"
+    assert results[2]["message"] == "no handler for 'nodes/pve2/nowhere'"
+    assert "is not a valid command" in results[3]["message"]
+    assert set(results[4]["errors"]) == {"dns1"}
+    assert results[5]["errors"] == {"node": "duplicate parameter"}
+    expect_error(root.post(f"/nodes/{node}/execute", data={"commands": "[{"}), 500, "valid JSON")
+    expect_error(root.post(f"/nodes/{node}/execute", data={"commands": "{}"}), 500, "not an array")
+
+
+def test_vzdump_defaults_merge_schema_and_storage(root):
+    node = "pve2"
+    defaults = expect_data(root.get(f"/nodes/{node}/vzdump/defaults"))
+    # The 9.x answer (notification-mode and all) fits 9.x's closed object.
+    assert_conforms("/nodes/{node}/vzdump/defaults", "GET", defaults, majors=(9,))
+    assert defaults["storage"] == "local" and defaults["dumpdir"] == "/var/lib/vz/dump"
+    assert (defaults["mode"], defaults["compress"], defaults["lockwait"]) == ("snapshot", "0", 180)
+    name = f"bk{time.time_ns() % 10**8}"
+    expect_data(
+        root.post(
+            "/storage",
+            data={
+                "storage": name,
+                "type": "dir",
+                "path": f"/mnt/{name}",
+                "content": "backup",
+                "prune-backups": "keep-last=3,keep-weekly=2",
+            },
+        )
+    )
+    try:
+        mine = expect_data(root.get(f"/nodes/{node}/vzdump/defaults", params={"storage": name}))
+        assert mine["storage"] == name and mine["dumpdir"] == f"/mnt/{name}/dump"
+        assert mine["prune-backups"] == "keep-last=3,keep-weekly=2"
+    finally:
+        expect_data(root.delete(f"/storage/{name}"))
+    expect_error(
+        root.get(f"/nodes/{node}/vzdump/defaults", params={"storage": "local-lvm"}),
+        500,
+        "can't use storage 'local-lvm' for backups - wrong content type",
+    )
+    expect_error(
+        root.get(f"/nodes/{node}/vzdump/defaults", params={"storage": "nostore"}),
+        500,
+        "storage 'nostore' does not exist",
+    )
+
+
+def test_wakeonlan_needs_a_mac_and_powers_the_node_on(sim, api):
+    _swap(sim, 9)
+    expect_error(
+        api.post("/nodes/pve1/wakeonlan"), 500, "'pve1' is local node, cannot wake my self!"
+    )
+    expect_error(
+        api.post("/nodes/pve2/wakeonlan"), 500, "No wake on LAN MAC address defined for 'pve2'!"
+    )
+    expect_data(api.put("/nodes/pve2/config", data={"wakeonlan": "mac=AA:BB:CC:00:11:22"}))
+    # Shut the node down; the magic packet brings it back with a new boot.
+    expect_data(api.post("/nodes/pve2/status", data={"command": "shutdown"}))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        nodes = {n["node"]: n for n in expect_data(api.get("/nodes"))}
+        if nodes["pve2"]["status"] == "offline":
+            break
+        time.sleep(0.05)
+    assert nodes["pve2"]["status"] == "offline"
+    mac = expect_data(api.post("/nodes/pve2/wakeonlan"), "/nodes/{node}/wakeonlan", "POST")
+    assert mac == "AA:BB:CC:00:11:22"
+    assert {n["node"]: n for n in expect_data(api.get("/nodes"))}["pve2"]["status"] == "online"
+    tasks = expect_data(api.get("/nodes/pve2/tasks", params={"typefilter": "startall", "source": "all"}))
+    assert tasks and tasks[0]["user"] == "root@pam"

@@ -151,7 +151,7 @@ def initial_files(adapter) -> list[dict]:
     return files
 
 
-def _render(file: dict) -> str:
+def render(file: dict) -> str:
     """The file's text (what its digest hashes)."""
     lines: list[str] = []
     for entry in file["repositories"]:
@@ -191,7 +191,7 @@ def _render(file: dict) -> str:
 
 
 def _file_digest(file: dict) -> bytes:
-    return hashlib.sha256(_render(file).encode()).digest()
+    return hashlib.sha256(render(file).encode()).digest()
 
 
 def _common_digest(files: list[dict]) -> str:
