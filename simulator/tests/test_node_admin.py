@@ -4,7 +4,9 @@ wake-on-LAN, vzdump defaults, QEMU capabilities and custom CPU models, firewall 
 from __future__ import annotations
 
 import json
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -323,5 +325,242 @@ def test_wakeonlan_needs_a_mac_and_powers_the_node_on(sim, api):
     mac = expect_data(api.post("/nodes/pve2/wakeonlan"), "/nodes/{node}/wakeonlan", "POST")
     assert mac == "AA:BB:CC:00:11:22"
     assert {n["node"]: n for n in expect_data(api.get("/nodes"))}["pve2"]["status"] == "online"
-    tasks = expect_data(api.get("/nodes/pve2/tasks", params={"typefilter": "startall", "source": "all"}))
+    tasks = expect_data(
+        api.get("/nodes/pve2/tasks", params={"typefilter": "startall", "source": "all"})
+    )
     assert tasks and tasks[0]["user"] == "root@pam"
+
+
+MODELS = "/cluster/qemu/custom-cpu-models"
+
+
+def test_custom_cpu_models_are_stored_listed_and_used_by_vms(root, unique_vmid):
+    name = f"epyc{unique_vmid}"
+    expect_data(
+        root.post(
+            MODELS,
+            data={"cputype": f"custom-{name}", "reported-model": "EPYC-Rome", "flags": "+svm;-aes"},
+        )
+    )
+    listing = expect_data(root.get(MODELS), MODELS)
+    mine = next(m for m in listing if m["cputype"] == f"custom-{name}")
+    assert (mine["reported-model"], mine["flags"]) == ("EPYC-Rome", "+svm;-aes")
+    # With or without the prefix, one model; one file digest for every entry.
+    model = expect_data(root.get(f"{MODELS}/{name}"), MODELS + "/{cputype}")
+    assert (
+        model == expect_data(root.get(f"{MODELS}/custom-{name}"))
+        and model["digest"] == mine["digest"]
+    )
+    expect_error(
+        root.post(MODELS, data={"cputype": name, "reported-model": "EPYC"}), 500, "already exists"
+    )
+    # Abstract profiles are no reported model (9.x's enum leaves them out).
+    expect_error(
+        root.post(MODELS, data={"cputype": f"x{name}", "reported-model": "x86-64-v2-AES"}),
+        400,
+        "reported-model",
+    )
+    # The model is offered to VMs: capabilities list it with its reported model's vendor.
+    models = expect_data(root.get("/nodes/pve1/capabilities/qemu/cpu"))
+    assert {"name": f"custom-{name}", "custom": 1, "vendor": "AuthenticAMD"} in models
+
+    node, vmid = "pve2", make_vm(root, "pve2", unique_vmid, cpu=f"custom-{name}")
+    config = f"/nodes/{node}/qemu/{vmid}/config"
+    assert expect_data(root.get(config))["cpu"] == f"custom-{name}"
+    for cpu, message in (
+        ("custom-nosuchmodel", "Custom cputype 'nosuchmodel' not found"),
+        ("Nosuchlake", "Built-in cputype 'Nosuchlake' is not defined (missing 'custom-' prefix?)"),
+        ("host,flags=+svm", "VM-specific CPU flags must be a subset of"),
+        ("kvm64,reported-model=EPYC", "Property 'reported-model' not allowed"),
+    ):
+        expect_error(root.put(config, data={"cpu": cpu}), 400, message)
+    expect_data(root.put(config, data={"cpu": "kvm64,flags=+aes;-pcid"}))
+
+    # Updates are digest-checked; delete drops options; the name is fixed.
+    expect_data(root.put(f"{MODELS}/{name}", data={"delete": "flags", "digest": model["digest"]}))
+    updated = expect_data(root.get(f"{MODELS}/{name}"))
+    assert "flags" not in updated and updated["digest"] != model["digest"]
+    expect_error(
+        root.put(f"{MODELS}/{name}", data={"hidden": 1, "digest": model["digest"]}),
+        500,
+        "detected modified configuration",
+    )
+    expect_error(
+        root.put(f"{MODELS}/{name}", data={"delete": "cputype"}), 500, "cannot delete 'cputype'"
+    )
+    expect_data(root.delete(f"{MODELS}/custom-{name}"))
+    expect_error(root.delete(f"{MODELS}/{name}"), 500, f"custom CPU model '{name}' does not exist")
+    expect_error(root.get(f"{MODELS}/{name}"), 500, f"Custom cputype '{name}' not found")
+    expect_error(root.put(f"{MODELS}/{name}", data={"hidden": 1}), 500, "does not exist")
+    assert f"custom-{name}" not in {
+        m["name"] for m in expect_data(root.get("/nodes/pve1/capabilities/qemu/cpu"))
+    }
+    # Now gone, a new VM may not use it.
+    expect_error(
+        root.post(f"/nodes/{node}/qemu", data={"vmid": vmid + 1, "cpu": f"custom-{name}"}),
+        400,
+        f"Custom cputype '{name}' not found",
+    )
+
+
+def test_cpu_flags_say_which_nodes_support_them(root):
+    flags = expect_data(
+        root.get("/nodes/pve1/capabilities/qemu/cpu-flags"),
+        "/nodes/{node}/capabilities/qemu/cpu-flags",
+    )
+    by_name = {f["name"]: f for f in flags}
+    nodes = sorted(n["node"] for n in expect_data(root.get("/nodes")))
+    assert flags[0]["name"] == "nested-virt" and flags[0]["supported-on"] == nodes
+    assert by_name["aes"]["supported-on"] == nodes and "AES-NI" in by_name["aes"]["description"]
+    assert set(by_name) == {
+        *("nested-virt", "md-clear", "pcid", "spec-ctrl", "ssbd", "ibpb", "virt-ssbd"),
+        *("amd-ssbd", "amd-no-ssb", "pdpe1gb", "hv-tlbflush", "hv-evmcs", "aes"),
+    }
+    # The seeded nodes run AMD EPYC hosts: the Intel-only flag is supported nowhere,
+    # and such flags come last.
+    assert by_name["hv-evmcs"]["supported-on"] == [] and flags[-1]["supported-on"] == []
+    tcg = {
+        f["name"]: f
+        for f in expect_data(
+            root.get("/nodes/pve1/capabilities/qemu/cpu-flags", params={"accel": "tcg"})
+        )
+    }
+    assert tcg["hv-tlbflush"]["supported-on"] == [] and tcg["aes"]["supported-on"] == nodes
+    assert (
+        expect_data(root.get("/nodes/pve1/capabilities/qemu/cpu-flags", params={"arch": "aarch64"}))
+        == []
+    )
+    # Cluster-wide: every flag QEMU understands, not only the VM-specific ones.
+    everything = {
+        f["name"]: f
+        for f in expect_data(root.get("/cluster/qemu/cpu-flags"), "/cluster/qemu/cpu-flags")
+    }
+    assert {"sse4.2", "avx2", "svm", "vmx", "aes"} <= set(everything)
+    assert (
+        everything["svm"]["supported-on"] == nodes
+        and "nested-virt" in everything["svm"]["description"]
+    )
+
+
+def test_machines_and_migration_capabilities_follow_the_qemu(root):
+    machines = expect_data(
+        root.get("/nodes/pve1/capabilities/qemu/machines"),
+        "/nodes/{node}/capabilities/qemu/machines",
+    )
+    assert machines[0]["version"] == "10.0" and {m["type"] for m in machines[:2]} == {
+        "i440fx",
+        "q35",
+    }
+    pve1 = next(m for m in machines if m["id"] == "pc-q35-9.2+pve1")
+    assert pve1["changes"] == "S3/S4 power states off unless enabled."
+    ids = [m["id"] for m in machines]
+    assert ids.index("pc-i440fx-9.2+pve1") < ids.index("pc-i440fx-9.2") < ids.index("pc-i440fx-9.1")
+    assert "pc-i440fx-4.1+pve2" in ids and ids[-1].endswith("-2.4")
+    migration = expect_data(
+        root.get("/nodes/pve1/capabilities/qemu/migration"),
+        "/nodes/{node}/capabilities/qemu/migration",
+    )
+    assert migration == {"has-dbus-vmstate": True}
+
+
+def test_older_majors_answer_their_own_paths(sim, api):
+    _swap(sim, 8)
+    try:
+        machines = expect_data(api.get("/nodes/pve2/capabilities/qemu/machines"))
+        # 8.4's QEMU 9.2: its newest machine is 9.2's PVE revision.
+        assert machines[0]["id"] == "pc-i440fx-9.2+pve1"
+        expect_error(api.get("/nodes/pve2/capabilities/qemu/cpu-flags"), 501, "not implemented")
+        expect_error(api.get("/cluster/qemu/custom-cpu-models"), 501, "not implemented")
+        view = expect_data(api.get(REPOS.format(node="pve2")), REPOS)
+        assert [f["file-type"] for f in view["files"]] == ["list", "list", "list"]
+        assert view["files"][0]["path"] == "/etc/apt/sources.list"
+        assert view["files"][1]["repositories"][0]["Suites"] == ["bookworm"]
+        handles = [r["handle"] for r in view["standard-repos"]]
+        assert (
+            handles[:3] == ["enterprise", "no-subscription", "test"]
+            and "ceph-squid-test" in handles
+        )
+        expect_data(api.put(REPOS.format(node="pve2"), data={"handle": "test"}))
+        added = expect_data(api.get(REPOS.format(node="pve2")))
+        sources_list = added["files"][0]
+        assert sources_list["repositories"][-1]["Components"] == ["pvetest"]
+    finally:
+        _swap(sim, 9)
+
+
+def test_firewall_macros_are_listed_and_checked_in_rules(root):
+    macros = expect_data(root.get("/cluster/firewall/macros"), "/cluster/firewall/macros")
+    names = [m["macro"] for m in macros]
+    assert names == sorted(names, key=str.lower) and {"SSH", "HTTPS", "Ceph", "DHCPv6"} <= set(
+        names
+    )
+    assert all(m["descr"] for m in macros)
+    group = f"mac{time.time_ns() % 10**6}"
+    expect_data(root.post("/cluster/firewall/groups", data={"group": group}))
+    try:
+        rules = f"/cluster/firewall/groups/{group}"
+        # Matched case-insensitively, stored by its own spelling.
+        expect_data(root.post(rules, data={"type": "in", "action": "ACCEPT", "macro": "ssh"}))
+        assert expect_data(root.get(f"{rules}/0"))["macro"] == "SSH"
+        expect_error(
+            root.post(rules, data={"type": "in", "action": "ACCEPT", "macro": "Gopher"}),
+            400,
+            "unknown macro 'Gopher'",
+        )
+        expect_error(root.put(f"{rules}/0", data={"macro": "nosuch"}), 400, "unknown macro")
+        expect_data(root.delete(f"{rules}/0"))
+    finally:
+        expect_data(root.delete(f"/cluster/firewall/groups/{group}"))
+
+
+class _Files(BaseHTTPRequestHandler):
+    """A loopback file server: HEAD answers what a download would get."""
+
+    def do_HEAD(self):
+        if self.path.startswith("/missing"):
+            self.send_response(404)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-iso9660-image; charset=binary")
+        self.send_header("Content-Length", "3145728")
+        if self.path.startswith("/download"):
+            self.send_header("Content-Disposition", 'attachment; filename="debian-13.iso"')
+        self.end_headers()
+
+    def log_message(self, *_args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def files():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_query_url_metadata_asks_the_server(root, files):
+    path = "/nodes/pve1/query-url-metadata"
+    named = expect_data(
+        root.get(path, params={"url": f"{files}/isos/alpine.iso?x=1"}),
+        "/nodes/{node}/query-url-metadata",
+    )
+    assert named == {
+        "filename": "alpine.iso",
+        "size": 3145728,
+        "mimetype": "application/x-iso9660-image",
+    }
+    disposed = expect_data(root.get(path, params={"url": f"{files}/download?id=7"}))
+    assert disposed["filename"] == "debian-13.iso"
+    expect_error(
+        root.get(path, params={"url": f"{files}/missing.iso"}), 500, "invalid server response: '404"
+    )
+    expect_error(
+        root.get(path, params={"url": "https://example.com/x.iso"}),
+        500,
+        "Can't connect to example.com:443",
+    )
+    expect_error(root.get(path, params={"url": "ftp://example.com/x.iso"}), 400, "url")

@@ -96,6 +96,9 @@ EXPECTED = {
     (None, "POST", "/nodes/{node}/certificates/acme/certificate"): "ACME domain list",
     (None, "PUT", "/nodes/{node}/certificates/acme/certificate"): "certificate found",
     (None, "DELETE", "/nodes/{node}/certificates/acme/certificate"): "ACME settings",
+    # PVE asks the URL's server with a HEAD request; the probe's loopback URL (the
+    # simulator's health check) answers GET only (test_node_admin.py serves files).
+    (None, "GET", "/nodes/{node}/query-url-metadata"): "invalid server response: '405",
     # 6.4's viewer declares these sizes as strings; PVE 6.4 answers integers.
     (6, "GET", "/cluster/resources"): "int is not string",
 }
@@ -278,6 +281,8 @@ _PATH_VALUES = {
     ("/nodes/{node}/startall", "node"): "pve3",
     ("/nodes/{node}/stopall", "node"): "pve3",
     ("/nodes/{node}/migrateall", "node"): "pve3",
+    # Not the node answering the API (pve1): PVE refuses to wake itself.
+    ("/nodes/{node}/wakeonlan", "node"): "pve2",
     ("/nodes/{node}/disks/zfs", "node"): "pve2",
     ("/nodes/{node}/disks/zfs/{name}", "node"): "pve2",
     ("/nodes/{node}/disks/zfs/{name}", "name"): "probezfs",
@@ -479,6 +484,9 @@ def _probe_certificate() -> dict:
 # Methods whose required parameters do not say everything PVE requires.
 _EXTRAS = {
     ("PUT", "/access/acl"): {"users": "probe@pve"},
+    # A standard repository's handle; a batch of one read.
+    ("PUT", "/nodes/{node}/apt/repositories"): {"handle": "no-subscription"},
+    ("POST", "/nodes/{node}/execute"): {"commands": '[{"method": "GET", "path": "version"}]'},
     # A TOTP entry needs a live code from an authenticator; recovery keys need nothing.
     ("POST", "/access/tfa/{userid}"): {"type": "recovery"},
     # A storage's RRD holds only "total" and "used".
@@ -595,6 +603,10 @@ _SDN_APPLIED = [
 ]
 _BEFORE = {
     ("DELETE", "/pools"): [("POST", "/pools", {"poolid": "probepool2"})],
+    # Wake-on-LAN needs the node's MAC address in its config.
+    ("POST", "/nodes/{node}/wakeonlan"): [
+        ("PUT", "/nodes/pve2/config", {"wakeonlan": "aa:bb:cc:00:11:22"})
+    ],
     **{("GET", f"/nodes/{{node}}/sdn/zones/{{zone}}/{tail}"): _SDN_APPLIED for tail in _SDN_VIEWS},
     ("GET", "/nodes/{node}/sdn/vnets/{vnet}/mac-vrf"): _SDN_APPLIED,
     # The update before it mapped the probe's address: PVE refuses to map it twice.
@@ -805,6 +817,13 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
                 body["volume"] = WORLD["backup"]
             if endpoint.path.endswith("/vncwebsocket"):
                 body.update(_console_ticket(caller, endpoint))
+            if endpoint.path == "/nodes/{node}/apt/repositories" and endpoint.method == "POST":
+                # A repository the node has: a file's path and index from the listing.
+                listed = caller.call("GET", _url(endpoint), {}).json()["data"]
+                body.update(path=listed["files"][0]["path"], index=0, digest=listed["digest"])
+            if endpoint.path.endswith("/query-url-metadata"):
+                loopback = _loopback_download(caller)
+                body.update({k: loopback[k] for k in ("url", "verify-certificates")})
             if endpoint.path.endswith("/download-url"):
                 # The simulator fetches loopback URLs only: its own health check.
                 body.update(_loopback_download(caller))

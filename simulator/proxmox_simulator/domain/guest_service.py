@@ -235,6 +235,15 @@ async def _check_disks(conn, kind: str, config: dict) -> None:
             )
 
 
+async def _check_cpu(conn, rt, kind: str, config: dict) -> None:
+    """A QEMU ``cpu`` must name a model that exists (built-in or custom)."""
+    if kind == rules.QEMU and "cpu" in config:
+        # qemu_cpu_service reads guests through this module: import at call time.
+        from proxmox_simulator.domain import qemu_cpu_service
+
+        await qemu_cpu_service.check_vm_cpu(conn, rt.adapter, config)
+
+
 async def _check_import_source(conn, request: rules.DiskRequest) -> None:
     """PVE's checks of ``<storage>:0,import-from=<source>`` before anything is allocated."""
     key, source = request.key, request.options["import-from"]
@@ -312,6 +321,7 @@ async def create(
     async with rt.pool.acquire() as conn, conn.transaction():
         await require_node(conn, node)
         await _check_disks(conn, kind, config)
+        await _check_cpu(conn, rt, kind, config)
         if pool:
             await require_pool(conn, pool)
         maxmem, _disk, cpus = guest_sizing(kind, config, defaults)
@@ -421,6 +431,7 @@ async def _write_config(
                     conn, rules.parse_property_string(removed, "file")["file"]
                 )
         await _check_disks(conn, kind, changes)
+        await _check_cpu(conn, rt, kind, changes)
         current.update(changes)
         current = rules.ensure_macs(kind, vmid, current)
         for request in rules.new_disk_requests(kind, changes):

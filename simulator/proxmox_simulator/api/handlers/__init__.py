@@ -20,6 +20,7 @@ from proxmox_simulator.api.handlers import (  # noqa: F401
     nodes,
     notifications,
     pools,
+    qemu_capabilities,
     replication,
     sdn,
     storage,

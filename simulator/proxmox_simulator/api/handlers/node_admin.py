@@ -9,7 +9,7 @@ from proxmox_simulator.api import render
 from proxmox_simulator.api.handlers.registry import RequestContext, RequestParams, route
 from proxmox_simulator.api.render import WithTotal
 from proxmox_simulator.api.validation import validate
-from proxmox_simulator.domain import node_admin_service, node_log_service
+from proxmox_simulator.domain import node_admin_service, node_log_service, storage_transfer
 from proxmox_simulator.domain.access import check_permissions
 from proxmox_simulator.domain.errors import ParameterError, PveError
 
@@ -95,3 +95,11 @@ async def execute(ctx: RequestContext):
                     result["errors"] = exc.errors
                 results.append(result)
     return results
+
+
+@route("/nodes/{node}/query-url-metadata", "GET")
+async def query_url_metadata(ctx: RequestContext):
+    verify = ctx.params.get("verify-certificates")
+    return await storage_transfer.url_metadata(
+        ctx.rt, ctx.node, ctx.params["url"], True if verify is None else bool(verify)
+    )
