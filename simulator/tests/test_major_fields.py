@@ -19,21 +19,15 @@ import re
 import httpx
 import pytest
 from simtest_support import (
-    ROOT_PASSWORD,
     Session,
     all_major_contracts,
-    apidoc_dir,
     assert_conforms,
-    create_database,
-    drop_database,
     expect_data,
     expect_error,
+    lab_simulator,
     make_vm,
-    official_apidoc,
-    run,
 )
 
-from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts.model import Contract, Endpoint
 from proxmox_simulator.contracts.returns import field_set_errors
 
@@ -51,28 +45,8 @@ _OPENERS = (
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    from proxmox_simulator.cli import seed_database
-    from proxmox_simulator.server import SimulatorServer
-
-    url = create_database("majorfields")
-    settings = Settings(
-        database_url=url,
-        data_dir=tmp_path_factory.mktemp("majorfields"),
-        contract="fakepve",
-        clock="instant",
-        task_workers=1,
-        lease_seconds=10,
-        pool_max_size=4,
-        lab_enabled=True,
-        apidoc_dir=apidoc_dir(),
-    )
-    official_apidoc("6.4-15")  # in CI a missing schema fails here, not as an unavailable major
-    run(seed_database(settings, "small", 5, ROOT_PASSWORD))
-    try:
-        with SimulatorServer(settings) as server:
-            yield server
-    finally:
-        drop_database(url)
+    with lab_simulator(tmp_path_factory.mktemp("majorfields"), "majorfields", "small", 5) as server:
+        yield server
 
 
 def _official(major: int) -> Contract:

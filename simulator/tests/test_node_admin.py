@@ -11,20 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from simtest_support import (
-    ROOT_PASSWORD,
     Session,
-    apidoc_dir,
     assert_conforms,
-    create_database,
-    drop_database,
     expect_data,
     expect_error,
+    lab_simulator,
     make_vm,
-    official_apidoc,
-    run,
 )
-
-from proxmox_simulator.config import Settings
 
 REPOS = "/nodes/{node}/apt/repositories"
 
@@ -166,28 +159,8 @@ def test_journal_cursors_follow_new_entries(root):
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     """A server of its own: these tests power nodes and hot-swap majors."""
-    from proxmox_simulator.cli import seed_database
-    from proxmox_simulator.server import SimulatorServer
-
-    url = create_database("nodeadmin")
-    settings = Settings(
-        database_url=url,
-        data_dir=tmp_path_factory.mktemp("nodeadmin"),
-        contract="fakepve",
-        clock="instant",
-        task_workers=1,
-        lease_seconds=10,
-        pool_max_size=4,
-        lab_enabled=True,
-        apidoc_dir=apidoc_dir(),
-    )
-    official_apidoc("8.4.5")
-    run(seed_database(settings, "pair", 5, ROOT_PASSWORD))
-    try:
-        with SimulatorServer(settings) as server:
-            yield server
-    finally:
-        drop_database(url)
+    with lab_simulator(tmp_path_factory.mktemp("nodeadmin"), "nodeadmin", "pair", 5) as server:
+        yield server
 
 
 @pytest.fixture

@@ -59,166 +59,34 @@ _RAW_NESTED = (
     "by the host CPU."
 )
 
+
 # What a host CPU offers QEMU (QEMU's flag names), by vendor, under KVM; TCG emulates
-# a subset and no virtualization extensions.
-_COMMON = [
-    "fpu",
-    "vme",
-    "de",
-    "pse",
-    "tsc",
-    "msr",
-    "pae",
-    "mce",
-    "cx8",
-    "apic",
-    "sep",
-    "mtrr",
-    "pge",
-    "mca",
-    "cmov",
-    "pat",
-    "pse36",
-    "clflush",
-    "mmx",
-    "fxsr",
-    "sse",
-    "sse2",
-    "syscall",
-    "nx",
-    "pdpe1gb",
-    "rdtscp",
-    "lm",
-    "pni",
-    "pclmulqdq",
-    "ssse3",
-    "fma",
-    "cx16",
-    "pcid",
-    "sse4.1",
-    "sse4.2",
-    "x2apic",
-    "movbe",
-    "popcnt",
-    "aes",
-    "xsave",
-    "avx",
-    "f16c",
-    "rdrand",
-    "lahf-lm",
-    "abm",
-    "bmi1",
-    "avx2",
-    "smep",
-    "bmi2",
-    "erms",
-    "rdseed",
-    "adx",
-    "smap",
-    "clflushopt",
-    "clwb",
-    "sha-ni",
-    "xsaveopt",
-    "xsavec",
-    "xgetbv1",
-    "xsaves",
-    "md-clear",
-    "spec-ctrl",
-    "ssbd",
-    "ibpb",
-    "hv-tlbflush",
-]
+# the plain instruction set only: no virtualization, Hyper-V or speculation controls.
+def _names(text: str) -> list[str]:
+    return text.split()
+
+
+_COMMON = _names(
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx "
+    "fxsr sse sse2 syscall nx pdpe1gb rdtscp lm pni pclmulqdq ssse3 fma cx16 pcid sse4.1 "
+    "sse4.2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf-lm abm bmi1 avx2 smep bmi2 "
+    "erms rdseed adx smap clflushopt clwb sha-ni xsaveopt xsavec xgetbv1 xsaves md-clear "
+    "spec-ctrl ssbd ibpb hv-tlbflush"
+)
+_AMD_ONLY = _names("cmp-legacy sse4a misalignsse 3dnowprefetch osvw topoext perfctr-core")
 _HOST = {
-    "AuthenticAMD": [
-        *_COMMON,
-        *[
-            "svm",
-            "cmp-legacy",
-            "sse4a",
-            "misalignsse",
-            "3dnowprefetch",
-            "osvw",
-            "topoext",
-            "perfctr-core",
-        ],
-        *["virt-ssbd", "amd-ssbd", "amd-no-ssb"],
-    ],
+    "AuthenticAMD": [*_COMMON, *_AMD_ONLY, *_names("svm virt-ssbd amd-ssbd amd-no-ssb")],
     "GenuineIntel": [
         *_COMMON,
-        *[
-            "vmx",
-            "ds-cpl",
-            "est",
-            "tm2",
-            "tsc-adjust",
-            "hle",
-            "rtm",
-            "avx512f",
-            "avx512dq",
-            "avx512bw",
-            "avx512vl",
-        ],
-        *["arch-capabilities", "hv-evmcs"],
+        *_names("vmx ds-cpl est tm2 tsc-adjust hle rtm avx512f avx512dq avx512bw avx512vl"),
+        *_names("arch-capabilities hv-evmcs"),
     ],
 }
-_TCG = frozenset(
-    [
-        "fpu",
-        "vme",
-        "de",
-        "pse",
-        "tsc",
-        "msr",
-        "pae",
-        "mce",
-        "cx8",
-        "apic",
-        "sep",
-        "mtrr",
-        "pge",
-        "mca",
-        "cmov",
-        "pat",
-        "pse36",
-        "clflush",
-        "mmx",
-        "fxsr",
-        "sse",
-        "sse2",
-        "syscall",
-        "nx",
-        "pdpe1gb",
-        "rdtscp",
-        "lm",
-        "pni",
-        "pclmulqdq",
-        "ssse3",
-        "cx16",
-        "pcid",
-        "sse4.1",
-        "sse4.2",
-        "x2apic",
-        "movbe",
-        "popcnt",
-        "aes",
-        "xsave",
-        "rdrand",
-        "lahf-lm",
-        "abm",
-        "bmi1",
-        "bmi2",
-        "erms",
-        "adx",
-        "smap",
-        "clflushopt",
-        "sha-ni",
-        "xsaveopt",
-        "cmp-legacy",
-        "sse4a",
-        "misalignsse",
-        "3dnowprefetch",
-    ]
+_NOT_EMULATED = _names(
+    "fma avx f16c avx2 rdseed clwb xsavec xgetbv1 xsaves md-clear spec-ctrl ssbd ibpb "
+    "hv-tlbflush osvw topoext perfctr-core"
 )
+_TCG = frozenset(_COMMON + _AMD_ONLY) - frozenset(_NOT_EMULATED)
 
 
 def _host_vendor(cpu_model: str) -> str:
