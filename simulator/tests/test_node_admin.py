@@ -537,3 +537,44 @@ def test_query_url_metadata_asks_the_server(root, files):
         "Can't connect to example.com:443",
     )
     expect_error(root.get(path, params={"url": "ftp://example.com/x.iso"}), 400, "url")
+
+
+def test_what_a_restricted_user_sees(root, server, unique_vmid):
+    userid = f"nadm{unique_vmid}@pve"
+    seen, hidden = f"seen{unique_vmid}", f"hidden{unique_vmid}"
+    expect_data(root.post("/access/users", data={"userid": userid, "password": "nadm-pw-1"}))
+    for name in (seen, hidden):
+        expect_data(root.post(MODELS, data={"cputype": name, "reported-model": "Haswell"}))
+    grants = (
+        (f"/mapping/cpu/{seen}", "PVEMappingUser"),
+        ("/storage/local", "PVEDatastoreUser"),
+    )
+    for path, role in grants:
+        expect_data(root.put("/access/acl", data={"path": path, "users": userid, "roles": role}))
+    try:
+        with httpx.Client(base_url=server.base_url + "/api2/json", verify=False, timeout=30) as c:
+            user = Session(c, userid, "nadm-pw-1")
+            # Custom models: only those with a Mapping privilege on /mapping/cpu/<name>.
+            listed = {m["cputype"] for m in expect_data(user.get(MODELS))}
+            assert f"custom-{seen}" in listed and f"custom-{hidden}" not in listed
+            offered = {
+                m["name"] for m in expect_data(user.get("/nodes/pve1/capabilities/qemu/cpu"))
+            }
+            assert f"custom-{seen}" in offered and f"custom-{hidden}" not in offered
+            expect_error(user.get(f"{MODELS}/{hidden}"), 403, "Permission check failed")
+            expect_error(
+                user.post(MODELS, data={"cputype": "mine"}), 403, "Permission check failed"
+            )
+            # vzdump defaults: the storage is readable, the node's own settings are not.
+            defaults = expect_data(user.get("/nodes/pve1/vzdump/defaults"))
+            assert defaults["storage"] == "local" and "dumpdir" not in defaults
+            assert "ionice" not in defaults and defaults["mode"] == "snapshot"
+            expect_error(
+                user.get("/nodes/pve1/vzdump/defaults", params={"storage": "local-lvm"}),
+                403,
+                "Permission check failed",
+            )
+    finally:
+        for name in (seen, hidden):
+            expect_data(root.delete(f"{MODELS}/{name}"))
+        expect_data(root.delete(f"/access/users/{userid}"))
