@@ -578,3 +578,64 @@ def test_what_a_restricted_user_sees(root, server, unique_vmid):
         for name in (seen, hidden):
             expect_data(root.delete(f"{MODELS}/{name}"))
         expect_data(root.delete(f"/access/users/{userid}"))
+
+
+def test_suspendall_hibernates_the_nodes_running_vms(root, unique_vmid):
+    # Only the listed VMs: the seeded guests of pve2 keep running.
+    api = root
+    first, second, idle = (make_vm(api, "pve2", unique_vmid + n) for n in range(3))
+    for vmid in (first, second):
+        api.wait(expect_data(api.post(f"/nodes/pve2/qemu/{vmid}/status/start")))
+    vms = f"{first},{second},{idle}"
+    upid = expect_data(
+        api.post("/nodes/pve2/suspendall", data={"vms": vms}), "/nodes/{node}/suspendall", "POST"
+    )
+    assert upid.split(":")[5] == "suspendall"
+    done = api.wait(upid)
+    log = [line["t"] for line in expect_data(api.get(f"/nodes/pve2/tasks/{upid}/log"))]
+    # What it skips is noted, not warned about.
+    assert done["exitstatus"] == "OK", log
+    assert f"VM {idle} not running, skipping suspension" in log and f"Suspending VM {first}" in log
+    state = {}
+    for vmid in (first, second):
+        current = expect_data(api.get(f"/nodes/pve2/qemu/{vmid}/status/current"))
+        config = expect_data(api.get(f"/nodes/pve2/qemu/{vmid}/config"))
+        assert (current["status"], current.get("lock"), config["lock"]) == (
+            "stopped",
+            "suspended",
+            "suspended",
+        )
+        state[vmid] = config["vmstate"]
+        assert state[vmid].startswith(f"local-lvm:vm-{vmid}-state-suspend-")
+    content = {v["volid"] for v in expect_data(api.get("/nodes/pve2/storage/local-lvm/content"))}
+    assert set(state.values()) <= content
+    # A locked VM refuses other changes; starting it resumes from its saved state.
+    expect_error(
+        api.put(f"/nodes/pve2/qemu/{first}/config", data={"memory": 1024}),
+        500,
+        "locked (suspended)",
+    )
+    upid = expect_data(api.post(f"/nodes/pve2/qemu/{first}/status/start"))
+    assert api.wait(upid)["exitstatus"] == "OK"
+    log = [line["t"] for line in expect_data(api.get(f"/nodes/pve2/tasks/{upid}/log"))]
+    assert f"resuming VM from state '{state[first]}'" in log
+    config = expect_data(api.get(f"/nodes/pve2/qemu/{first}/config"))
+    assert "lock" not in config and "vmstate" not in config
+    assert expect_data(api.get(f"/nodes/pve2/qemu/{first}/status/current"))["status"] == "running"
+    content = {v["volid"] for v in expect_data(api.get("/nodes/pve2/storage/local-lvm/content"))}
+    assert state[first] not in content and state[second] in content
+    # One VM to disk by itself; a stopped one cannot be.
+    upid = expect_data(
+        api.post(
+            f"/nodes/pve2/qemu/{first}/status/suspend", data={"todisk": 1, "statestorage": "local"}
+        )
+    )
+    assert api.wait(upid)["exitstatus"] == "OK"
+    assert expect_data(api.get(f"/nodes/pve2/qemu/{first}/config"))["vmstate"].startswith(
+        f"local:{first}/"
+    )
+    expect_error(
+        api.post(f"/nodes/pve2/qemu/{idle}/status/suspend", data={"todisk": 1}),
+        500,
+        f"VM {idle} not running",
+    )

@@ -281,6 +281,9 @@ _PATH_VALUES = {
     ("/nodes/{node}/startall", "node"): "pve3",
     ("/nodes/{node}/stopall", "node"): "pve3",
     ("/nodes/{node}/migrateall", "node"): "pve3",
+    # Not the probe guest's node: hibernating it would lock it for the methods after
+    # (test_node_admin.py hibernates guests of its own).
+    ("/nodes/{node}/suspendall", "node"): "pve3",
     # Not the node answering the API (pve1): PVE refuses to wake itself.
     ("/nodes/{node}/wakeonlan", "node"): "pve2",
     ("/nodes/{node}/disks/zfs", "node"): "pve2",

@@ -520,15 +520,41 @@ async def allocate_disk(
 
 
 async def power(
-    rt, principal: Principal, kind: str, node: str, vmid: int, action: str, params: dict
+    rt,
+    principal: Principal,
+    kind: str,
+    node: str,
+    vmid: int,
+    action: str,
+    params: dict,
+    state: AccessState | None = None,
 ) -> str:
+    """A power action's task.  ``state``: the caller's ACLs where the action needs more
+    than the method's own check (suspend to disk: VM.Config.Disk and the state storage)."""
+    from proxmox_simulator.domain import hibernation  # it writes guests through this module
+
     transition = rules.TRANSITIONS[action]
+    todisk = kind == rules.QEMU and action == "suspend" and bool(params.get("todisk"))
+    payload = {"vmid": vmid, "kind": kind, "action": action}
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
         lock = row["config"].get("lock")
-        if lock and not params.get("skiplock"):
+        # A hibernated VM is locked 'suspended'; starting it is how it resumes.
+        resumes = action == "start" and hibernation.is_hibernated(row["config"])
+        if lock and not params.get("skiplock") and not resumes:
             raise PveError(f"{rules.noun(kind)} is locked ({lock})")
-        rules.check_transition(kind, vmid, row["status"], action)
+        if todisk:
+            if row["status"] == rules.STOPPED:
+                raise PveError(f"VM {vmid} not running")
+            storage = await hibernation.state_storage(
+                conn, row["config"], params.get("statestorage")
+            )
+            if state is not None:
+                state.require(principal, f"/vms/{vmid}", ["VM.Config.Disk"])
+                state.require(principal, f"/storage/{storage}", ["Datastore.AllocateSpace"])
+            payload.update(todisk=1, statestorage=storage)
+        else:
+            rules.check_transition(kind, vmid, row["status"], action)
         return await enqueue(
             conn,
             rt.clock,
@@ -536,7 +562,7 @@ async def power(
             task_type=transition.task_type(kind),
             task_id=str(vmid),
             principal=principal,
-            payload={"vmid": vmid, "kind": kind, "action": action},
+            payload=payload,
             lock=lock_name(kind, vmid),
         )
 

@@ -11,6 +11,7 @@ from proxmox_simulator.domain import (
     ceph_cluster_service,
     cloudinit,
     console_service,
+    hibernation,
     node_system_service,
     resource_store,
 )
@@ -112,9 +113,20 @@ async def power(ctx: TaskContext) -> None:
     await ctx.sleep(rules.DURATIONS[action])
     if action == "start":
         await _plug_nics(ctx, kind, vmid)
+    lines: list[str] = []
 
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
+        if ctx.payload.get("todisk"):
+            if row["status"] == rules.STOPPED:
+                raise PveError(f"VM {vmid} not running")
+            lines.extend(
+                await hibernation.hibernate(conn, ctx.clock.now(), row, ctx.payload["statestorage"])
+            )
+            return
+        if action == "start" and hibernation.is_hibernated(row["config"]):
+            lines.extend(await hibernation.resume_from_disk(conn, row))
+            row = await _locked_guest(conn, ctx)
         changes = rules.check_transition(kind, vmid, row["status"], action)
         target = rules.TRANSITIONS[action].target
         if changes or action == "reboot":
@@ -128,7 +140,7 @@ async def power(ctx: TaskContext) -> None:
             # PVE regenerates the cloud-init drive from the config at every start.
             await agent_repo.set_cloudinit(conn, vmid, cloudinit.values(row["config"]))
 
-    await ctx.complete(effect)
+    await ctx.complete(effect, lines=lines)
 
 
 async def destroy(ctx: TaskContext) -> None:
@@ -451,6 +463,7 @@ def executors() -> dict[str, Executor]:
         "imgcopy": node_executors.copy_volume,
         "startall": node_executors.start_all,
         "migrateall": node_executors.bulk_guests,
+        "suspendall": node_executors.bulk_guests,
         "acmeregister": node_executors.acme_register,
         "acmenewcert": node_executors.acme_order,
         "acmerenew": node_executors.acme_order,
