@@ -42,21 +42,6 @@ async def state_storage(conn, config: dict, requested: str | None) -> str:
     return shared or local or "local"
 
 
-async def _save(conn, row, config: dict) -> None:
-    await guest_repo.update_config(
-        conn,
-        vmid=row["vmid"],
-        expected_version=row["version"],
-        config=config,
-        name=row["name"],
-        maxmem=row["maxmem"],
-        maxdisk=row["maxdisk"],
-        cpus=row["cpus"],
-        interfaces=row["interfaces"],
-        pool=row["pool"],
-    )
-
-
 async def hibernate(conn, now: float, row, storage_id: str) -> list[str]:
     """Save the guest's state and power it off; the task's log lines."""
     vmid = row["vmid"]
@@ -78,7 +63,7 @@ async def hibernate(conn, now: float, row, storage_id: str) -> list[str]:
         ctime=int(now),
     )
     config = {**row["config"], "vmstate": volid, "lock": SUSPENDED}
-    await _save(conn, row, config)
+    await guest_repo.save_config(conn, row, config)
     await guest_repo.set_status(conn, vmid, rules.STOPPED, None)
     return [f"saving VM state and RAM using storage '{storage_id}'", "VM suspended to disk"]
 
@@ -93,5 +78,5 @@ async def resume_from_disk(conn, row) -> list[str]:
     volid = config.pop("vmstate")
     config.pop("lock", None)
     await inventory.delete_volume(conn, volid)
-    await _save(conn, row, config)
+    await guest_repo.save_config(conn, row, config)
     return [f"resuming VM from state '{volid}'"]

@@ -210,18 +210,7 @@ async def _set_parent(conn, row, parent: str | None) -> None:
         config["parent"] = parent
     else:
         config.pop("parent", None)
-    await guest_repo.update_config(
-        conn,
-        vmid=row["vmid"],
-        expected_version=row["version"],
-        config=config,
-        name=row["name"],
-        maxmem=row["maxmem"],
-        maxdisk=row["maxdisk"],
-        cpus=row["cpus"],
-        interfaces=row["interfaces"],
-        pool=row["pool"],
-    )
+    await guest_repo.save_config(conn, row, config)
 
 
 async def delete_snapshot(ctx: TaskContext) -> None:
