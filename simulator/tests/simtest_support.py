@@ -70,6 +70,7 @@ def create_database(suffix: str) -> str:
     from proxmox_simulator.cli import migrate_database
 
     prefix = os.environ.get("PVESIM_TEST_DB_PREFIX", "pvesim_test_")
+    assert prefix.startswith("pvesim_")
     name = f"{prefix}{os.getpid()}_{suffix}"
     run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     run(_admin(f'CREATE DATABASE "{name}"'))

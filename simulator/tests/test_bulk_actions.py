@@ -146,8 +146,14 @@ def test_bulk_suspend_pauses_vms_only(prox):
     assert f"WARN: Skipping VM {idle}, not running." in log
     assert _status(prox, "pve1", "qemu", vm) == "paused"
     assert _status(prox, "pve2", "lxc", ct) == "running"
-    with pytest.raises(ResourceException, match="suspend to disk is not supported"):
-        prox.cluster("bulk-action").guest.suspend.post(vms=[vm], **{"to-disk": 1})
+    # To disk, the (paused) VM hibernates: its state on a volume, the VM off and locked.
+    status, log = _finish(
+        prox, prox.cluster("bulk-action").guest.suspend.post(vms=[vm], **{"to-disk": 1})
+    )
+    assert status["exitstatus"] == "OK", log
+    assert _status(prox, "pve1", "qemu", vm) == "stopped"
+    config = prox.nodes("pve1").qemu(vm).config.get()
+    assert config["lock"] == "suspended" and config["vmstate"].startswith("local-lvm:")
 
 
 def test_bulk_migrate_moves_guests_and_reports_the_ones_that_cannot(prox):

@@ -118,6 +118,9 @@ EXPECTED = {
     (None, "GET", "/nodes/{node}/scan/cifs"): "unable to resolve address for server 'probe'",
     (None, "GET", "/nodes/{node}/scan/iscsi"): "unable to resolve portal address 'probe'",
     (None, "GET", "/nodes/{node}/scan/pbs"): "Can't connect to probe:8007",
+    # PVE asks the URL's server with a HEAD request; the probe's loopback URL (the
+    # simulator's health check) answers GET only (test_node_admin.py serves files).
+    (None, "GET", "/nodes/{node}/query-url-metadata"): "invalid server response: '405",
     # 6.4's viewer declares these sizes as strings; PVE 6.4 answers integers.
     (6, "GET", "/cluster/resources"): "int is not string",
 }
@@ -301,6 +304,11 @@ _PATH_VALUES = {
     ("/nodes/{node}/startall", "node"): "pve3",
     ("/nodes/{node}/stopall", "node"): "pve3",
     ("/nodes/{node}/migrateall", "node"): "pve3",
+    # Not the probe guest's node: hibernating it would lock it for the methods after
+    # (test_node_admin.py hibernates guests of its own).
+    ("/nodes/{node}/suspendall", "node"): "pve3",
+    # Not the node answering the API (pve1): PVE refuses to wake itself.
+    ("/nodes/{node}/wakeonlan", "node"): "pve2",
     ("/nodes/{node}/disks/zfs", "node"): "pve2",
     ("/nodes/{node}/disks/zfs/{name}", "node"): "pve2",
     ("/nodes/{node}/disks/zfs/{name}", "name"): "probezfs",
@@ -509,6 +517,9 @@ def _probe_certificate() -> dict:
 # Methods whose required parameters do not say everything PVE requires.
 _EXTRAS = {
     ("PUT", "/access/acl"): {"users": "probe@pve"},
+    # A standard repository's handle; a batch of one read.
+    ("PUT", "/nodes/{node}/apt/repositories"): {"handle": "no-subscription"},
+    ("POST", "/nodes/{node}/execute"): {"commands": '[{"method": "GET", "path": "version"}]'},
     # A TOTP entry needs a live code from an authenticator; recovery keys need nothing.
     ("POST", "/access/tfa/{userid}"): {"type": "recovery"},
     # A storage's RRD holds only "total" and "used".
@@ -649,6 +660,10 @@ _BEFORE = {
         ("GET", f"/nodes/{{node}}/sdn/fabrics/{{fabric}}/{tail}"): _FABRIC_APPLIED
         for tail in _FABRIC_VIEWS
     },
+    # Wake-on-LAN needs the node's MAC address in its config.
+    ("POST", "/nodes/{node}/wakeonlan"): [
+        ("PUT", "/nodes/pve2/config", {"wakeonlan": "aa:bb:cc:00:11:22"})
+    ],
     **{("GET", f"/nodes/{{node}}/sdn/zones/{{zone}}/{tail}"): _SDN_APPLIED for tail in _SDN_VIEWS},
     ("GET", "/nodes/{node}/sdn/vnets/{vnet}/mac-vrf"): _SDN_APPLIED,
     # The update before it mapped the probe's address: PVE refuses to map it twice.
@@ -867,6 +882,13 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
                 body.update(_console_ticket(caller, endpoint))
             if endpoint.path.endswith("/qemu/{vmid}/mtunnelwebsocket"):
                 body.update(_tunnel_ticket(caller))
+            if endpoint.path == "/nodes/{node}/apt/repositories" and endpoint.method == "POST":
+                # A repository the node has: a file's path and index from the listing.
+                listed = caller.call("GET", _url(endpoint), {}).json()["data"]
+                body.update(path=listed["files"][0]["path"], index=0, digest=listed["digest"])
+            if endpoint.path.endswith("/query-url-metadata"):
+                loopback = _loopback_download(caller)
+                body.update({k: loopback[k] for k in ("url", "verify-certificates")})
             if endpoint.path.endswith("/download-url"):
                 # The simulator fetches loopback URLs only: its own health check.
                 body.update(_loopback_download(caller))

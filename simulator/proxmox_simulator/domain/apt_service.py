@@ -76,7 +76,7 @@ async def changelog(rt, node: str, package: str, version: str | None) -> str:
         raise PveError(f"changelog for package '{package}' not available")
     shown = version or installed[package]["Version"]
     return (
-        f"{package} ({shown}) bookworm; urgency=medium\n\n"
+        f"{package} ({shown}) {rt.adapter.debian_suite}; urgency=medium\n\n"
         f"  * simulated release of {installed[package]['Title']}\n\n"
         f" -- Proxmox Support Team <support@proxmox.com>\n"
     )

@@ -22,6 +22,7 @@ from proxmox_simulator.domain.guest_service import require_node
 from proxmox_simulator.domain.node_power_service import startup_order
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
+from proxmox_simulator.repositories import replication as replication_repo
 from proxmox_simulator.repositories import tasks as task_repo
 from proxmox_simulator.tasks.service import enqueue
 
@@ -76,9 +77,9 @@ async def cluster_action(
     vms = vmid_list(params.get("vms"))
     check_permissions(state, principal, vms, [PRIVILEGE[action]])
     if action == "suspend" and params.get("to-disk") and int(params["to-disk"]):
+        # Hibernation writes a state volume: the config's disk privilege too (the state
+        # storage is checked per guest, where it is known).
         check_permissions(state, principal, vms, ["VM.Config.Disk"])
-        # The simulated guests only pause: hibernation (a vmstate volume) is not modelled.
-        raise PveError("suspend to disk is not supported by the simulator")
     payload = {
         "action": action,
         "scope": None,
@@ -139,6 +140,41 @@ async def migrate_all(rt, state: AccessState, principal: Principal, node: str, p
                 "target": target,
                 "max_workers": max_workers,
                 "with-local-disks": params.get("with-local-disks"),
+            },
+        )
+
+
+async def suspend_all(rt, state: AccessState, principal: Principal, node: str, params: dict) -> str:
+    """``POST /nodes/{node}/suspendall``: every running VM of the node to disk, in a
+    ``suspendall`` worker (VM.PowerMgmt and VM.Config.Disk on ``/``, or VM.PowerMgmt
+    on each listed VMID)."""
+    vms = vmid_list(params.get("vms"))
+    if not state.has(principal, "/", ["VM.PowerMgmt", "VM.Config.Disk"]):
+        if not vms:
+            raise PermissionDenied("Permission check failed (/, VM.PowerMgmt  && VM.Config.Disk)")
+        for vmid in vms:
+            state.require(principal, f"/vms/{vmid}", ["VM.PowerMgmt"])
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await require_node(conn, node)
+        datacenter = await replication_repo.cluster_options(conn)
+        # max-workers, else datacenter.cfg's max_workers, else the node's CPU threads.
+        workers = int(params.get("max-workers") or 0) or int(
+            (datacenter["options"] if datacenter else {}).get("max_workers") or row["cpus"]
+        )
+        return await enqueue(
+            conn,
+            rt.clock,
+            node=node,
+            task_type="suspendall",
+            task_id="",
+            principal=principal,
+            payload={
+                "action": "suspend",
+                "scope": node,
+                "vms": vms,
+                "to-disk": 1,
+                "node-wide": 1,
+                "max_workers": workers,
             },
         )
 
@@ -332,19 +368,32 @@ def _warn_when_stop_failed(sink: Sink):
 async def _suspend(rt, principal, payload, guests, sink: Sink, max_workers: int) -> str | None:
     await sink.log(_heading(payload["vms"], "Suspending"))
 
+    # A node's suspendall only notes what it skips; the cluster's bulk action warns.
+    node_wide = payload.get("node-wide")
+
     async def start_one(guest):
+        vmid = guest["vmid"]
         if guest["type"] != rules.QEMU:
-            await sink.warn(f"skipping {guest['vmid']}, only VMs can be suspended")
+            if node_wide:
+                await sink.log(f"Skipping {vmid}, only VMs can be suspended")
+            else:
+                await sink.warn(f"skipping {vmid}, only VMs can be suspended")
             return None
         row = await _current(rt, guest)
         if row is None:
-            raise PveError(f"VM {guest['vmid']} does not exist")
+            raise PveError(f"VM {vmid} does not exist")
         if row["status"] == rules.STOPPED:
-            await sink.warn(f"Skipping VM {guest['vmid']}, not running.")
+            if node_wide:
+                await sink.log(f"VM {vmid} not running, skipping suspension")
+            else:
+                await sink.warn(f"Skipping VM {vmid}, not running.")
             return None
         await sink.log(f"Suspending VM {guest['vmid']}")
+        params = {}
+        if payload.get("to-disk") and int(payload["to-disk"]):
+            params = {"todisk": 1, "statestorage": payload.get("statestorage")}
         return await guest_service.power(
-            rt, principal, row["type"], row["node"], row["vmid"], "suspend", {}
+            rt, principal, row["type"], row["node"], row["vmid"], "suspend", params
         )
 
     on_done = _warn_when_stop_failed(sink)

@@ -12,6 +12,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from proxmox_simulator.domain import config_sections as sections
+from proxmox_simulator.domain import firewall_macros
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import load_guest, require_node
 from proxmox_simulator.repositories import firewall as fw_repo
@@ -158,6 +159,8 @@ async def _verify_rule(conn, scope: Scope, rule: dict) -> None:
             raise ParameterError({"action": f"security group '{action}' does not exist"})
     elif action not in _RULE_ACTIONS:
         raise ParameterError({"action": f"unknown action '{action}'"})
+    if rule.get("macro"):
+        rule["macro"] = firewall_macros.canonical(rule["macro"])
     for key in ("source", "dest"):
         await _verify_address(conn, scope, key, rule.get(key))
 

@@ -3,12 +3,15 @@ statistics, key presses and the QEMU monitor."""
 
 from __future__ import annotations
 
-import math
-
 from proxmox_simulator.domain import cloudinit, node_system_service
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import ParameterError, PveError
-from proxmox_simulator.domain.guest_service import load_guest, require_node
+from proxmox_simulator.domain.guest_service import (
+    NET_RATES,
+    load_guest,
+    require_node,
+    traffic_wave,
+)
 from proxmox_simulator.domain.rrd_service import RRD_STEPS
 from proxmox_simulator.repositories import guest_agent as agent_repo
 from proxmox_simulator.repositories import guests as guest_repo
@@ -114,7 +117,7 @@ async def rrddata(
     for i in range(count):
         t = now - (count - 1 - i) * step
         up = running and t >= started
-        wave = (math.sin((t / step + vmid) / 7.0) + 1) / 2
+        wave = traffic_wave(t, step, vmid)
         point = {
             "time": t,
             "maxcpu": row["cpus"],
@@ -127,8 +130,8 @@ async def rrddata(
                     "cpu": round(min(1.0, 0.01 + 0.05 * wave * factor), 6),
                     "mem": int(row["maxmem"] * (0.35 + 0.1 * wave)),
                     "disk": 0,
-                    "netin": round(1200 * wave * factor, 3),
-                    "netout": round(800 * wave * factor, 3),
+                    "netin": round(NET_RATES[0] * wave * factor, 3),
+                    "netout": round(NET_RATES[1] * wave * factor, 3),
                     "diskread": round(4096 * wave * factor, 3),
                     "diskwrite": round(8192 * wave * factor, 3),
                 }

@@ -381,17 +381,6 @@ async def convert_to_template(conn, kind: str, vmid: int) -> list[str]:
         config[key] = rules.format_property_string(props, first)
         lines.append(f"  renamed {volid} to {base}")
     if lines:
-        await guest_repo.update_config(
-            conn,
-            vmid=vmid,
-            expected_version=row["version"],
-            config=config,
-            name=row["name"],
-            maxmem=row["maxmem"],
-            maxdisk=row["maxdisk"],
-            cpus=row["cpus"],
-            interfaces=row["interfaces"],
-            pool=row["pool"],
-        )
+        await guest_repo.save_config(conn, row, config)
     await guest_repo.set_template(conn, vmid)
     return lines

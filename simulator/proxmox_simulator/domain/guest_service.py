@@ -8,6 +8,7 @@ transaction (see tasks/executors.py), like a PVE worker.
 from __future__ import annotations
 
 import asyncio
+import math
 
 from proxmox_simulator.domain import cloudinit
 from proxmox_simulator.domain import guests as rules
@@ -234,6 +235,15 @@ async def _check_disks(conn, kind: str, config: dict) -> None:
             )
 
 
+async def _check_cpu(conn, rt, kind: str, config: dict) -> None:
+    """A QEMU ``cpu`` must name a model that exists (built-in or custom)."""
+    if kind == rules.QEMU and "cpu" in config:
+        # qemu_cpu_service reads guests through this module: import at call time.
+        from proxmox_simulator.domain import qemu_cpu_service
+
+        await qemu_cpu_service.check_vm_cpu(conn, rt.adapter, config)
+
+
 async def _check_import_source(conn, request: rules.DiskRequest) -> None:
     """PVE's checks of ``<storage>:0,import-from=<source>`` before anything is allocated."""
     key, source = request.key, request.options["import-from"]
@@ -311,6 +321,7 @@ async def create(
     async with rt.pool.acquire() as conn, conn.transaction():
         await require_node(conn, node)
         await _check_disks(conn, kind, config)
+        await _check_cpu(conn, rt, kind, config)
         if pool:
             await require_pool(conn, pool)
         maxmem, _disk, cpus = guest_sizing(kind, config, defaults)
@@ -420,6 +431,7 @@ async def _write_config(
                     conn, rules.parse_property_string(removed, "file")["file"]
                 )
         await _check_disks(conn, kind, changes)
+        await _check_cpu(conn, rt, kind, changes)
         current.update(changes)
         current = rules.ensure_macs(kind, vmid, current)
         for request in rules.new_disk_requests(kind, changes):
@@ -508,15 +520,41 @@ async def allocate_disk(
 
 
 async def power(
-    rt, principal: Principal, kind: str, node: str, vmid: int, action: str, params: dict
+    rt,
+    principal: Principal,
+    kind: str,
+    node: str,
+    vmid: int,
+    action: str,
+    params: dict,
+    state: AccessState | None = None,
 ) -> str:
+    """A power action's task.  ``state``: the caller's ACLs where the action needs more
+    than the method's own check (suspend to disk: VM.Config.Disk and the state storage)."""
+    from proxmox_simulator.domain import hibernation  # it writes guests through this module
+
     transition = rules.TRANSITIONS[action]
+    todisk = kind == rules.QEMU and action == "suspend" and bool(params.get("todisk"))
+    payload = {"vmid": vmid, "kind": kind, "action": action}
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await load_guest(conn, kind, node, vmid)
         lock = row["config"].get("lock")
-        if lock and not params.get("skiplock"):
+        # A hibernated VM is locked 'suspended'; starting it is how it resumes.
+        resumes = action == "start" and hibernation.is_hibernated(row["config"])
+        if lock and not params.get("skiplock") and not resumes:
             raise PveError(f"{rules.noun(kind)} is locked ({lock})")
-        rules.check_transition(kind, vmid, row["status"], action)
+        if todisk:
+            if row["status"] == rules.STOPPED:
+                raise PveError(f"VM {vmid} not running")
+            storage = await hibernation.state_storage(
+                conn, row["config"], params.get("statestorage")
+            )
+            if state is not None:
+                state.require(principal, f"/vms/{vmid}", ["VM.Config.Disk"])
+                state.require(principal, f"/storage/{storage}", ["Datastore.AllocateSpace"])
+            payload.update(todisk=1, statestorage=storage)
+        else:
+            rules.check_transition(kind, vmid, row["status"], action)
         return await enqueue(
             conn,
             rt.clock,
@@ -524,7 +562,7 @@ async def power(
             task_type=transition.task_type(kind),
             task_id=str(vmid),
             principal=principal,
-            payload={"vmid": vmid, "kind": kind, "action": action},
+            payload=payload,
             lock=lock_name(kind, vmid),
         )
 
@@ -556,11 +594,47 @@ def uptime(row, now: float) -> int:
     return max(0, int(now) - int(row["started_at"]))
 
 
+# A running guest's traffic in bytes/s at the crest of its load wave: what ``rrddata``
+# plots as netin/netout, and what the tap counters (netstat, status) add up.
+NET_RATES = (1200, 800)
+# The RRD's finest resolution (seconds): the counters integrate the rate at this step.
+_TRAFFIC_STEP = 60
+
+
+def traffic_wave(t: float, step: int, vmid: int) -> float:
+    return (math.sin((t / step + vmid) / 7.0) + 1) / 2
+
+
+def traffic_bytes(row, now: int) -> tuple[int, int]:
+    """Bytes (in, out) through the guest's tap devices since it started: the
+    minute-resolution RRD rate integrated in closed form (``∫ wave dt``)."""
+    if row["status"] == rules.STOPPED or row["started_at"] is None:
+        return 0, 0
+    step, vmid = _TRAFFIC_STEP, row["vmid"]
+
+    def integral(t: float) -> float:
+        return t / 2 - (7 * step / 2) * math.cos((t / step + vmid) / 7.0)
+
+    span = max(0.0, integral(now) - integral(min(now, row["started_at"])))
+    return int(NET_RATES[0] * span), int(NET_RATES[1] * span)
+
+
+def nic_counters(row, now: int) -> list[tuple[int, int, int]]:
+    """(net index, bytes in, bytes out) of each configured NIC, the traffic shared evenly."""
+    nics = sorted(
+        int(key[3:]) for key in row["config"] if key.startswith("net") and key[3:].isdigit()
+    )
+    total_in, total_out = traffic_bytes(row, now)
+    return [(n, total_in // len(nics), total_out // len(nics)) for n in nics]
+
+
 async def current_status(rt, kind: str, node: str, vmid: int) -> dict:
     async with rt.pool.acquire() as conn:
         row = await load_guest(conn, kind, node, vmid)
     running = row["status"] != rules.STOPPED
     config = row["config"]
+    # The tap devices' byte counters, summed over the NICs (as PVE's vmstatus does).
+    counters = nic_counters(row, int(rt.clock.now()))
     status = {
         "vmid": vmid,
         "name": row["name"] or None,
@@ -572,8 +646,8 @@ async def current_status(rt, kind: str, node: str, vmid: int) -> dict:
         "disk": 0,
         "uptime": uptime(row, rt.clock.now()),
         "cpu": 0.0125 if row["status"] == rules.RUNNING else 0,
-        "netin": 0,
-        "netout": 0,
+        "netin": sum(c[1] for c in counters),
+        "netout": sum(c[2] for c in counters),
         "diskread": 0,
         "diskwrite": 0,
         "ha": {"managed": 0},

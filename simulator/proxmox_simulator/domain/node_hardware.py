@@ -166,7 +166,7 @@ async def usb_devices(rt, node: str) -> list[dict]:
     return devices
 
 
-def _vendor(model: str) -> str:
+def model_vendor(model: str) -> str:
     if model.startswith(("EPYC", "Opteron", "athlon", "phenom")):
         return "AuthenticAMD"
     if model.startswith("x86-64-v") or model in (
@@ -181,14 +181,25 @@ def _vendor(model: str) -> str:
     return "GenuineIntel"
 
 
-async def cpu_models(rt, node: str) -> list[dict]:
+async def cpu_models(rt, state, principal, node: str) -> list[dict]:
     """``GET /nodes/{node}/capabilities/qemu/cpu`` (6.x: ``/nodes/{node}/cpu``): the models
     the major's QEMU offers (``rt.adapter.cpu_models``); the ``x86-64-v*`` models report
-    themselves as ``qemu64`` and so the host's vendor.  No custom models exist: PVE keeps
-    them in ``cpu-models.conf``, which no API method writes."""
+    themselves as ``qemu64`` and so the host's vendor.  Then the custom models of
+    cpu-models.conf, with their reported model's vendor; 9.x shows a user only those
+    it may see (any Mapping privilege on ``/mapping/cpu/<name>``, or Sys.Audit on /nodes)."""
+    from proxmox_simulator.domain import qemu_cpu_service
+
     async with rt.pool.acquire() as conn:
         await require_node(conn, node)
-    return [
-        {"name": model, "custom": 0, "vendor": _vendor(model)}
+        custom = await qemu_cpu_service.custom_models(conn)
+    if rt.adapter.major >= 9 and not state.has(principal, "/nodes", ["Sys.Audit"]):
+        custom = [
+            c
+            for c in custom
+            if qemu_cpu_service.can_see(state, principal, c["name"].removeprefix("custom-"))
+        ]
+    builtin = [
+        {"name": model, "custom": 0, "vendor": model_vendor(model)}
         for model in sorted(rt.adapter.cpu_models, key=str.lower)
     ]
+    return builtin + custom

@@ -260,6 +260,47 @@ async def fetch(payload: dict, pid: int, log) -> bytes:
     return response.content
 
 
+_DISPOSITION = (re.compile(r'filename="([^"]*)"'), re.compile(r"filename=([^;]*)"))
+_URL_FILE = re.compile(r"^[^?]+/([^?/]*)(?:\?.*)?$")
+
+
+async def url_metadata(rt, node: str, url: str, verify: bool) -> dict:
+    """``GET /nodes/{node}/query-url-metadata``: PVE sends a HEAD request and reports the
+    file name (Content-Disposition, else the URL's last path segment), size and type."""
+    async with rt.pool.acquire() as conn:
+        await require_node(conn, node)
+    parts = urlsplit(url)
+    if not reachable(url):
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        raise PveError(
+            f"invalid server response: '500 Can't connect to {parts.hostname}:{port}"
+            " (the simulator has no network beyond loopback)'"
+        )
+    try:
+        async with httpx.AsyncClient(verify=verify, timeout=FETCH_TIMEOUT) as client:
+            response = await client.head(url, follow_redirects=True)
+    except httpx.HTTPError as exc:
+        raise PveError(f"invalid server response: '500 {exc}'") from None
+    if response.status_code != 200:
+        raise PveError(
+            f"invalid server response: '{response.status_code} {response.reason_phrase}'"
+        )
+    out: dict = {}
+    disposition = response.headers.get("content-disposition") or ""
+    found = next((m for rx in _DISPOSITION if (m := rx.search(disposition))), None)
+    if found is None:
+        found = _URL_FILE.match(url)
+    if found and found.group(1):
+        out["filename"] = found.group(1)
+    size = response.headers.get("content-length")
+    if size and size.isdigit() and int(size):
+        out["size"] = int(size)
+    mimetype = response.headers.get("content-type")
+    if mimetype:
+        out["mimetype"] = mimetype.split(";", 1)[0]
+    return out
+
+
 async def finish_download(conn, now: int, payload: dict, data: bytes) -> list[str]:
     lines = []
     if payload.get("algorithm"):

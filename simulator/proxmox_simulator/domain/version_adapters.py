@@ -22,6 +22,10 @@ class Pve6:
     # A console proxy's VNC ticket is signed for its port too (9.x; checked by
     # ``vncwebsocket`` and ``POST /access/vncticket``).
     vnc_ticket_binds_port = False
+    # The Debian release the major is built on and the Ceph release its
+    # standard APT repositories offer (``/nodes/{node}/apt/repositories``).
+    debian_suite = "buster"
+    ceph_release = "octopus"
 
     # The CPU models a guest may use: what the major's QEMU and qemu-server offer
     # (``/nodes/{node}/cpu``, later ``/capabilities/qemu/cpu``); newer majors add to it.
@@ -69,6 +73,8 @@ class Pve7(Pve6):
     qemu_version = "7.2.0"
     machine = "pc-i440fx-7.2+pve0"
     kversion = "Linux 5.15.158-2-pve #1 SMP PVE 5.15.158-2 (2024-07-26T14:12Z)"
+    debian_suite = "bullseye"
+    ceph_release = "quincy"
     # QEMU 7.x's versioned models.
     cpu_models = (
         *Pve6.cpu_models,
@@ -85,6 +91,8 @@ class Pve8(Pve7):
     qemu_version = "9.2.0"
     machine = "pc-i440fx-9.2+pve1"
     kversion = "Linux 6.8.12-8-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-8 (2025-01-24T12:32Z)"
+    debian_suite = "bookworm"
+    ceph_release = "squid"
     # qemu-server 8's x86-64 micro-architecture levels and QEMU 8/9's new models; the
     # deprecated Icelake-Client models are gone with QEMU 7.1+.
     cpu_models = (
@@ -113,6 +121,7 @@ class Pve9(Pve8):
     qemu_version = "10.0.2"
     machine = "pc-i440fx-10.0+pve1"
     kversion = "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.8-2 (2025-07-22T10:04Z)"
+    debian_suite = "trixie"
     cpu_models = (
         *Pve8.cpu_models,
         *("SapphireRapids-v3", "SapphireRapids-v4", "GraniteRapids-v2", "GraniteRapids-v3"),

@@ -117,6 +117,22 @@ async def update_config(
     return version
 
 
+async def save_config(conn, row, config: dict) -> int:
+    """Write ``config`` over the guest ``row`` was read as, keeping its other columns."""
+    return await update_config(
+        conn,
+        vmid=row["vmid"],
+        expected_version=row["version"],
+        config=config,
+        name=row["name"],
+        maxmem=row["maxmem"],
+        maxdisk=row["maxdisk"],
+        cpus=row["cpus"],
+        interfaces=row["interfaces"],
+        pool=row["pool"],
+    )
+
+
 async def set_status(conn, vmid: int, status: str, started_at: int | None) -> None:
     await conn.execute(_SET_STATUS, vmid, status, started_at)
 

@@ -235,3 +235,14 @@ async def console_ports_in_use(conn, node: str) -> set[int]:
     # One allocator per node at a time, so two consoles opened together get two ports.
     await conn.execute("SELECT pg_advisory_xact_lock(hashtext('console-ports:' || $1))", node)
     return {row["port"] for row in await conn.fetch(_CONSOLE_PORTS, node)}
+
+
+_NODE_HISTORY = """
+SELECT upid, starttime, endtime, type, id, userid, tokenid, exitstatus
+FROM tasks WHERE node = $1 ORDER BY starttime, pid
+"""
+
+
+async def node_history(conn, node: str):
+    """Every task of ``node`` in start order (what its daemons logged)."""
+    return await conn.fetch(_NODE_HISTORY, node)

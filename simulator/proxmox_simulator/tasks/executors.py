@@ -11,6 +11,7 @@ from proxmox_simulator.domain import (
     ceph_cluster_service,
     cloudinit,
     console_service,
+    hibernation,
     migration_tunnel,
     node_system_service,
     realm_sync_service,
@@ -114,9 +115,20 @@ async def power(ctx: TaskContext) -> None:
     await ctx.sleep(rules.DURATIONS[action])
     if action == "start":
         await _plug_nics(ctx, kind, vmid)
+    lines: list[str] = []
 
     async def effect(conn) -> None:
         row = await _locked_guest(conn, ctx)
+        if ctx.payload.get("todisk"):
+            if row["status"] == rules.STOPPED:
+                raise PveError(f"VM {vmid} not running")
+            lines.extend(
+                await hibernation.hibernate(conn, ctx.clock.now(), row, ctx.payload["statestorage"])
+            )
+            return
+        if action == "start" and hibernation.is_hibernated(row["config"]):
+            lines.extend(await hibernation.resume_from_disk(conn, row))
+            row = await _locked_guest(conn, ctx)
         changes = rules.check_transition(kind, vmid, row["status"], action)
         target = rules.TRANSITIONS[action].target
         if changes or action == "reboot":
@@ -130,7 +142,7 @@ async def power(ctx: TaskContext) -> None:
             # PVE regenerates the cloud-init drive from the config at every start.
             await agent_repo.set_cloudinit(conn, vmid, cloudinit.values(row["config"]))
 
-    await ctx.complete(effect)
+    await ctx.complete(effect, lines=lines)
 
 
 async def destroy(ctx: TaskContext) -> None:
@@ -200,18 +212,7 @@ async def _set_parent(conn, row, parent: str | None) -> None:
         config["parent"] = parent
     else:
         config.pop("parent", None)
-    await guest_repo.update_config(
-        conn,
-        vmid=row["vmid"],
-        expected_version=row["version"],
-        config=config,
-        name=row["name"],
-        maxmem=row["maxmem"],
-        maxdisk=row["maxdisk"],
-        cpus=row["cpus"],
-        interfaces=row["interfaces"],
-        pool=row["pool"],
-    )
+    await guest_repo.save_config(conn, row, config)
 
 
 async def delete_snapshot(ctx: TaskContext) -> None:
@@ -453,6 +454,7 @@ def executors() -> dict[str, Executor]:
         "imgcopy": node_executors.copy_volume,
         "startall": node_executors.start_all,
         "migrateall": node_executors.bulk_guests,
+        "suspendall": node_executors.bulk_guests,
         "acmeregister": node_executors.acme_register,
         realm_sync_service.SYNC_TASK: node_executors.realm_sync,
         realm_sync_service.DRY_RUN_TASK: node_executors.realm_sync,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import firewall_macros
 from proxmox_simulator.domain import firewall_service as svc
 from proxmox_simulator.domain.guests import LXC, QEMU
 
@@ -209,3 +210,8 @@ _register_rules(
     _vnet,
 )
 _register_options("/cluster/sdn/vnets/{vnet}/firewall", _vnet)
+
+
+@route("/cluster/firewall/macros", "GET")
+async def macros(ctx: RequestContext):
+    return firewall_macros.listing()

@@ -218,7 +218,9 @@ def _register(kind: str) -> None:
 def _register_power(guest: str, kind: str, action: str) -> None:
     @route(f"{guest}/status/{action}", "POST")
     async def power(ctx: RequestContext):
-        return await svc.power(ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, action, ctx.params)
+        return await svc.power(
+            ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, action, ctx.params, ctx.state
+        )
 
 
 _register(QEMU)

@@ -36,4 +36,4 @@ async def usb(ctx: RequestContext):
 @route("/nodes/{node}/capabilities/qemu/cpu", "GET")
 @route("/nodes/{node}/cpu", "GET")  # 6.x
 async def cpu_models(ctx: RequestContext):
-    return await svc.cpu_models(ctx.rt, ctx.node)
+    return await svc.cpu_models(ctx.rt, ctx.state, ctx.principal, ctx.node)

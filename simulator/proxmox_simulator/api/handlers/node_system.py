@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.api.render import WithExtra
+from proxmox_simulator.domain import apt_repositories as apt_repositories_service
 from proxmox_simulator.domain import apt_service
 from proxmox_simulator.domain import node_system_service as svc
 from proxmox_simulator.domain.guest_service import require_node
@@ -175,3 +176,27 @@ async def get_node_config(ctx: RequestContext):
 @route("/nodes/{node}/config", "PUT")
 async def set_node_config(ctx: RequestContext):
     await svc.set_node_config(ctx.rt, ctx.node, ctx.params, _declared(ctx))
+
+
+@route("/nodes/{node}/apt/repositories", "GET")
+async def apt_repositories(ctx: RequestContext):
+    return await apt_repositories_service.repositories(ctx.rt, ctx.node)
+
+
+@route("/nodes/{node}/apt/repositories", "POST")
+async def apt_change_repository(ctx: RequestContext):
+    await apt_repositories_service.change_repository(
+        ctx.rt,
+        ctx.node,
+        ctx.params["path"],
+        int(ctx.params["index"]),
+        ctx.params.get("enabled"),
+        ctx.params.get("digest"),
+    )
+
+
+@route("/nodes/{node}/apt/repositories", "PUT")
+async def apt_add_repository(ctx: RequestContext):
+    await apt_repositories_service.add_repository(
+        ctx.rt, ctx.node, ctx.params["handle"], ctx.params.get("digest")
+    )

@@ -58,6 +58,11 @@ async def migrate_all(ctx: RequestContext):
     return await bulk.migrate_all(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)
 
 
+@route("/nodes/{node}/suspendall", "POST")
+async def suspend_all(ctx: RequestContext):
+    return await bulk.suspend_all(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)
+
+
 @route("/nodes/{node}/version", "GET")
 async def node_version(ctx: RequestContext):
     async with ctx.rt.pool.acquire() as conn:
