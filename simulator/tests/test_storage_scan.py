@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
 import pytest
-from simtest_support import expect_data, expect_error
+from simtest_support import Session, expect_data, expect_error, lab_simulator, swap_major
 
 FINGERPRINT = ":".join(["AB"] * 32)
 
@@ -127,3 +128,48 @@ def test_pbs_scan_checks_credentials_and_fingerprint(root, remote):
     )
     expect_error(root.get(path, params={**good, "port": 8008}), 500, "Can't connect to")
     expect_error(root.get("/nodes/nosuch/scan/pbs", params=good), 500, "nosuch")
+
+
+@pytest.fixture(scope="module")
+def eight(tmp_path_factory):
+    """scan/glusterfs is 6.x-8.x only: a laboratory simulator serving 8.x."""
+    with lab_simulator(tmp_path_factory.mktemp("gluster"), "gluster", "single", 3) as server:
+        swap_major(server, 8)
+        with httpx.Client(base_url=server.base_url + "/api2/json", timeout=30) as client:
+            yield Session(client)
+
+
+def test_glusterfs_scan_lists_the_servers_volumes(eight):
+    path, template = "/nodes/pve1/scan/glusterfs", "/nodes/{node}/scan/glusterfs"
+    for data in (
+        {"storage": "gl1", "type": "glusterfs", "server": "gluster1.example.test",
+         "server2": "192.0.2.42", "volume": "vmstore"},
+        {"storage": "gl2", "type": "glusterfs", "server": "gluster1.example.test",
+         "volume": "isos", "content": "iso"},
+        # showmount lists NFS exports too; only one-component paths are volumes
+        {"storage": "nfsg", "type": "nfs", "server": "gluster1.example.test",
+         "export": "/srv/nested"},
+    ):
+        answer = eight.post("/storage", data=data)
+        assert answer.status_code == 200, answer.text
+    listed = expect_data(eight.get(path, params={"server": "gluster1.example.test"}), template)
+    assert listed == [{"volname": "isos"}, {"volname": "vmstore"}]
+    # the backup server of a replica set serves the volumes it carries
+    assert expect_data(eight.get(path, params={"server": "192.0.2.42"})) == [
+        {"volname": "vmstore"}
+    ]
+    expect_error(
+        eight.get(path, params={"server": "nowhere.example.test"}),
+        500,
+        "unable to resolve address for server 'nowhere.example.test'",
+    )
+    expect_error(
+        eight.get(path, params={"server": "192.0.2.43"}),
+        500,
+        "command '/sbin/showmount --no-headers --exports 192.0.2.43' failed: exit code 1",
+    )
+    # a removed storage's volume is no longer offered
+    assert eight.delete("/storage/gl2").status_code == 200
+    assert expect_data(eight.get(path, params={"server": "gluster1.example.test"})) == [
+        {"volname": "vmstore"}
+    ]

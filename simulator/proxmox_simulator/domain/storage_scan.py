@@ -1,9 +1,12 @@
-"""Scans of remote storage servers: ``GET /nodes/{node}/scan/{nfs,cifs,iscsi,pbs}``.
+"""Scans of remote storage servers: ``GET /nodes/{node}/scan/{nfs,cifs,glusterfs,iscsi,pbs}``.
 
 PVE asks the server itself (``showmount``, ``smbclient -L``, ``iscsiadm`` discovery,
 the backup server's API).  The simulator's remote servers are the ones its storage
 configuration points at, and they offer exactly what those storages use: an NFS
-server exports the storages' ``export`` paths (to every client, ``*``), a CIFS server
+server exports the storages' ``export`` paths (to every client, ``*``), a GlusterFS
+server (``server`` or ``server2``) its ``volume``s as ``/<volume>`` (PVE has no gluster
+listing either: it runs the same ``showmount`` and keeps the one-component paths as
+volume names), a CIFS server
 its ``share``s, an iSCSI portal its ``target``s and a backup server the ``datastore``s
 of the storages holding those credentials (and, where set, that certificate
 fingerprint).  A name no storage uses does not resolve; an address no storage uses
@@ -13,6 +16,7 @@ answers nothing, and the scan fails as PVE's command or connection does.
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import require_node
@@ -43,17 +47,31 @@ def _resolve(server: str, known: list[dict], field: str = "server") -> None:
         raise PveError(f"unable to resolve address for server '{server}'")
 
 
-async def scan_nfs(rt, node: str, server: str) -> list[dict]:
-    storages = await _storages(rt, node, "nfs")
-    _resolve(server, storages)
-    exports = sorted(
-        {s["export"] for s in storages if s.get("server") == server and s.get("export")}
-    )
+async def _showmount(rt, node: str, server: str) -> list[str]:
+    """The paths ``showmount --exports`` lists for ``server``: its NFS exports and gluster volumes."""
+    storages = await _storages(rt, node, "nfs", "glusterfs")
+    gluster_names = [{"server": s.get("server2")} for s in storages if s.get("server2")]
+    _resolve(server, storages + gluster_names)
+    exports = {s["export"] for s in storages if s.get("server") == server and s.get("export")}
+    exports |= {
+        f"/{s['volume']}"
+        for s in storages
+        if s.get("volume") and server in (s.get("server"), s.get("server2"))
+    }
     if not exports:
         raise PveError(
             f"command '/sbin/showmount --no-headers --exports {server}' failed: exit code 1"
         )
-    return [{"path": path, "options": "*"} for path in exports]
+    return sorted(exports)
+
+
+async def scan_nfs(rt, node: str, server: str) -> list[dict]:
+    return [{"path": path, "options": "*"} for path in await _showmount(rt, node, server)]
+
+
+async def scan_glusterfs(rt, node: str, server: str) -> list[dict]:
+    paths = await _showmount(rt, node, server)
+    return [{"volname": p[1:]} for p in paths if re.fullmatch(r"/[^\s/]+", p)]
 
 
 async def scan_cifs(rt, node: str, server: str, username, password, domain) -> list[dict]:

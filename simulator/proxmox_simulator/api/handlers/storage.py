@@ -97,6 +97,11 @@ async def scan_cifs(ctx: RequestContext):
     )
 
 
+@route("/nodes/{node}/scan/glusterfs", "GET")
+async def scan_glusterfs(ctx: RequestContext):
+    return await scan.scan_glusterfs(ctx.rt, ctx.node, ctx.params["server"])
+
+
 @route("/nodes/{node}/scan/iscsi", "GET")
 async def scan_iscsi(ctx: RequestContext):
     return await scan.scan_iscsi(ctx.rt, ctx.node, ctx.params["portal"])
