@@ -468,7 +468,9 @@ def executors() -> dict[str, Executor]:
         ceph_cluster_service.TASK_EXECUTOR: node_executors.ceph_task,
         console_service.GUEST_PROXY_TASK: node_executors.console_proxy,
         console_service.NODE_SHELL_TASK: node_executors.console_proxy,
-        migration_tunnel.TASK_TYPE: node_executors.incoming_migration_tunnel,
+        **dict.fromkeys(
+            migration_tunnel.TASK_TYPES.values(), node_executors.incoming_migration_tunnel
+        ),
     }
     for disk_task in (
         "diskinit",

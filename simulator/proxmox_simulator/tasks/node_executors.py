@@ -18,6 +18,7 @@ from proxmox_simulator.domain import (
     storage_service,
     storage_transfer,
 )
+from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import inventory
@@ -65,13 +66,14 @@ async def console_proxy(ctx: TaskContext) -> None:
 
 
 async def incoming_migration_tunnel(ctx: TaskContext) -> None:
-    """``qmtunnel``: listens for the source's tunnel connection for PVE's five minutes.
+    """``qmtunnel``/``vzmtunnel``: listens for the source's tunnel connection for PVE's five minutes.
     Nothing can connect to the simulator's socket, so it then cleans up as PVE does."""
     await ctx.log("mtunnel started")
     await ctx.sleep(migration_tunnel.ACCEPT_TIMEOUT)
 
     async def effect(conn) -> None:
-        await migration_tunnel.give_up(conn, int(ctx.payload["vmid"]))
+        kind = ctx.payload.get("kind", rules.QEMU)
+        await migration_tunnel.give_up(conn, kind, int(ctx.payload["vmid"]))
 
     await ctx.complete(
         effect,

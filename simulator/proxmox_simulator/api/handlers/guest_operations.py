@@ -113,18 +113,25 @@ async def dbus_vmstate(ctx: RequestContext):
     await ops.dbus_vmstate(ctx.rt, ctx.node, ctx.vmid)
 
 
-@route(f"{_QEMU}/mtunnel", "POST")
-async def mtunnel(ctx: RequestContext):
-    return await tunnel.open_tunnel(
-        ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.vmid, ctx.params
-    )
+def _register_tunnel(kind: str) -> None:
+    base = f"/nodes/{{node}}/{kind}/{{vmid}}"
+
+    @route(f"{base}/mtunnel", "POST")
+    async def mtunnel(ctx: RequestContext):
+        return await tunnel.open_tunnel(
+            ctx.rt, ctx.state, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params
+        )
+
+    @route(f"{base}/mtunnelwebsocket", "GET")
+    async def mtunnelwebsocket(ctx: RequestContext):
+        p = ctx.params
+        return await tunnel.tunnel_websocket(
+            ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, p["socket"], p["ticket"]
+        )
 
 
-@route(f"{_QEMU}/mtunnelwebsocket", "GET")
-async def mtunnelwebsocket(ctx: RequestContext):
-    return await tunnel.tunnel_websocket(
-        ctx.rt, ctx.principal, ctx.node, ctx.vmid, ctx.params["socket"], ctx.params["ticket"]
-    )
+for _kind in (QEMU, LXC):
+    _register_tunnel(_kind)
 
 
 @route(f"{_QEMU}/monitor", "POST")
