@@ -148,6 +148,17 @@ STRING_FORMATS: dict[str, Callable[[str], None]] = {
 # Property-string formats the contracts refer to by name only.
 NAMED_FORMATS: dict[str, dict] = {
     # qemu-server's cloud-init network configuration (ipconfigN).
+    # a remote cluster's API endpoint (remote_migrate's target-endpoint).
+    "proxmox-remote": {
+        "host": {"type": "string"},
+        "port": {"type": "integer", "minimum": 1, "maximum": 65535, "optional": 1},
+        "apitoken": {"type": "string"},
+        "fingerprint": {
+            "type": "string",
+            "pattern": "([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}",
+            "optional": 1,
+        },
+    },
     "pve-qm-ipconfig": {
         "ip": {"type": "string", "format": "pve-ipv4-config", "optional": 1},
         "gw": {"type": "string", "format": "ipv4", "optional": 1, "requires": "ip"},

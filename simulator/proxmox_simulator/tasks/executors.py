@@ -15,6 +15,7 @@ from proxmox_simulator.domain import (
     migration_tunnel,
     node_system_service,
     realm_sync_service,
+    remote_migration,
     resource_store,
 )
 from proxmox_simulator.domain import guests as rules
@@ -468,6 +469,7 @@ def executors() -> dict[str, Executor]:
         ceph_cluster_service.TASK_EXECUTOR: node_executors.ceph_task,
         console_service.GUEST_PROXY_TASK: node_executors.console_proxy,
         console_service.NODE_SHELL_TASK: node_executors.console_proxy,
+        remote_migration.EXECUTOR: node_executors.remote_migrate,
         **dict.fromkeys(
             migration_tunnel.TASK_TYPES.values(), node_executors.incoming_migration_tunnel
         ),

@@ -13,6 +13,7 @@ from proxmox_simulator.domain import (
     node_power_service,
     node_system_service,
     realm_sync_service,
+    remote_migration,
     replication_service,
     sdn_service,
     storage_service,
@@ -21,6 +22,7 @@ from proxmox_simulator.domain import (
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import PveError
+from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.worker import TaskContext
 
@@ -83,6 +85,37 @@ async def incoming_migration_tunnel(ctx: TaskContext) -> None:
             "Removing temporary VM config..",
         ],
         failure=["Exiting mtunnel"],
+    )
+
+
+async def remote_migrate(ctx: TaskContext) -> None:
+    """``qmigrate``/``vzmigrate`` to another cluster: reserve the guest there and open its
+    tunnel (see remote_migration); the source is unlocked whatever happens."""
+    p = ctx.payload
+    kind, vmid = p["kind"], int(p["vmid"])
+    await ctx.log(
+        f"starting migration of {rules.noun(kind)} {vmid} to node '{p['target_node']}' ({p['host']})"
+    )
+    async with ctx.worker.pool.acquire() as conn:
+        row = await guest_repo.get(conn, vmid)
+    error = "config vanished" if row is None else None
+    if row is not None:
+        try:
+            await remote_migration.open_remote_tunnel(p, row["config"], ctx.log)
+        except PveError as exc:
+            error = exc.message
+
+    async def unlock(conn) -> None:
+        current = await guest_repo.get(conn, vmid, for_update=True)
+        if current is not None and current["config"].get("lock") == "migrate":
+            await guest_repo.save_config(
+                conn, current, {k: v for k, v in current["config"].items() if k != "lock"}
+            )
+
+    await ctx.complete(
+        unlock,
+        lines=[*(f"ERROR: {line}" for line in error.splitlines()), "ERROR: migration aborted"],
+        failure=["migration aborted"],
     )
 
 

@@ -6,6 +6,7 @@ from proxmox_simulator.api.handlers.registry import RequestContext, route
 from proxmox_simulator.domain import guest_agent as agent
 from proxmox_simulator.domain import guest_operations as ops
 from proxmox_simulator.domain import migration_tunnel as tunnel
+from proxmox_simulator.domain import remote_migration as remote
 from proxmox_simulator.domain.guests import LXC, QEMU
 
 _QEMU = "/nodes/{node}/qemu/{vmid}"
@@ -127,6 +128,13 @@ def _register_tunnel(kind: str) -> None:
         p = ctx.params
         return await tunnel.tunnel_websocket(
             ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, p["socket"], p["ticket"]
+        )
+
+
+    @route(f"{base}/remote_migrate", "POST")
+    async def remote_migrate(ctx: RequestContext):
+        return await remote.remote_migrate(
+            ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, ctx.params
         )
 
 
