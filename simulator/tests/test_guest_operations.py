@@ -238,65 +238,6 @@ def test_dbus_vmstate_runs_only_where_the_vm_runs(root, unique_vmid):
     )
 
 
-def test_mtunnel_reserves_the_vmid_until_no_source_connects(root, unique_vmid):
-    incoming, existing, here = unique_vmid, unique_vmid + 1, unique_vmid + 2
-    tunnel = f"/nodes/localhost/qemu/{incoming}/mtunnel"
-    # Answered by the node that receives it (cluster/status's local one): pve1.
-    expect_error(
-        root.post(f"/nodes/pve2/qemu/{incoming}/mtunnel"),
-        400,
-        "node needs to be 'localhost' or local hostname 'pve1'",
-    )
-    expect_error(root.post(tunnel, data={"storages": "nosuch"}), 500, "'nosuch' does not exist")
-    expect_error(root.post(tunnel, data={"storages": "local"}), 500, "does not support vm images")
-    expect_error(
-        root.post(tunnel, data={"bridges": "vmbr0,vmbr404"}), 500, "bridge 'vmbr404' does not"
-    )
-    _ok(root, root.post("/nodes/pve2/qemu", data={"vmid": existing, "scsi0": "local-lvm:1"}))
-    expect_error(
-        root.post(f"/nodes/pve1/qemu/{existing}/mtunnel"),
-        400,
-        f"unable to create empty VM config - VM {existing} already exists on node 'pve2'",
-    )
-
-    answer = expect_data(
-        root.post(tunnel, data={"storages": "local-lvm", "bridges": "vmbr0"}),
-        Q + "/mtunnel",
-        "POST",
-    )
-    socket = f"/run/qemu-server/{incoming}.mtunnel"
-    assert answer["socket"] == socket and answer["ticket"].startswith("PVETUNNEL:")
-    assert f":qmtunnel:{incoming}:root@pam:" in answer["upid"]
-    # The websocket takes that ticket, from that user, for that socket, of a VM whose
-    # config is on the node (PVE checks the config first, then the ticket).
-    _ok(root, root.post("/nodes/pve1/qemu", data={"vmid": here, "scsi0": "local-lvm:1"}))
-    websocket = f"/nodes/pve1/qemu/{here}/mtunnelwebsocket"
-    ticket = answer["ticket"]
-    opened = expect_data(root.get(websocket, params={"socket": socket, "ticket": ticket}))
-    assert opened == {"socket": socket}
-    expect_error(
-        root.get(websocket, params={"socket": "/run/qemu-server/1.mtunnel", "ticket": ticket}),
-        401,
-        "invalid PVETUNNEL ticket",
-    )
-    expect_error(
-        root.get(
-            f"/nodes/pve1/qemu/{existing}/mtunnelwebsocket",
-            params={"socket": socket, "ticket": ticket},
-        ),
-        500,
-        f"qemu-server/{existing}.conf' does not exist",
-    )
-    # No source ever connects: the task gives up and the reserved config goes.
-    status = root.wait(answer["upid"])
-    assert status["exitstatus"] == "Exiting mtunnel"
-    log = [line["t"] for line in expect_data(root.get(f"/nodes/pve1/tasks/{answer['upid']}/log"))]
-    assert log[0] == "mtunnel started" and "Removing temporary VM config.." in log
-    expect_error(root.get(f"/nodes/pve1/qemu/{incoming}/config"), 500, "does not exist")
-    again = expect_data(root.post(tunnel))
-    assert root.wait(again["upid"])["exitstatus"] == "Exiting mtunnel"
-
-
 def test_move_disk_and_unlink(root, unique_vmid):
     vmid = unique_vmid
     _ok(

@@ -116,7 +116,17 @@ EXPECTED = {
     # server listens there); test_storage_scan.py scans servers storages use.
     (None, "GET", "/nodes/{node}/scan/nfs"): "unable to resolve address for server 'probe'",
     (None, "GET", "/nodes/{node}/scan/cifs"): "unable to resolve address for server 'probe'",
+    (None, "GET", "/nodes/{node}/scan/glusterfs"): "unable to resolve address for server 'probe'",
     (None, "GET", "/nodes/{node}/scan/iscsi"): "unable to resolve portal address 'probe'",
+    # The probe VM is HA-managed, which a remote migration refuses; the (running) probe
+    # container migrates online towards an address nothing answers at
+    # (test_remote_migration.py migrates to the simulator itself).
+    (None, "POST", "/nodes/{node}/qemu/{vmid}/remote_migrate"): (
+        "cannot remote-migrate VM that is configured for HA"
+    ),
+    (None, "POST", "/nodes/{node}/lxc/{vmid}/remote_migrate"): (
+        "Can't connect to 192.0.2.10:8006 (Connection refused)"
+    ),
     (None, "GET", "/nodes/{node}/scan/pbs"): "Can't connect to probe:8007",
     # PVE asks the URL's server with a HEAD request; the probe's loopback URL (the
     # simulator's health check) answers GET only (test_node_admin.py serves files).
@@ -332,6 +342,7 @@ _PATH_VALUES = {
     ("/cluster/sdn/prefix-lists/{id}/entries/{url_seq}", "url_seq"): "5",
     # An incoming migration reserves a VMID no guest has.
     ("/nodes/{node}/qemu/{vmid}/mtunnel", "vmid"): 990150,
+    ("/nodes/{node}/lxc/{vmid}/mtunnel", "vmid"): 990152,
     # A node's fabric views show the applied fabric _BEFORE makes.
     **{
         (f"/nodes/{{node}}/sdn/fabrics/{{fabric}}/{tail}", "fabric"): "probef"
@@ -774,9 +785,10 @@ def _console_ticket(caller: Caller, endpoint: Endpoint) -> dict:
     return {"vncticket": console["ticket"], "port": console["port"]}
 
 
-def _tunnel_ticket(caller: Caller) -> dict:
+def _tunnel_ticket(caller: Caller, kind: str) -> dict:
     """A tunnel websocket accepts only the ticket and socket an ``mtunnel`` call issued."""
-    tunnel = caller.call("POST", "/nodes/pve1/qemu/990151/mtunnel", {}).json()["data"]
+    vmid = 990151 if kind == "qemu" else 990153
+    tunnel = caller.call("POST", f"/nodes/pve1/{kind}/{vmid}/mtunnel", {}).json()["data"]
     return {"socket": tunnel["socket"], "ticket": tunnel["ticket"]}
 
 
@@ -880,8 +892,11 @@ def probe(caller: Caller, contract: Contract, database_url: str) -> Outcome:
                 body["volume"] = WORLD["backup"]
             if endpoint.path.endswith("/vncwebsocket"):
                 body.update(_console_ticket(caller, endpoint))
-            if endpoint.path.endswith("/qemu/{vmid}/mtunnelwebsocket"):
-                body.update(_tunnel_ticket(caller))
+            if endpoint.path.endswith("/{vmid}/mtunnelwebsocket"):
+                body.update(_tunnel_ticket(caller, endpoint.path.split("/")[3]))
+            if endpoint.path.endswith("/{vmid}/remote_migrate"):
+                body["target-endpoint"] = "host=192.0.2.10,apitoken=PVEAPIToken=root@pam!p=s"
+                body["online"] = 1
             if endpoint.path == "/nodes/{node}/apt/repositories" and endpoint.method == "POST":
                 # A repository the node has: a file's path and index from the listing.
                 listed = caller.call("GET", _url(endpoint), {}).json()["data"]

@@ -11,7 +11,6 @@ from urllib.parse import urlsplit
 import pytest
 from simtest_support import expect_data, expect_error
 
-CT = "/nodes/{node}/lxc/{vmid}"
 FAKE_FP = ":".join(["AB"] * 32)
 
 
@@ -54,62 +53,80 @@ def _container(root, node: str, vmid: int, **extra) -> None:
     _ok(root, root.post(f"/nodes/{node}/lxc", data={**data, "rootfs": "local-lvm:1", **extra}))
 
 
-def test_container_mtunnel_reserves_the_ctid_until_no_source_connects(root, unique_vmid):
-    incoming, existing = unique_vmid, unique_vmid + 1
-    tunnel = f"/nodes/localhost/lxc/{incoming}/mtunnel"
+_KINDS = {
+    "qemu": ("VM", "does not support vm images", "qmtunnel", "/run/qemu-server/{}.mtunnel"),
+    "lxc": ("CT", "does not support CT rootdirs", "vzmtunnel", "/run/pve/ct-{}.mtunnel"),
+}
+
+
+def _guest(root, kind: str, node: str, vmid: int) -> None:
+    (_vm if kind == "qemu" else _container)(root, node, vmid)
+
+
+def _log(root, upid: str) -> list[str]:
+    node = upid.split(":")[1]
+    return [line["t"] for line in expect_data(root.get(f"/nodes/{node}/tasks/{upid}/log"))]
+
+
+@pytest.mark.parametrize("kind", sorted(_KINDS))
+def test_mtunnel_reserves_the_vmid_until_no_source_connects(root, unique_vmid, kind):
+    noun, no_content, task_type, socket_of = _KINDS[kind]
+    incoming, existing, here = unique_vmid, unique_vmid + 1, unique_vmid + 2
+    tunnel = f"/nodes/localhost/{kind}/{incoming}/mtunnel"
+    # Answered by the node that receives it (cluster/status's local one): pve1.
     expect_error(
-        root.post(f"/nodes/pve2/lxc/{incoming}/mtunnel"),
+        root.post(f"/nodes/pve2/{kind}/{incoming}/mtunnel"),
         400,
         "node needs to be 'localhost' or local hostname 'pve1'",
     )
     expect_error(root.post(tunnel, data={"storages": "nosuch"}), 500, "'nosuch' does not exist")
-    expect_error(root.post(tunnel, data={"storages": "local"}), 500, "does not support CT rootdirs")
+    expect_error(root.post(tunnel, data={"storages": "local"}), 500, no_content)
     expect_error(
         root.post(tunnel, data={"bridges": "vmbr0,vmbr404"}), 500, "bridge 'vmbr404' does not"
     )
-    _container(root, "pve2", existing)
+    _guest(root, kind, "pve2", existing)
     expect_error(
-        root.post(f"/nodes/pve1/lxc/{existing}/mtunnel"),
+        root.post(f"/nodes/pve1/{kind}/{existing}/mtunnel"),
         400,
-        f"unable to create empty CT config - CT {existing} already exists on node 'pve2'",
+        f"unable to create empty {noun} config - {noun} {existing} already exists on node 'pve2'",
     )
 
     answer = expect_data(
         root.post(tunnel, data={"storages": "local-lvm", "bridges": "vmbr0"}),
-        CT + "/mtunnel",
+        f"/nodes/{{node}}/{kind}/{{vmid}}/mtunnel",
         "POST",
     )
-    socket = f"/run/pve/ct-{incoming}.mtunnel"
+    socket = socket_of.format(incoming)
     assert answer["socket"] == socket and answer["ticket"].startswith("PVETUNNEL:")
-    assert f":vzmtunnel:{incoming}:root@pam:" in answer["upid"]
-    # The websocket takes that ticket for that socket, of a container configured here
-    # (the instant clock may already have ended the tunnel task and its reservation).
-    here = unique_vmid + 2
-    _container(root, "pve1", here)
-    websocket = f"/nodes/pve1/lxc/{here}/mtunnelwebsocket"
+    assert f":{task_type}:{incoming}:root@pam:" in answer["upid"]
+    # The websocket takes that ticket, from that user, for that socket, of a guest whose
+    # config is on the node (PVE checks the config first, then the ticket); the instant
+    # clock may already have ended the tunnel task and its reservation.
+    _guest(root, kind, "pve1", here)
+    websocket = f"/nodes/pve1/{kind}/{here}/mtunnelwebsocket"
     ticket = answer["ticket"]
-    assert expect_data(root.get(websocket, params={"socket": socket, "ticket": ticket})) == {
-        "socket": socket
-    }
+    opened = expect_data(root.get(websocket, params={"socket": socket, "ticket": ticket}))
+    assert opened == {"socket": socket}
     expect_error(
-        root.get(websocket, params={"socket": "/run/pve/ct-1.mtunnel", "ticket": ticket}),
+        root.get(websocket, params={"socket": socket_of.format(1), "ticket": ticket}),
         401,
         "invalid PVETUNNEL ticket",
     )
-    # the websocket of a container: a VM's config is not found under lxc/
     expect_error(
         root.get(
-            f"/nodes/pve1/lxc/{existing}/mtunnelwebsocket",
+            f"/nodes/pve1/{kind}/{existing}/mtunnelwebsocket",
             params={"socket": socket, "ticket": ticket},
         ),
         500,
-        f"lxc/{existing}.conf' does not exist",
+        f"{'qemu-server' if kind == 'qemu' else 'lxc'}/{existing}.conf' does not exist",
     )
-    status = root.wait(answer["upid"])
-    assert status["exitstatus"] == "Exiting mtunnel"
-    log = [line["t"] for line in expect_data(root.get(f"/nodes/pve1/tasks/{answer['upid']}/log"))]
+    # No source ever connects: the task gives up and the reserved config goes.
+    assert root.wait(answer["upid"])["exitstatus"] == "Exiting mtunnel"
+    log = _log(root, answer["upid"])
     assert log[0] == "mtunnel started" and "Removing temporary VM config.." in log
-    expect_error(root.get(f"/nodes/pve1/lxc/{incoming}/config"), 500, "does not exist")
+    expect_error(root.get(f"/nodes/pve1/{kind}/{incoming}/config"), 500, "does not exist")
+    again = expect_data(root.post(tunnel))
+    assert root.wait(again["upid"])["exitstatus"] == "Exiting mtunnel"
 
 
 def test_remote_migrate_checks_the_request_and_the_endpoint_before_a_task(
@@ -127,7 +144,9 @@ def test_remote_migrate_checks_the_request_and_the_endpoint_before_a_task(
     )
     # nothing beyond loopback is reachable
     expect_error(
-        root.post(path, data={**base, "target-endpoint": "host=192.0.2.10,apitoken=PVEAPIToken=a@pve!b=c"}),
+        root.post(
+            path, data={**base, "target-endpoint": "host=192.0.2.10,apitoken=PVEAPIToken=a@pve!b=c"}
+        ),
         500,
         "Can't connect to 192.0.2.10:8006 (Connection refused)",
     )
@@ -169,9 +188,7 @@ def test_remote_migrate_checks_the_request_and_the_endpoint_before_a_task(
     expect_error(root.post(path, data=good), 500, "VM is locked (backup)")
 
 
-def test_remote_migrate_to_this_simulator_opens_the_tunnel_then_aborts(
-    root, endpoint, unique_vmid
-):
+def test_remote_migrate_to_this_simulator_opens_the_tunnel_then_aborts(root, endpoint, unique_vmid):
     vmid, incoming = unique_vmid, unique_vmid + 1
     _vm(root, "pve2", vmid)
     path = f"/nodes/pve2/qemu/{vmid}/remote_migrate"
@@ -182,11 +199,13 @@ def test_remote_migrate_to_this_simulator_opens_the_tunnel_then_aborts(
         "target-vmid": incoming,
         "delete": 1,
     }
-    upid = expect_data(root.post(path, data=good), "/nodes/{node}/qemu/{vmid}/remote_migrate", "POST")
+    upid = expect_data(
+        root.post(path, data=good), "/nodes/{node}/qemu/{vmid}/remote_migrate", "POST"
+    )
     assert f":qmigrate:{vmid}:root@pam:" in upid
     status = root.wait(upid)
     assert status["exitstatus"] == "migration aborted"
-    log = [line["t"] for line in expect_data(root.get(f"/nodes/pve2/tasks/{upid}/log"))]
+    log = _log(root, upid)
     assert log[0] == f"starting migration of VM {vmid} to node 'pve1' ({endpoint['host']})"
     started = next(line for line in log if line.startswith("remote: started migration tunnel"))
     tunnel_upid = started.split("'")[1]
@@ -199,18 +218,21 @@ def test_remote_migrate_to_this_simulator_opens_the_tunnel_then_aborts(
     # the target VMID must be free on the endpoint: the tunnel is refused there
     upid = expect_data(root.post(path, data={**good, "target-vmid": vmid}))
     assert root.wait(upid)["exitstatus"] == "migration aborted"
-    log = [line["t"] for line in expect_data(root.get(f"/nodes/pve2/tasks/{upid}/log"))]
-    assert any(
-        "failed to start remote tunnel" in line and "already exists" in line for line in log
-    ), log
+    text = "\n".join(_log(root, upid))
+    assert "ERROR: failed to start remote tunnel - Parameter verification failed." in text
+    assert f"ERROR: vmid: unable to create empty VM config - VM {vmid} already exists" in text
 
 
 def test_container_remote_migrate_refusals(root, endpoint, unique_vmid):
     vmid = unique_vmid
     _container(root, "pve1", vmid)
     path = f"/nodes/pve1/lxc/{vmid}/remote_migrate"
-    good = {"target-endpoint": _target(endpoint), "target-storage": "local-lvm",
-            "target-bridge": "vmbr0", "target-vmid": vmid + 1}
+    good = {
+        "target-endpoint": _target(endpoint),
+        "target-storage": "local-lvm",
+        "target-bridge": "vmbr0",
+        "target-vmid": vmid + 1,
+    }
     _ok(root, root.post(f"/nodes/pve1/lxc/{vmid}/status/start"))
     expect_error(
         root.post(path, data=good),
@@ -224,5 +246,5 @@ def test_container_remote_migrate_refusals(root, endpoint, unique_vmid):
     upid = expect_data(root.post(path, data=good))
     assert f":vzmigrate:{vmid}:" in upid
     assert root.wait(upid)["exitstatus"] == "migration aborted"
-    log = [line["t"] for line in expect_data(root.get(f"/nodes/pve1/tasks/{upid}/log"))]
+    log = _log(root, upid)
     assert any(":vzmtunnel:" in line for line in log), log

@@ -142,22 +142,34 @@ def eight(tmp_path_factory):
 def test_glusterfs_scan_lists_the_servers_volumes(eight):
     path, template = "/nodes/pve1/scan/glusterfs", "/nodes/{node}/scan/glusterfs"
     for data in (
-        {"storage": "gl1", "type": "glusterfs", "server": "gluster1.example.test",
-         "server2": "192.0.2.42", "volume": "vmstore"},
-        {"storage": "gl2", "type": "glusterfs", "server": "gluster1.example.test",
-         "volume": "isos", "content": "iso"},
+        {
+            "storage": "gl1",
+            "type": "glusterfs",
+            "server": "gluster1.example.test",
+            "server2": "192.0.2.42",
+            "volume": "vmstore",
+        },
+        {
+            "storage": "gl2",
+            "type": "glusterfs",
+            "server": "gluster1.example.test",
+            "volume": "isos",
+            "content": "iso",
+        },
         # showmount lists NFS exports too; only one-component paths are volumes
-        {"storage": "nfsg", "type": "nfs", "server": "gluster1.example.test",
-         "export": "/srv/nested"},
+        {
+            "storage": "nfsg",
+            "type": "nfs",
+            "server": "gluster1.example.test",
+            "export": "/srv/nested",
+        },
     ):
         answer = eight.post("/storage", data=data)
         assert answer.status_code == 200, answer.text
     listed = expect_data(eight.get(path, params={"server": "gluster1.example.test"}), template)
     assert listed == [{"volname": "isos"}, {"volname": "vmstore"}]
     # the backup server of a replica set serves the volumes it carries
-    assert expect_data(eight.get(path, params={"server": "192.0.2.42"})) == [
-        {"volname": "vmstore"}
-    ]
+    assert expect_data(eight.get(path, params={"server": "192.0.2.42"})) == [{"volname": "vmstore"}]
     expect_error(
         eight.get(path, params={"server": "nowhere.example.test"}),
         500,

@@ -130,7 +130,6 @@ def _register_tunnel(kind: str) -> None:
             ctx.rt, ctx.principal, kind, ctx.node, ctx.vmid, p["socket"], p["ticket"]
         )
 
-
     @route(f"{base}/remote_migrate", "POST")
     async def remote_migrate(ctx: RequestContext):
         return await remote.remote_migrate(
