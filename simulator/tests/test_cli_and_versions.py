@@ -93,10 +93,12 @@ def test_contract_coverage_report(tmp_path, capsys, version):
     listed = [label for labels in report["handled_methods"].values() for label in labels]
     assert sorted(listed) == sorted(declared)
     assert "GET /nodes/{node}/qemu" in report["handled_methods"]["bespoke"]
-    assert (
-        "GET /nodes/{node}/storage/{storage}/file-restore/list"
-        in (report["handled_methods"]["resource-store"])
+    still_generic = (
+        "GET /nodes/{node}/scan/glusterfs"
+        if version == "6.4-15"
+        else "GET /nodes/{node}/lxc/{vmid}/mtunnelwebsocket"
     )
+    assert still_generic in report["handled_methods"]["resource-store"]
     assert "PUT /cluster/ceph/flags" in report["handled_methods"]["bespoke"]
 
 
@@ -115,7 +117,7 @@ def test_coverage_reports_several_majors_at_once(tmp_path, capsys):
 # Methods answered by the generic resource store, per major: the fidelity figure
 # `contract coverage --table` prints.  A handler that retires generic methods
 # lowers these numbers in the same commit (and lists the methods below).
-GENERIC_METHODS = {6: 3, 7: 7, 8: 8, 9: 10}
+GENERIC_METHODS = {6: 1, 7: 5, 8: 6, 9: 8}
 
 # Methods that specific handlers took over from the generic store; none may fall back.
 RETIRED_FROM_GENERIC: list[str] = [
@@ -163,6 +165,9 @@ RETIRED_FROM_GENERIC: list[str] = [
     "DELETE /nodes/{node}/certificates/acme/certificate",
     # scans of remote storage servers (test_storage_scan.py)
     *(f"GET /nodes/{{node}}/scan/{kind}" for kind in ("nfs", "cifs", "iscsi", "pbs")),
+    # single-file restore from PBS snapshots (test_storage_restore.py)
+    "GET /nodes/{node}/storage/{storage}/file-restore/list",
+    "GET /nodes/{node}/storage/{storage}/file-restore/download",
 ]
 # Second factors (test_tfa.py); not every major declares each of them.
 RETIRED_WHERE_DECLARED = [
@@ -395,7 +400,7 @@ def test_coverage_counts_a_method_no_handler_answers():
     contract = Contract(base.version, (*base.endpoints, orphan))
     assert handling(contract, orphan) is None
     assert handling(
-        contract, contract.endpoint("/nodes/{node}/storage/{storage}/file-restore/list", "GET")
+        contract, contract.endpoint("/nodes/{node}/lxc/{vmid}/mtunnelwebsocket", "GET")
     ) == ("resource-store")
 
 

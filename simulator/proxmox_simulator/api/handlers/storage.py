@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import file_restore
 from proxmox_simulator.domain import rrd_service as rrd
 from proxmox_simulator.domain import storage_scan as scan
 from proxmox_simulator.domain import storage_service as svc
@@ -105,3 +106,13 @@ async def scan_iscsi(ctx: RequestContext):
 @route("/nodes/{node}/scan/pbs", "GET")
 async def scan_pbs(ctx: RequestContext):
     return await scan.scan_pbs(ctx.rt, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/storage/{storage}/file-restore/list", "GET")
+async def file_restore_list(ctx: RequestContext):
+    return await file_restore.list_files(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/storage/{storage}/file-restore/download", "GET")
+async def file_restore_download(ctx: RequestContext):
+    return await file_restore.download(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)

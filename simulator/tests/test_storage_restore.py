@@ -1,0 +1,213 @@
+"""PBS single-file restore, import metadata and OCI pulls, through the HTTP API."""
+
+from __future__ import annotations
+
+import base64
+import io
+import subprocess
+import tarfile
+import uuid
+import zipfile
+
+import httpx
+import pytest
+from simtest_support import Session, expect_data, expect_error, make_vm
+
+LIST = "/nodes/{node}/storage/{storage}/file-restore/list"
+DOWNLOAD = "/nodes/{node}/storage/{storage}/file-restore/download"
+TEMPLATE = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+
+
+def b64(path: str) -> str:
+    return base64.b64encode(path.encode()).decode()
+
+
+@pytest.fixture(scope="module")
+def pbs(root):
+    """A PBS storage (the simulator keeps its snapshots), removed afterwards."""
+    name = f"pbs{uuid.uuid4().hex[:6]}"
+    data = {
+        "storage": name,
+        "type": "pbs",
+        "server": "pbs.example.test",
+        "datastore": "store1",
+        "username": "backup@pbs",
+        "password": "pbspass",
+    }
+    expect_data(root.post("/storage", data=data))
+    yield name
+    root.delete(f"/storage/{name}")
+
+
+def _backup(root, node: str, vmid: int, storage: str) -> dict:
+    upid = expect_data(root.post(f"/nodes/{node}/vzdump", data={"vmid": vmid, "storage": storage}))
+    assert root.wait(upid)["exitstatus"] == "OK"
+    content = root.get(f"/nodes/{node}/storage/{storage}/content", params={"vmid": vmid})
+    [archive] = expect_data(content, "/nodes/{node}/storage/{storage}/content")
+    return archive
+
+
+def _list(root, node, storage, volume, filepath="/"):
+    answer = root.get(
+        f"/nodes/{node}/storage/{storage}/file-restore/list",
+        params={"volume": volume, "filepath": filepath},
+    )
+    return {e["text"]: e for e in expect_data(answer, LIST)}
+
+
+def test_pbs_snapshot_of_a_vm_is_browsable_and_downloadable(root, pbs, unique_vmid):
+    vmid = make_vm(
+        root,
+        "pve1",
+        unique_vmid,
+        name="files01",
+        scsi1="local-lvm:1",
+        net0="virtio,bridge=vmbr0",
+    )
+    archive = _backup(root, "pve1", vmid, pbs)
+    volid = archive["volid"]
+    assert volid.startswith(f"{pbs}:backup/vm/{vmid}/") and volid.endswith("Z")
+    assert archive["format"] == "pbs-vm" and archive["subtype"] == "qemu"
+
+    top = _list(root, "pve1", pbs, volid)
+    assert set(top) == {"drive-scsi0.img.fidx", "drive-scsi1.img.fidx"}
+    disk = top["drive-scsi0.img.fidx"]
+    assert disk["type"] == "v" and disk["leaf"] == 0 and disk["size"] == 2 * 1024**3
+    assert base64.b64decode(disk["filepath"]) == b"/drive-scsi0.img.fidx"
+
+    part = _list(root, "pve1", pbs, volid, disk["filepath"])["part"]
+    assert part["type"] == "v" and part["leaf"] == 0
+    first = _list(root, "pve1", pbs, volid, part["filepath"])["1"]
+    assert first["type"] == "d" and first["leaf"] == 0
+    etc = _list(root, "pve1", pbs, volid, b64("/drive-scsi0.img.fidx/part/1/etc"))
+    hostname = etc["hostname"]
+    assert hostname["type"] == "f" and hostname["leaf"] == 1
+    assert hostname["size"] == len(b"files01\n") and hostname["mtime"] == archive["ctime"]
+    # The volume name alone (without the storage) is accepted too.
+    again = _list(root, "pve1", pbs, volid.split(":", 1)[1].removeprefix("backup/"), "/")
+    assert set(again) == set(top)
+    # A data disk holds an empty filesystem.
+    assert _list(root, "pve1", pbs, volid, b64("/drive-scsi1.img.fidx/part/1")) == {}
+
+    file_ = root.get(
+        f"/nodes/pve1/storage/{pbs}/file-restore/download",
+        params={"volume": volid, "filepath": hostname["filepath"]},
+    )
+    assert file_.status_code == 200 and file_.content == b"files01\n"
+    tasks = expect_data(
+        root.get("/nodes/pve1/tasks", params={"typefilter": "pbs-download", "source": "all"})
+    )
+    upid = tasks[0]["upid"]
+    assert root.wait(upid)["exitstatus"] == "OK"
+    log = [line["t"] for line in expect_data(root.get(f"/nodes/pve1/tasks/{upid}/log"))]
+    assert "Starting download of file: /drive-scsi0.img.fidx/part/1/etc/hostname" in log
+    folder = root.get(
+        f"/nodes/pve1/storage/{pbs}/file-restore/download",
+        params={"volume": volid, "filepath": b64("/drive-scsi0.img.fidx/part/1/etc")},
+    )
+    assert folder.status_code == 200
+    with zipfile.ZipFile(io.BytesIO(folder.content)) as zipped:
+        assert zipped.read("etc/hostname") == b"files01\n"
+        assert b"iface" in zipped.read("etc/network/interfaces")
+    tarred = root.get(
+        f"/nodes/pve1/storage/{pbs}/file-restore/download",
+        params={"volume": volid, "filepath": b64("/drive-scsi0.img.fidx/part/1/etc"), "tar": 1},
+    )
+    plain = subprocess.run(
+        ["zstd", "-d", "-c"], input=tarred.content, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(plain)) as tar:
+        assert tar.extractfile("etc/hostname").read() == b"files01\n"
+
+    # The guest changing later does not change what its backup holds.
+    expect_data(root.put(f"/nodes/pve1/qemu/{vmid}/config", data={"name": "renamed"}))
+    etc = _list(root, "pve1", pbs, volid, b64("/drive-scsi0.img.fidx/part/1/etc"))
+    assert etc["hostname"]["size"] == len(b"files01\n")
+
+
+def test_pbs_snapshot_of_a_container_lists_its_pxar_tree(root, pbs, unique_vmid):
+    data = {
+        "vmid": unique_vmid,
+        "ostemplate": TEMPLATE,
+        "hostname": "ct-files",
+        "rootfs": "local-lvm:4",
+        "net0": "name=eth0,bridge=vmbr0,ip=192.0.2.20/24,gw=192.0.2.1",
+    }
+    assert root.wait(expect_data(root.post("/nodes/pve2/lxc", data=data)))["exitstatus"] == "OK"
+    archive = _backup(root, "pve2", unique_vmid, pbs)
+    assert archive["volid"].startswith(f"{pbs}:backup/ct/{unique_vmid}/")
+    assert archive["format"] == "pbs-ct" and archive["subtype"] == "lxc"
+    top = _list(root, "pve2", pbs, archive["volid"])
+    assert list(top) == ["root.pxar.didx"]
+    assert top["root.pxar.didx"]["type"] == "d" and top["root.pxar.didx"]["size"] == 4 * 1024**3
+    network = _list(root, "pve2", pbs, archive["volid"], b64("/root.pxar.didx/etc/network"))
+    got = root.get(
+        f"/nodes/pve2/storage/{pbs}/file-restore/download",
+        params={"volume": archive["volid"], "filepath": network["interfaces"]["filepath"]},
+    )
+    assert b"address 192.0.2.20/24" in got.content and b"gateway 192.0.2.1" in got.content
+
+
+def test_file_restore_errors(root, server, pbs, unique_vmid):
+    vmid = make_vm(root, "pve1", unique_vmid)
+    volid = _backup(root, "pve1", vmid, pbs)["volid"]
+    url = f"/nodes/pve1/storage/{pbs}/file-restore/list"
+    answer = root.get(
+        "/nodes/pve1/storage/local/file-restore/list", params={"volume": "x", "filepath": "/"}
+    )
+    assert answer.status_code == 400
+    assert answer.json()["errors"] == {"storage": "Only PBS storages supported for file-restore."}
+    answer = root.get(
+        url, params={"volume": "local:backup/vm/1/2020-01-01T00:00:00Z", "filepath": "/"}
+    )
+    assert answer.json()["errors"] == {"volume": f"storage ID mismatch (local != {pbs})."}
+    expect_error(
+        root.get(url, params={"volume": "vzdump-qemu-1.vma", "filepath": "/"}),
+        500,
+        "unable to parse PBS volume name 'backup/vzdump-qemu-1.vma'",
+    )
+    expect_error(
+        root.get(url, params={"volume": f"backup/vm/{vmid}/2000-01-01T00:00:00Z", "filepath": "/"}),
+        400,
+        "snapshot does not exist",
+    )
+    expect_error(
+        root.get(url, params={"volume": volid, "filepath": b64("/index.json.blob")}),
+        500,
+        "'index.json.blob' is not supported for file-restore",
+    )
+    expect_error(
+        root.get(url, params={"volume": volid, "filepath": b64("/drive-scsi7.img.fidx")}),
+        500,
+        "manifest does not contain file 'drive-scsi7.img.fidx'",
+    )
+    expect_error(
+        root.get(
+            url, params={"volume": volid, "filepath": b64("/drive-scsi0.img.fidx/part/1/nope")}
+        ),
+        500,
+        "no such file or directory",
+    )
+    expect_error(
+        root.get(url, params={"volume": volid, "filepath": "%%%"}), 500, "Failed base64-decoding"
+    )
+    download = f"/nodes/pve1/storage/{pbs}/file-restore/download"
+    expect_error(
+        root.get(download, params={"volume": volid, "filepath": b64("/")}), 500, "cannot extract"
+    )
+
+    # A user with only Datastore.AllocateSpace on the storage also needs VM.Backup on the guest.
+    userid = f"rst{unique_vmid}@pve"
+    expect_data(root.post("/access/users", data={"userid": userid, "password": "rst-pw-123"}))
+    acl = {"path": f"/storage/{pbs}", "users": userid, "roles": "PVEDatastoreUser"}
+    expect_data(root.put("/access/acl", data=acl))
+    try:
+        with httpx.Client(base_url=server.base_url + "/api2/json", verify=False, timeout=30) as c:
+            user = Session(c, userid, "rst-pw-123")
+            params = {"volume": volid, "filepath": "/"}
+            expect_error(user.get(url, params=params), 403, f"/vms/{vmid}")
+            grant = {"path": f"/vms/{vmid}", "users": userid, "roles": "PVEVMAdmin"}
+            expect_data(root.put("/access/acl", data=grant))
+            assert user.get(url, params=params).status_code == 200
+    finally:
+        root.delete(f"/access/users/{userid}")
