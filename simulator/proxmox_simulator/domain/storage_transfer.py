@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from proxmox_simulator.domain import guest_import
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import require_node
@@ -130,6 +131,7 @@ async def upload(
                 "format": fmt,
                 "size": len(data),
                 "virtual_size": image_virtual_size(fmt, data),
+                "kept": guest_import.kept_contents(fmt, data) if content == "import" else None,
                 "tmpfilename": tmpfilename,
                 "dest": _file_path(storage, content, volname),
                 "target_node": node,
@@ -162,6 +164,7 @@ async def finish_upload(conn, now: int, payload: dict) -> list[str]:
         ctime=now,
     )
     await inventory.set_virtual_size(conn, payload["volid"], payload.get("virtual_size"))
+    await inventory.set_guest_config(conn, payload["volid"], payload.get("kept"))
     return [
         *lines,
         f"target node: {payload['target_node']}",
@@ -333,6 +336,9 @@ async def finish_download(conn, now: int, payload: dict, data: bytes) -> list[st
     )
     virtual_size = image_virtual_size(payload["format"], data)
     await inventory.set_virtual_size(conn, payload["volid"], virtual_size)
+    if payload["content"] == "import":
+        kept = guest_import.kept_contents(payload["format"], data)
+        await inventory.set_guest_config(conn, payload["volid"], kept)
     return [*lines, f"download of '{payload['url']}' to '{payload['dest']}' finished"]
 
 

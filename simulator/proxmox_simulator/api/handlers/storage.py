@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
-from proxmox_simulator.domain import file_restore
+from proxmox_simulator.domain import file_restore, guest_import
 from proxmox_simulator.domain import rrd_service as rrd
 from proxmox_simulator.domain import storage_scan as scan
 from proxmox_simulator.domain import storage_service as svc
@@ -116,3 +116,10 @@ async def file_restore_list(ctx: RequestContext):
 @route("/nodes/{node}/storage/{storage}/file-restore/download", "GET")
 async def file_restore_download(ctx: RequestContext):
     return await file_restore.download(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/storage/{storage}/import-metadata", "GET")
+async def import_metadata(ctx: RequestContext):
+    return await guest_import.import_metadata(
+        ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params["storage"], ctx.params["volume"]
+    )
