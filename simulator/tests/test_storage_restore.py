@@ -370,3 +370,19 @@ def test_import_metadata_refusals(root, imports):
         )
     finally:
         root.delete(f"/storage/{esxi}")
+
+
+# -- identity (9.x) ----------------------------------------------------------------------
+
+
+def test_storage_identity_names_the_configured_storage(root, pbs):
+    template = "/nodes/{node}/storage/{storage}/identity"
+    assert expect_data(root.get(f"/nodes/pve1/storage/{pbs}/identity"), template) == {
+        "id": pbs,
+        "type": "pbs",
+    }
+    assert expect_data(root.get("/nodes/pve2/storage/local-lvm/identity"), template) == {
+        "id": "local-lvm",
+        "type": "lvmthin",
+    }
+    expect_error(root.get("/nodes/pve1/storage/nosuch/identity"), 500, "does not exist")

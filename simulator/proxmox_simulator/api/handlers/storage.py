@@ -39,6 +39,11 @@ async def storage_status(ctx: RequestContext):
     return await svc.status(ctx.rt, ctx.node, ctx.params["storage"])
 
 
+@route("/nodes/{node}/storage/{storage}/identity", "GET")
+async def storage_identity(ctx: RequestContext):
+    return await svc.identity(ctx.rt, ctx.node, ctx.params["storage"])
+
+
 @route("/nodes/{node}/storage/{storage}/rrddata", "GET")
 async def storage_rrddata(ctx: RequestContext):
     return await rrd.storage_rrddata(
