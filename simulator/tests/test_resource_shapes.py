@@ -68,8 +68,8 @@ def test_bulk_writes_on_a_bespoke_collection_are_left_to_it(contract):
     # would touch the same items, so the store does not take them.
     assert handling(contract, contract.endpoint("/nodes/{node}/network", "PUT")) != "resource-store"
     assert handling(contract, contract.endpoint("/pools", "DELETE")) != "resource-store"
-    pull = contract.endpoint("/nodes/{node}/storage/{storage}/oci-registry-pull", "POST")
-    assert handling(contract, pull) == "resource-store"
+    tunnel = contract.endpoint("/nodes/{node}/lxc/{vmid}/mtunnel", "POST")
+    assert handling(contract, tunnel) == "resource-store"
 
 
 def test_scope_is_the_parent_path_parameters(contract):

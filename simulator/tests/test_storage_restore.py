@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import http.server
 import io
+import json
 import subprocess
 import tarfile
+import threading
 import uuid
 import zipfile
 
@@ -386,3 +390,177 @@ def test_storage_identity_names_the_configured_storage(root, pbs):
         "type": "lvmthin",
     }
     expect_error(root.get("/nodes/pve1/storage/nosuch/identity"), 500, "does not exist")
+
+
+# -- OCI registries (9.x) ------------------------------------------------------------------
+
+
+def _blob(data: bytes) -> tuple[str, bytes]:
+    return "sha256:" + hashlib.sha256(data).hexdigest(), data
+
+
+@pytest.fixture(scope="module")
+def registry():
+    """A tiny OCI distribution registry on 127.0.0.1 (tags list, manifests, blobs)."""
+    config = _blob(b'{"architecture":"amd64","os":"linux","config":{"Cmd":["/bin/sh"]}}')
+    layer = _blob(b"layer-bytes-" * 100)
+    manifest_doc = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config[0],
+            "size": len(config[1]),
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": layer[0],
+                "size": len(layer[1]),
+            }
+        ],
+    }
+    manifest = _blob(json.dumps(manifest_doc).encode())
+    bad_doc = {
+        **manifest_doc,
+        "layers": [{**manifest_doc["layers"][0], "digest": "sha256:" + "0" * 64}],
+    }
+    bad = _blob(json.dumps(bad_doc).encode())
+    index_doc = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {
+                "mediaType": manifest_doc["mediaType"],
+                "digest": "sha256:" + "1" * 64,
+                "size": 1,
+                "platform": {"os": "linux", "architecture": "arm64"},
+            },
+            {
+                "mediaType": manifest_doc["mediaType"],
+                "digest": manifest[0],
+                "size": len(manifest[1]),
+                "platform": {"os": "linux", "architecture": "amd64"},
+            },
+        ],
+    }
+    index = _blob(json.dumps(index_doc).encode())
+    manifests = {
+        "1.0": (manifest_doc["mediaType"], manifest[1]),
+        "multi": (index_doc["mediaType"], index[1]),
+        "bad": (manifest_doc["mediaType"], bad[1]),
+        manifest[0]: (manifest_doc["mediaType"], manifest[1]),
+    }
+    blobs = {config[0]: config[1], layer[0]: layer[1], "sha256:" + "0" * 64: b"tampered"}
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_args):
+            pass
+
+        def _send(self, status, body=b"", kind="application/json"):
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            parts = self.path.split("?")[0].split("/")
+            if parts[:2] != ["", "v2"]:
+                return self._send(404)
+            repo, kind, ref = "/".join(parts[2:-2]), parts[-2], parts[-1]
+            if repo != "tools/alpine":
+                return self._send(404, b'{"errors":[{"code":"NAME_UNKNOWN"}]}')
+            if kind == "tags" and ref == "list":
+                tags = ["1.0", "bad", "multi"]
+                return self._send(200, json.dumps({"name": repo, "tags": tags}).encode())
+            if kind == "manifests" and ref in manifests:
+                media, body = manifests[ref]
+                return self._send(200, body, media)
+            if kind == "blobs" and ref in blobs:
+                return self._send(200, blobs[ref], "application/octet-stream")
+            return self._send(404)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{httpd.server_address[1]}", len(config[1]) + len(layer[1])
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_oci_repo_tags_from_a_reachable_registry_only(root, registry):
+    host, _ = registry
+    url = "/nodes/pve1/query-oci-repo-tags"
+    tags = expect_data(
+        root.get(url, params={"reference": f"{host}/tools/alpine"}),
+        "/nodes/{node}/query-oci-repo-tags",
+    )
+    assert tags == ["1.0", "bad", "multi"]
+    expect_error(
+        root.get(url, params={"reference": f"{host}/tools/nosuch"}),
+        500,
+        "Error listing repository tags",
+    )
+    expect_error(
+        root.get(url, params={"reference": "registry.example.test/tools/alpine"}),
+        500,
+        "pinging container registry registry.example.test",
+    )
+    expect_error(
+        root.get(url, params={"reference": "alpine"}), 500, "pinging container registry docker.io"
+    )
+
+
+def test_oci_registry_pull_stores_a_container_template(root, registry):
+    host, blob_bytes = registry
+    url = "/nodes/pve1/storage/local/oci-registry-pull"
+    upid = expect_data(root.post(url, data={"reference": f"{host}/tools/alpine:1.0"}))
+    assert upid.split(":")[5:7] == ["ociregistrypull", "alpine_1.0.tar"]
+    assert root.wait(upid)["exitstatus"] == "OK"
+    content = expect_data(
+        root.get("/nodes/pve1/storage/local/content", params={"content": "vztmpl"})
+    )
+    [pulled] = [v for v in content if v["volid"] == "local:vztmpl/alpine_1.0.tar"]
+    assert pulled["size"] > blob_bytes and pulled["format"] == "tar"
+    expect_error(
+        root.post(url, data={"reference": f"{host}/tools/alpine:1.0"}),
+        500,
+        "refusing to override existing file 'alpine_1.0.tar'",
+    )
+    # An index resolves to its linux/amd64 image; filename names the template.
+    name = f"multi{uuid.uuid4().hex[:6]}"
+    upid = expect_data(
+        root.post(url, data={"reference": f"{host}/tools/alpine:multi", "filename": name})
+    )
+    assert root.wait(upid)["exitstatus"] == "OK"
+    volume = f"local:vztmpl/{name}.tar"
+    attributes = expect_data(root.get(f"/nodes/pve1/storage/local/content/{volume}"))
+    assert attributes["size"] == pulled["size"]
+    for volid in ("local:vztmpl/alpine_1.0.tar", volume):
+        root.wait(expect_data(root.delete(f"/nodes/pve1/storage/local/content/{volid}")))
+
+    failures = {
+        f"{host}/tools/alpine:bad": "Digest did not match",
+        f"{host}/tools/alpine:2.0": "manifest unknown",
+        "registry.example.test/tools/alpine:1.0": "pinging container registry registry.example.test",
+    }
+    for reference, logged in failures.items():
+        upid = expect_data(
+            root.post(url, data={"reference": reference, "filename": f"f{uuid.uuid4().hex[:6]}"})
+        )
+        status = root.wait(upid)
+        assert status["exitstatus"].startswith(
+            f"command 'skopeo copy docker://{reference} oci-archive:"
+        )
+        assert status["exitstatus"].endswith("failed: exit code 1")
+        log = [line["t"] for line in expect_data(root.get(f"/nodes/pve1/tasks/{upid}/log"))]
+        assert any(logged in line for line in log), log
+    expect_error(
+        root.post(
+            "/nodes/pve1/storage/local-lvm/oci-registry-pull",
+            data={"reference": f"{host}/tools/alpine:1.0"},
+        ),
+        500,
+        "can't upload to storage type 'lvmthin', not a file based storage!",
+    )

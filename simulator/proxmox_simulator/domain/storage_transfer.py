@@ -73,6 +73,11 @@ def _file_path(storage, content: str, volname: str) -> str:
     return f"{base}/{_SUBDIRS[content]}/{volname.split('/', 1)[1]}"
 
 
+def vztmpl_path(storage, filename: str) -> str:
+    """Where a container template named ``filename`` lives on a directory storage."""
+    return _file_path(storage, "vztmpl", f"vztmpl/{filename}")
+
+
 def _file_based(storage) -> bool:
     return bool(storage["path"]) or storage["type"] in _FILE_TYPES
 

@@ -15,6 +15,7 @@ from proxmox_simulator.domain import (
     hibernation,
     migration_tunnel,
     node_system_service,
+    oci_registry,
     realm_sync_service,
     resource_store,
 )
@@ -445,6 +446,7 @@ def executors() -> dict[str, Executor]:
         "imgdel": backup_executors.delete_volume,
         file_restore.DOWNLOAD_TASK: backup_executors.pbs_download,
         "download": node_executors.download,
+        oci_registry.PULL_TASK: node_executors.oci_registry_pull,
         "upload": node_executors.upload,
         "srvreload": node_executors.service_action,
         "aptupdate": node_executors.apt_update,

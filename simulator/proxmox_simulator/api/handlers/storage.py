@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
-from proxmox_simulator.domain import file_restore, guest_import
+from proxmox_simulator.domain import file_restore, guest_import, oci_registry
 from proxmox_simulator.domain import rrd_service as rrd
 from proxmox_simulator.domain import storage_scan as scan
 from proxmox_simulator.domain import storage_service as svc
@@ -128,3 +128,15 @@ async def import_metadata(ctx: RequestContext):
     return await guest_import.import_metadata(
         ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params["storage"], ctx.params["volume"]
     )
+
+
+@route("/nodes/{node}/storage/{storage}/oci-registry-pull", "POST")
+async def oci_registry_pull(ctx: RequestContext):
+    return await oci_registry.pull(
+        ctx.rt, ctx.principal, ctx.node, ctx.params["storage"], ctx.params
+    )
+
+
+@route("/nodes/{node}/query-oci-repo-tags", "GET")
+async def query_oci_repo_tags(ctx: RequestContext):
+    return await oci_registry.repo_tags(ctx.rt, ctx.node, ctx.params["reference"])
