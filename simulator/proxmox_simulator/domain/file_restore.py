@@ -26,8 +26,9 @@ from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.backup_service import archive_kind
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_placement import size_gib
-from proxmox_simulator.domain.guest_service import GIB, require_node
+from proxmox_simulator.domain.guest_service import GIB
 from proxmox_simulator.domain.property_strings import STORAGE_ID
+from proxmox_simulator.domain.storage_service import node_storage
 from proxmox_simulator.repositories import inventory
 from proxmox_simulator.tasks.service import enqueue
 
@@ -183,10 +184,7 @@ async def _snapshot(rt, state: AccessState, principal: Principal, node: str, par
     storage_name = params["storage"]
     volid = _volid(storage_name, params["volume"])
     async with rt.pool.acquire() as conn:
-        await require_node(conn, node)
-        storage = await inventory.storage(conn, storage_name)
-        if storage is None:
-            raise PveError(f"storage '{storage_name}' does not exist")
+        storage = await node_storage(conn, node, storage_name)
         row = await inventory.volume(conn, volid)
     volname = volid.partition(":")[2]
     # PVE: Datastore.Allocate on the storage, or AllocateSpace there plus VM.Backup on the guest.

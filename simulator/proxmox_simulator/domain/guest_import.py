@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.errors import PveError
-from proxmox_simulator.domain.guest_service import require_node
+from proxmox_simulator.domain.storage_service import node_storage
 from proxmox_simulator.repositories import inventory
 
 # A kept descriptor is bounded: OVF descriptors are a few KiB.
@@ -82,10 +82,7 @@ async def import_metadata(
 ) -> dict:
     volid = f"{storage_name}:{volume}"
     async with rt.pool.acquire() as conn:
-        await require_node(conn, node)
-        storage = await inventory.storage(conn, storage_name)
-        if storage is None:
-            raise PveError(f"storage '{storage_name}' does not exist")
+        storage = await node_storage(conn, node, storage_name)
         row = await inventory.volume(conn, volid)
         siblings = {
             r["volid"]: r for r in await inventory.volumes(conn, storage_name, node, "import", None)

@@ -25,6 +25,7 @@ from proxmox_simulator.domain.guest_service import require_node
 from proxmox_simulator.domain.storage_service import node_storage
 from proxmox_simulator.domain.storage_transfer import (
     FETCH_TIMEOUT,
+    add_file,
     normalize_filename,
     reachable,
     vztmpl_path,
@@ -251,15 +252,5 @@ def _oci_archive(manifest: bytes, media_type: str, blobs: dict[str, bytes]) -> b
 async def finish_pull(conn, now: int, payload: dict, data: bytes) -> list[str]:
     if await inventory.volume(conn, payload["volid"]) is not None:
         raise PveError(f"refusing to override existing file '{payload['volid'].split('/', 1)[1]}'")
-    await inventory.insert_volume(
-        conn,
-        volid=payload["volid"],
-        storage_name=payload["storage"],
-        node_name=payload["node"],
-        vmid=None,
-        content="vztmpl",
-        fmt="tar",
-        size=len(data),
-        ctime=now,
-    )
+    await add_file(conn, payload, "vztmpl", "tar", len(data), now)
     return [f"stored {payload['dest']} ({len(data)} bytes)"]
