@@ -83,6 +83,17 @@ EXPECTED = {
     # The probe's form body has no file part for pveproxy to store; real multipart
     # uploads are in test_iac_storage_transfer.py.
     (None, "POST", "/nodes/{node}/storage/{storage}/upload"): "missing temporary file name",
+    # Single-file restore reads PBS snapshots only; the probe's storage is a directory
+    # (test_storage_restore.py backs up to a PBS storage and browses the snapshot).
+    (None, "GET", "/nodes/{node}/storage/{storage}/file-restore/list"): "Only PBS storages",
+    (None, "GET", "/nodes/{node}/storage/{storage}/file-restore/download"): "Only PBS storages",
+    # The probe names a whole volume ID where PVE prefixes the storage to a volume name,
+    # which PVE does not parse either (test_storage_restore.py reads uploaded OVA/OVF files).
+    (None, "GET", "/nodes/{node}/storage/{storage}/import-metadata"): "unable to parse",
+    # OCI registries: the probe's reference is on Docker Hub, beyond loopback
+    # (test_storage_restore.py runs a registry on 127.0.0.1).
+    (None, "GET", "/nodes/{node}/query-oci-repo-tags"): "pinging container registry docker.io",
+    (None, "POST", "/nodes/{node}/storage/{storage}/oci-registry-pull"): "skopeo copy docker://",
     # ACME needs the CA's servers, which the simulator never contacts: no account can be
     # registered, so none exists to read, update or deactivate, the directory's
     # metadata is out of reach, and certificate orders stop where PVE's would

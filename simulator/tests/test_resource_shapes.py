@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from proxmox_simulator.contracts import sources
@@ -68,8 +70,11 @@ def test_bulk_writes_on_a_bespoke_collection_are_left_to_it(contract):
     # would touch the same items, so the store does not take them.
     assert handling(contract, contract.endpoint("/nodes/{node}/network", "PUT")) != "resource-store"
     assert handling(contract, contract.endpoint("/pools", "DELETE")) != "resource-store"
-    pull = contract.endpoint("/nodes/{node}/storage/{storage}/oci-registry-pull", "POST")
-    assert handling(contract, pull) == "resource-store"
+    # The same shape under a path no handler takes is the store's.
+    future = dataclasses.replace(contract.endpoint("/pools", "DELETE"), path="/future-things")
+    assert handling(Contract(contract.version, (*contract.endpoints, future)), future) == (
+        "resource-store"
+    )
 
 
 def test_scope_is_the_parent_path_parameters(contract):

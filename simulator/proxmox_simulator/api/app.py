@@ -34,6 +34,7 @@ from proxmox_simulator.domain.errors import (
     ParameterError,
     PveError,
 )
+from proxmox_simulator.domain.file_restore import Download
 from proxmox_simulator.observability import metrics, tracing
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories.migrations import is_ready
@@ -223,7 +224,9 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 rt, endpoint, RequestParams(params), principal, state, request.headers, uploads
             )
             data = await _run_idempotently(rt, request, principal, handler, ctx)
-            if isinstance(data, render.WithExtra):
+            if isinstance(data, Download):
+                response = render.download(data.data, data.content_type)
+            elif isinstance(data, render.WithExtra):
                 response = render.success(
                     selection.answer(endpoint, data.data), fmt, extra=data.extra
                 )

@@ -79,6 +79,11 @@ def success(data, fmt: str, *, extra: dict | None = None, headers: dict | None =
     )
 
 
+def download(data: bytes, content_type: str) -> Response:
+    """A download endpoint's bytes, streamed as PVE does, without a JSON envelope."""
+    return Response(data, 200, headers=_headers(), media_type=content_type)
+
+
 def error(exc: PveError, fmt: str) -> Response:
     message = exc.message.rstrip("\n")
     payload: dict = {"data": None}

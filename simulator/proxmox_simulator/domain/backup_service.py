@@ -82,6 +82,18 @@ def archive_name(kind: str, vmid: int, compress: str, epoch: float) -> tuple[str
     return f"vzdump-{tag}-{vmid}-{stamp}.{fmt}", fmt
 
 
+def pbs_snapshot_name(kind: str, vmid: int, epoch: float) -> tuple[str, str]:
+    """(name under backup/, format) of a PBS snapshot: vm/100/2026-12-01T08:00:00Z."""
+    btype = "vm" if kind == rules.QEMU else "ct"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    return f"{btype}/{vmid}/{stamp}", f"pbs-{btype}"
+
+
+def archive_kind(fmt: str) -> str:
+    """qemu or lxc: which guest type an archive of this format holds (vma*, pbs-vm: qemu)."""
+    return rules.QEMU if fmt.startswith("vma") or fmt == "pbs-vm" else rules.LXC
+
+
 def parse_prune(value: str | None) -> dict[str, int]:
     if not value:
         return {}
@@ -230,9 +242,15 @@ async def write_archive(conn, *, node: str, guest, payload: dict, epoch: float) 
     """Store one guest's archive (space-checked) and apply retention on that storage."""
     storage_name = payload["storage"]
     storage = await _require_backup_storage(conn, storage_name, node)
-    name, fmt = archive_name(guest["type"], guest["vmid"], payload["compress"], epoch)
+    if storage["type"] == "pbs":
+        # A PBS datastore chunks and zstd-compresses whatever vzdump's compress says.
+        name, fmt = pbs_snapshot_name(guest["type"], guest["vmid"], epoch)
+        ratio = _COMPRESSION_RATIO["zstd"]
+    else:
+        name, fmt = archive_name(guest["type"], guest["vmid"], payload["compress"], epoch)
+        ratio = _COMPRESSION_RATIO[payload["compress"]]
     disk_bytes = int(await inventory.guest_disk_bytes(conn, guest["vmid"]))
-    size = max(1, int(disk_bytes * _COMPRESSION_RATIO[payload["compress"]]))
+    size = max(1, int(disk_bytes * ratio))
     scope = "" if storage["shared"] else node
     used = (await inventory.storage_used(conn)).get((storage_name, scope), 0)
     if used + size > storage["total"]:
@@ -284,7 +302,7 @@ async def prune_preview(rt, node: str, storage_name: str, params: dict) -> list[
                     "volid": row["volid"],
                     "ctime": row["ctime"],
                     "mark": mark,
-                    "type": "qemu" if row["format"].startswith("vma") else "lxc",
+                    "type": archive_kind(row["format"]),
                     "vmid": row["vmid"],
                 }
             )
@@ -322,7 +340,7 @@ async def _archives_by_guest(conn, storage_name: str, node: str, params: dict) -
     kind = params.get("type")
     grouped: dict[int, list] = {}
     for row in sorted(volumes, key=lambda r: (-r["ctime"], r["volid"])):
-        row_kind = "qemu" if row["format"].startswith("vma") else "lxc"
+        row_kind = archive_kind(row["format"])
         if kind and kind != row_kind:
             continue
         grouped.setdefault(row["vmid"], []).append(row)
@@ -533,10 +551,10 @@ async def archive_for_restore(conn, node: str, volid: str, kind: str):
     row = await inventory.volume(conn, volid)
     if row is None or row["content"] != "backup" or (row["node"] and row["node"] != node):
         raise PveError(f"volume '{volid}' does not exist")
-    archive_kind = rules.QEMU if row["format"].startswith("vma") else rules.LXC
-    if archive_kind != kind:
+    held = archive_kind(row["format"])
+    if held != kind:
         noun = "VM" if kind == rules.QEMU else "container"
-        raise PveError(f"unable to restore {noun} from a {archive_kind} archive '{volid}'")
+        raise PveError(f"unable to restore {noun} from a {held} archive '{volid}'")
     if row["guest_config"] is None:
         raise PveError(f"archive '{volid}' contains no guest configuration")
     return row

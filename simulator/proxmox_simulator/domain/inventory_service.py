@@ -7,6 +7,7 @@ import re
 
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
+from proxmox_simulator.domain.backup_service import archive_kind
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import GIB, require_node, require_pool, uptime
 from proxmox_simulator.domain.storage_service import render_config
@@ -432,7 +433,7 @@ async def storage_content(rt, node_name: str, storage_name: str, params: dict) -
         if row["content"] in ("images", "rootdir"):
             entry["used"] = row["size"] // 4
         if row["content"] == "backup":
-            entry["subtype"] = "qemu" if row["format"].startswith("vma") else "lxc"
+            entry["subtype"] = archive_kind(row["format"])
             if row["notes"]:
                 entry["notes"] = row["notes"]
             if row["protected"]:

@@ -48,7 +48,7 @@ def _cidr(text: str, version: int) -> bool:
     return 7 < int(prefix) <= (32 if version == 4 else 128)
 
 
-_STORAGE_ID = re.compile(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", re.I)
+STORAGE_ID = re.compile(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", re.I)
 _VOLUME_ID = re.compile(r"^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$", re.I)
 _DNS_LABEL = r"([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)"
 
@@ -127,7 +127,7 @@ STRING_FORMATS: dict[str, Callable[[str], None]] = {
         "invalid network interface name '{value}'",
     ),
     "pve-storage-id": _check(
-        lambda v: _STORAGE_ID.match(v) is not None,
+        lambda v: STORAGE_ID.match(v) is not None,
         "storage ID '{value}' contains illegal characters",
     ),
     "pve-configid": _check(

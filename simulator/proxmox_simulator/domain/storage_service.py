@@ -311,6 +311,13 @@ async def node_storage(conn, node: str, storage_name: str):
     return storage
 
 
+async def identity(rt, node: str, storage_name: str) -> dict:
+    """``GET .../identity`` (9.x): which storage.cfg entry, of which plugin type, this is."""
+    async with rt.pool.acquire() as conn:
+        storage = await node_storage(conn, node, storage_name)
+    return {"id": storage["storage"], "type": storage["type"]}
+
+
 async def status(rt, node: str, storage_name: str) -> dict:
     async with rt.pool.acquire() as conn:
         storage = await node_storage(conn, node, storage_name)

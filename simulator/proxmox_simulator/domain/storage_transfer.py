@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from proxmox_simulator.domain import guest_import
 from proxmox_simulator.domain.access import Principal
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.domain.guest_service import require_node
@@ -70,6 +71,26 @@ def _target(content: str, filename: str) -> tuple[str, str]:
 def _file_path(storage, content: str, volname: str) -> str:
     base = storage["path"] or f"/mnt/pve/{storage['storage']}"
     return f"{base}/{_SUBDIRS[content]}/{volname.split('/', 1)[1]}"
+
+
+async def add_file(conn, payload: dict, content: str, fmt: str, size: int, now: int) -> None:
+    """A file a task brought onto a storage (payload: volid, storage, node) becomes a volume."""
+    await inventory.insert_volume(
+        conn,
+        volid=payload["volid"],
+        storage_name=payload["storage"],
+        node_name=payload["node"],
+        vmid=None,
+        content=content,
+        fmt=fmt,
+        size=size,
+        ctime=now,
+    )
+
+
+def vztmpl_path(storage, filename: str) -> str:
+    """Where a container template named ``filename`` lives on a directory storage."""
+    return _file_path(storage, "vztmpl", f"vztmpl/{filename}")
 
 
 def _file_based(storage) -> bool:
@@ -130,6 +151,7 @@ async def upload(
                 "format": fmt,
                 "size": len(data),
                 "virtual_size": image_virtual_size(fmt, data),
+                "kept": guest_import.kept_contents(fmt, data) if content == "import" else None,
                 "tmpfilename": tmpfilename,
                 "dest": _file_path(storage, content, volname),
                 "target_node": node,
@@ -150,18 +172,9 @@ async def finish_upload(conn, now: int, payload: dict) -> list[str]:
             )
         lines.append("calculating checksum...OK, checksum verified")
     await inventory.delete_volume(conn, payload["volid"])  # PVE overwrites the file
-    await inventory.insert_volume(
-        conn,
-        volid=payload["volid"],
-        storage_name=payload["storage"],
-        node_name=payload["node"],
-        vmid=None,
-        content=payload["content"],
-        fmt=payload["format"],
-        size=payload["size"],
-        ctime=now,
-    )
+    await add_file(conn, payload, payload["content"], payload["format"], payload["size"], now)
     await inventory.set_virtual_size(conn, payload["volid"], payload.get("virtual_size"))
+    await inventory.set_guest_config(conn, payload["volid"], payload.get("kept"))
     return [
         *lines,
         f"target node: {payload['target_node']}",
@@ -320,19 +333,12 @@ async def finish_download(conn, now: int, payload: dict, data: bytes) -> list[st
         raise PveError(f"refusing to override existing file '{payload['dest']}'")
     if len(data) > payload["free"]:
         raise PveError(f"not enough space on storage '{payload['storage']}'")
-    await inventory.insert_volume(
-        conn,
-        volid=payload["volid"],
-        storage_name=payload["storage"],
-        node_name=payload["node"],
-        vmid=None,
-        content=payload["content"],
-        fmt=payload["format"],
-        size=len(data),
-        ctime=now,
-    )
+    await add_file(conn, payload, payload["content"], payload["format"], len(data), now)
     virtual_size = image_virtual_size(payload["format"], data)
     await inventory.set_virtual_size(conn, payload["volid"], virtual_size)
+    if payload["content"] == "import":
+        kept = guest_import.kept_contents(payload["format"], data)
+        await inventory.set_guest_config(conn, payload["volid"], kept)
     return [*lines, f"download of '{payload['url']}' to '{payload['dest']}' finished"]
 
 

@@ -112,6 +112,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 """
 _SET_VOLUME_SIZE = "UPDATE volumes SET size = $2 WHERE volid = $1"
 _SET_VIRTUAL_SIZE = "UPDATE volumes SET virtual_size = $2 WHERE volid = $1"
+_SET_GUEST_CONFIG = "UPDATE volumes SET guest_config = $2 WHERE volid = $1"
 _LINKED_CHILD = "SELECT volid FROM volumes WHERE starts_with(volid, $1 || '/') LIMIT 1"
 _RENAME_VOLUME = "UPDATE volumes SET volid = $2 WHERE volid = $1"
 _DELETE_VOLUME = "DELETE FROM volumes WHERE volid = $1"
@@ -175,6 +176,11 @@ async def set_volume_size(conn: asyncpg.Connection, volid: str, size: int) -> No
 
 async def set_virtual_size(conn: asyncpg.Connection, volid: str, size: int | None) -> None:
     await conn.execute(_SET_VIRTUAL_SIZE, volid, size)
+
+
+async def set_guest_config(conn: asyncpg.Connection, volid: str, config: dict | None) -> None:
+    """The guest description a volume carries: an archive's config, an OVF's descriptor."""
+    await conn.execute(_SET_GUEST_CONFIG, volid, config)
 
 
 async def linked_child(conn: asyncpg.Connection, volid: str) -> str | None:

@@ -70,3 +70,8 @@ async def delete_volume(ctx: TaskContext) -> None:
         await backup_repo.delete_volume(conn, volid)
 
     await ctx.complete(effect, lines=[f"Removed volume '{volid}'"])
+
+
+async def pbs_download(ctx: TaskContext) -> None:
+    """The worker of a file-restore download: the bytes went out with the response."""
+    await ctx.complete(lines=[f"Starting download of file: {ctx.payload['file']}"])

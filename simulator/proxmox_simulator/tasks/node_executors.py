@@ -12,6 +12,7 @@ from proxmox_simulator.domain import (
     migration_tunnel,
     node_power_service,
     node_system_service,
+    oci_registry,
     realm_sync_service,
     remote_migration,
     replication_service,
@@ -42,6 +43,23 @@ async def download(ctx: TaskContext) -> None:
         lines.extend(
             await storage_transfer.finish_download(conn, int(ctx.clock.now()), payload, data)
         )
+
+    await ctx.complete(effect, lines=lines)
+
+
+async def oci_registry_pull(ctx: TaskContext) -> None:
+    """``ociregistrypull``: skopeo copies the image (loopback registries only) into a .tar."""
+    payload = ctx.payload
+    command = oci_registry.pull_command(payload, ctx.row["pid"])
+    try:
+        data = await oci_registry.fetch_image(payload, ctx.log)
+    except PveError as exc:
+        await ctx.log(f"Error: {exc.message}")
+        raise PveError(f"command '{command}' failed: exit code 1") from None
+    lines: list[str] = []
+
+    async def effect(conn) -> None:
+        lines.extend(await oci_registry.finish_pull(conn, int(ctx.clock.now()), payload, data))
 
     await ctx.complete(effect, lines=lines)
 

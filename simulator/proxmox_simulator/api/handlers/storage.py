@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxmox_simulator.api.handlers.registry import RequestContext, route
+from proxmox_simulator.domain import file_restore, guest_import, oci_registry
 from proxmox_simulator.domain import rrd_service as rrd
 from proxmox_simulator.domain import storage_scan as scan
 from proxmox_simulator.domain import storage_service as svc
@@ -36,6 +37,11 @@ async def delete_storage(ctx: RequestContext):
 @route("/nodes/{node}/storage/{storage}/status", "GET")
 async def storage_status(ctx: RequestContext):
     return await svc.status(ctx.rt, ctx.node, ctx.params["storage"])
+
+
+@route("/nodes/{node}/storage/{storage}/identity", "GET")
+async def storage_identity(ctx: RequestContext):
+    return await svc.identity(ctx.rt, ctx.node, ctx.params["storage"])
 
 
 @route("/nodes/{node}/storage/{storage}/rrddata", "GET")
@@ -110,3 +116,32 @@ async def scan_iscsi(ctx: RequestContext):
 @route("/nodes/{node}/scan/pbs", "GET")
 async def scan_pbs(ctx: RequestContext):
     return await scan.scan_pbs(ctx.rt, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/storage/{storage}/file-restore/list", "GET")
+async def file_restore_list(ctx: RequestContext):
+    return await file_restore.list_files(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/storage/{storage}/file-restore/download", "GET")
+async def file_restore_download(ctx: RequestContext):
+    return await file_restore.download(ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params)
+
+
+@route("/nodes/{node}/storage/{storage}/import-metadata", "GET")
+async def import_metadata(ctx: RequestContext):
+    return await guest_import.import_metadata(
+        ctx.rt, ctx.state, ctx.principal, ctx.node, ctx.params["storage"], ctx.params["volume"]
+    )
+
+
+@route("/nodes/{node}/storage/{storage}/oci-registry-pull", "POST")
+async def oci_registry_pull(ctx: RequestContext):
+    return await oci_registry.pull(
+        ctx.rt, ctx.principal, ctx.node, ctx.params["storage"], ctx.params
+    )
+
+
+@route("/nodes/{node}/query-oci-repo-tags", "GET")
+async def query_oci_repo_tags(ctx: RequestContext):
+    return await oci_registry.repo_tags(ctx.rt, ctx.node, ctx.params["reference"])
