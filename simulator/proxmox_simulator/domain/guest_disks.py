@@ -86,17 +86,8 @@ async def resize_in_place(conn, kind: str, row, disk: str, request: str) -> None
 
 async def store_disk_config(conn, row, config: dict) -> None:
     """The guest's config after a disk change, with its disk total recomputed."""
-    await guest_repo.update_config(
-        conn,
-        vmid=row["vmid"],
-        expected_version=row["version"],
-        config=config,
-        name=row["name"],
-        maxmem=row["maxmem"],
-        maxdisk=await inventory.guest_disk_bytes(conn, row["vmid"]),
-        cpus=row["cpus"],
-        interfaces=row["interfaces"],
-        pool=row["pool"],
+    await guest_repo.save_config(
+        conn, row, config, maxdisk=await inventory.guest_disk_bytes(conn, row["vmid"])
     )
 
 

@@ -117,19 +117,16 @@ async def update_config(
     return version
 
 
-async def save_config(conn, row, config: dict) -> int:
-    """Write ``config`` over the guest ``row`` was read as, keeping its other columns."""
+async def save_config(conn, row, config: dict, **columns) -> int:
+    """Write ``config`` over the guest ``row`` was read as, keeping its other columns
+    except those given in ``columns``."""
+    kept = {key: row[key] for key in ("name", "maxmem", "maxdisk", "cpus", "interfaces", "pool")}
     return await update_config(
         conn,
         vmid=row["vmid"],
         expected_version=row["version"],
         config=config,
-        name=row["name"],
-        maxmem=row["maxmem"],
-        maxdisk=row["maxdisk"],
-        cpus=row["cpus"],
-        interfaces=row["interfaces"],
-        pool=row["pool"],
+        **{**kept, **columns},
     )
 
 
