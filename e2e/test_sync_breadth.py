@@ -549,3 +549,42 @@ def test_endpoint_policy_vrf_role_and_descriptions(netbox_server, simulator, end
     assert all(ip["vrf"] is None for ip in on_nodes if "proxbox" not in slugs(ip))
     assert report.tally.of("ipam.ipaddress").updated == len(ips) + len(synced)
     assert sync(netbox_server, simulator, endpoint).tally.writes == 0
+
+
+def test_guests_sharing_a_name_each_get_a_vm(netbox_server, simulator, endpoint, first_run):
+    """NetBox names VMs uniquely per cluster (case-insensitively), Proxmox does not: the
+    lowest VMID keeps the name, the others get theirs appended, and it stays that way."""
+    cluster_id = first_run.cluster["id"]
+    (kind, vmid), first = min(
+        ((key, g) for key, g in simulator.inventory()["guests"].items() if key[0] == "qemu"),
+        key=lambda item: item[0][1],
+    )
+    name, node = first["resource"]["name"], first["resource"]["node"]
+    with simulator.api() as pve:
+        for new_vmid, new_name in ((970, name), (971, name.upper())):
+            wait_if_task(
+                simulator,
+                pve.post(
+                    f"/nodes/{node}/qemu",
+                    data={"vmid": new_vmid, "name": new_name, "memory": 512},
+                ),
+            )
+
+    report = sync(netbox_server, simulator, endpoint)
+    assert report.tally.of("virtualization.virtualmachine").created == 2
+
+    def vm_names() -> dict[int, str]:
+        vms = list_all(netbox_server, "/virtualization/virtual-machines/", cluster_id=cluster_id)
+        return {
+            int(vm["custom_fields"]["proxbox_source"].split("/")[2].partition("#")[0]): vm["name"]
+            for vm in vms
+            if vm["custom_fields"].get("proxbox_source")
+        }
+
+    names = vm_names()
+    assert (names[vmid], names[970], names[971]) == (name, f"{name} (970)", f"{name.upper()} (971)")
+    assert sync(netbox_server, simulator, endpoint).tally.writes == 0
+    # A node-targeted run names them alike.
+    targeted = sync(netbox_server, simulator, endpoint, target=Target.parse(node=node))
+    assert targeted.tally.of("virtualization.virtualmachine").updated == 0
+    assert vm_names() == names

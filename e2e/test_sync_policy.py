@@ -8,6 +8,7 @@ The tests run in file order and build on each other (one endpoint, one small sim
 """
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sync_fixtures as fixtures
@@ -439,6 +440,50 @@ def test_the_removed_guests_policy_keeps_then_deletes_a_destroyed_guest(
     assert kept is not None and kept["status"]["value"] == vm["status"]["value"]
 
     set_policy(netbox_server, endpoint, removed_guests="delete")
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, (report.error, report.as_dict())
+    assert report.tally.of("virtualization.virtualmachine").deleted == 1
+    assert key not in vms(netbox_server, cluster_id)
+
+
+def test_offline_then_delete_counts_days_from_when_the_guest_went(
+    netbox_server, policy_simulator, endpoint, first_run
+):
+    cluster_id = first_run.cluster["id"]
+    key, vm = sorted(vms(netbox_server, cluster_id).items())[0]
+    guest_kind, vmid, node = guest_ref(key, vm)
+    with policy_simulator.api() as pve:
+        if (
+            pve.get(f"/nodes/{node}/{guest_kind}/{vmid}/status/current").json()["data"]["status"]
+            == "running"
+        ):
+            stopped = pve.post(f"/nodes/{node}/{guest_kind}/{vmid}/status/stop")
+            assert stopped.status_code == 200, stopped.text
+            policy_simulator.wait_task(stopped.json()["data"])
+        destroyed = pve.delete(f"/nodes/{node}/{guest_kind}/{vmid}")
+        assert destroyed.status_code == 200, destroyed.text
+        policy_simulator.wait_task(destroyed.json()["data"])
+    set_policy(netbox_server, endpoint, removed_guests="offline-then-delete", removed_guests_days=7)
+
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.ok, (report.error, report.as_dict())
+    gone = vms(netbox_server, cluster_id)[key]
+    today = datetime.now(UTC).date()
+    assert gone["status"]["value"] == "offline"
+    assert gone["custom_fields"]["proxbox_gone_since"] == today.isoformat()
+    # Still counting: the next run leaves it as it is.
+    report = run_sync(netbox_server, policy_simulator, endpoint["id"])
+    assert report.tally.of("virtualization.virtualmachine").writes == 0
+    assert key in vms(netbox_server, cluster_id)
+
+    # Seven days on (the operator may move the date too: it is an ordinary custom field).
+    with netbox_server.api() as api:
+        week_ago = (today - timedelta(days=7)).isoformat()
+        moved = api.patch(
+            f"/virtualization/virtual-machines/{gone['id']}/",
+            json={"custom_fields": {"proxbox_gone_since": week_ago}},
+        )
+        assert moved.status_code == 200, moved.text
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
     assert report.ok, (report.error, report.as_dict())
     assert report.tally.of("virtualization.virtualmachine").deleted == 1

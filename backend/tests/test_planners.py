@@ -1,5 +1,7 @@
 """Stage planners: desired state + current NetBox state → plan (pure, table-driven)."""
 
+from datetime import date
+
 import pytest
 
 from proxbox_backend.domain.models import (
@@ -12,8 +14,9 @@ from proxbox_backend.domain.models import (
     Platform,
     ProxmoxNode,
 )
+from proxbox_backend.domain.policy import OFFLINE_THEN_DELETE
 from proxbox_backend.domain.tags import UNCONFIRMED as UNCONFIRMED_TAG
-from proxbox_backend.gateways.netbox import SOURCE_FIELD
+from proxbox_backend.gateways.netbox import GONE_FIELD, SOURCE_FIELD
 from proxbox_backend.stages import (
     cluster,
     disks,
@@ -229,6 +232,56 @@ def test_guests_plan(proxmox, current, policy, creates, updates, deletes, unchan
     assert {u.key: u.changes for u in plan.updates} == updates
     assert [d.key for d in plan.deletes] == deletes
     assert list(plan.unchanged) == unchanged
+
+
+def gone_vm(since=None, **kw):
+    found = vm(1, "cluster-7/qemu/101", **kw)
+    found["custom_fields"] = {**found["custom_fields"], GONE_FIELD: since}
+    return found
+
+
+def offline_then_delete(days=30, today="2026-12-05"):
+    return guests.GuestPlacement(
+        7,
+        3,
+        None,
+        {"pve1": 11},
+        OFFLINE_THEN_DELETE,
+        delete_after_days=days,
+        today=date.fromisoformat(today),
+    )
+
+
+def test_a_guest_first_found_gone_goes_offline_with_the_date():
+    plan = guests.plan([], [gone_vm()], offline_then_delete())
+    assert {u.key: u.changes for u in plan.updates} == {
+        "cluster-7/qemu/101": {"status": "offline", "custom_fields": {GONE_FIELD: "2026-12-05"}}
+    }
+    assert plan.deletes == []
+
+
+@pytest.mark.parametrize(
+    ("since", "deleted"),
+    [("2026-11-06", False), ("2026-11-05", True), ("2025-01-01", True)],
+)
+def test_a_gone_vm_is_deleted_once_its_days_are_up(since, deleted):
+    plan = guests.plan([], [gone_vm(since, status="offline")], offline_then_delete(days=30))
+    assert [d.key for d in plan.deletes] == (["cluster-7/qemu/101"] if deleted else [])
+    if not deleted:  # still counting: the date it went stays as it is
+        assert plan.updates == [] and list(plan.unchanged) == ["cluster-7/qemu/101"]
+
+
+def test_a_guest_that_came_back_loses_its_gone_date():
+    plan = guests.plan([guest()], [gone_vm("2026-11-01")], offline_then_delete())
+    assert {u.key: u.changes for u in plan.updates} == {
+        "cluster-7/qemu/101": {"custom_fields": {GONE_FIELD: None}}
+    }
+
+
+def test_an_unreadable_gone_date_counts_from_today():
+    plan = guests.plan([], [gone_vm("last week", status="offline")], offline_then_delete())
+    assert plan.deletes == []
+    assert plan.updates[0].changes == {"custom_fields": {GONE_FIELD: "2026-12-05"}}
 
 
 def test_guest_create_payload_carries_source_key_and_disk_total():

@@ -336,3 +336,16 @@ def test_only_address_updates_that_may_free_an_address_hold_the_creates_back():
     adopting = address_plan({"assigned_object_id": 7})
     adopting.updates[0] = Update("kept", "adopted", 5, {"assigned_object_id": 7}, adopts=True)
     assert frees_addresses(adopting)
+
+
+@pytest.mark.parametrize("days", [None, 0, -3, "30"])
+def test_offline_then_delete_needs_a_number_of_days(days):
+    with pytest.raises(PolicyError, match="removed_guests_days"):
+        SyncPolicy.from_api({"removed_guests": "offline-then-delete", "removed_guests_days": days})
+
+
+def test_offline_then_delete_reads_its_days():
+    policy = SyncPolicy.from_api(
+        {"removed_guests": "offline-then-delete", "removed_guests_days": 30}
+    )
+    assert (policy.removed_guests, policy.removed_guests_days) == ("offline-then-delete", 30)

@@ -93,11 +93,13 @@ class RemovedGuestChoices(ChoiceSet):
     """What a sync does with a VM whose guest is gone from Proxmox."""
 
     OFFLINE = "offline"
+    OFFLINE_THEN_DELETE = "offline-then-delete"
     DELETE = "delete"
     KEEP = "keep"
 
     CHOICES = (
         (OFFLINE, _("Mark offline"), "orange"),
+        (OFFLINE_THEN_DELETE, _("Mark offline, delete after a number of days"), "orange"),
         (DELETE, _("Delete"), "red"),
         (KEEP, _("Keep as it is"), "gray"),
     )

@@ -62,6 +62,11 @@ OPERATOR_COMPONENTS = frozenset(
 )
 
 
+# The removed-guest choice only an endpoint policy has (it needs a number of days): the
+# VM goes offline at once and is deleted once gone `removed_guests_days` days.
+OFFLINE_THEN_DELETE = "offline-then-delete"
+
+
 class PolicyError(ValueError):
     """The endpoint's policy cannot be applied (the message names the setting)."""
 
@@ -69,6 +74,7 @@ class PolicyError(ValueError):
 @dataclass(frozen=True)
 class SyncPolicy:
     removed_guests: str | None = None  # None: the backend's own setting decides
+    removed_guests_days: int | None = None  # with "offline-then-delete": the days
     sync_templates: bool | None = None  # None: the backend's own setting decides
     modes: dict[str, str] = field(default_factory=dict)
     protected_fields: frozenset[str] = frozenset()
@@ -96,8 +102,17 @@ class SyncPolicy:
         if unknown:
             raise PolicyError(f"sync policy: unknown protected field(s) {sorted(unknown)}")
         exclude = data.get("exclude") or {}
+        days = data.get("removed_guests_days")
+        if data.get("removed_guests") == OFFLINE_THEN_DELETE and not (
+            isinstance(days, int) and days > 0
+        ):
+            raise PolicyError(
+                "sync policy: removed_guests offline-then-delete needs removed_guests_days"
+                f" (a number of days > 0), not {days!r}"
+            )
         return cls(
             removed_guests=data.get("removed_guests"),
+            removed_guests_days=days,
             sync_templates=data.get("sync_templates"),
             modes=modes,
             protected_fields=frozenset(data.get("protected_fields") or ()),

@@ -50,6 +50,9 @@ AUTHENTICATION_CHECK = "/authentication-check/"
 
 SOURCE_FIELD = "proxbox_source"
 SOURCE_FIELD_TYPES = ["dcim.device", "virtualization.virtualmachine"]
+# The date a VM's guest was first found gone (the removed-guest policy "offline, then
+# delete after N days" counts from it).
+GONE_FIELD = "proxbox_gone_since"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
 VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
@@ -367,6 +370,25 @@ class NetBoxGateway:
                 " or by an operator to mark an object for adoption.",
                 "ui_editable": "no",
                 "filter_logic": "exact",
+                "required": False,
+            },
+            tally,
+            "extras.customfield",
+        )
+
+    async def ensure_gone_field(self, tally: Tally) -> None:
+        await self._get_or_create(
+            CUSTOM_FIELDS,
+            {"name": GONE_FIELD},
+            {
+                "name": GONE_FIELD,
+                "label": "Gone from Proxmox since",
+                "type": "date",
+                "object_types": ["virtualization.virtualmachine"],
+                # NetBox's limit is 200 characters.
+                "description": "When the Proxbox sync first found this VM's guest gone from"
+                " Proxmox; 'offline, then delete after N days' deletes it N days later.",
+                "ui_editable": "yes",
                 "required": False,
             },
             tally,

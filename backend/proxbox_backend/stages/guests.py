@@ -11,15 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 
 from proxbox_backend.background import together
 from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest, Platform
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
-from proxbox_backend.domain.policy import OFF
+from proxbox_backend.domain.policy import OFF, OFFLINE_THEN_DELETE
 from proxbox_backend.domain.tags import TagDefinition
-from proxbox_backend.gateways.netbox import SOURCE_FIELD, VIRTUAL_MACHINES, NetBoxGateway, nested_id
+from proxbox_backend.gateways.netbox import (
+    GONE_FIELD,
+    SOURCE_FIELD,
+    VIRTUAL_MACHINES,
+    NetBoxGateway,
+    nested_id,
+)
 from proxbox_backend.pipeline import (
     CREATE,
     EVERY,
@@ -39,6 +46,8 @@ TAG, PLATFORM = "extras.tag", "dcim.platform"
 
 OFFLINE, DELETE, KEEP = "offline", "delete", "keep"
 DISAPPEARED_POLICIES = (OFFLINE, DELETE, KEEP)
+# With the policy's OFFLINE_THEN_DELETE the days are counted from the date the sync wrote
+# into the VM's GONE_FIELD when it first found the guest gone.
 # Templates (`template: 1`) are blueprints, not machines: skipped unless asked for, and
 # then synced tagged `proxbox-template`.
 SKIP_TEMPLATES, SYNC_TEMPLATES = "skip", "sync"
@@ -76,6 +85,25 @@ class GuestPlacement:
     role_id: int | None = None  # the endpoint's default VM role: set when a VM is created
     sync_descriptions: bool = False  # the endpoint's opt-in: Proxmox notes → description
     adopt: bool = False  # the endpoint's opt-in: take over marked VMs (see `adoptable`)
+    delete_after_days: int | None = None  # OFFLINE_THEN_DELETE's number of days
+    today: date | None = None  # the run's date (UTC), for OFFLINE_THEN_DELETE
+
+
+def gone_since(vm: dict) -> date | None:
+    """The date the sync first found the VM's guest gone (OFFLINE_THEN_DELETE)."""
+    value = (vm.get("custom_fields") or {}).get(GONE_FIELD)
+    try:
+        return date.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None  # an operator's unreadable edit: counted from today again
+
+
+def expired(vm: dict, placement: GuestPlacement) -> date | None:
+    """When an OFFLINE_THEN_DELETE VM has been gone long enough: the date it went."""
+    since = gone_since(vm)
+    if since is None or placement.today is None or placement.delete_after_days is None:
+        return None
+    return since if (placement.today - since).days >= placement.delete_after_days else None
 
 
 def _vcpus(value) -> float | None:
@@ -252,6 +280,8 @@ def plan(
             continue
         changes = tags.with_sync_tags(diff(fields, _current(existing)), existing, wanted_tags)
         changes.update(platform_change(guest, existing, placement))
+        if gone_since(existing) is not None:
+            changes["custom_fields"] = {GONE_FIELD: None}  # its guest is back
         if changes:
             result.updates.append(Update(key, guest.label, existing["id"], changes))
         else:
@@ -265,7 +295,13 @@ def plan(
             result.deletes.append(Delete(key, label, vm["id"]))
             continue
         changes = {}
-        if placement.disappeared == OFFLINE:
+        if placement.disappeared == OFFLINE_THEN_DELETE:
+            if since := expired(vm, placement):
+                result.deletes.append(Delete(key, f"{label}, since {since}", vm["id"]))
+                continue
+            if gone_since(vm) is None and placement.today is not None:
+                changes["custom_fields"] = {GONE_FIELD: placement.today.isoformat()}
+        if placement.disappeared in (OFFLINE, OFFLINE_THEN_DELETE):
             if _current(vm)["status"] != "offline":
                 changes["status"] = "offline"
             # NetBox names are unique per cluster: a kept record steps aside for the new
@@ -277,6 +313,20 @@ def plan(
         else:
             result.unchanged[key] = vm["id"]
     return result
+
+
+def run_date() -> date:
+    return datetime.now(UTC).date()
+
+
+def disappeared_context(policy, settings) -> str:
+    """The disappeared-guest setting as an incremental run's context: with
+    OFFLINE_THEN_DELETE it holds the days and today's date, so the first run of each day
+    is a full one and finds the VMs whose time is up, though Proxmox did not change."""
+    disappeared = policy.removed_guests or settings.disappeared
+    if disappeared != OFFLINE_THEN_DELETE:
+        return disappeared
+    return f"{disappeared}:{policy.removed_guests_days}:{run_date().isoformat()}"
 
 
 def gone_name(name: str, key: str) -> str:
@@ -349,6 +399,8 @@ async def apply(
     the_plan = await restricted(
         netbox.client, VIRTUAL_MACHINES, plan(guests, current, placement, unreadable)
     )
+    if any((u.changes.get("custom_fields") or {}).get(GONE_FIELD) for u in the_plan.updates):
+        await netbox.ensure_gone_field(tally)
     prefix = cluster_source(placement.cluster_id)
     wanted = {source_key(prefix, g) for g in guests}
     existing = frozenset(vm["id"] for vm in current)
@@ -446,6 +498,8 @@ async def sync_vms(run: StageRun, gate: Gate) -> dict:
         role_id=endpoint.vm_role_id,
         sync_descriptions=endpoint.sync_descriptions,
         adopt=policy.adopt_existing,
+        delete_after_days=policy.removed_guests_days,
+        today=run_date(),
     )
     left: list[Awaitable] = []
     vm_ids, outcomes = await apply(
@@ -479,7 +533,8 @@ STAGE = Stage(
     takes=("guests.selected", "nodes.devices", "guests.platforms"),
     gives=("guests.kept", "guests.owned"),
     reads=frozenset({OBJECT_TYPE}),
-    writes={OBJECT_TYPE: EVERY},
+    # The OFFLINE_THEN_DELETE date's custom field, created the first time a VM needs it.
+    writes={OBJECT_TYPE: EVERY, "extras.customfield": frozenset({CREATE})},
     effects=(
         Effect(
             OBJECT_TYPE,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from proxbox_backend.domain.guest_names import distinct_names
 from proxbox_backend.pipeline import Gate, Stage
 from proxbox_backend.stages import guests as guests_stage
 from proxbox_backend.stages.context import StageRun
@@ -34,14 +35,18 @@ async def take_inventory(run: StageRun, gate: Gate) -> dict:
     excluded = {(g.kind, g.vmid) for g in inventory.guests if policy.excludes(g)}
     run.inventory = inventory
     run.unreadable = inventory.unreadable | excluded
+    # Names are made distinct among every guest that has or may have a VM (excluded ones
+    # keep theirs), so a guest is named alike in full, incremental and targeted runs.
+    syncable = guests_stage.syncable(inventory.guests, templates)
+    renamed = distinct_names(syncable)
     run.guests = [
-        g
-        for g in guests_stage.syncable(inventory.guests, templates)
+        dataclasses.replace(g, name=renamed[(g.kind, g.vmid)]) if (g.kind, g.vmid) in renamed else g
+        for g in syncable
         if (g.kind, g.vmid) not in excluded
     ]
     incremental = run.incremental
     if incremental is not None:
-        disappeared = policy.removed_guests or run.settings.disappeared
+        disappeared = guests_stage.disappeared_context(policy, run.settings)
         incremental.check(
             context_digest(
                 run.endpoint, run.cluster_id, disappeared, templates, inventory.tag_colors

@@ -156,6 +156,7 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "next_sync",
             "schedule_note",
             "removed_guests",
+            "removed_guests_days",
             "sync_templates",
             "guests_mode",
             "nodes_mode",

@@ -14,6 +14,7 @@ from ..models.policy import OBJECT_MODE_FIELDS
 
 POLICY_FORM_FIELDS = (
     "removed_guests",
+    "removed_guests_days",
     "sync_templates",
     "keep_operator_objects",
     "adopt_existing",
@@ -87,6 +88,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         FieldSet("sync_interval", name=_("Schedule")),
         FieldSet(
             "removed_guests",
+            "removed_guests_days",
             "sync_templates",
             "keep_operator_objects",
             "adopt_existing",

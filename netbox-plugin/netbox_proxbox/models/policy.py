@@ -10,6 +10,7 @@ import re
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -29,6 +30,7 @@ OBJECT_MODE_FIELDS = (
     "records_mode",
 )
 VMID_MAX = 999_999_999  # Proxmox's upper bound for a VMID
+REMOVED_GUESTS_DAYS_MAX = 3650
 RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
@@ -89,6 +91,17 @@ class SyncPolicyFields(models.Model):
         help_text=_(
             "What happens to a VM whose guest is gone from Proxmox; empty: the backend's "
             "setting (offline unless configured)"
+        ),
+    )
+    removed_guests_days = models.PositiveSmallIntegerField(
+        verbose_name=_("delete removed guests after (days)"),
+        null=True,
+        blank=True,
+        default=None,
+        validators=[MinValueValidator(1), MaxValueValidator(REMOVED_GUESTS_DAYS_MAX)],
+        help_text=_(
+            "With 'Mark offline, delete after a number of days': the days a VM stays offline "
+            "after its guest is gone (counted from its 'Gone from Proxmox since' field)"
         ),
     )
     sync_templates = models.BooleanField(
@@ -170,6 +183,15 @@ class SyncPolicyFields(models.Model):
             elif len(set(values)) != len(values):
                 errors[name] = _("An entry is listed twice.")
             setattr(self, name, values)
+        counting = self.removed_guests == RemovedGuestChoices.OFFLINE_THEN_DELETE
+        if counting and self.removed_guests_days is None:
+            errors["removed_guests_days"] = _(
+                "Required with 'Mark offline, delete after a number of days'."
+            )
+        elif not counting and self.removed_guests_days is not None:
+            errors["removed_guests_days"] = _(
+                "Only with 'Mark offline, delete after a number of days'; leave it empty."
+            )
         if len(set(self.protected_fields or [])) != len(self.protected_fields or []):
             errors["protected_fields"] = _("A field is listed twice.")
         if errors:
@@ -179,6 +201,7 @@ class SyncPolicyFields(models.Model):
         """The policy as the backend reads it (also in the endpoint's REST representation)."""
         return {
             "removed_guests": self.removed_guests or None,
+            "removed_guests_days": self.removed_guests_days,
             "sync_templates": self.sync_templates,
             "modes": {
                 name.removesuffix("_mode"): getattr(self, name) for name in OBJECT_MODE_FIELDS

@@ -116,6 +116,30 @@ class SyncPolicyRestTest(TestCase):
         self.assertEqual(self.endpoint.records_mode, "always")
         self.assertEqual(self.endpoint.exclude_vmids, "")
 
+    def test_offline_then_delete_takes_a_number_of_days(self):
+        answer = self.patch(removed_guests="offline-then-delete", removed_guests_days=30)
+        self.assertEqual(answer.status_code, 200, answer.content)
+        policy = answer.json()["sync_policy"]
+        self.assertEqual(
+            (policy["removed_guests"], policy["removed_guests_days"]), ("offline-then-delete", 30)
+        )
+        # Back to a policy without days: the days must go too.
+        answer = self.patch(removed_guests="offline", removed_guests_days=None)
+        self.assertEqual(answer.status_code, 200, answer.content)
+        self.assertIsNone(answer.json()["sync_policy"]["removed_guests_days"])
+        for body in (
+            {"removed_guests": "offline-then-delete"},  # no days
+            {"removed_guests": "offline-then-delete", "removed_guests_days": 0},
+            {"removed_guests": "offline-then-delete", "removed_guests_days": 3651},
+            {"removed_guests": "delete", "removed_guests_days": 7},  # days without counting
+        ):
+            with self.subTest(body=body):
+                answer = self.patch(**body, description="must not stick")
+                self.assertEqual(answer.status_code, 400, answer.content)
+                self.assertIn("removed_guests_days", answer.json())
+        self.endpoint.refresh_from_db()
+        self.assertEqual((self.endpoint.removed_guests, self.endpoint.description), ("offline", ""))
+
     def test_blank_removed_guests_is_answered_and_nul_text_is_refused(self):
         # Both found by the e2e schemathesis run: "" answered outside the schema's enum,
         # and NUL in text a 500 from PostgreSQL.

@@ -51,6 +51,12 @@ class ProxmoxEndpointPanel(panels.ObjectAttributesPanel):
     adopt_existing = AnchoredBooleanAttr(
         "adopt_existing", label=_("Adopt existing objects"), dom_id="adopt-existing"
     )
+    removed_guests = AnchoredChoiceAttr(
+        "removed_guests", label=_("Removed guests"), dom_id="removed-guests"
+    )
+    removed_guests_days = attrs.NumericAttr(
+        "removed_guests_days", label=_("Removed guests deleted after (days)")
+    )
     description = attrs.TextAttr("description")
 
 
