@@ -63,6 +63,19 @@ def guest_ref(key: str, vm: dict) -> tuple[str, str, str]:
     return kind, vmid, vm["device"]["name"]
 
 
+def destroy_guest(simulator, kind: str, vmid: str, node: str) -> None:
+    """Stop the guest if it runs, then destroy it, as `qm stop` + `qm destroy` would."""
+    with simulator.api() as pve:
+        status = pve.get(f"/nodes/{node}/{kind}/{vmid}/status/current").json()["data"]
+        if status["status"] == "running":
+            stopped = pve.post(f"/nodes/{node}/{kind}/{vmid}/status/stop")
+            assert stopped.status_code == 200, stopped.text
+            simulator.wait_task(stopped.json()["data"])
+        destroyed = pve.delete(f"/nodes/{node}/{kind}/{vmid}")
+        assert destroyed.status_code == 200, destroyed.text
+        simulator.wait_task(destroyed.json()["data"])
+
+
 @pytest.fixture(scope="module")
 def guests(policy_simulator):
     return sorted(policy_simulator.inventory()["guests"])  # [(kind, vmid), ...]
@@ -421,17 +434,7 @@ def test_the_removed_guests_policy_keeps_then_deletes_a_destroyed_guest(
     cluster_id = first_run.cluster["id"]
     key, vm = sorted(vms(netbox_server, cluster_id).items())[0]
     guest_kind, vmid, node = guest_ref(key, vm)
-    with policy_simulator.api() as pve:
-        if (
-            pve.get(f"/nodes/{node}/{guest_kind}/{vmid}/status/current").json()["data"]["status"]
-            == "running"
-        ):
-            stopped = pve.post(f"/nodes/{node}/{guest_kind}/{vmid}/status/stop")
-            assert stopped.status_code == 200, stopped.text
-            policy_simulator.wait_task(stopped.json()["data"])
-        destroyed = pve.delete(f"/nodes/{node}/{guest_kind}/{vmid}")
-        assert destroyed.status_code == 200, destroyed.text
-        policy_simulator.wait_task(destroyed.json()["data"])
+    destroy_guest(policy_simulator, guest_kind, vmid, node)
 
     set_policy(netbox_server, endpoint, removed_guests="keep")
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
@@ -452,17 +455,7 @@ def test_offline_then_delete_counts_days_from_when_the_guest_went(
     cluster_id = first_run.cluster["id"]
     key, vm = sorted(vms(netbox_server, cluster_id).items())[0]
     guest_kind, vmid, node = guest_ref(key, vm)
-    with policy_simulator.api() as pve:
-        if (
-            pve.get(f"/nodes/{node}/{guest_kind}/{vmid}/status/current").json()["data"]["status"]
-            == "running"
-        ):
-            stopped = pve.post(f"/nodes/{node}/{guest_kind}/{vmid}/status/stop")
-            assert stopped.status_code == 200, stopped.text
-            policy_simulator.wait_task(stopped.json()["data"])
-        destroyed = pve.delete(f"/nodes/{node}/{guest_kind}/{vmid}")
-        assert destroyed.status_code == 200, destroyed.text
-        policy_simulator.wait_task(destroyed.json()["data"])
+    destroy_guest(policy_simulator, guest_kind, vmid, node)
     set_policy(netbox_server, endpoint, removed_guests="offline-then-delete", removed_guests_days=7)
 
     report = run_sync(netbox_server, policy_simulator, endpoint["id"])
