@@ -124,7 +124,7 @@ def test_http_errors_carry_pves_message_and_only_hit_what_they_match(lab, pve):
     assert injected - injected_before == failures > 0
     failed = statuses[500]
     assert failed.reason_phrase == "Can't connect to 127.0.0.1:85 (Connection refused)"
-    assert failed.json() == {"data": None}
+    assert failed.json() == {"data": None, "message": failed.reason_phrase + "\n"}
 
 
 def test_latency_rule_delays_matching_requests(lab, pve):

@@ -274,3 +274,39 @@ def test_roles_carry_the_privileges_of_the_served_major(sim, api):
     )
     assert expect_data(api.get("/access/roles/Later8")) == {"Mapping.Use": 1, "VM.Audit": 1}
     expect_data(api.delete("/access/roles/Later8"), method="DELETE")
+
+
+# -- error bodies: libpve-http-server-perl 5.2.0 (PVE 8.4) wrote messages into them ----
+
+
+@pytest.mark.parametrize("major", MAJORS)
+def test_each_major_answers_errors_with_its_own_bodies(sim, api, major):
+    swap_major(sim, major)
+    says_it_in_the_body = major >= 8  # the bundled 8.x is 8.4
+    invalid = api.get("/nodes/pve1/qemu", params={"full": "perhaps"})
+    assert (invalid.status_code, invalid.reason_phrase) == (400, "Parameter verification failed.")
+    expected = {"data": None, "errors": invalid.json()["errors"]}
+    assert set(expected["errors"]) == {"full"}
+    if says_it_in_the_body:
+        expected["message"] = "Parameter verification failed.\n"
+    assert invalid.json() == expected
+
+    with httpx.Client(base_url=sim.base_url + "/api2", timeout=30) as anonymous:
+        for fmt in ("json", "extjs"):
+            # The authentication step refuses before any formatter runs: a real 401
+            # even for the GUI's extjs format, and no JSON envelope.
+            refused = anonymous.get(f"/{fmt}/nodes")
+            assert (refused.status_code, refused.reason_phrase) == (401, "No ticket"), fmt
+            assert refused.content == (b"No ticket\n" if says_it_in_the_body else b""), fmt
+
+    # A method's own refusal in extjs: 200 with the message (newline kept) inside.
+    missing = api.client.get(
+        "/../extjs/nodes/pve1/qemu/999999/config",
+        headers={"Cookie": f"PVEAuthCookie={api.ticket}"},
+    )
+    assert missing.status_code == 200
+    body = missing.json()
+    assert (body["success"], body["status"], body["data"]) == (0, 500, None)
+    assert body["message"] == (
+        "Configuration file 'nodes/pve1/qemu-server/999999.conf' does not exist\n"
+    )

@@ -35,6 +35,7 @@ from proxmox_simulator.domain.errors import (
     PveError,
 )
 from proxmox_simulator.domain.file_restore import Download
+from proxmox_simulator.domain.version_adapters import adapter_for
 from proxmox_simulator.observability import metrics, tracing
 from proxmox_simulator.repositories import guests as guest_repo
 from proxmox_simulator.repositories.migrations import is_ready
@@ -235,10 +236,12 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                 if isinstance(data, str) and data.startswith("UPID:"):
                     upid = data
         except PveError as exc:
-            response = render.error(exc, fmt)
+            response = render.error(exc, fmt, message_in_body=_message_in_body(selection))
         except Exception:
             log.exception("request %s failed", request_id)
-            response = render.error(PveError("internal error"), fmt)
+            response = render.error(
+                PveError("internal error"), fmt, message_in_body=_message_in_body(selection)
+            )
     response.headers["x-request-id"] = request_id
     elapsed = time.perf_counter() - started
     metrics.record_request(template, method, response.status_code, elapsed)
@@ -262,6 +265,11 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
             },
         )
     return response
+
+
+def _message_in_body(selection) -> bool:
+    contract = selection.contract
+    return adapter_for(contract.major).error_message_in_body(contract.version)
 
 
 async def _inject_faults(rt: Runtime, method: str, path: str, params: dict) -> None:

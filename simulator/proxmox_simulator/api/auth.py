@@ -8,13 +8,23 @@ from starlette.requests import Request
 
 from proxmox_simulator.domain import access_service
 from proxmox_simulator.domain.access import Principal
-from proxmox_simulator.domain.errors import AuthenticationFailed
+from proxmox_simulator.domain.errors import AuthenticationFailed, TicketRejected
 
 COOKIE = "PVEAuthCookie"
 CSRF_HEADER = "csrfpreventiontoken"
 
 
 async def authenticate(rt, request: Request, method: str) -> Principal:
+    """The caller, or ``TicketRejected`` (PVE's authentication step, before any method)."""
+    try:
+        return await _authenticate(rt, request, method)
+    except AuthenticationFailed as exc:
+        if isinstance(exc, TicketRejected):
+            raise
+        raise TicketRejected(exc.message) from None
+
+
+async def _authenticate(rt, request: Request, method: str) -> Principal:
     authorization = request.headers.get("authorization")
     if authorization and authorization.startswith("PVEAPIToken"):
         # Tokens are not a browser credential, so CSRF does not apply.

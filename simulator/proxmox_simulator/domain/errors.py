@@ -33,6 +33,14 @@ class AuthenticationFailed(PveError):
         super().__init__(message)
 
 
+class TicketRejected(AuthenticationFailed):
+    """The request's credentials were refused before any API method ran.
+
+    PVE's HTTP server checks the ticket, token and CSRF header in its own
+    authentication step and answers that refusal itself, without the response
+    formatter (so no ``data`` envelope, and a real 401 even for ``/api2/extjs``)."""
+
+
 class PermissionDenied(PveError):
     status = 403
 

@@ -7,6 +7,8 @@ what changed, so a difference is declared exactly once.
 
 from __future__ import annotations
 
+import re
+
 
 class Pve6:
     major = 6
@@ -26,6 +28,11 @@ class Pve6:
     # standard APT repositories offer (``/nodes/{node}/apt/repositories``).
     debian_suite = "buster"
     ceph_release = "octopus"
+    # The release from which PVE's HTTP server (libpve-http-server-perl 5.2.0, first in
+    # 8.4) writes an error's message into the body too: ``message`` beside ``data`` in a
+    # JSON error, and the bare message where the answer had no body (a refused
+    # ticket).  Before it, the reason phrase of the status line was the only place.
+    error_message_in_body_since: tuple[int, int] | None = None
 
     # The CPU models a guest may use: what the major's QEMU and qemu-server offer
     # (``/nodes/{node}/cpu``, later ``/capabilities/qemu/cpu``); newer majors add to it.
@@ -48,6 +55,14 @@ class Pve6:
     def kernel_release(self) -> str:
         """``uname -r``: the running kernel's release."""
         return self.kversion.split()[1]
+
+    def error_message_in_body(self, version: str) -> bool:
+        """Whether release ``version`` of this major puts error messages in the body."""
+        since = self.error_message_in_body_since
+        if since is None:
+            return False
+        numbers = re.findall(r"\d+", version)[:2]
+        return tuple(int(n) for n in numbers) >= since
 
     def running_qemu(self) -> dict:
         return {"running-qemu": self.qemu_version, "running-machine": self.machine}
@@ -88,6 +103,7 @@ class Pve7(Pve6):
 class Pve8(Pve7):
     major = 8
     tfa_lockout = True
+    error_message_in_body_since = (8, 4)
     qemu_version = "9.2.0"
     machine = "pc-i440fx-9.2+pve1"
     kversion = "Linux 6.8.12-8-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-8 (2025-01-24T12:32Z)"
