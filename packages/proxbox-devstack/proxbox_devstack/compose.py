@@ -96,7 +96,7 @@ def _wait_for(url: str, timeout: float = READY_TIMEOUT) -> None:
 def demo(data_dir: Path) -> int:
     """Register the demo endpoint (the simulator service) and sync it once through
     NetBox's "Sync now", as `proxbox up` does; print the URLs."""
-    from .demo import demo_urls, register_endpoint, sync_until_linked
+    from .demo import demo_urls, link_demo_endpoint
 
     netbox = _require(NETBOX_URL_ENV).rstrip("/")
     api = f"{netbox}/api"
@@ -105,8 +105,8 @@ def demo(data_dir: Path) -> int:
         raise StackError("the admin credentials are missing: the setup job has not run")
     _wait_for(f"{api}/status/")
     token = _demo_token(data_dir)
-    endpoint = register_endpoint(
-        api,
+    endpoint, job = link_demo_endpoint(
+        netbox,
         admin["token"],
         host=_require(SIMULATOR_HOST_ENV),
         port=int(os.environ.get(SIMULATOR_PORT_ENV, "8006")),
@@ -116,7 +116,6 @@ def demo(data_dir: Path) -> int:
         # the compose service name; the compose network is private to the stack.
         verify_tls=False,
     )
-    endpoint, job = sync_until_linked(api, admin["token"], endpoint)
     if job is not None and job["status"]["value"] != "completed":
         raise StackError(f"the first sync failed: {job.get('error') or job['status']['value']}")
     for name, url in demo_urls(os.environ.get("PROXBOX_PUBLIC_URL", netbox), endpoint).items():

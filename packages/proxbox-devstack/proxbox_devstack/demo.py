@@ -16,17 +16,19 @@ endpoint in NetBox that the backend syncs once.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import ssl
 import subprocess
 import sys
-import urllib.error
-import urllib.request
+import time
 from pathlib import Path
 
-from proxbox_processes import WaitTimeout, wait_until
 from psycopg import sql
+
+from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
+from proxbox_backend.secrets import Secret
 
 from .context import StackContext, http_answers
 from .errors import StackError
@@ -51,6 +53,7 @@ DEMO_ENDPOINT = "demo-pve"
 DEMO_SITE = {"name": "Proxbox demo", "slug": "proxbox-demo"}
 SYNC_TIMEOUT = 300.0
 JOB_DONE_STATES = ("completed", "errored", "failed")
+ENDPOINTS = "/plugins/proxbox/endpoints/proxmox/"
 
 
 def simulator_dir(ctx: StackContext) -> Path:
@@ -209,40 +212,82 @@ def backend_specs(ctx: StackContext) -> list[ProcessSpec]:
     ]
 
 
-def _request(method: str, url: str, token: str, body: dict | None = None) -> tuple[int, dict]:
-    scheme = "Bearer"
-    request = urllib.request.Request(
-        url,
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={
-            "Authorization": f"{scheme} {token}",
-            "Accept": "application/json",
-            "Content-Type": "application/json",
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        try:
-            return exc.code, json.loads(exc.read() or b"{}")
-        except json.JSONDecodeError:
-            return exc.code, {}
-
-
-def _demo_site(api: str, admin_token: str) -> int:
-    status, page = _request("GET", f"{api}/dcim/sites/?slug={DEMO_SITE['slug']}", admin_token)
-    if status == 200 and page["results"]:
+async def _demo_site(netbox: NetBoxClient) -> int:
+    page = await netbox.get("/dcim/sites/", slug=DEMO_SITE["slug"])
+    if page["results"]:
         return page["results"][0]["id"]
-    status, site = _request("POST", f"{api}/dcim/sites/", admin_token, dict(DEMO_SITE))
-    if status != 201:
-        raise StackError(f"creating the demo site failed ({status}): {site}")
+    site = await netbox.call("POST", "/dcim/sites/", json=dict(DEMO_SITE))
     return site["id"]
 
 
-def register_endpoint(
-    api: str,
+async def _register_endpoint(
+    netbox: NetBoxClient,
+    *,
+    host: str,
+    port: int,
+    token_id: str,
+    token_secret: str,
+    verify_tls: bool,
+) -> dict:
+    """The demo endpoint, registered on first use; pointed at `host:port` with this token."""
+    site = await _demo_site(netbox)
+    page = await netbox.get(ENDPOINTS, name=DEMO_ENDPOINT)
+    if not page["results"]:
+        return await netbox.call(
+            "POST",
+            ENDPOINTS,
+            json={
+                "name": DEMO_ENDPOINT,
+                "host": host,
+                "port": port,
+                "verify_tls": verify_tls,
+                "token_id": token_id,
+                "token_secret": token_secret,
+                "mode": "cluster",
+                "site": site,
+            },
+        )
+    endpoint = page["results"][0]
+    if (
+        endpoint["host"] == host
+        and endpoint["port"] == port
+        and endpoint.get("token_id") == token_id
+        and endpoint.get("site")
+    ):
+        return endpoint
+    return await netbox.call(
+        "PATCH",
+        f"{ENDPOINTS}{endpoint['id']}/",
+        json={
+            "host": host,
+            "port": port,
+            "site": site,
+            "token_id": token_id,
+            "token_secret": token_secret,
+        },
+    )
+
+
+async def _sync_until_linked(netbox: NetBoxClient, endpoint: dict) -> tuple[dict, dict | None]:
+    """Sync an endpoint whose cluster is not linked yet through NetBox's "Sync now" Job, as
+    an operator would (the run is then among the endpoint's recent syncs, with its log,
+    status and counters). Returns the endpoint afterwards and the finished Job (None when
+    the cluster was linked already)."""
+    if endpoint.get("netbox_cluster"):
+        return endpoint, None
+    queued = await netbox.call("POST", f"{ENDPOINTS}{endpoint['id']}/sync/")
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    while (job := await netbox.get(f"/core/jobs/{queued['id']}/"))["status"][
+        "value"
+    ] not in JOB_DONE_STATES:
+        if time.monotonic() > deadline:
+            raise StackError(f"the first sync did not finish within {SYNC_TIMEOUT:.0f}s")
+        await asyncio.sleep(0.5)
+    return await netbox.get(f"{ENDPOINTS}{endpoint['id']}/"), job
+
+
+def link_demo_endpoint(
+    netbox_url: str,
     admin_token: str,
     *,
     host: str,
@@ -250,82 +295,28 @@ def register_endpoint(
     token_id: str,
     token_secret: str,
     verify_tls: bool = True,
-) -> dict:
-    """The demo endpoint, registered on first use; pointed at `host:port` with this token."""
-    site = _demo_site(api, admin_token)
-    status, page = _request(
-        "GET", f"{api}/plugins/proxbox/endpoints/proxmox/?name={DEMO_ENDPOINT}", admin_token
-    )
-    if status != 200:
-        raise StackError(f"listing proxbox endpoints failed ({status}): {page}")
-    if page["results"]:
-        endpoint = page["results"][0]
-        if (
-            endpoint["host"] != host
-            or endpoint["port"] != port
-            or endpoint.get("token_id") != token_id
-            or not endpoint.get("site")
-        ):
-            status, endpoint = _request(
-                "PATCH",
-                f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/",
-                admin_token,
-                {
-                    "host": host,
-                    "port": port,
-                    "site": site,
-                    "token_id": token_id,
-                    "token_secret": token_secret,
-                },
+) -> tuple[dict, dict | None]:
+    """Register the demo endpoint (on first use) and sync it until its cluster is linked,
+    through the backend's NetBox client (its retries, error descriptions and token
+    handling). Returns the endpoint and the first sync's finished Job (None when the
+    cluster was linked already)."""
+
+    async def link() -> tuple[dict, dict | None]:
+        async with NetBoxClient(netbox_url, Secret(admin_token), timeout=60.0) as netbox:
+            endpoint = await _register_endpoint(
+                netbox,
+                host=host,
+                port=port,
+                token_id=token_id,
+                token_secret=token_secret,
+                verify_tls=verify_tls,
             )
-            if status != 200:
-                raise StackError(f"updating the demo endpoint failed ({status}): {endpoint}")
-        return endpoint
-    status, endpoint = _request(
-        "POST",
-        f"{api}/plugins/proxbox/endpoints/proxmox/",
-        admin_token,
-        {
-            "name": DEMO_ENDPOINT,
-            "host": host,
-            "port": port,
-            "verify_tls": verify_tls,
-            "token_id": token_id,
-            "token_secret": token_secret,
-            "mode": "cluster",
-            "site": site,
-        },
-    )
-    if status != 201:
-        raise StackError(f"registering the demo endpoint failed ({status}): {endpoint}")
-    return endpoint
-
-
-def sync_until_linked(api: str, admin_token: str, endpoint: dict) -> tuple[dict, dict | None]:
-    """Sync an endpoint whose cluster is not linked yet through NetBox's "Sync now" Job, as
-    an operator would (the run is then among the endpoint's recent syncs, with its log,
-    status and counters). Returns the endpoint afterwards and the finished Job (None when
-    the cluster was linked already)."""
-    if endpoint.get("netbox_cluster"):
-        return endpoint, None
-    sync_url = f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/"
-    status, job = _request("POST", sync_url, admin_token)
-    if status != 202:
-        raise StackError(f"the first sync was refused by NetBox ({status}): {job}")
-    job_url = f"{api}/core/jobs/{job['id']}/"
-
-    def finished() -> dict | None:
-        status, job = _request("GET", job_url, admin_token)
-        return job if status == 200 and job["status"]["value"] in JOB_DONE_STATES else None
+            return await _sync_until_linked(netbox, endpoint)
 
     try:
-        job = wait_until(finished, SYNC_TIMEOUT, "the first sync", interval=0.5)
-    except WaitTimeout:
-        raise StackError(f"the first sync did not finish within {SYNC_TIMEOUT:.0f}s") from None
-    status, endpoint = _request(
-        "GET", f"{api}/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/", admin_token
-    )
-    return endpoint, job
+        return asyncio.run(link())
+    except NetBoxError as exc:
+        raise StackError(f"the demo endpoint could not be set up: {exc}") from None
 
 
 def demo_urls(netbox: str, endpoint: dict) -> dict[str, str]:
@@ -340,13 +331,12 @@ def demo_urls(netbox: str, endpoint: dict) -> dict[str, str]:
 def first_sync(ctx: StackContext) -> None:
     """Register the demo endpoint and sync it through the backend until its cluster is linked."""
     netbox = f"http://{ctx.options.host}:{ctx.options.port}"
-    api = f"{netbox}/api"
     admin = load_credentials(ctx.data_dir)
     if admin is None:
         raise StackError("the admin credentials are missing; cannot register the demo endpoint")
     demo = json.loads(demo_state_path(ctx).read_text("utf-8"))
-    endpoint = register_endpoint(
-        api,
+    endpoint, job = link_demo_endpoint(
+        netbox,
         admin["token"],
         host="127.0.0.1",
         port=int(ctx.notes["simulator_port"]),
@@ -356,7 +346,6 @@ def first_sync(ctx: StackContext) -> None:
         # (PROXBOX_PROXMOX_CA_BUNDLE), so verification stays on.
         verify_tls=True,
     )
-    endpoint, job = sync_until_linked(api, admin["token"], endpoint)
     if job is not None and job["status"]["value"] != "completed":
         print(
             f"proxbox: the first sync reported problems: {job.get('error') or 'see'} "
