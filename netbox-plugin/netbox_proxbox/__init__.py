@@ -56,7 +56,7 @@ class ProxboxConfig(PluginConfig):
         from .sync.config import sync_queue
 
         sync_queue()  # a misnamed queue stops NetBox here, not at the first sync
-        from . import signals  # noqa: F401
+        from . import signals, widgets  # noqa: F401  (widgets: registers the dashboard widget)
         from .sync import schedules  # noqa: F401  (registers the schedule-keeping system job)
 
 

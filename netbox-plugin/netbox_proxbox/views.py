@@ -27,6 +27,7 @@ from .models import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .sync.health import with_sync_health
 from .sync.report import is_sync_job, object_type_title, sync_job_report_context
 from .sync.service import (
     SyncNotFound,
@@ -66,7 +67,9 @@ class SyncAllEndpoints(ObjectAction):
 
 @register_model_view(ProxmoxEndpoint, "list", path="", detail=False)
 class ProxmoxEndpointListView(generic.ObjectListView):
-    queryset = ProxmoxEndpoint.objects.select_related("site", "tenant", "netbox_cluster")
+    queryset = with_sync_health(
+        ProxmoxEndpoint.objects.select_related("site", "tenant", "netbox_cluster")
+    )
     actions = (*generic.ObjectListView.actions, SyncAllEndpoints)
     table = tables.ProxmoxEndpointTable
     filterset = filtersets.ProxmoxEndpointFilterSet

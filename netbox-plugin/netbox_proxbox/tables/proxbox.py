@@ -6,6 +6,7 @@ from netbox.tables import NetBoxTable, columns
 from tenancy.tables import TenancyColumnsMixin
 
 from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..sync.health import SyncHealth, with_sync_health
 
 __all__ = ("ProxboxClusterSyncStateTable", "ProxmoxClusterTable", "ProxmoxEndpointTable")
 
@@ -42,6 +43,41 @@ class VisibleRelationColumn(tables.Column):
         return str(value) if value is not None and table.may_view(value) else ""
 
 
+def sync_health(endpoint) -> SyncHealth:
+    """The endpoint's sync health, from its annotations (or one query when the row came
+    from a queryset without them)."""
+    if not hasattr(endpoint, "health_last_status"):
+        endpoint = with_sync_health(type(endpoint).objects.filter(pk=endpoint.pk)).get()
+    return SyncHealth.of(endpoint)
+
+
+class SyncHealthColumn(tables.Column):
+    """The endpoint's sync state as a badge; failing ones say how often in a row."""
+
+    def __init__(self, **kwargs):
+        super().__init__(accessor=tables.A("pk"), orderable=False, **kwargs)
+
+    def render(self, record):
+        health = sync_health(record)
+        if health.failures_in_a_row > 1:
+            return format_html(
+                '<span class="badge text-bg-{}" title="{}">{} ×{}</span>',
+                health.color,
+                health.last_error,
+                health.label,
+                health.failures_in_a_row,
+            )
+        return format_html(
+            '<span class="badge text-bg-{}" title="{}">{}</span>',
+            health.color,
+            health.last_error,
+            health.label,
+        )
+
+    def value(self, record):
+        return sync_health(record).state
+
+
 class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
     # No column exposes the token secret (tables drive CSV/YAML exports).
     name = tables.Column(linkify=True)
@@ -50,6 +86,14 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
     verify_tls = columns.BooleanColumn(verbose_name=_("Verify TLS"))
     site = tables.Column(linkify=True)
     netbox_cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
+    sync_health = SyncHealthColumn(verbose_name=_("Sync health"))
+    last_success = columns.DateTimeColumn(
+        accessor="health_last_success", verbose_name=_("Last successful sync")
+    )
+    sync_failures = tables.Column(
+        accessor="health_failures", verbose_name=_("Failed syncs in a row")
+    )
+    next_sync = columns.DateTimeColumn(accessor="health_next_run", verbose_name=_("Next sync"))
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxmoxendpoint_list")
 
     class Meta(NetBoxTable.Meta):
@@ -68,12 +112,26 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
             "tenant",
             "tenant_group",
             "netbox_cluster",
+            "sync_health",
+            "last_success",
+            "sync_failures",
+            "next_sync",
             "description",
             "tags",
             "created",
             "last_updated",
         )
-        default_columns = ("name", "host", "port", "mode", "enabled", "site", "netbox_cluster")
+        default_columns = (
+            "name",
+            "host",
+            "port",
+            "mode",
+            "enabled",
+            "site",
+            "netbox_cluster",
+            "sync_health",
+            "last_success",
+        )
 
 
 class ProxmoxClusterTable(ViewerAwareTable):

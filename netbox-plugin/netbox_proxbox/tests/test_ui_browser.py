@@ -33,6 +33,7 @@ from proxbox_devstack.browser import ScreenshotsOnFailure, launch, requires_chro
 from .backend import BACKEND_TOKEN, PlanningSyncService, serve_backend
 from .base import grant, make_endpoint, make_references
 from .test_schedules import BlockingSyncService, clear_queue
+from .test_sync_health import sync_job
 from .test_sync_now import plugin_config
 
 pytestmark = requires_chromium()
@@ -277,6 +278,40 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
         page.locator(f'a[href="{backup.get_absolute_url()}"]').click()
         page.wait_for_url(f"**{backup.get_absolute_url()}", wait_until="domcontentloaded")
         assert "local-zfs-browser:backup/vzdump-qemu-101.vma" in page.locator("body").inner_text()
+
+    def test_the_sync_health_widget_is_added_from_the_dashboard_and_shows_failures_first(self):
+        healthy = make_endpoint("pve-able")
+        sync_job(healthy, JobStatusChoices.STATUS_COMPLETED, 15)
+        sync_job(self.endpoint, JobStatusChoices.STATUS_ERRORED, 9, error="Proxmox said 401")
+        failed = sync_job(
+            self.endpoint, JobStatusChoices.STATUS_FAILED, 2, error="NetBox answered 503"
+        )
+        warm = Client()
+        warm.force_login(self.admin)
+        self.assertEqual(warm.get("/").status_code, 200)
+        page = self.page()
+        page.goto("/", wait_until="domcontentloaded")
+        # As an admin adds any widget: unlock the dashboard, the modal's form, the widget
+        # type (which reloads the form with its own settings), an empty title (the
+        # widget's default), Save.
+        page.get_by_text("Unlock Dashboard").click()
+        page.locator("a.btn", has_text="Add Widget").click()
+        page.locator("#id_widget_class").wait_for()
+        page.locator("#id_widget_class").select_option("netbox_proxbox.SyncHealthWidget")
+        page.locator("#id_config-problems_only").wait_for()
+        page.locator('#widget_add_form button:has-text("Save")').click()
+        page.locator('tr[data-state="failing"]').wait_for()
+        rows = page.locator("tr[data-endpoint]")
+        assert [rows.nth(i).get_attribute("data-endpoint") for i in range(rows.count())] == [
+            "pve-ui",
+            "pve-able",
+        ]
+        badge = page.locator('tr[data-endpoint="pve-ui"] .badge').first
+        assert badge.inner_text() == "Failing ×2"
+        assert "Proxmox sync health" in page.locator("body").inner_text()
+        badge.click()
+        page.wait_for_url(f"**/core/jobs/{failed.pk}/", wait_until="domcontentloaded")
+        assert "NetBox answered 503" in page.locator("body").inner_text()
 
     @staticmethod
     def _run_job(pk):
