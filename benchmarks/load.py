@@ -12,7 +12,12 @@ Scenarios (`--only` picks some; all by default):
   and as two "Sync now" Jobs run by two RQ workers; the second must be refused (409 /
   an errored Job), never run beside the first;
 - uploads: 50 concurrent uploads (distinct archives) across 5 script projects;
-  afterwards each project has one revision per upload, no duplicates, no 5xx.
+  afterwards each project has one revision per upload, no duplicates, no 5xx;
+- queues: while one endpoint's "Sync now" runs long (every Proxmox request of its
+  simulator delayed), NetBox's own Job (a data source sync) and a second endpoint's Sync
+  now are queued; printed: how long each waited to start, under one worker serving every
+  queue and under the deployed layout (NetBox's queues + 2 sync workers). Consistent
+  when, in the deployed layout, neither waited behind the long sync.
 
 Every request's status is counted; p50/p95 are of wall-clock latency per request.
 NetBox is gunicorn (2 workers × 2 threads) on a database cloned from the migrated
@@ -47,7 +52,18 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "e2e"))
 
-SCENARIOS = ("claims", "syncs", "same-endpoint", "uploads")
+SCENARIOS = ("claims", "syncs", "same-endpoint", "uploads", "queues")
+NETBOX_QUEUES = ("high", "default", "low")
+SYNC_QUEUE = "netbox_proxbox.sync"
+# The worker layouts `queues` compares: every queue served by the same worker (before
+# syncs had a queue of their own), and `proxbox up`'s / production compose's layout.
+WORKER_LAYOUTS = (
+    ("one worker for every queue", ((*NETBOX_QUEUES, SYNC_QUEUE),)),
+    ("NetBox's queues + 2 sync workers", (NETBOX_QUEUES, (SYNC_QUEUE,), (SYNC_QUEUE,))),
+)
+# Every Proxmox request of the slow endpoint waits this long: its sync outlasts the rest.
+SLOW_PROXMOX_MS = 2500
+JOB_DONE = ("completed", "errored", "failed")
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -139,17 +155,31 @@ def claims(netbox, seconds: float) -> bool:
     return check("each endpoint: 1 cluster, 1 tracking record, 1 sync state", ok) and ok
 
 
-def _simulators(workdir: Path, prefix: str, count: int):
+def _simulators(
+    workdir: Path,
+    prefix: str,
+    count: int,
+    *,
+    label: str = "load",
+    first_network: int = 120,
+    one_ca: bool = False,
+):
+    """`one_ca`: every simulator serves the first one's certificate, so one backend (one
+    CA bundle) verifies them all."""
+    import shutil
+
     from sync_fixtures import Simulator
 
     simulators = []
     for i in range(count):
-        simulator = Simulator(f"load{i}", "small", 40 + i, workdir)
+        simulator = Simulator(f"{label}{i}", "small", 40 + i, workdir)
         simulator.database = f"{prefix}sim_{i}_{os.getpid()}"
+        if one_ca and simulators:
+            shutil.copytree(simulators[0].data_dir / "tls", simulator.data_dir / "tls")
         simulators.append(simulator)
-        simulator.start().renumber(f"10.{120 + i}.0")
+        simulator.start().renumber(f"10.{first_network + i}.0")
         # Every profile calls its cluster `pvesim`; NetBox wants distinct cluster names.
-        simulator.rename(f"pvesim-load{i}")
+        simulator.rename(f"pvesim-{label}{i}")
     return simulators
 
 
@@ -309,6 +339,129 @@ def same_endpoint(netbox, backend, simulator) -> bool:
     return ok and jobs_ok
 
 
+def _job_of(api, path: str, **params) -> dict:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        results = api.get("/core/jobs/", params={**params, "ordering": "-created"}).json()
+        if results["results"]:
+            return results["results"][0]
+        time.sleep(0.2)
+    raise RuntimeError(f"no Job for {path} {params}")
+
+
+def _finished(api, job: dict, timeout: float = 900) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = api.get(f"/core/jobs/{job['id']}/").json()
+        if job["status"]["value"] in JOB_DONE:
+            return job
+        time.sleep(0.3)
+    raise RuntimeError(f"Job {job['id']} did not finish within {timeout:.0f} s")
+
+
+def _waited(job: dict) -> float:
+    from datetime import datetime
+
+    return (
+        datetime.fromisoformat(job["started"]) - datetime.fromisoformat(job["created"])
+    ).total_seconds()
+
+
+def queues(netbox, workdir: Path, slow, quick) -> bool:
+    """Does a long sync make NetBox's own Jobs, or another endpoint's sync, wait?"""
+    import json
+
+    from chaos_support import BackendServer, RQWorker
+
+    from proxbox_devstack.paths import data_dir as default_data_dir
+    from proxbox_devstack.secrets import load_or_create_secrets
+
+    slow_endpoint, quick_endpoint = _endpoints(netbox, [slow, quick], "queues")
+    rules = workdir / "slow-proxmox.json"
+    rules.write_text(
+        json.dumps([{"kind": "latency", "probability": 1, "delay_ms": SLOW_PROXMOX_MS}])
+    )
+    source = workdir / "data-source"
+    source.mkdir(exist_ok=True)
+    (source / "README.md").write_text("a local data source NetBox syncs as its own Job\n")
+    token = load_or_create_secrets(default_data_dir())["backend_api_token"]
+    backend = BackendServer(netbox, workdir, token, slow.ca_bundle).start()
+    ok = True
+    try:
+        with netbox.api() as api:
+            data_source = api.post(
+                "/core/data-sources/",
+                json={"name": "load-queues", "type": "local", "source_url": f"file://{source}"},
+            ).json()
+            # The first syncs (cluster claims, full writes) before anything is measured.
+            for endpoint in (slow_endpoint, quick_endpoint):
+                backend.wait_run(
+                    _backend_post(backend, f"/sync/{endpoint['id']}", Tally()).json()["run_id"]
+                )
+            slow.cli("faults", "enable", "--rules", str(rules))
+            for layout, worker_queues in WORKER_LAYOUTS:
+                workers = [
+                    RQWorker(netbox, workdir, queues, PROXBOX_BACKEND_URL=backend.url).start()
+                    for queues in worker_queues
+                ]
+                try:
+                    sync_now = "/plugins/proxbox/endpoints/proxmox/{}/sync/"
+                    long = api.post(sync_now.format(slow_endpoint["id"])).json()
+                    deadline = time.monotonic() + 120
+                    while api.get(f"/core/jobs/{long['id']}/").json()["status"]["value"] != (
+                        "running"
+                    ):
+                        if time.monotonic() > deadline:
+                            raise RuntimeError("the long sync did not start within 120 s")
+                        time.sleep(0.2)
+                    time.sleep(2)  # well into its run
+                    own_before = max(
+                        [
+                            j["id"]
+                            for j in api.get("/core/jobs/", params={"limit": 1}).json()["results"]
+                        ]
+                        or [0]
+                    )
+                    api.post(f"/core/data-sources/{data_source['id']}/sync/")
+                    own = _job_of(
+                        api,
+                        "data source",
+                        object_type="core.datasource",
+                        object_id=data_source["id"],
+                        # The newest: each layout queues one.
+                        id__gt=own_before,
+                    )
+                    other = api.post(sync_now.format(quick_endpoint["id"])).json()
+                    long, own, other = (_finished(api, job) for job in (long, own, other))
+                finally:
+                    for worker in workers:
+                        worker.stop()
+                print(
+                    f"  {layout}: long sync {long['status']['value']} in "
+                    f"{_seconds(long):.1f} s; NetBox's own Job waited {_waited(own):.1f} s "
+                    f"({own['status']['value']}); the other endpoint's Sync now waited "
+                    f"{_waited(other):.1f} s ({other['status']['value']})"
+                )
+                if worker_queues is WORKER_LAYOUTS[-1][1]:
+                    ok &= check(
+                        f"{layout}: neither waited behind the {_seconds(long):.0f} s sync",
+                        _waited(own) < _seconds(long) / 4 and _waited(other) < _seconds(long) / 4,
+                        f"waits {_waited(own):.1f} s and {_waited(other):.1f} s",
+                    )
+    finally:
+        backend.stop()
+        slow.cli("faults", "disable")
+    return ok
+
+
+def _seconds(job: dict) -> float:
+    from datetime import datetime
+
+    return (
+        datetime.fromisoformat(job["completed"]) - datetime.fromisoformat(job["started"])
+    ).total_seconds()
+
+
 def uploads(netbox) -> bool:
     from sync_fixtures import list_all
 
@@ -399,6 +552,13 @@ def main() -> int:
                 results["claims"] = claims(netbox, args.claim_seconds)
             if "uploads" in chosen:
                 results["uploads"] = uploads(netbox)
+            if "queues" in chosen:
+                # Networks of their own: NetBox keeps addresses unique across scenarios.
+                pair = _simulators(
+                    workdir, f"{args.db_prefix}q", 2, label="queues", first_network=130, one_ca=True
+                )
+                simulators.extend(pair)
+                results["queues"] = queues(netbox, workdir, *pair)
             needs_sync = {"syncs", "same-endpoint"} & set(chosen)
             if needs_sync:
                 # A simulator of its own for same-endpoint: a Proxmox cluster has one owner.

@@ -10,6 +10,7 @@ dies with it, as on a lost host or container.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -144,25 +145,32 @@ def assert_converged(
 # -- processes ------------------------------------------------------------------------------
 
 
+_WORKER_NUMBERS = itertools.count(1)
+
+
 class RQWorker:
     """NetBox's own `rqworker` on the server's database and Redis, in a process group of
     its own; `env` adds to the server's environment (e.g. the backend's URL). It serves
     NetBox's queues and the sync queue both: the chaos cases kill the one worker that
     holds a validation or a sync, whichever queue it came from."""
 
-    def __init__(self, netbox: NetBoxServer, workdir: Path, **env: str):
-        self.netbox, self.workdir, self.extra_env = netbox, workdir, env
+    def __init__(
+        self,
+        netbox: NetBoxServer,
+        workdir: Path,
+        queues: tuple[str, ...] = ("high", "default", "low", "netbox_proxbox.sync"),
+        **env: str,
+    ):
+        self.netbox, self.workdir, self.queues, self.extra_env = netbox, workdir, queues, env
         self.process: subprocess.Popen | None = None
         self.started = 0
+        self.name = f"rqworker-{next(_WORKER_NUMBERS)}"
 
     def start(self) -> RQWorker:
         self.started += 1
-        log = open(self.workdir / f"rqworker-{self.started}.log", "wb")  # noqa: SIM115
+        log = open(self.workdir / f"{self.name}-{self.started}.log", "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "netbox", "rqworker"),
-                *("high", "default", "low", "netbox_proxbox.sync"),
-            ],
+            [*(sys.executable, "-m", "netbox", "rqworker"), *self.queues],
             env={**self.netbox.env(), **self.extra_env},
             stdout=log,
             stderr=subprocess.STDOUT,
