@@ -9,8 +9,6 @@ the new node's bridge, in an incremental, a targeted and a previewed run.
 The tests run in file order and build on each other (one simulator, one baseline store).
 """
 
-import asyncio
-
 import pytest
 from sync_fixtures import (
     Simulator,
@@ -18,12 +16,11 @@ from sync_fixtures import (
     create_site,
     list_all,
     props,
-    settings_for,
+    run_sync,
 )
 
 from proxbox_backend.baselines import MemoryBaselines
 from proxbox_backend.domain.policy import Target
-from proxbox_backend.service import SyncService
 
 ENDPOINTS = "/plugins/proxbox/endpoints/proxmox/"
 QEMU_NIC_MODELS = ("virtio", "e1000", "e1000e", "rtl8139", "vmxnet3")
@@ -46,15 +43,15 @@ def endpoint(netbox_server, simulator):
 
 
 @pytest.fixture(scope="module")
-def baselines():
-    return MemoryBaselines()
+def sync(netbox_server, simulator, endpoint):
+    """A run keeping its baseline for the next (which may then be incremental)."""
+    baselines = MemoryBaselines()
 
-
-@pytest.fixture(scope="module")
-def sync(netbox_server, simulator, endpoint, baselines):
     def run(target: Target | None = None, dry_run: bool = False):
-        service = SyncService(settings_for(netbox_server, simulator), baselines=baselines)
-        report = asyncio.run(service.run(endpoint["id"], target=target, dry_run=dry_run))
+        report = run_sync(
+            netbox_server, simulator, endpoint["id"], target=target, baselines=baselines,
+            dry_run=dry_run,
+        )  # fmt: skip
         assert report.ok, (report.error, report.as_dict())
         return report
 
