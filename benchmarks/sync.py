@@ -256,8 +256,9 @@ def node_addresses(network: str) -> dict[str, str]:
 
 
 def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms: float = 0):
-    """A Proxmox answering /version, /cluster/status, /cluster/resources, node networks
-    and storages, per-guest config, snapshot and agent reads (interfaces and OS) for the
+    """A Proxmox answering /version, /cluster/status, /cluster/resources, node networks,
+    DNS and storages, per-guest config, snapshot and agent reads (interfaces, OS and host
+    name) for the
     guests of `specs`, spread over three nodes; each answer `latency_ms` late."""
     net = ipaddress.ip_network(network)
     node_cidrs = node_addresses(network)
@@ -295,6 +296,10 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
             data = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
         elif parts[-1] == "network-get-interfaces":
             data = {"result": agent_interfaces(specs[int(parts[3])])}
+        elif parts[-1] == "get-host-name":
+            data = {"result": {"host-name": specs[int(parts[3])]["name"]}}
+        elif len(parts) == 3 and parts[2] == "dns":
+            data = {"search": "bench.example", "dns1": str(net.network_address + 1)}
         elif len(parts) == 3 and parts[2] == "storage":
             data = NODE_STORAGES
         elif len(parts) == 5 and parts[2] == "storage" and parts[4] == "content":

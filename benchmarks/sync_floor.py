@@ -6,7 +6,8 @@ requests of `WRITE_CHUNK` objects, at most `CONCURRENCY` in flight.  Per node a 
 its network (2 NICs, a bond of them, a bridge over the bond; then the bond's members and
 the bridge port linked), the bridge's address and the device's primary address, and 2
 storages; a VLAN group with the guests' VLANs; per guest a VM, 2 interfaces with their
-MACs (the tagged one in access mode), 1 IP address, 2 virtual disks, the VM's primary
+MACs (the tagged one in access mode), guest OS names and node bridge (custom fields), 1 IP
+address with the guest's DNS name, 2 virtual disks, the VM's primary
 address, a snapshot and a backup; one backup job.  Whatever the sync takes beyond this
 is the backend's own cost (reads, planning, the claim, the sidecar records).
 
@@ -93,6 +94,21 @@ async def prerequisites(writer: FloorWriter, name: str, tag_names: set[str]) -> 
     cluster = await writer.get_or_create(
         "/virtualization/clusters/", {"name": name}, {"type": cluster_type, "site": site}
     )
+    # The custom fields the sync ensures (their definitions are its business).
+    await writer.get_or_create(
+        "/extras/custom-fields/",
+        {"name": "proxbox_guest_interface"},
+        {"type": "text", "object_types": ["virtualization.vminterface"]},
+    )
+    await writer.get_or_create(
+        "/extras/custom-fields/",
+        {"name": "proxbox_bridge"},
+        {
+            "type": "object",
+            "related_object_type": "dcim.interface",
+            "object_types": ["virtualization.vminterface"],
+        },
+    )
     tags = {}
     for tag in sorted(tag_names):
         tags[tag] = await writer.get_or_create(
@@ -119,9 +135,11 @@ NODE_LINKS = {"eno1": ("lag", "bond0"), "eno2": ("lag", "bond0"), "bond0": ("bri
 INVENTORY = "/plugins/proxbox/inventory"
 
 
-async def write_nodes(writer: FloorWriter, nodes, device_ids: dict, addresses: dict, tag: int):
+async def write_nodes(
+    writer: FloorWriter, nodes, device_ids: dict, addresses: dict, tag: int
+) -> dict[tuple[int, str], int]:
     """Each node's interfaces, then their links; the bridge's address, then the device's
-    primary address."""
+    primary address. Returns (device id, interface name) → interface id."""
     created = await writer.bulk(
         "POST",
         "/dcim/interfaces/",
@@ -163,6 +181,7 @@ async def write_nodes(writer: FloorWriter, nodes, device_ids: dict, addresses: d
             for node, ip in zip(nodes, ips, strict=True)
         ],
     )
+    return ids
 
 
 async def write_records(
@@ -276,7 +295,7 @@ async def write_inventory(
         ],
     )
     device_ids = {node: d["id"] for node, d in zip(nodes, devices, strict=True)}
-    await write_nodes(writer, nodes, device_ids, node_addresses, tags["proxbox"])
+    node_interfaces = await write_nodes(writer, nodes, device_ids, node_addresses, tags["proxbox"])
     guests = list(inventory.values())
     vms = await writer.bulk(
         "POST",
@@ -297,14 +316,19 @@ async def write_inventory(
             for g in guests
         ],
     )
-    nics = [(vm["id"], nic) for vm, g in zip(vms, guests, strict=True) for nic in g["nics"]]
+    # The fake's guests plug NIC n into bridge vmbrn; its nodes have vmbr0 only.
+    nics = [
+        (vm["id"], g, index, nic)
+        for vm, g in zip(vms, guests, strict=True)
+        for index, nic in enumerate(g["nics"])
+    ]
     interfaces = await writer.bulk(
         "POST",
         "/virtualization/interfaces/",
         [
             {
                 "virtual_machine": vm_id,
-                "name": nic["name"],
+                "name": f"net{index}",
                 "enabled": True,
                 "mac_address": nic["mac"],
                 "tags": [tags["proxbox"]],
@@ -313,13 +337,21 @@ async def write_inventory(
                     if nic["vlan"]
                     else {}
                 ),
+                "custom_fields": {
+                    "proxbox_guest_interface": nic["name"],
+                    **(
+                        {"proxbox_bridge": bridge}
+                        if (bridge := node_interfaces.get((device_ids[g["node"]], f"vmbr{index}")))
+                        else {}
+                    ),
+                },
             }
-            for vm_id, nic in nics
+            for vm_id, g, index, nic in nics
         ],
     )
     addressed = [
-        (interface["id"], nic["address"], vm_id)
-        for interface, (vm_id, nic) in zip(interfaces, nics, strict=True)
+        (interface["id"], nic["address"], vm_id, g["name"])
+        for interface, (vm_id, g, _index, nic) in zip(interfaces, nics, strict=True)
         if nic["address"]
     ]
     ips = await writer.bulk(
@@ -329,11 +361,13 @@ async def write_inventory(
             {
                 "address": address,
                 "status": "active",
+                # The guest's host name (its agent's), on its primary address.
+                "dns_name": host_name,
                 "assigned_object_type": "virtualization.vminterface",
                 "assigned_object_id": interface_id,
                 "tags": [tags["proxbox"]],
             }
-            for interface_id, address, _vm in addressed
+            for interface_id, address, _vm, host_name in addressed
         ],
     )
     await writer.bulk(
@@ -355,7 +389,7 @@ async def write_inventory(
         "/virtualization/virtual-machines/",
         [
             {"id": vm_id, "primary_ip4": ip["id"]}
-            for (_i, _a, vm_id), ip in zip(addressed, ips, strict=True)
+            for (_i, _a, vm_id, _name), ip in zip(addressed, ips, strict=True)
         ],
     )
     await write_records(writer, nodes, device_ids, guests, vms, base)

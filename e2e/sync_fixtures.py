@@ -466,11 +466,16 @@ def run_sync(
     endpoint_id: int,
     token: str | None = None,
     target: Target | None = None,
+    *,
+    baselines=None,
+    dry_run: bool = False,
     **overrides,
 ) -> RunReport:
-    """One run in this process; `target`: only that guest or node, as "Sync now" on its page."""
-    service = SyncService(settings_for(netbox, simulator, token, **overrides))
-    return asyncio.run(service.run(endpoint_id, target=target))
+    """One run in this process; `target`: only that guest or node, as "Sync now" on its page;
+    `baselines`: where incremental runs keep theirs (None: every run is full); `dry_run`:
+    a preview."""
+    service = SyncService(settings_for(netbox, simulator, token, **overrides), baselines=baselines)
+    return asyncio.run(service.run(endpoint_id, target=target, dry_run=dry_run))
 
 
 def create_endpoint(

@@ -206,11 +206,16 @@ class Incremental:
         device_ids: dict[str, int],
         guests: list[Guest],
         unreadable: set[tuple[str, int]],
+        networks: dict[str, list] | None = None,
     ) -> list[Guest]:
         """The guests this run syncs: all of them in a full run, the dirty ones in an
-        incremental run (the gateway then reads only their VMs)."""
+        incremental run (the gateway then reads only their VMs). `networks`: the nodes'
+        networks read this run (`bl.guest_input`)."""
         self.nodes = nodes_digest
-        self.digests = {bl.guest_ref(g.kind, g.vmid): bl.digest(g) for g in guests}
+        self.digests = {
+            bl.guest_ref(g.kind, g.vmid): bl.digest(bl.guest_input(g, networks or {}))
+            for g in guests
+        }
         history = self.history
         if history.reason is None and history.baseline.device_ids != device_ids:
             history.reason = "the nodes' devices changed"

@@ -504,3 +504,169 @@ async def test_gateway_inventory_reads_tag_style_and_node_networks(options_statu
     # A failed read, not a remark: it makes the run degraded.
     assert [f for f in inventory.read_failures if "pve2: network unreadable" in f]
     assert not inventory.warnings
+
+
+# -- guest names: the OS's interface names, the guest's DNS name, the NICs' bridges ------
+
+
+def test_nics_name_their_bridge_and_a_containers_its_own_interface_name():
+    qemu = parse.nics("qemu", QEMU_CONFIG)
+    assert [(n.bridge, n.guest_name) for n in qemu] == [("vmbr0", None), ("vmbr1", None)]
+    lxc = parse.nics("lxc", {"net0": "name=eth0,bridge=vmbr2,hwaddr=BC:24:11:00:0C:C0"})
+    assert [(n.name, n.bridge, n.guest_name) for n in lxc] == [("eth0", "vmbr2", "eth0")]
+    # No bridge: QEMU's user-mode network.
+    assert parse.nics("qemu", {"net0": "virtio=BC:24:11:00:0C:A0"})[0].bridge is None
+
+
+def test_agent_nic_names_match_by_mac_the_first_listed_interface_wins():
+    nics = parse.nics("qemu", QEMU_CONFIG)
+    agent = [
+        {"name": "lo", "hardware-address": "00:00:00:00:00:00"},
+        {"name": "ens18", "hardware-address": "bc:24:11:00:0c:a0"},
+        # a VLAN interface inside the guest shares its parent's MAC
+        {"name": "ens18.100", "hardware-address": "bc:24:11:00:0c:a0"},
+        {"name": "docker0", "hardware-address": "02:42:ac:11:00:01"},
+    ]
+    named = parse.agent_nic_names(agent, nics)
+    assert [(n.name, n.guest_name) for n in named] == [("net0", "ens18"), ("net1", None)]
+    assert [n.mac for n in named] == [n.mac for n in nics]
+
+
+@pytest.mark.parametrize(
+    ("hostname", "search", "expected"),
+    [
+        ("web01", None, "web01"),
+        ("web01", "", "web01"),
+        ("web01", "example.com lab.local", "web01.example.com"),
+        ("web01", "example.com,lab.local", "web01.example.com"),
+        ("db.example.org", "other.net", "db.example.org"),  # a dotted name is whole
+        ("WIN-AGENT", "Corp.Example.", "win-agent.corp.example"),
+        ("host.", None, "host"),
+        ("bad name", "example.com", None),  # no DNS name NetBox would take
+        ("", "example.com", None),
+        (None, None, None),
+    ],
+)
+def test_fqdn(hostname, search, expected):
+    assert parse.fqdn(hostname, search) == expected
+
+
+@pytest.mark.parametrize(
+    ("config", "node_search", "expected"),
+    [
+        ({"hostname": "ct1", "searchdomain": "lab.local"}, "example.com", "ct1.lab.local"),
+        # without its own, a container inherits its node's search domains
+        ({"hostname": "ct1"}, "example.com", "ct1.example.com"),
+        ({"hostname": "ct1"}, "", "ct1"),
+        # the node's could not be read: a short name's domain is unknown
+        ({"hostname": "ct1"}, None, None),
+        ({"hostname": "ct1.corp.net"}, None, "ct1.corp.net"),
+        ({}, "example.com", None),
+    ],
+)
+def test_container_dns_name(config, node_search, expected):
+    assert parse.container_dns_name(config, node_search) == expected
+    resource = {"type": "lxc", "vmid": 102, "node": "pve2", "status": "stopped"}
+    guest = parse.guest(resource, config, node_search_domains=node_search)
+    assert guest.dns_name == expected
+    assert guest.guest_names_known  # a container's names are in its config
+
+
+def test_agent_dns_name_takes_the_cloud_init_search_domain():
+    assert parse.agent_dns_name("web01", {"searchdomain": "example.com"}) == "web01.example.com"
+    assert parse.agent_dns_name("web01", {}) == "web01"
+    assert parse.agent_dns_name(None, {"searchdomain": "example.com"}) is None
+
+
+def _agent_pve(config: dict, interfaces: int | dict, host_name: int | dict):
+    """A Proxmox answering one QEMU guest's config and its agent's interfaces and host
+    name (a status code: the call fails with it)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path.endswith("/config"):
+            return httpx.Response(200, json={"data": config})
+        body = {
+            "network-get-interfaces": interfaces,
+            "get-host-name": host_name,
+        }.get(path.rsplit("/", 1)[-1], 501)
+        if isinstance(body, int):
+            reason = b"QEMU guest agent is not running"
+            return httpx.Response(body, extensions={"reason_phrase": reason}, json={"data": None})
+        return httpx.Response(200, json={"data": body})
+
+    return ProxmoxGateway(
+        ProxmoxClient(
+            "https://pve.test:8006",
+            ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+            transport=httpx.MockTransport(answer),
+            retry=RetryPolicy(attempts=1),
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("interfaces", "host_name", "dns_name", "names"),
+    [
+        (AGENT_ANSWER, {"result": {"host-name": "Web01"}}, "web01.example.com", ("ens18", None)),
+        # an agent too old for get-host-name still names the interfaces
+        (AGENT_ANSWER, 500, None, ("ens18", None)),
+        # a silent agent says nothing: the names stay unknown (kept in NetBox)
+        (500, {"result": {"host-name": "web01"}}, None, (None, None)),
+    ],
+)
+@pytest.mark.asyncio
+async def test_gateway_reads_the_guests_names_from_its_agent(
+    interfaces, host_name, dns_name, names
+):
+    config = {**QEMU_CONFIG, "agent": "1", "searchdomain": "example.com"}
+    gateway = _agent_pve(config, interfaces, host_name)
+    resource = {"type": "qemu", "vmid": 101, "node": "pve1", "status": "running", "name": "w"}
+    guest = await gateway._guest(resource, blank_inventory())
+    assert guest.dns_name == dns_name
+    assert tuple(n.guest_name for n in guest.nics) == names
+    assert guest.guest_names_known is (interfaces != 500)
+
+
+@pytest.mark.asyncio
+async def test_gateway_reads_the_dns_of_the_nodes_holding_containers_only():
+    from proxbox_backend.domain.models import ProxmoxNode
+
+    asked: list[str] = []
+    resources = [
+        {"type": "lxc", "vmid": 102, "node": "pve1", "status": "stopped"},
+        {"type": "qemu", "vmid": 101, "node": "pve2", "status": "stopped"},
+    ]
+    configs = {
+        "/nodes/pve1/lxc/102/config": {
+            "hostname": "ct1",
+            "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:0C:C0",
+        },
+        "/nodes/pve2/qemu/101/config": QEMU_CONFIG,
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api2/json")
+        asked.append(path)
+        if path == "/cluster/resources":
+            return httpx.Response(200, json={"data": resources})
+        if path in configs:
+            return httpx.Response(200, json={"data": configs[path]})
+        if path == "/nodes/pve1/dns":
+            return httpx.Response(200, json={"data": {"search": "lab.example", "dns1": "1.1.1.1"}})
+        return httpx.Response(200, json={"data": []})
+
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    nodes = [ProxmoxNode("pve1", True), ProxmoxNode("pve2", True)]
+    identity = ClusterIdentity("c", "cluster", ("pve1", "pve2"), True)
+    inventory = await ProxmoxGateway(client).inventory(identity, nodes)
+    assert [p for p in asked if p.endswith("/dns")] == ["/nodes/pve1/dns"]
+    assert inventory.node_search_domains == {"pve1": "lab.example"}
+    by_kind = {g.kind: g for g in inventory.guests}
+    assert by_kind["lxc"].dns_name == "ct1.lab.example"
+    assert by_kind["qemu"].dns_name is None  # stopped: its agent was not asked

@@ -173,10 +173,19 @@ def earlier_stages(the_guest: Guest) -> Stage:
             "guests.selected": guests.Selected([the_guest], set()),
             "guests.scope": None,
             "nodes.devices": {"pve1": 3},
+            "node_interfaces.ids": {},
+            "node_interfaces.devices": frozenset(),
             "guests.platforms": frozenset(),
         }
 
-    outputs = ("guests.selected", "guests.scope", "nodes.devices", "guests.platforms")
+    outputs = (
+        "guests.selected",
+        "guests.scope",
+        "nodes.devices",
+        "node_interfaces.ids",
+        "node_interfaces.devices",
+        "guests.platforms",
+    )
     return Stage("earlier", give, gives=outputs)
 
 

@@ -131,4 +131,5 @@ class ProtectedFieldChoices(ChoiceSet):
         ("site", _("Site")),
         ("description", _("Description")),
         ("primary_ip", _("Primary IP")),
+        ("dns_name", _("DNS name")),
     )

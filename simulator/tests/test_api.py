@@ -982,6 +982,43 @@ def test_guest_agent_answers_follow_the_config(root, unique_vmid):
     root.wait(root.delete(f"/nodes/pve2/qemu/{vmid}").json()["data"])
 
 
+def test_guest_agent_calls_are_refused_as_pve_refuses_them(root, unique_vmid):
+    """qemu-server's order: no `agent` option at all; the VM not running; then an agent
+    that does not answer (disabled, so no agent device, or the VM paused)."""
+    vmid = unique_vmid
+    base = f"/nodes/pve2/qemu/{vmid}/agent"
+    created = root.post(
+        "/nodes/pve2/qemu",
+        data={"vmid": vmid, "name": "quiet-agent", "net0": "virtio,bridge=vmbr0", "start": 1},
+    ).json()["data"]
+    assert root.wait(created)["exitstatus"] == "OK"
+    unset = root.get(f"{base}/get-host-name")
+    assert unset.status_code == 500 and unset.reason_phrase == "No QEMU guest agent configured"
+    assert root.put(f"/nodes/pve2/qemu/{vmid}/config", data={"agent": "0"}).status_code == 200
+    disabled = root.get(f"{base}/network-get-interfaces")
+    assert disabled.status_code == 500
+    assert disabled.reason_phrase == "QEMU guest agent is not running"
+    assert root.put(f"/nodes/pve2/qemu/{vmid}/config", data={"agent": "1"}).status_code == 200
+    mac = root.get(f"/nodes/pve2/qemu/{vmid}/config").json()["data"]["net0"].split(",")[0]
+    nics = root.get(f"{base}/network-get-interfaces").json()["data"]["result"]
+    assert [(n["name"], n["hardware-address"]) for n in nics[1:]] == [
+        ("ens18", mac.split("=")[1].lower())
+    ]
+    assert root.get(f"{base}/get-host-name").json()["data"] == {
+        "result": {"host-name": "quiet-agent"}
+    }
+    assert (
+        root.wait(root.post(f"/nodes/pve2/qemu/{vmid}/status/suspend").json()["data"])["exitstatus"]
+        == "OK"
+    )
+    paused = root.get(f"{base}/get-host-name")
+    assert paused.status_code == 500 and paused.reason_phrase == "QEMU guest agent is not running"
+    root.wait(root.post(f"/nodes/pve2/qemu/{vmid}/status/stop").json()["data"])
+    stopped = root.get(f"{base}/get-host-name")
+    assert stopped.status_code == 500 and stopped.reason_phrase == f"VM {vmid} is not running"
+    root.wait(root.delete(f"/nodes/pve2/qemu/{vmid}").json()["data"])
+
+
 def test_groups_roles_domains_and_permissions(client, root, alice):
     suffix = uuid.uuid4().hex[:6]
     group, role = f"ops{suffix}", f"Restarter{suffix}"

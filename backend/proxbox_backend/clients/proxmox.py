@@ -183,6 +183,15 @@ class ProxmoxClient:
         data = await self.get(f"/nodes/{quote(node)}/qemu/{int(vmid)}/agent/get-osinfo")
         return (data or {}).get("result") or {}
 
+    async def qemu_agent_host_name(self, node: str, vmid: int) -> str | None:
+        data = await self.get(f"/nodes/{quote(node)}/qemu/{int(vmid)}/agent/get-host-name")
+        result = (data or {}).get("result")
+        name = result.get("host-name") if isinstance(result, dict) else None
+        return str(name) if name else None
+
+    async def node_dns(self, node: str) -> dict:
+        return await self.get(f"/nodes/{quote(node)}/dns") or {}
+
     async def lxc_interfaces(self, node: str, vmid: int) -> list[dict]:
         return await self.get(f"/nodes/{quote(node)}/lxc/{int(vmid)}/interfaces") or []
 

@@ -29,8 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-# Bumped when a baseline written by an earlier release must not be trusted.
-FORMAT = 2
+# Bumped when a baseline written by an earlier release must not be trusted (3: its run
+# did not ensure the VM interfaces' custom fields an incremental run now writes).
+FORMAT = 3
 
 VM = "virtualization.virtualmachine"
 VM_INTERFACE = "virtualization.vminterface"
@@ -85,6 +86,18 @@ def digest(value: Any) -> str:
 
 def guest_ref(kind: str, vmid: int) -> str:
     return f"{kind}/{vmid}"
+
+
+def guest_input(guest: Any, networks: dict[str, list]) -> Any:
+    """What a guest's plan depends on: the guest, and which of the bridges its NICs name
+    its node's network has (their interfaces are what its VM interfaces point at; None:
+    the node's network was not read). A bridge appearing there makes the guest dirty."""
+    bridges = {nic.bridge for nic in guest.nics if nic.bridge}
+    if not bridges:
+        return guest
+    network = networks.get(guest.node)
+    found = None if network is None else sorted(i.name for i in network if i.name in bridges)
+    return {"guest": guest, "bridges": found}
 
 
 @dataclass(frozen=True)

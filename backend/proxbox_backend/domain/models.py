@@ -58,6 +58,10 @@ class GuestNic:
     description: str = ""
     vlan: int | None = None  # `tag=`: the access VLAN the bridge port puts the NIC in
     trunks: tuple[int, ...] = ()  # `trunks=`: further VLANs passed through, tagged
+    bridge: str | None = None  # `bridge=`: the node bridge the NIC plugs into (vmbr0)
+    # The interface's name inside the guest (ens18): a container's `name=`, or what the
+    # QEMU guest agent reports for the NIC's MAC; None: the guest names none.
+    guest_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,13 @@ class Guest:
     platform_reported: bool = False
     description: str = ""  # the guest's Proxmox notes (config `description`)
     pool: str | None = None  # the resource pool /cluster/resources names, if any
+    # The guest's own DNS name: a container's `hostname` (with its search domain), or the
+    # host name the QEMU guest agent reports. None: unknown this run (a stopped VM, a
+    # silent agent), so the DNS name its addresses carry stays as it is.
+    dns_name: str | None = None
+    # True when `GuestNic.guest_name` is known this run (a container's config; a QEMU
+    # guest whose agent answered): a NIC the guest does not name then has no such name.
+    guest_names_known: bool = False
 
     @property
     def label(self) -> str:
@@ -131,6 +142,9 @@ class ProxmoxInventory:
     unreadable: set[tuple[str, int]] = field(default_factory=set)
     # node name → its network interfaces; a node missing here could not be read.
     node_networks: dict[str, list[NodeInterface]] = field(default_factory=dict)
+    # node name → the search domains of its DNS settings ("" when it has none), read for
+    # the nodes holding containers: a container without `searchdomain` inherits them.
+    node_search_domains: dict[str, str] = field(default_factory=dict)
     # Proxmox tag → background colour (six hex digits) from the cluster's tag style.
     tag_colors: dict[str, str] = field(default_factory=dict)
     # vmid → the `digest` Proxmox gave with the guest's config: a SHA-1 of its whole

@@ -55,6 +55,7 @@ PROTECTED = {
     "site": ("site",),
     "description": ("description",),
     "primary_ip": ("primary_ip4", "primary_ip6"),
+    "dns_name": ("dns_name",),  # of a guest's primary addresses
 }
 # Components an operator adds to a synced VM or node by hand.
 OPERATOR_COMPONENTS = frozenset(
@@ -128,6 +129,14 @@ class SyncPolicy:
     def mode(self, object_type: str) -> str:
         return self.modes.get(MODE_OF.get(object_type, ""), ALWAYS)
 
+    def protected_names(self) -> set[str]:
+        """The NetBox fields the protected fields stand for."""
+        return {name for field_ in self.protected_fields for name in PROTECTED[field_]}
+
+    def holds_back(self, object_type: str, field_: str) -> bool:
+        """Whether `restrict` keeps this NetBox field of existing objects as it is."""
+        return self.mode(object_type) != ALWAYS or field_ in self.protected_names()
+
     def targeting(self, target: Target | None) -> SyncPolicy:
         return self if target is None else replace(self, target=target)
 
@@ -161,7 +170,7 @@ class SyncPolicy:
             unchanged.update({u.key: u.id for u in plan.updates})
             unchanged.update({d.key: d.id for d in plan.deletes})
             return replace(plan, creates=[], updates=[], deletes=[], unchanged=unchanged)
-        protected = {name for field_ in self.protected_fields for name in PROTECTED[field_]}
+        protected = self.protected_names()
         if self.mode("extras.tag") != ALWAYS:
             protected.add("tags")
         updates, unchanged = [], dict(plan.unchanged)

@@ -36,6 +36,15 @@ def label_of(obj: dict, fallback: str = "") -> str:
     return fallback
 
 
+def _before(current: dict, name: str, value: Any) -> Any:
+    """A field's value before the update; of custom fields only those it writes (a
+    write names some of them, NetBox keeps the others)."""
+    if name == "custom_fields" and isinstance(value, dict):
+        fields = current.get(name) or {}
+        return {key: fields.get(key) for key in value}
+    return current.get(name)
+
+
 @dataclass
 class TypePlan:
     creates: list[dict] = field(default_factory=list)  # {placeholder, label, payload}
@@ -85,7 +94,7 @@ class PlanRecorder:
         current = current or {}
         plan = self.of(object_type)
         fields = {
-            name: {"old": shown(current.get(name)), "new": shown(value)}
+            name: {"old": shown(_before(current, name, value)), "new": shown(value)}
             for name, value in changes.items()
         }
         for update in plan.updates:

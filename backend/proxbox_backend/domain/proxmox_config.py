@@ -222,6 +222,8 @@ def nics(kind: str, config: dict) -> list[GuestNic]:
                 description,
                 vlan=vlan_id(props.get("tag")),
                 trunks=vlan_ids(props.get("trunks")),
+                bridge=props.get("bridge") or None,
+                guest_name=(props.get("name") or None) if kind == LXC else None,
             )
         )
     return out
@@ -298,6 +300,60 @@ def agent_addresses(agent: list[dict], guest_nics: list[GuestNic]) -> list[Guest
     return out
 
 
+# The longest guest interface name kept (Linux allows 15 characters, Windows far more).
+GUEST_NAME_MAX = 100
+
+
+def agent_nic_names(agent: list[dict], guest_nics: list[GuestNic]) -> tuple[GuestNic, ...]:
+    """The NICs with the name the QEMU guest agent reports for their MAC (`ens18`); a NIC
+    the guest does not list gets none. A VLAN, bond or bridge inside the guest may share
+    the MAC: the interface the agent lists first (the kernel's oldest) names it."""
+    names: dict[str, str] = {}
+    for iface in agent:
+        mac = normalize_mac(iface.get("hardware-address"))
+        name = str(iface.get("name") or "").strip()
+        if mac and name:
+            names.setdefault(mac, name[:GUEST_NAME_MAX])
+    return tuple(replace(nic, guest_name=names.get(nic.mac or "")) for nic in guest_nics)
+
+
+# NetBox's rule for an IP address's DNS name (ipam.validators.DNSValidator), without the
+# wildcard label a guest never has.
+_DNS_NAME = re.compile(r"^[0-9a-z_-]+(\.[0-9a-z_-]+)*$")
+DNS_NAME_MAX = 255
+
+
+def fqdn(hostname: str | None, search_domains: str | None) -> str | None:
+    """A guest's DNS name, as PVE writes it into a container's /etc/hosts (and cloud-init
+    into a VM): a dotted host name is whole already; a short one gets the first search
+    domain, if there is one. Lower case; None when it is no valid DNS name."""
+    name = str(hostname or "").strip().rstrip(".").lower()
+    if name and "." not in name:
+        domain = next(iter(_names(search_domains)), "").strip(".").lower()
+        if domain:
+            name = f"{name}.{domain}"
+    if not name or len(name) > DNS_NAME_MAX or not _DNS_NAME.match(name):
+        return None
+    return name
+
+
+def container_dns_name(config: dict, node_search_domains: str | None) -> str | None:
+    """A container's DNS name: its `hostname` with its `searchdomain`, which PVE takes
+    from the node's DNS settings when the config has none (`node_search_domains`; None:
+    the node's could not be read, so a short name's domain is unknown)."""
+    hostname = str(config.get("hostname") or "").strip()
+    search = config.get("searchdomain", node_search_domains)
+    if not hostname or ("." not in hostname and search is None):
+        return None
+    return fqdn(hostname, search)
+
+
+def agent_dns_name(host_name: str | None, config: dict) -> str | None:
+    """A QEMU guest's DNS name: the host name its agent reports (`get-host-name`), with
+    the config's cloud-init `searchdomain` when that name is short."""
+    return fqdn(host_name, config.get("searchdomain")) if host_name else None
+
+
 def lxc_runtime_addresses(entries: list[dict], guest_nics: list[GuestNic]) -> list[GuestAddress]:
     """`/nodes/{n}/lxc/{vmid}/interfaces`: `inet`/`inet6` per interface name."""
     names = {n.name for n in guest_nics}
@@ -371,16 +427,27 @@ def agent_platform(osinfo: dict) -> Platform | None:
     return Platform(slug[:100], name[:100])
 
 
-def reported(draft: Guest, addresses: list[GuestAddress], platform: Platform | None) -> Guest:
+def reported(
+    draft: Guest,
+    addresses: list[GuestAddress],
+    platform: Platform | None,
+    *,
+    nics: tuple[GuestNic, ...] | None = None,
+    dns_name: str | None = None,
+) -> Guest:
     """The guest parsed from its config (`guest` without a report), with what the running
     guest reported: `guest(resource, config, addresses, platform)` without parsing the
-    config again."""
+    config again. `nics`: its NICs with the names the guest gives them (None: it named
+    none); `dns_name`: the DNS name it reported (None: it said none)."""
     return replace(
         draft,
         addresses=tuple(dict.fromkeys((*draft.addresses, *addresses))),
         addresses_reported=True,
         platform=platform or draft.platform,
         platform_reported=platform is not None,
+        nics=draft.nics if nics is None else nics,
+        guest_names_known=draft.guest_names_known or nics is not None,
+        dns_name=dns_name or draft.dns_name,
     )
 
 
@@ -389,10 +456,12 @@ def guest(
     config: dict,
     reported: list[GuestAddress] | None = None,
     reported_platform: Platform | None = None,
+    node_search_domains: str | None = None,
 ) -> Guest:
     """One guest from its /cluster/resources entry, its config and, when the running
     guest answered, the addresses it `reported` (None: it did not, or was not asked)
-    and the platform its agent named."""
+    and the platform its agent named. `node_search_domains`: its node's DNS search
+    domains, which a container without its own inherits (None: not read)."""
     kind = resource["type"]
     guest_nics = nics(kind, config)
     addresses = config_addresses(kind, config, guest_nics) + list(reported or ())
@@ -422,4 +491,6 @@ def guest(
         platform_reported=reported_platform is not None,
         description=str(config.get("description") or "").strip(),
         pool=resource.get("pool") or None,
+        dns_name=container_dns_name(config, node_search_domains) if kind == LXC else None,
+        guest_names_known=kind == LXC,
     )

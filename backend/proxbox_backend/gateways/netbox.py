@@ -53,6 +53,49 @@ SOURCE_FIELD_TYPES = ["dcim.device", "virtualization.virtualmachine"]
 # The date a VM's guest was first found gone (the removed-guest policy "offline, then
 # delete after N days" counts from it).
 GONE_FIELD = "proxbox_gone_since"
+# On a VM interface: its name inside the guest (`ens18` beside `net0`), and the node
+# bridge (the node device's interface) it plugs into.
+GUEST_INTERFACE_FIELD = "proxbox_guest_interface"
+BRIDGE_FIELD = "proxbox_bridge"
+VM_INTERFACE_TYPE = "virtualization.vminterface"
+# The custom fields every run writes, ensured with the prerequisites (one read for all).
+RUN_FIELDS = {
+    SOURCE_FIELD: {
+        "name": SOURCE_FIELD,
+        "label": "Proxbox source",
+        "type": "text",
+        "object_types": SOURCE_FIELD_TYPES,
+        "description": "Proxmox identity: <cluster>/<qemu|lxc>/<vmid>[#<creation id>]"
+        " of a guest, <cluster>/node/<name> of a node. Written by the Proxbox sync,"
+        " or by an operator to mark an object for adoption.",
+        "ui_editable": "no",
+        "filter_logic": "exact",
+        "required": False,
+    },
+    GUEST_INTERFACE_FIELD: {
+        "name": GUEST_INTERFACE_FIELD,
+        "label": "Guest OS interface",
+        "type": "text",
+        "object_types": [VM_INTERFACE_TYPE],
+        # NetBox's limit is 200 characters.
+        "description": "The interface's name inside the guest (QEMU guest agent, matched by"
+        " MAC; a container's name=). Written by the Proxbox sync.",
+        "ui_editable": "no",
+        "filter_logic": "exact",
+        "required": False,
+    },
+    BRIDGE_FIELD: {
+        "name": BRIDGE_FIELD,
+        "label": "Proxmox bridge",
+        "type": "object",
+        "related_object_type": "dcim.interface",
+        "object_types": [VM_INTERFACE_TYPE],
+        "description": "The bridge of the guest's node (an interface of its device) this"
+        " NIC plugs into, per its bridge=. Written by the Proxbox sync; follows migrations.",
+        "ui_editable": "no",
+        "required": False,
+    },
+}
 
 # Only the fields the planners compare: NetBox serializes far less per object.
 VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
@@ -61,11 +104,11 @@ DEVICE_FIELDS = (
 )
 INTERFACE_FIELDS = (
     "id,name,enabled,description,virtual_machine,primary_mac_address,mode,untagged_vlan,"
-    "tagged_vlans,tags"
+    "tagged_vlans,tags,custom_fields"
 )
 DEVICE_INTERFACE_FIELDS = "id,name,type,enabled,mtu,description,device,parent,lag,bridge,tags"
 DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
-IP_FIELDS = "id,address,status,vrf,assigned_object_type,assigned_object_id,tags"
+IP_FIELDS = "id,address,status,vrf,dns_name,assigned_object_type,assigned_object_id,tags"
 CHANGE_FIELDS = (
     "id,time,action,changed_object_type,changed_object_id,prechange_data,postchange_data"
 )
@@ -302,7 +345,7 @@ class NetBoxGateway:
         raise NetBoxError(400, "POST", path, result.failed.get(0))
 
     async def prerequisites(self, tally: Tally) -> Prerequisites:
-        await self.ensure_source_field(tally)
+        await self.ensure_run_fields(tally)
         await self.ensure_tag(PROXBOX_TAG, tally)
         cluster_type = await self._get_or_create(
             CLUSTER_TYPES,
@@ -344,37 +387,36 @@ class NetBoxGateway:
         )
         return Prerequisites(cluster_type, role, device_type)
 
-    async def ensure_source_field(self, tally: Tally) -> None:
-        found = await self.client.list(CUSTOM_FIELDS, {"name": SOURCE_FIELD})
-        if found:
-            # A field made by an earlier version covers VMs only: a device's key is an
-            # operator's adoption marker too.
-            missing = set(SOURCE_FIELD_TYPES) - set(found[0].get("object_types") or ())
-            if missing:
-                types = sorted({*found[0]["object_types"], *missing})
-                result = await self.client.bulk_update(
-                    CUSTOM_FIELDS, [{"id": found[0]["id"], "object_types": types}]
-                )
-                tally.add("extras.customfield", "updated", len(result.succeeded))
+    async def ensure_run_fields(self, tally: Tally) -> None:
+        """The custom fields every run writes (`RUN_FIELDS`): one read for all of them,
+        one create of those missing."""
+        found = {
+            field["name"]: field
+            for field in await self.client.list(CUSTOM_FIELDS, {"name": sorted(RUN_FIELDS)})
+        }
+        source = found.get(SOURCE_FIELD)
+        # A source field made by an earlier version covers VMs only: a device's key is an
+        # operator's adoption marker too.
+        missing_types = set(SOURCE_FIELD_TYPES) - set((source or {}).get("object_types") or ())
+        if source is not None and missing_types:
+            types = sorted({*source["object_types"], *missing_types})
+            result = await self.client.bulk_update(
+                CUSTOM_FIELDS, [{"id": source["id"], "object_types": types}]
+            )
+            tally.add("extras.customfield", "updated", len(result.succeeded))
+        missing = [name for name in RUN_FIELDS if name not in found]
+        if not missing:
             return
-        await self._get_or_create(
-            CUSTOM_FIELDS,
-            {"name": SOURCE_FIELD},
-            {
-                "name": SOURCE_FIELD,
-                "label": "Proxbox source",
-                "type": "text",
-                "object_types": SOURCE_FIELD_TYPES,
-                "description": "Proxmox identity: <cluster>/<qemu|lxc>/<vmid>[#<creation id>]"
-                " of a guest, <cluster>/node/<name> of a node. Written by the Proxbox sync,"
-                " or by an operator to mark an object for adoption.",
-                "ui_editable": "no",
-                "filter_logic": "exact",
-                "required": False,
-            },
-            tally,
-            "extras.customfield",
-        )
+        result = await self.client.bulk_create(CUSTOM_FIELDS, [RUN_FIELDS[n] for n in missing])
+        tally.add("extras.customfield", "created", len(result.succeeded))
+        if not result.failed:
+            return
+        # Another backend may have created them between our read and our write.
+        failed = [missing[position] for position in result.failed]
+        made = {f["name"] for f in await self.client.list(CUSTOM_FIELDS, {"name": failed})}
+        for position, reason in result.failed.items():
+            if missing[position] not in made:
+                raise NetBoxError(400, "POST", CUSTOM_FIELDS, reason)
 
     async def ensure_gone_field(self, tally: Tally) -> None:
         await self._get_or_create(
@@ -483,6 +525,11 @@ class NetBoxGateway:
         return await self.client.list_by_ids(
             VIRTUAL_DISKS, "virtual_machine_id", vm_ids, {"fields": DISK_FIELDS}
         )
+
+    async def named_device_interfaces(self, device_ids: list[int], names: list[str]) -> list[dict]:
+        """The interfaces of these devices with one of these names (id, name, device)."""
+        params = {"name": sorted(set(names)), "fields": "id,name,device"}
+        return await self.client.list_by_ids(DEVICE_INTERFACES, "device_id", device_ids, params)
 
     async def device_interfaces(self, device_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(

@@ -71,12 +71,25 @@ class ProxmoxGateway:
             except (ProxmoxError, TransportError) as exc:
                 inventory.read_failures.append(f"node {node.name}: network unreadable: {exc}")
 
+        async def search_domains(node: ProxmoxNode) -> None:
+            """A container without `searchdomain` inherits its node's (its DNS name)."""
+            try:
+                dns = await self.client.node_dns(node.name)
+                inventory.node_search_domains[node.name] = str(dns.get("search") or "")
+            except (ProxmoxError, TransportError) as exc:
+                # Its containers' DNS names then stay as they are: a degraded run.
+                inventory.read_failures.append(f"node {node.name}: DNS settings unreadable: {exc}")
+
         # No readable tag style (no Sys.Audit on /, older PVE): tags get default colours.
         with contextlib.suppress(ProxmoxError, TransportError):
             inventory.tag_colors = parse.tag_colors(await self.client.cluster_options())
 
         # An offline node cannot answer; its interfaces are left as they are.
-        await asyncio.gather(*(network(n) for n in nodes if n.online))
+        holding_containers = {r.get("node") for r in resources if r.get("type") == LXC}
+        await asyncio.gather(
+            *(network(n) for n in nodes if n.online),
+            *(search_domains(n) for n in nodes if n.online and n.name in holding_containers),
+        )
         guests = await asyncio.gather(*(read(r) for r in resources))
         # A guest whose config could not be read is left out of this run entirely, and
         # remembered so the disappeared-guest policy does not delete it by mistake.
@@ -89,7 +102,9 @@ class ProxmoxGateway:
     async def _guest(self, resource: dict, inventory: ProxmoxInventory) -> Guest:
         kind, node, vmid = resource["type"], resource["node"], int(resource["vmid"])
         config = await self.client.guest_config(node, kind, vmid)
-        draft = parse.guest(resource, config)
+        draft = parse.guest(
+            resource, config, node_search_domains=inventory.node_search_domains.get(node)
+        )
         if isinstance(config.get("digest"), str):
             inventory.config_digests[vmid] = config["digest"]
         if resource.get("status") != "running":
@@ -99,26 +114,39 @@ class ProxmoxGateway:
                 agent = parse.property_string(config.get("agent", "0"), "enabled")
                 if agent.get("enabled") not in ("1", "yes", "on", "true"):
                     return draft
-                # Both agent calls need only the config: one round trip, not two in a row.
-                interfaces, platform = await asyncio.gather(
+                # The agent calls need only the config: one round trip, not three in a row.
+                interfaces, platform, host_name = await asyncio.gather(
                     self.client.qemu_agent_interfaces(node, vmid),
                     self._agent_platform(node, vmid),
+                    self._agent_host_name(node, vmid),
                 )
-                reported = parse.agent_addresses(interfaces, list(draft.nics))
-            elif inventory.identity.capabilities.lxc_interfaces:
-                reported = parse.lxc_runtime_addresses(
-                    await self.client.lxc_interfaces(node, vmid), list(draft.nics)
+                return parse.reported(
+                    draft,
+                    parse.agent_addresses(interfaces, list(draft.nics)),
+                    platform,
+                    nics=parse.agent_nic_names(interfaces, list(draft.nics)),
+                    dns_name=parse.agent_dns_name(host_name, config),
                 )
-                platform = None
-            else:
+            if not inventory.identity.capabilities.lxc_interfaces:
                 # The release cannot tell: the container syncs with its configured ones.
                 return draft
+            entries = await self.client.lxc_interfaces(node, vmid)
+            return parse.reported(
+                draft, parse.lxc_runtime_addresses(entries, list(draft.nics)), None
+            )
         except ProxmoxError as exc:
             # An agent that is not running is normal: the guest syncs with its configured
-            # addresses, and the ones it reported earlier are kept until it answers again.
+            # addresses (and the names it reported earlier), kept until it answers again.
             inventory.warnings.append(f"{draft.label}: no runtime addresses: {exc.reason}")
             return draft
-        return parse.reported(draft, reported, platform)
+
+    async def _agent_host_name(self, node: str, vmid: int) -> str | None:
+        """The guest's host name; None when the agent cannot say (it answers the
+        interfaces call, whose failure is the one that counts)."""
+        try:
+            return await self.client.qemu_agent_host_name(node, vmid)
+        except ProxmoxError:
+            return None
 
     async def _agent_platform(self, node: str, vmid: int):
         """The OS the agent names; None when it cannot say (older agents lack the call)."""

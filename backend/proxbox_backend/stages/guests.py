@@ -434,7 +434,11 @@ async def select(run: StageRun, gate: Gate) -> dict:
     """The guests an incremental run syncs (`Incremental.decide`), once the nodes' devices
     are known; the gateway then reads only their VMs."""
     selected = run.incremental.decide(
-        run.nodes_digest, gate.take("nodes.devices"), run.guests, run.unreadable
+        run.nodes_digest,
+        gate.take("nodes.devices"),
+        run.guests,
+        run.unreadable,
+        run.inventory.node_networks,
     )
     # The guests left out are unchanged: like unreadable ones, never "gone".
     kept = {(g.kind, g.vmid) for g in run.guests} - {(g.kind, g.vmid) for g in selected}

@@ -3,6 +3,16 @@
 NetBox 4.x keeps MACs in `dcim.MACAddress` objects; the interface serializer's
 `mac_address` shortcut creates or reassigns the primary one in the same request.
 Every interface of a virtual machine the sync owns is the sync's to keep in shape.
+
+Two custom fields of the interface say where the NIC is in the guest and on the node:
+
+* `proxbox_guest_interface`: the guest's own name of it (`ens18` beside `net0`), from
+  the QEMU guest agent by MAC or a container's `name=`; a VM whose agent does not
+  answer keeps the name it had.
+* `proxbox_bridge`: the node's bridge it plugs into, as the interface of the node's
+  device (NetBox's own `bridge` links interfaces of one VM only); its VLANs are the
+  interface's 802.1Q mode. The guest's node decides, so a migrated guest's NIC follows
+  it to the new node's bridge.
 """
 
 from __future__ import annotations
@@ -11,7 +21,13 @@ from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest, GuestNic
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
-from proxbox_backend.gateways.netbox import VM_INTERFACES, NetBoxGateway, nested_id
+from proxbox_backend.gateways.netbox import (
+    BRIDGE_FIELD,
+    GUEST_INTERFACE_FIELD,
+    VM_INTERFACES,
+    NetBoxGateway,
+    nested_id,
+)
 from proxbox_backend.pipeline import (
     CREATE,
     DELETE,
@@ -44,6 +60,31 @@ def _current(interface: dict) -> dict:
     }
 
 
+def _current_fields(interface: dict) -> dict:
+    fields = interface.get("custom_fields") or {}
+    return {
+        GUEST_INTERFACE_FIELD: fields.get(GUEST_INTERFACE_FIELD),
+        BRIDGE_FIELD: nested_id(fields.get(BRIDGE_FIELD)),
+    }
+
+
+# (node name, bridge name) → the id of that node device's interface of that name, None
+# when it has none; a pair missing is unknown this run (its interface stays as it is).
+Bridges = dict[tuple[str, str], int | None]
+
+
+def custom_fields(guest: Guest, nic: GuestNic, bridges: Bridges) -> dict:
+    """The NIC's guest OS name and node bridge, as far as this run knows them."""
+    wanted = {}
+    if guest.guest_names_known:
+        wanted[GUEST_INTERFACE_FIELD] = nic.guest_name
+    if nic.bridge is None:
+        wanted[BRIDGE_FIELD] = None
+    elif (guest.node, nic.bridge) in bridges:
+        wanted[BRIDGE_FIELD] = bridges[(guest.node, nic.bridge)]
+    return wanted
+
+
 NO_VLANS = {"mode": None, "untagged_vlan": None, "tagged_vlans": []}
 
 
@@ -66,9 +107,13 @@ def vlan_fields(nic: GuestNic, vlan_ids: dict[int, int]) -> dict:
 
 
 def plan(
-    owned: list[tuple[int, Guest]], current: list[dict], vlan_ids: dict[int, int] | None = None
+    owned: list[tuple[int, Guest]],
+    current: list[dict],
+    vlan_ids: dict[int, int] | None = None,
+    bridges: Bridges | None = None,
 ) -> Plan:
-    """`owned`: (VM id, guest) of every guest whose virtual machine exists."""
+    """`owned`: (VM id, guest) of every guest whose virtual machine exists; `bridges`:
+    the node bridges their NICs plug into (`bridge_ids`)."""
     result = Plan(OBJECT_TYPE)
     ours = {vm_id for vm_id, _ in owned}
     existing = {
@@ -88,16 +133,23 @@ def plan(
                 "mac_address": nic.mac,
                 **vlans,
             }
+            wanted_fields = custom_fields(guest, nic, bridges or {})
             label = f"{guest.name} {nic.name}"
             found = existing.get(slot)
             if found is None:
                 payload = {"virtual_machine": vm_id, "name": nic.name, **fields}
                 if vlans is NO_VLANS:
                     payload = {k: v for k, v in payload.items() if k not in NO_VLANS}
+                if set_fields := {k: v for k, v in wanted_fields.items() if v is not None}:
+                    payload["custom_fields"] = set_fields
                 result.creates.append(
                     Create(slot, label, tags.with_sync_tags(payload, None, MANAGED))
                 )
-            elif changes := tags.with_sync_tags(diff(fields, _current(found)), found, MANAGED):
+                continue
+            changes = diff(fields, _current(found))
+            if changed_fields := diff(wanted_fields, _current_fields(found)):
+                changes["custom_fields"] = changed_fields
+            if changes := tags.with_sync_tags(changes, found, MANAGED):
                 result.updates.append(Update(slot, label, found["id"], changes))
             else:
                 result.unchanged[slot] = found["id"]
@@ -114,6 +166,41 @@ async def read(netbox: NetBoxGateway, cluster_id: int, preexisting_vm_ids: list[
     return await netbox.interfaces(cluster_id, preexisting_vm_ids) if preexisting_vm_ids else []
 
 
+async def bridge_ids(
+    netbox: NetBoxGateway,
+    owned: list[tuple[int, Guest]],
+    devices: dict[str, int],
+    synced: dict[tuple[int, str], int],
+    synced_devices: frozenset[int],
+) -> Bridges:
+    """The node bridges the owned guests' NICs plug into. `synced`: (device id, name) →
+    id of the interfaces the node interfaces stage synced this run, all of those of
+    `synced_devices`; other devices' bridges (an incremental or targeted run) are read
+    from NetBox, in one request. A node without a device leaves its guests' NICs as
+    they are."""
+    out: Bridges = {}
+    lookup: dict[int, set[str]] = {}
+    for _, guest in owned:
+        device = devices.get(guest.node)
+        for nic in guest.nics:
+            if nic.bridge is None or device is None:
+                continue
+            if device in synced_devices:
+                out[(guest.node, nic.bridge)] = synced.get((device, nic.bridge))
+            else:
+                lookup.setdefault(device, set()).add(nic.bridge)
+    if not lookup:
+        return out
+    names = sorted(set().union(*lookup.values()))
+    found = await netbox.named_device_interfaces(sorted(lookup), names)
+    ids = {(nested_id(i["device"]), i["name"]): i["id"] for i in found}
+    node_of = {device: node for node, device in devices.items()}
+    for device, bridges in lookup.items():
+        for bridge in bridges:
+            out[(node_of[device], bridge)] = ids.get((device, bridge))
+    return out
+
+
 async def apply(
     netbox: NetBoxGateway,
     cluster_id: int,
@@ -123,13 +210,14 @@ async def apply(
     vlan_ids: dict[int, int] | None = None,
     settle: Settle = nothing_to_settle,
     current: list[dict] | None = None,
+    bridges: Bridges | None = None,
 ) -> dict[tuple[int, str], int]:
     """(VM id, interface name) → interface id. `current`: the interfaces read ahead
-    (`read`), else read now."""
+    (`read`), else read now; `bridges`: the node bridges of their NICs (`bridge_ids`)."""
     if current is None:
         existing = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
         current = await read(netbox, cluster_id, existing)
-    the_plan = plan(owned, current, vlan_ids)
+    the_plan = plan(owned, current, vlan_ids, bridges)
     await settle(the_plan)
     return await apply_plan(netbox.client, VM_INTERFACES, the_plan, tally)
 
@@ -145,6 +233,13 @@ async def sync_interfaces(run: StageRun, gate: Gate) -> dict:
     owned = gate.take("guests.owned")
     count = sum(len(g.nics) for _, g in owned.owned)
     gate.started(count)
+    bridges = await bridge_ids(
+        run.netbox,
+        owned.owned,
+        gate.take("nodes.devices"),
+        gate.take("node_interfaces.ids"),
+        gate.take("node_interfaces.devices"),
+    )
     ids = await apply(
         run.netbox,
         run.cluster_id,
@@ -154,6 +249,7 @@ async def sync_interfaces(run: StageRun, gate: Gate) -> dict:
         gate.take("vlans.ids"),
         gate.settle,
         gate.current,
+        bridges,
     )
     gate.finished(count)
     return {"interfaces.ids": ids}
@@ -164,7 +260,13 @@ STAGE = Stage(
     sync_interfaces,
     read=read_interfaces,
     starts_with=("guests.kept",),
-    takes=("guests.owned", "vlans.ids"),
+    takes=(
+        "guests.owned",
+        "vlans.ids",
+        "nodes.devices",
+        "node_interfaces.ids",
+        "node_interfaces.devices",
+    ),
     gives=("interfaces.ids",),
     reads=frozenset({OBJECT_TYPE}),
     writes={OBJECT_TYPE: EVERY},

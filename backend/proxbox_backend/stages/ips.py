@@ -11,11 +11,16 @@ in IPAM is left alone.  A synced address that Proxmox did not report this run is
 
 An address whose interface goes away goes with it (NetBox deletes an interface's
 addresses with the interface).
+
+The VM's primary addresses (as the primary IPs stage leaves them) carry the guest's DNS
+name (`dns_name`: a container's hostname with its search domain, the host name a QEMU
+guest's agent reports); a guest that did not say its name leaves theirs as they are.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from proxbox_backend.domain import tags
@@ -72,9 +77,14 @@ def plan(
     current: list[dict],
     vrf_id: int | None = None,
     marked: list[dict] = (),
+    primaries: dict[int, dict[str, int | None]] | None = None,
+    frozen: Collection[int] = (),
 ) -> Plan:
     """`vrf_id`: the endpoint's VRF, where its addresses live (None: the global table).
-    `marked`: addresses an operator marked for adoption (empty unless the endpoint opts in)."""
+    `marked`: addresses an operator marked for adoption (empty unless the endpoint opts in).
+    `primaries`: the VMs' primary addresses before this run (`primary_ips.VmOutcomes`),
+    to name the ones they will have (None: no DNS names written); `frozen`: VMs whose
+    primaries this run may not set (the policy holds them back)."""
     owners = {}
     for vm_id, guest in owned:
         owner = Owner(guest.name, guest.label, guest.addresses_reported)
@@ -88,7 +98,60 @@ def plan(
         # None: the interface (or its VM) failed
         if (interface_id := interface_ids.get((vm_id, a.nic))) is not None
     ]
-    return plan_assigned(ASSIGNED_TYPE, owners, wanted, current, vrf_id, marked=marked)
+    shape = plan_assigned(ASSIGNED_TYPE, owners, wanted, current, vrf_id, marked=marked)
+    if primaries is None or not any(guest.dns_name for _, guest in owned):
+        return shape
+    removed = {delete.key for delete in shape.deletes}
+    names = primary_dns_names(owned, interface_ids, current, primaries, removed, frozen)
+    if not names:
+        return shape
+    return plan_assigned(
+        ASSIGNED_TYPE, owners, wanted, current, vrf_id, marked=marked, dns_names=names
+    )
+
+
+def primary_dns_names(
+    owned: list[tuple[int, Guest]],
+    interface_ids: dict[tuple[int, str], int],
+    current: list[dict],
+    primaries: dict[int, dict[str, int | None]],
+    removed: set[tuple[int, str]],
+    frozen: Collection[int] = (),
+) -> dict[tuple[int, str], str]:
+    """(interface id, address) → the guest's DNS name, of each address that is its VM's
+    primary once this run is written: the primary set while it stays, else (unless the
+    VM is `frozen`) the guest's first address of that IP version (`primary_ips`). A
+    primary an operator chose on an interface the sync does not keep is not named."""
+    slot_of = {
+        ip["id"]: (ip["assigned_object_id"], _normalized(ip["address"]))
+        for ip in current
+        if ip.get("assigned_object_type") == ASSIGNED_TYPE
+    }
+    names = {}
+    for vm_id, guest in owned:
+        if not guest.dns_name:
+            continue
+        for family, field in primary_ips.FIELDS.items():
+            present = primaries.get(vm_id, {}).get(field)
+            if present is not None and present not in slot_of:
+                continue
+            slots = (
+                ()
+                if vm_id in frozen
+                else primary_ips.family_slots(vm_id, guest, family, interface_ids)
+            )
+            chosen = primary_ips.keeps_or_first(slot_of.get(present), removed, slots)
+            if chosen is not None:
+                names[chosen] = guest.dns_name
+    return names
+
+
+def _dns_change(ip: dict, name: str | None) -> dict:
+    """The DNS name the address should carry, when it differs (None: no opinion; an
+    answer without the field: unknown, left alone)."""
+    if name is None or "dns_name" not in ip or (ip.get("dns_name") or "") == name:
+        return {}
+    return {"dns_name": name}
 
 
 def plan_assigned(
@@ -100,13 +163,16 @@ def plan_assigned(
     *,
     only_tagged: bool = False,
     marked: list[dict] = (),
+    dns_names: dict[tuple[int, str], str] | None = None,
 ) -> Plan:
     """Addresses on the interfaces in `owners` (of `assigned_type`) as `wanted` says.
 
     `only_tagged`: the interfaces are hardware an operator documents further (a node's),
     so an address Proxmox does not list is the sync's to delete only with `proxbox`.
     `marked`: addresses an operator marked for adoption, taken over instead of created.
+    `dns_names`: (interface id, address) → the DNS name that address carries.
     """
+    dns_names = dns_names or {}
     result = Plan(OBJECT_TYPE)
     adoptions = adoptable(marked, vrf_id)
     existing = {
@@ -127,6 +193,7 @@ def plan_assigned(
             changes = {
                 "assigned_object_type": assigned_type,
                 "assigned_object_id": want.interface_id,
+                **_dns_change(ip, dns_names.get(slot)),
             }
             changes = tags.with_sync_tags(changes, ip, MANAGED)
             result.updates.append(
@@ -140,10 +207,16 @@ def plan_assigned(
                 "assigned_object_type": assigned_type,
                 "assigned_object_id": want.interface_id,
             }
+            if slot in dns_names:
+                payload["dns_name"] = dns_names[slot]
             result.creates.append(
                 Create(slot, want.label, tags.with_sync_tags(payload, None, MANAGED))
             )
-        elif changes := tags.with_sync_tags(_vrf_change(found, vrf_id), found, MANAGED):
+        elif changes := tags.with_sync_tags(
+            {**_vrf_change(found, vrf_id), **_dns_change(found, dns_names.get(slot))},
+            found,
+            MANAGED,
+        ):
             result.updates.append(Update(slot, want.label, found["id"], changes))
         else:
             result.unchanged[slot] = found["id"]
@@ -155,7 +228,9 @@ def plan_assigned(
             continue  # the operator's
         if owner.reported:
             result.deletes.append(Delete(slot, f"{ip['address']} (gone from Proxmox)", ip["id"]))
-        elif changes := tags.with_sync_tags({}, ip, {*MANAGED, UNCONFIRMED}):
+        elif changes := tags.with_sync_tags(
+            _dns_change(ip, dns_names.get(slot)), ip, {*MANAGED, UNCONFIRMED}
+        ):
             label = f"{ip['address']} on {owner.name} (kept: {owner.source} did not report it)"
             result.updates.append(Update(slot, label, ip["id"], changes))
         else:
@@ -210,13 +285,16 @@ async def apply(
     adopt: bool = False,
     settle: Settle = nothing_to_settle,
     current: list[dict] | None = None,
+    primaries: dict[int, dict[str, int | None]] | None = None,
+    frozen: Collection[int] = (),
 ) -> tuple[dict[tuple[int, str], int], set[int]]:
     """((interface id, address) → id of every synced address now in NetBox, ids deleted).
-    `current`: the addresses read ahead (`read`), else read now."""
+    `current`: the addresses read ahead (`read`), else read now; `primaries`, `frozen`:
+    the VMs' primary addresses before this run, to name (`plan`)."""
     if current is None:
         current = await read(netbox, preexisting(owned, existing_vm_ids))
     marked = await netbox.marked_ip_addresses(vrf_id) if adopt and owned else []
-    the_plan = plan(owned, interface_ids, current, vrf_id, marked)
+    the_plan = plan(owned, interface_ids, current, vrf_id, marked, primaries, frozen)
     if marks_unconfirmed(the_plan):
         await netbox.ensure_tag(tags.UNCONFIRMED, tally)
     await settle(the_plan)
@@ -261,6 +339,9 @@ async def sync_addresses(run: StageRun, gate: Gate) -> None:
         adopt=run.policy.adopt_existing,
         settle=gate.settle,
         current=gate.current,
+        primaries=owned.outcomes.primaries,
+        # An existing VM's primaries stay as they are where the policy holds them back.
+        frozen=owned.existing if run.policy.holds_back(VM, "primary_ip4") else (),
     )
     await primary_ips.apply(
         run.netbox,

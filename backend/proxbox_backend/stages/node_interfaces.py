@@ -170,7 +170,8 @@ async def sync_node_interfaces(run: StageRun, gate: Gate) -> dict:
     gate.started(count)
     ids = await apply(run.netbox, networks, set(networks), run.tally, gate.settle)
     gate.finished(count)
-    return {"node_interfaces.ids": ids}
+    # The devices whose interfaces this run synced: their ids above are all there are.
+    return {"node_interfaces.ids": ids, "node_interfaces.devices": frozenset(networks)}
 
 
 STAGE = Stage(
@@ -178,7 +179,7 @@ STAGE = Stage(
     sync_node_interfaces,
     starts_with=("inventory",),
     takes=("nodes.devices",),
-    gives=("node_interfaces.ids",),
+    gives=("node_interfaces.ids", "node_interfaces.devices"),
     reads=frozenset({OBJECT_TYPE}),
     writes={OBJECT_TYPE: EVERY},
     effects=(
@@ -205,6 +206,10 @@ STAGE = Stage(
             why="the sync cables no interface and makes none a channel: no path to retrace",
         ),
     ),
-    left_out=lambda run: None if run.known_devices is None else {"node_interfaces.ids": {}},
+    left_out=lambda run: (
+        None
+        if run.known_devices is None
+        else {"node_interfaces.ids": {}, "node_interfaces.devices": frozenset()}
+    ),
     events="node interfaces",
 )

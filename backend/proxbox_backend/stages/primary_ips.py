@@ -14,7 +14,7 @@ becomes `updated`; one it already updated stays `updated`.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from proxbox_backend.domain.counters import Tally
@@ -41,21 +41,24 @@ def current_primaries(vms: Iterable[dict]) -> dict[int, dict[str, int | None]]:
     return {vm["id"]: {name: nested_id(vm.get(name)) for name in FIELDS.values()} for vm in vms}
 
 
-def _first_address(
-    vm_id: int,
-    guest: Guest,
-    family: int,
-    interface_ids: dict[tuple[int, str], int],
-    ip_ids: dict[tuple[int, str], int],
-) -> int | None:
+def family_slots(
+    vm_id: int, guest: Guest, family: int, interface_ids: dict[tuple[int, str], int]
+) -> Iterator[tuple[int, str]]:
+    """(interface id, address) of the guest's addresses of one IP version, in the order
+    Proxmox reports them (those whose interface exists)."""
     for address in guest.addresses:
         if ipaddress.ip_interface(address.address).version != family:
             continue
         interface_id = interface_ids.get((vm_id, address.nic))
-        ip_id = ip_ids.get((interface_id, address.address)) if interface_id else None
-        if ip_id is not None:
-            return ip_id
-    return None
+        if interface_id is not None:
+            yield interface_id, address.address
+
+
+def keeps_or_first[T](present: T | None, gone: Container[T], candidates: Iterable[T]) -> T | None:
+    """A primary after this run: the one set while it stays, else the first candidate."""
+    if present is not None and present not in gone:
+        return present
+    return next(iter(candidates), None)
 
 
 def plan(
@@ -71,10 +74,13 @@ def plan(
         changes = {}
         for family, name in FIELDS.items():
             present = current.get(name)
-            if present is not None and present not in removed_ip_ids:
-                continue
-            chosen = _first_address(vm_id, guest, family, interface_ids, ip_ids)
-            if chosen is not None:
+            synced = (
+                ip_ids[slot]
+                for slot in family_slots(vm_id, guest, family, interface_ids)
+                if slot in ip_ids
+            )
+            chosen = keeps_or_first(present, removed_ip_ids, synced)
+            if chosen is not None and chosen != present:
                 changes[name] = chosen
         if changes:
             result.updates.append(Update(vm_id, f"{guest.label} primary IP", vm_id, changes))

@@ -85,13 +85,17 @@ _OS = {
 
 
 async def _agent_guest(rt, node: str, vmid: int):
+    """PVE's checks, in its order: an `agent` option at all, a running QEMU process, then
+    an agent answering its ping (none without the agent's device, or in a paused VM)."""
     async with rt.pool.acquire() as conn:
         row = await load_guest(conn, rules.QEMU, node, vmid)
-    agent = rules.parse_property_string(row["config"].get("agent", "0"), "enabled")
-    if agent.get("enabled") not in ("1", "yes", "on", "true"):
+    if "agent" not in row["config"]:
         raise PveError("No QEMU guest agent configured")
-    if row["status"] != rules.RUNNING:
+    if row["status"] == rules.STOPPED:
         raise PveError(f"VM {vmid} is not running")
+    agent = rules.parse_property_string(row["config"]["agent"], "enabled")
+    if agent.get("enabled") not in ("1", "yes", "on", "true") or row["status"] != rules.RUNNING:
+        raise PveError("QEMU guest agent is not running")
     return row
 
 
