@@ -187,12 +187,17 @@ def test_pve9_rules_of_both_types_are_recorded_with_their_members():
 
 
 class _HAProxmox:
-    """Answers the cluster-wide lists of `proxmox_records.read` as a PVE 9 cluster does."""
+    """Answers the cluster-wide lists of `proxmox_records.read` as a PVE 9 cluster does;
+    `refused`: the HA list paths that answer 403."""
 
-    def __init__(self, groups):
-        self.groups = groups
+    def __init__(self, groups, refused=()):
+        self.groups, self.refused = groups, refused
 
     async def get(self, path, **_params):
+        from proxbox_backend.clients.proxmox import ProxmoxError
+
+        if path in self.refused:
+            raise ProxmoxError(403, "GET", path, "Permission check failed")
         if path == "/cluster/ha/groups":
             if isinstance(self.groups, Exception):
                 raise self.groups
@@ -205,7 +210,7 @@ class _HAProxmox:
         return []
 
 
-def _read_ha(groups):
+def _read_ha(groups, release="9.2.12", refused=()):
     from proxbox_backend.clients.proxmox import ProxmoxError
     from proxbox_backend.domain.capabilities import Capabilities
     from proxbox_backend.gateways import proxmox_records
@@ -215,10 +220,8 @@ def _read_ha(groups):
             500, "GET", "/cluster/ha/groups",
             "cannot index groups: ha groups have been migrated to rules",
         )  # fmt: skip
-    elif groups == "refused":
-        groups = ProxmoxError(403, "GET", "/cluster/ha/groups", "Permission check failed")
-    capabilities = Capabilities("9.2.12")
-    return asyncio.run(proxmox_records.read(_HAProxmox(groups), [], [], capabilities))
+    client = _HAProxmox(groups, refused)
+    return asyncio.run(proxmox_records.read(client, [], [], Capabilities(release)))
 
 
 def test_pve9_reads_rules_and_the_groups_not_yet_migrated():
@@ -241,7 +244,7 @@ def test_pve9_groups_answering_migrated_to_rules_is_no_warning():
 def test_pve9_groups_unreadable_keeps_every_recorded_group():
     """Any other failure: warned, and the HA group list counts as not read (none removed);
     the rules are read all the same."""
-    found = _read_ha("refused")
+    found = _read_ha([], refused={"/cluster/ha/groups"})
     assert parse.HA_GROUPS not in found.lists and parse.HA_RULES in found.lists
     assert found.warnings == [
         "ha-groups unreadable: Proxmox GET /cluster/ha/groups → 403 Permission check failed"
@@ -249,18 +252,7 @@ def test_pve9_groups_unreadable_keeps_every_recorded_group():
 
 
 def test_pve9_rules_unreadable_warn_as_rules_not_as_groups():
-    from proxbox_backend.clients.proxmox import ProxmoxError
-
-    class RulesRefused(_HAProxmox):
-        async def get(self, path, **params):
-            if path == "/cluster/ha/rules":
-                raise ProxmoxError(403, "GET", path, "Permission check failed")
-            return await super().get(path, **params)
-
-    from proxbox_backend.domain.capabilities import Capabilities
-    from proxbox_backend.gateways import proxmox_records
-
-    found = asyncio.run(proxmox_records.read(RulesRefused([]), [], [], Capabilities("9.2.12")))
+    found = _read_ha([], refused={"/cluster/ha/rules"})
     assert parse.HA_RULES not in found.lists and parse.HA_GROUPS in found.lists
     assert found.warnings == [
         "ha-rules unreadable: Proxmox GET /cluster/ha/rules → 403 Permission check failed"
@@ -268,21 +260,11 @@ def test_pve9_rules_unreadable_warn_as_rules_not_as_groups():
 
 
 def test_up_to_pve8_no_rules_are_asked_for_and_none_is_removed():
-    class Pve8(_HAProxmox):
-        async def get(self, path, **params):
-            assert path != "/cluster/ha/rules", "PVE 8 has no HA rules"
-            return await super().get(path, **params)
-
-    from proxbox_backend.domain.capabilities import Capabilities
-    from proxbox_backend.gateways import proxmox_records
-
-    found = asyncio.run(
-        proxmox_records.read(
-            Pve8([{"group": "db", "nodes": "pve3"}]), [], [], Capabilities("8.4.5")
-        )
-    )
+    """PVE 8 has no `/cluster/ha/rules` (it would answer 501): not even asked."""
+    found = _read_ha([{"group": "db", "nodes": "pve3"}], "8.4.5", refused={"/cluster/ha/rules"})
     assert [g.name for g in found.ha_groups] == ["db"] and found.ha_rules == []
     assert parse.HA_RULES not in found.lists and parse.HA_GROUPS in found.lists
+    assert not found.warnings
 
 
 # -- planning ---------------------------------------------------------------------------------
