@@ -3,7 +3,9 @@
 Of 100 and 1,000 guests (3 nodes; per guest 2 interfaces, one of them VLAN-tagged,
 1 IP address, 2 disks, 2 Proxmox tags, 1 snapshot, 1 vzdump backup; per node 4
 network interfaces: 2 NICs in a bond, bridged, the bridge carrying the node's cluster
-address, and 2 storages; one backup job), into a real NetBox: gunicorn serving
+address, and 2 storages; one backup job; every tenth guest under HA, with PVE 9 HA
+rules: per node a node-affinity rule, per two HA guests a resource-affinity rule, as
+`sync_floor.ha_layout` lays them out), into a real NetBox: gunicorn serving
 NetBox's WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database
 cloned from the migrated template, dropped afterwards.  gunicorn closes each connection
 after its answer (`--netbox-keep-alive 0`, the default here): a kept-alive connection
@@ -258,11 +260,13 @@ def node_addresses(network: str) -> dict[str, str]:
 def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms: float = 0):
     """A Proxmox answering /version, /cluster/status, /cluster/resources, node networks,
     DNS and storages, per-guest config, snapshot and agent reads (interfaces, OS and host
-    name) for the
-    guests of `specs`, spread over three nodes; each answer `latency_ms` late."""
+    name) for the guests of `specs`, spread over three nodes, and their HA resources and
+    rules; each answer `latency_ms` late."""
     net = ipaddress.ip_network(network)
     node_cidrs = node_addresses(network)
     node_ips = {n: cidr.split("/")[0] for n, cidr in node_cidrs.items()}
+    ha_guests, ha_rules = sync_floor.ha_layout(specs)
+    ha_resources = [{"sid": f"vm:{vmid}", "type": "vm", "state": "started"} for vmid in ha_guests]
     status = [{"type": "cluster", "name": cluster, "nodes": 3, "quorate": 1}] + [
         {"type": "node", "name": n, "online": 1, "nodeid": i + 1, "ip": node_ips[n]}
         for i, n in enumerate(NODES)
@@ -310,14 +314,12 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
             data = {}  # no tag colours (answered 501, the backend retried it for seconds)
         elif path == "/cluster/backup":
             data = [{"id": "nightly", "schedule": "02:00", "storage": "local", "all": 1}]
+        elif path == "/cluster/ha/resources":
+            data = ha_resources
+        elif path == "/cluster/ha/rules":  # PVE 9's, read from 9.x on
+            data = ha_rules
         elif (
-            path
-            in (
-                "/cluster/replication",
-                "/cluster/ha/groups",
-                "/cluster/ha/rules",  # PVE 9's HA placement, read from 9.x on
-                "/cluster/ha/resources",
-            )
+            path in ("/cluster/replication", "/cluster/ha/groups")
             or len(parts) == 3
             and parts[2] == "replication"
         ):

@@ -7,9 +7,10 @@ its network (2 NICs, a bond of them, a bridge over the bond; then the bond's mem
 the bridge port linked), the bridge's address and the device's primary address, and 2
 storages; a VLAN group with the guests' VLANs; per guest a VM, 2 interfaces with their
 MACs (the tagged one in access mode), guest OS names and node bridge (custom fields), 1 IP
-address with the guest's DNS name, 2 virtual disks, the VM's primary
-address, a snapshot and a backup; one backup job.  Whatever the sync takes beyond this
-is the backend's own cost (reads, planning, the claim, the sidecar records).
+address with the guest's DNS name, 2 virtual disks, the VM's primary address, a snapshot
+and a backup; one backup job; the HA inventory of `ha_layout` (an HA resource per tenth
+guest, PVE 9 HA rules listing them).  Whatever the sync takes beyond this is the
+backend's own cost (reads, planning, the claim, the sidecar records).
 
 The prerequisites (site, cluster, device type and role, tags) are created before the
 clock starts, into a site and cluster of the floor's own.
@@ -135,6 +136,39 @@ NODE_LINKS = {"eno1": ("lag", "bond0"), "eno2": ("lag", "bond0"), "bond0": ("bri
 INVENTORY = "/plugins/proxbox/inventory"
 
 
+def ha_layout(inventory: dict) -> tuple[list[int], list[dict]]:
+    """The benchmark's HA inventory, which benchmarks/sync.py's fake Proxmox answers and
+    the floor writes: every tenth guest under HA; per node a node-affinity rule that pins
+    the node's HA guests to it; each two HA guests in turn kept apart by a negative
+    resource-affinity rule.  `inventory`: vmid → guest (`guest_specs`).  Returns the HA
+    guests' vmids and the rules as PVE 9 lists them (`/cluster/ha/rules`)."""
+    ha = sorted(inventory)[::10]
+    rules = []
+    for node in sorted({inventory[vmid]["node"] for vmid in ha}):
+        members = [vmid for vmid in ha if inventory[vmid]["node"] == node]
+        rules.append(
+            {
+                "rule": f"prefer-{node}",
+                "type": "node-affinity",
+                "affinity": "positive",
+                "nodes": f"{node}:2",
+                "resources": ",".join(f"vm:{vmid}" for vmid in members),
+            }
+        )
+    for first, second in zip(ha[0::2], ha[1::2], strict=False):
+        rules.append(
+            {
+                "rule": f"apart-{first}-{second}",
+                "type": "resource-affinity",
+                "affinity": "negative",
+                "resources": f"vm:{first},vm:{second}",
+            }
+        )
+    for order, rule in enumerate(rules, start=1):
+        rule["order"] = order
+    return ha, rules
+
+
 async def write_nodes(
     writer: FloorWriter, nodes, device_ids: dict, addresses: dict, tag: int
 ) -> dict[tuple[int, str], int]:
@@ -188,7 +222,7 @@ async def write_records(
     writer: FloorWriter, nodes, device_ids: dict, guests: list, vms: list, base: dict
 ) -> None:
     """The plugin's records: 2 storages per node, one backup job, per guest a backup (on
-    its node's `local`) and a snapshot."""
+    its node's `local`) and a snapshot; the HA resources, then the HA rules listing them."""
     cluster, tag = base["cluster"], base["tags"]["proxbox"]
     storages = await writer.bulk(
         "POST",
@@ -263,6 +297,42 @@ async def write_records(
                 "tags": [tag],
             }
             for vm in vms
+        ],
+    )
+    vm_ids = {g["vmid"]: vm["id"] for g, vm in zip(guests, vms, strict=True)}
+    ha, rules = ha_layout({g["vmid"]: g for g in guests})
+    resources = await writer.bulk(
+        "POST",
+        f"{INVENTORY}/ha-resources/",
+        [
+            {
+                "cluster": cluster,
+                "sid": f"vm:{vmid}",
+                "vmid": vmid,
+                "virtual_machine": vm_ids[vmid],
+                "state": "started",
+                "tags": [tag],
+            }
+            for vmid in ha
+        ],
+    )
+    resource_ids = {r["sid"]: r["id"] for r in resources}
+    await writer.bulk(
+        "POST",
+        f"{INVENTORY}/ha-rules/",
+        [
+            {
+                "cluster": cluster,
+                "name": rule["rule"],
+                "rule_type": rule["type"],
+                "affinity": rule["affinity"],
+                "nodes": rule.get("nodes", ""),
+                "strict": False,
+                "enabled": True,
+                "resources": sorted(resource_ids[sid] for sid in rule["resources"].split(",")),
+                "tags": [tag],
+            }
+            for rule in rules
         ],
     )
 

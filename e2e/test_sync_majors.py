@@ -6,10 +6,11 @@ from the same cluster. Each major has an endpoint of its own (own site and VRF, 
 four clusters' equal addresses do not collide in the shared NetBox) and goes through:
 a first sync; then guests resized, stopped and removed, a node's address and the HA
 placement changed, and a change-only (incremental) resync that syncs and writes just
-those. NetBox then holds the
-same cluster under every major (a normalized snapshot, compared across majors), where
-the majors answer differently: HA placement from HA groups up to 8.x and from HA rules
-on 9.x; a running container's addresses without `lxc/{vmid}/interfaces` before 8.x.
+those. NetBox then holds the same cluster under every major (a normalized snapshot,
+compared across majors), where the majors answer differently: HA placement is an HA
+group up to 8.x and a node-affinity rule on 9.x (each recorded as what it is;
+`ha_placement` says how they correspond); a running container's addresses without
+`lxc/{vmid}/interfaces` before 8.x.
 
 The tests run in file order: each major's test leaves its snapshot for the comparison.
 """
@@ -228,7 +229,58 @@ RECORDS = (
     "replication-jobs",
     "ha-groups",
     "ha-resources",
+    "ha-rules",
 )
+# The record that places the HA guest: its HA group up to 8.x, on 9.x the node-affinity
+# rule PVE 9 turns a group into (`ha_placement`).
+GROUP, RULE = "netbox_proxbox.proxmoxhagroup", "netbox_proxbox.proxmoxharule"
+PLACEMENT = "HA placement (group up to 8.x, node-affinity rule on 9.x)"
+
+
+def placement_type(major: int) -> str:
+    return RULE if major >= 9 else GROUP
+
+
+def _places(record: dict) -> bool:
+    """An HA group, or a node-affinity rule HA applies: what `ha_placement` compares."""
+    if "restricted" in record:
+        return not record["nofailback"]
+    return record["rule_type"]["value"] == "node-affinity" and record["enabled"]
+
+
+def ha_placement(raw: dict) -> list[dict]:
+    """HA groups (up to 8.x) and node-affinity rules (9.x) as one: PVE 9 turns a group
+    into a node-affinity rule of the same node priorities that lists the group's
+    resources (the ones whose `group` it was), `strict` for `restricted`. A group's
+    `nofailback` moved to the resources, so a rule has none: a group with it set has no
+    rule of the same meaning and stays in its own section (the seeded one has it off)."""
+    groups = [
+        {
+            "name": g["name"],
+            "nodes": g["nodes"],
+            "strict": g["restricted"],
+            "comment": g["comment"],
+            "members": sorted(
+                r["sid"]
+                for r in raw["ha-resources"]
+                if r["group"] is not None and r["group"]["id"] == g["id"]
+            ),
+        }
+        for g in raw["ha-groups"]
+        if _places(g)
+    ]
+    rules = [
+        {
+            "name": r["name"],
+            "nodes": r["nodes"],
+            "strict": r["strict"],
+            "comment": r["comment"],
+            "members": sorted(m["sid"] for m in r["resources"]),
+        }
+        for r in raw["ha-rules"]
+        if _places(r)
+    ]
+    return groups + rules
 
 
 def nested(value: dict):
@@ -278,9 +330,18 @@ def snapshot(netbox, endpoint: dict, cluster_id: int) -> dict:
 
 def comparable(taken: dict) -> dict[str, str]:
     """A snapshot as text per section, without what names the endpoint (its site and
-    VRF) rather than the cluster, and without the ids of this NetBox's rows."""
+    VRF) rather than the cluster, and without the ids of this NetBox's rows. HA groups and
+    node-affinity rules are compared as the HA placement they both are (`ha_placement`,
+    the resources' own `group` included); whatever else they hold, in their sections."""
+    raw = dict(taken["raw"])
+    raw["ha-placement"] = ha_placement(raw)
+    raw["ha-groups"] = [g for g in raw["ha-groups"] if not _places(g)]
+    raw["ha-rules"] = [r for r in raw["ha-rules"] if not _places(r)]
+    raw["ha-resources"] = [
+        {k: v for k, v in r.items() if k != "group"} for r in raw["ha-resources"]
+    ]
     sections = {}
-    for section, objects in taken["raw"].items():
+    for section, objects in raw.items():
         text = json.dumps(
             sorted((normalized(o) for o in objects), key=repr), indent=1, sort_keys=True
         )
@@ -338,7 +399,7 @@ def created(report) -> dict[str, int]:
     shared = {"extras.tag", "dcim.devicerole", "dcim.platform", "dcim.manufacturer"}
     shared |= {"dcim.devicetype", "virtualization.clustertype", "extras.customfield"}
     return {
-        object_type: counters.created
+        PLACEMENT if object_type in (GROUP, RULE) else object_type: counters.created
         for object_type, counters in report.tally.counters.items()
         if object_type not in shared and counters.created
     }
@@ -378,14 +439,30 @@ def test_the_sync_under_each_major(netbox_server, simulator, major):
     with netbox_server.api() as api:
         tracking = api.get(f"/plugins/proxbox/clusters/{first.cluster['tracking_id']}/").json()
     assert tracking["version"] == RELEASES[major]
-    (ha_group,) = list_all(
-        netbox_server, "/plugins/proxbox/inventory/ha-groups/", cluster_id=cluster_id
-    )
     (ha_resource,) = list_all(
         netbox_server, "/plugins/proxbox/inventory/ha-resources/", cluster_id=cluster_id
     )
-    assert (ha_group["name"], ha_group["nodes"]) == (prepared["ha_group"], HA_NODES)
-    assert (ha_resource["sid"], ha_resource["group"]["id"]) == (prepared["ha_sid"], ha_group["id"])
+    groups, rules = (
+        list_all(netbox_server, f"/plugins/proxbox/inventory/{kind}/", cluster_id=cluster_id)
+        for kind in ("ha-groups", "ha-rules")
+    )
+    assert ha_resource["sid"] == prepared["ha_sid"]
+    if major >= 9:
+        # The group PVE 9 turned into a rule is a rule, not (also) a group.
+        assert groups == []
+        (rule,) = rules
+        assert (rule["name"], rule["nodes"], rule["rule_type"]["value"]) == (
+            prepared["ha_group"],
+            HA_NODES,
+            "node-affinity",
+        )
+        assert [m["id"] for m in rule["resources"]] == [ha_resource["id"]]
+        assert ha_resource["group"] is None
+    else:
+        assert rules == []
+        (ha_group,) = groups
+        assert (ha_group["name"], ha_group["nodes"]) == (prepared["ha_group"], HA_NODES)
+        assert ha_resource["group"]["id"] == ha_group["id"]
 
     changed = change(simulator, major, prepared)
     step("change")
@@ -402,9 +479,9 @@ def test_the_sync_under_each_major(netbox_server, simulator, major):
     vms = resync.tally.of("virtualization.virtualmachine")
     # The resized guest, the stopped one (offline); the removed one deleted.
     assert (vms.created, vms.updated, vms.deleted) == (0, 2, 1), vms
-    groups = resync.tally.of("netbox_proxbox.proxmoxhagroup")
-    assert (groups.created, groups.updated, groups.deleted) == (0, 1, 0)
-    # Only what changed: the guests, the node address, the HA group (and the removed
+    placements = resync.tally.of(placement_type(major))
+    assert (placements.created, placements.updated, placements.deleted) == (0, 1, 0)
+    # Only what changed: the guests, the node address, the HA placement (and the removed
     # guest's own objects, deleted with it).
     untouched = {
         object_type
@@ -425,8 +502,8 @@ def test_the_sync_under_each_major(netbox_server, simulator, major):
     assert by_name[changed["resized"]["name"]]["memory"] == 3072
     assert by_name[changed["stopped"]["name"]]["status"]["value"] == "offline"
     assert changed["gone"]["name"] not in by_name
-    (ha_group,) = taken["raw"]["ha-groups"]
-    assert ha_group["nodes"] == HA_NODES_CHANGED
+    (placement,) = ha_placement(taken["raw"])
+    assert (placement["nodes"], placement["members"]) == (HA_NODES_CHANGED, [prepared["ha_sid"]])
     SNAPSHOTS[major] = taken
 
 

@@ -149,62 +149,55 @@ def test_ha_groups_and_resources():
     assert (bare.vmid, bare.state) == (103, "started")
 
 
-def test_pve9_node_affinity_rules_are_the_groups_and_place_the_resources():
-    """PVE 9 replaced HA groups with rules: the node-affinity rules HA applies are the
-    groups, and a resource's group is the rule listing it (not a `group` of its own)."""
+def test_pve9_rules_of_both_types_are_recorded_with_their_members():
+    """Every rule PVE 9 lists is a rule record, applied or not; a node-affinity rule is
+    not also an HA group, and a resource keeps the `group` it names (if any)."""
     rules = [
-        {"rule": "prefer-1", "type": "node-affinity", "nodes": "pve1:2,pve2", "order": 1,
-         "resources": "vm:101,ct:102", "strict": 1, "comment": "web"},
-        {"rule": "avoid-3", "type": "node-affinity", "nodes": "pve3", "affinity": "negative",
-         "resources": "vm:104"},
+        {"rule": "prefer-1", "type": "node-affinity", "nodes": "pve2, pve1:2", "order": 1,
+         "resources": "vm:101,ct:102", "strict": 1, "comment": "web", "affinity": "positive",
+         "digest": "d" * 40},
         {"rule": "off", "type": "node-affinity", "nodes": "pve2", "resources": "vm:105",
          "disable": 1},
-        {"rule": "broken", "type": "node-affinity", "nodes": "pve2", "resources": "vm:106",
-         "errors": {"resources": ["resource 'vm:106' is already used"]}},
         {"rule": "apart", "type": "resource-affinity", "affinity": "negative",
-         "resources": "vm:101,vm:103"},
+         "resources": "vm:103, vm:101"},
+        {"rule": "broken", "type": "resource-affinity", "affinity": "positive",
+         "resources": "vm:106",
+         "errors": {"resources": ["rule is ineffective as there are less than two resources"]}},
+        {"rule": "future", "type": "location", "resources": "vm:101"},
     ]  # fmt: skip
-    (group,) = parse.ha_rule_groups(rules)
-    assert (group.name, group.nodes, group.restricted, group.nofailback, group.comment) == (
-        "prefer-1",
-        "pve1:2,pve2",
-        True,
-        False,
-        "web",
+    prefer, off, apart, broken = parse.ha_rules(rules)
+    assert prefer == parse.HARule(
+        name="prefer-1",
+        type="node-affinity",
+        affinity="positive",
+        nodes="pve2,pve1:2",
+        strict=True,
+        enabled=True,
+        errors="",
+        comment="web",
+        resources=("ct:102", "vm:101"),
     )
-    placement = parse.ha_rule_placement(rules)
-    assert placement == {"vm:101": "prefer-1", "ct:102": "prefer-1"}
-    vm, ct, other = parse.ha_resources(
-        [{"sid": "vm:101", "group": "stale"}, {"sid": "ct:102"}, {"sid": "vm:103"}], placement
-    )
-    assert (vm.group, ct.group, other.group) == ("prefer-1", "prefer-1", None)
-
-
-def test_pve9_mid_upgrade_keeps_the_groups_not_yet_turned_into_rules():
-    """Until PVE 9's HA manager has migrated every group, a group and the resources in it
-    stay as they were; a rule of the group's name replaces it."""
-    rules = [{"rule": "web", "type": "node-affinity", "nodes": "pve2", "resources": "vm:101"}]
-    legacy = parse.ha_groups(
-        [{"group": "web", "nodes": "pve1"}, {"group": "db", "nodes": "pve3", "restricted": 1}]
-    )
-    web, db = parse.ha_rule_groups(rules, legacy)
-    assert (web.name, web.nodes, db.name, db.nodes, db.restricted) == (
-        "web", "pve2", "db", "pve3", True
+    assert (off.enabled, off.strict, off.resources) == (False, False, ("vm:105",))
+    assert (apart.type, apart.affinity, apart.nodes, apart.resources) == (
+        "resource-affinity", "negative", "", ("vm:101", "vm:103")
     )  # fmt: skip
-    placed, unplaced = parse.ha_resources(
-        [{"sid": "vm:101", "group": "web"}, {"sid": "vm:102", "group": "db"}],
-        parse.ha_rule_placement(rules),
-    )
-    assert (placed.group, unplaced.group) == ("web", "db")
+    assert broken.errors == ("resources: rule is ineffective as there are less than two resources")
+    vm, ct = parse.ha_resources([{"sid": "vm:101", "group": "legacy"}, {"sid": "ct:102"}])
+    assert (vm.group, ct.group) == ("legacy", None)
 
 
 class _HAProxmox:
-    """Answers the cluster-wide lists of `proxmox_records.read` as a PVE 9 cluster does."""
+    """Answers the cluster-wide lists of `proxmox_records.read` as a PVE 9 cluster does;
+    `refused`: the HA list paths that answer 403."""
 
-    def __init__(self, groups):
-        self.groups = groups
+    def __init__(self, groups, refused=()):
+        self.groups, self.refused = groups, refused
 
     async def get(self, path, **_params):
+        from proxbox_backend.clients.proxmox import ProxmoxError
+
+        if path in self.refused:
+            raise ProxmoxError(403, "GET", path, "Permission check failed")
         if path == "/cluster/ha/groups":
             if isinstance(self.groups, Exception):
                 raise self.groups
@@ -217,7 +210,7 @@ class _HAProxmox:
         return []
 
 
-def _read_ha(groups):
+def _read_ha(groups, release="9.2.12", refused=()):
     from proxbox_backend.clients.proxmox import ProxmoxError
     from proxbox_backend.domain.capabilities import Capabilities
     from proxbox_backend.gateways import proxmox_records
@@ -227,32 +220,51 @@ def _read_ha(groups):
             500, "GET", "/cluster/ha/groups",
             "cannot index groups: ha groups have been migrated to rules",
         )  # fmt: skip
-    elif groups == "refused":
-        groups = ProxmoxError(403, "GET", "/cluster/ha/groups", "Permission check failed")
-    capabilities = Capabilities("9.2.12")
-    return asyncio.run(proxmox_records.read(_HAProxmox(groups), [], [], capabilities))
+    client = _HAProxmox(groups, refused)
+    return asyncio.run(proxmox_records.read(client, [], [], Capabilities(release)))
 
 
 def test_pve9_reads_rules_and_the_groups_not_yet_migrated():
+    """Mid-upgrade: the groups not yet turned into rules stay groups, beside the rules."""
     found = _read_ha([{"group": "db", "nodes": "pve3"}])
-    assert [g.name for g in found.ha_groups] == ["web", "db"]
-    assert [(r.vmid, r.group) for r in found.ha_resources] == [(101, "web"), (102, "db")]
-    assert parse.HA_PLACEMENT in found.lists and not found.warnings
+    assert [g.name for g in found.ha_groups] == ["db"]
+    assert [(r.name, r.resources) for r in found.ha_rules] == [("web", ("vm:101",))]
+    assert [(r.vmid, r.group) for r in found.ha_resources] == [(101, None), (102, "db")]
+    assert {parse.HA_GROUPS, parse.HA_RULES} <= found.lists and not found.warnings
 
 
 def test_pve9_groups_answering_migrated_to_rules_is_no_warning():
+    """Once every group is a rule, PVE 9 refuses to list groups: none left, none warned
+    about, and the list counts as read (the groups recorded before are removed)."""
     found = _read_ha("migrated")
-    assert [g.name for g in found.ha_groups] == ["web"]
-    assert parse.HA_PLACEMENT in found.lists and not found.warnings
+    assert found.ha_groups == [] and [r.name for r in found.ha_rules] == ["web"]
+    assert parse.HA_GROUPS in found.lists and not found.warnings
 
 
 def test_pve9_groups_unreadable_keeps_every_recorded_group():
-    """Any other failure: warned, and the HA group list counts as not read (none removed)."""
-    found = _read_ha("refused")
-    assert parse.HA_PLACEMENT not in found.lists
+    """Any other failure: warned, and the HA group list counts as not read (none removed);
+    the rules are read all the same."""
+    found = _read_ha([], refused={"/cluster/ha/groups"})
+    assert parse.HA_GROUPS not in found.lists and parse.HA_RULES in found.lists
     assert found.warnings == [
         "ha-groups unreadable: Proxmox GET /cluster/ha/groups → 403 Permission check failed"
     ]
+
+
+def test_pve9_rules_unreadable_warn_as_rules_not_as_groups():
+    found = _read_ha([], refused={"/cluster/ha/rules"})
+    assert parse.HA_RULES not in found.lists and parse.HA_GROUPS in found.lists
+    assert found.warnings == [
+        "ha-rules unreadable: Proxmox GET /cluster/ha/rules → 403 Permission check failed"
+    ]
+
+
+def test_up_to_pve8_no_rules_are_asked_for_and_none_is_removed():
+    """PVE 8 has no `/cluster/ha/rules` (it would answer 501): not even asked."""
+    found = _read_ha([{"group": "db", "nodes": "pve3"}], "8.4.5", refused={"/cluster/ha/rules"})
+    assert [g.name for g in found.ha_groups] == ["db"] and found.ha_rules == []
+    assert parse.HA_RULES not in found.lists and parse.HA_GROUPS in found.lists
+    assert not found.warnings
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -375,6 +387,60 @@ def test_ha_resources_refer_to_their_group_by_id_and_replication_to_the_target_d
     assert (job["target_device"], job["virtual_machine"]) == (12, 501)
 
 
+RULE = parse.HARule(
+    "apart", "resource-affinity", "negative", "", False, True, "", "", ("vm:101", "vm:102")
+)
+
+
+def rule_record(**fields):
+    base = {
+        "id": 6,
+        "name": "apart",
+        "rule_type": {"value": "resource-affinity", "label": "Resource affinity"},
+        "affinity": {"value": "negative", "label": "Negative"},
+        "nodes": "",
+        "strict": False,
+        "enabled": True,
+        "errors": "",
+        "comment": "",
+        "resources": [{"id": 32, "sid": "vm:102"}, {"id": 31, "sid": "vm:101"}],
+        "tags": MANAGED,
+    }
+    return {**base, **fields}
+
+
+def rule_plan(current, resource_ids):
+    desired = records.desired_ha_rules(inventory(ha_rules=[RULE]), resource_ids)
+    return records.plan(records.HA_RULES, CLUSTER, desired, current, lambda obj: True)
+
+
+def test_ha_rules_list_their_members_by_id_compared_as_a_set():
+    both = {("vm:101",): 31, ("vm:102",): 32}
+    (create,) = rule_plan([], both).creates
+    assert create.payload["resources"] == [31, 32]
+    assert (create.payload["rule_type"], create.payload["affinity"]) == (
+        "resource-affinity", "negative"
+    )  # fmt: skip
+    # NetBox lists the members in its own order: the same set is no change.
+    assert rule_plan([rule_record()], both).unchanged == {("apart",): 6}
+    # A member without a record (its list did not answer) is left out until it has one.
+    (update,) = rule_plan([rule_record()], {("vm:101",): 31}).updates
+    assert update.changes == {"resources": [31]}
+
+
+def test_ha_rules_are_written_after_the_ha_resources_they_list():
+    client = RecordsNetBox({})
+    found = inventory(
+        ha_resources=[parse.HAResource("vm:101", 101, "started", None, None, None, "")],
+        ha_rules=[RULE],
+    )
+    found.lists |= {"ha-resources", parse.HA_RULES}
+    asyncio.run(records.apply(SimpleNamespace(client=client), CLUSTER, found, LINKS, Tally()))
+    (resources, rules) = [(path, payloads) for _op, path, payloads in client.writes]
+    assert resources[0] == records.HA_RESOURCES.path and rules[0] == records.HA_RULES.path
+    assert rules[1][0]["resources"] == [900]  # the resource created just before
+
+
 def test_a_list_that_did_not_answer_deletes_nothing():
     current = [{"id": 2, "job_id": "backup-1", "tags": MANAGED}]
     silent = inventory()
@@ -467,6 +533,13 @@ def test_records_mode_create_only_creates_and_neither_updates_nor_deletes():
 
 def test_records_mode_off_writes_no_record():
     assert sync_records("off") == []
+
+
+def test_every_record_type_is_switched_by_records_mode():
+    off = SyncPolicy.from_api({"modes": {"records": "off"}})
+    assert {kind.object_type: off.mode(kind.object_type) for kind in records.TYPES} == {
+        kind.object_type: "off" for kind in records.TYPES
+    }
 
 
 def test_every_type_is_read_once_up_front_and_again_after_a_deletion_in_the_stage():

@@ -89,6 +89,31 @@ class HAStateChoices(ChoiceSet):
     )
 
 
+class HARuleTypeChoices(ChoiceSet):
+    """A PVE 9 HA rule's type."""
+
+    TYPE_NODE_AFFINITY = "node-affinity"
+    TYPE_RESOURCE_AFFINITY = "resource-affinity"
+
+    CHOICES = (
+        (TYPE_NODE_AFFINITY, _("Node affinity"), "blue"),
+        (TYPE_RESOURCE_AFFINITY, _("Resource affinity"), "purple"),
+    )
+
+
+class HARuleAffinityChoices(ChoiceSet):
+    """Node affinity: on the rule's nodes (positive only). Resource affinity: the rule's
+    resources on one node (positive) or on different nodes (negative)."""
+
+    AFFINITY_POSITIVE = "positive"
+    AFFINITY_NEGATIVE = "negative"
+
+    CHOICES = (
+        (AFFINITY_POSITIVE, _("Positive"), "green"),
+        (AFFINITY_NEGATIVE, _("Negative"), "orange"),
+    )
+
+
 class RemovedGuestChoices(ChoiceSet):
     """What a sync does with a VM whose guest is gone from Proxmox."""
 

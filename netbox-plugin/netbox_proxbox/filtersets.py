@@ -15,6 +15,8 @@ from virtualization.models import Cluster, VirtualMachine
 from .choices import (
     BackupVerificationChoices,
     EndpointModeChoices,
+    HARuleAffinityChoices,
+    HARuleTypeChoices,
     HAStateChoices,
     ReplicationStateChoices,
     SyncStatusChoices,
@@ -27,6 +29,7 @@ from .models import (
     ProxmoxEndpoint,
     ProxmoxHAGroup,
     ProxmoxHAResource,
+    ProxmoxHARule,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -40,6 +43,7 @@ __all__ = (
     "ProxmoxEndpointFilterSet",
     "ProxmoxHAGroupFilterSet",
     "ProxmoxHAResourceFilterSet",
+    "ProxmoxHARuleFilterSet",
     "ProxmoxReplicationJobFilterSet",
     "ProxmoxSnapshotFilterSet",
     "ProxmoxStorageFilterSet",
@@ -277,9 +281,28 @@ class ProxmoxHAResourceFilterSet(InventoryFilterSet):
     group_id = django_filters.ModelMultipleChoiceFilter(
         queryset=ProxmoxHAGroup.objects.all(), label=_("Group (ID)")
     )
+    rule_id = django_filters.ModelMultipleChoiceFilter(
+        field_name="rules", queryset=ProxmoxHARule.objects.all(), label=_("Rule (ID)")
+    )
     state = django_filters.MultipleChoiceFilter(choices=HAStateChoices)
     search_fields = ("sid", "comment")
 
     class Meta:
         model = ProxmoxHAResource
         fields = ("id", "sid", "vmid", "max_restart", "max_relocate")
+
+
+@register_filterset
+class ProxmoxHARuleFilterSet(InventoryFilterSet):
+    rule_type = django_filters.MultipleChoiceFilter(choices=HARuleTypeChoices)
+    affinity = django_filters.MultipleChoiceFilter(choices=HARuleAffinityChoices)
+    resource_id = django_filters.ModelMultipleChoiceFilter(
+        field_name="resources",
+        queryset=ProxmoxHAResource.objects.all(),
+        label=_("Resource (ID)"),
+    )
+    search_fields = ("name", "nodes", "comment", "errors")
+
+    class Meta:
+        model = ProxmoxHARule
+        fields = ("id", "name", "strict", "enabled")

@@ -49,6 +49,7 @@ menu = PluginMenu(
                 _record("proxmoxreplicationjob", _("Replication jobs")),
                 _record("proxmoxhagroup", _("HA groups")),
                 _record("proxmoxharesource", _("HA resources")),
+                _record("proxmoxharule", _("HA rules")),
             ),
         ),
     ),

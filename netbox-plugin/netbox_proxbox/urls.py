@@ -13,6 +13,7 @@ INVENTORY_PATHS = (
     ("replication-jobs", "proxmoxreplicationjob"),
     ("ha-groups", "proxmoxhagroup"),
     ("ha-resources", "proxmoxharesource"),
+    ("ha-rules", "proxmoxharule"),
 )
 
 urlpatterns = [

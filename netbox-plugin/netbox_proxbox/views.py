@@ -23,6 +23,7 @@ from .models import (
     ProxmoxEndpoint,
     ProxmoxHAGroup,
     ProxmoxHAResource,
+    ProxmoxHARule,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -325,6 +326,7 @@ SERVER_OWNED = (
     (ProxmoxReplicationJob, ("cluster", "virtual_machine", "target_device"), None),
     (ProxmoxHAGroup, ("cluster",), None),
     (ProxmoxHAResource, ("cluster", "virtual_machine", "group"), None),
+    (ProxmoxHARule, ("cluster",), None),
 )
 
 SERVER_OWNED_LAYOUTS = {

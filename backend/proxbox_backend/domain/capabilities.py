@@ -7,7 +7,7 @@ major (6.4, 7.4, 8.4, 9.2):
 
 | capability | majors | without it |
 |---|---|---|
-| `ha_rules` | 9 on | HA placement is HA groups (`/cluster/ha/groups`, a resource's `group`) |
+| `ha_rules` | 9 on | no `/cluster/ha/rules`: HA placement is HA groups alone (a resource's `group`) |
 | `lxc_interfaces` | 8 on | no `/nodes/{n}/lxc/{vmid}/interfaces`: a container's configured addresses |
 
 Shape differences that need no release to tell apart stay where the answer is parsed,
@@ -49,7 +49,7 @@ class Capabilities:
 
     @property
     def ha_rules(self) -> bool:
-        """HA placement is read from `/cluster/ha/rules` (else `/cluster/ha/groups`)."""
+        """HA rules are read from `/cluster/ha/rules` (beside `/cluster/ha/groups`)."""
         return self.major >= HA_RULES_FROM
 
     @property

@@ -42,6 +42,7 @@ MODE_OF = {
             "proxmoxreplicationjob",
             "proxmoxhagroup",
             "proxmoxharesource",
+            "proxmoxharule",
         )
     },
 }

@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 
 # Proxmox's HA `sid` prefixes (`vm:100`, `ct:101`; a bare number means vm).
 _HA_KINDS = ("vm", "ct")
-NODE_AFFINITY = "node-affinity"
-# The list saying where HA places resources: HA groups, or PVE 9's node-affinity rules.
-HA_PLACEMENT = "ha-groups"
+# PVE 9's HA rule types (`/cluster/ha/rules`).
+NODE_AFFINITY, RESOURCE_AFFINITY = "node-affinity", "resource-affinity"
+_RULE_TYPES = (NODE_AFFINITY, RESOURCE_AFFINITY)
+# The cluster-wide HA lists, as `Records.lists` names them: HA groups (up to PVE 8, and on
+# 9 the ones its HA manager has not yet turned into rules) and PVE 9's HA rules.
+HA_GROUPS, HA_RULES = "ha-groups", "ha-rules"
 # `enabled` is the pre-7.x spelling of `started`.
 _REQUESTED_STATES = {
     "started": "started",
@@ -107,6 +110,23 @@ class HAResource:
     comment: str
 
 
+@dataclass(frozen=True)
+class HARule:
+    """A PVE 9 HA rule: node affinity (its resources on these nodes, by priority; only
+    those when `strict`) or resource affinity (its resources together, `positive`, or
+    apart, `negative`)."""
+
+    name: str
+    type: str
+    affinity: str
+    nodes: str  # node-affinity only: `node[:priority]` as Proxmox writes it
+    strict: bool
+    enabled: bool
+    errors: str  # why HA's feasibility check sets the rule aside; "" when it applies it
+    comment: str
+    resources: tuple[str, ...]  # the HA resources (`vm:100`) it lists, sorted
+
+
 @dataclass
 class Records:
     """What was read, and from where: a source missing from `read` could not answer."""
@@ -118,9 +138,10 @@ class Records:
     replication: list[Replication] = field(default_factory=list)
     ha_groups: list[HAGroup] = field(default_factory=list)
     ha_resources: list[HAResource] = field(default_factory=list)
+    ha_rules: list[HARule] = field(default_factory=list)
     # Nodes whose storage list answered; (storage, node) pairs whose backups were listed;
     # VMIDs whose snapshots were listed; cluster-wide lists that answered
-    # ("backup-jobs", "replication", HA_PLACEMENT, "ha-resources").
+    # ("backup-jobs", "replication", HA_GROUPS, HA_RULES, "ha-resources").
     storage_nodes: set[str] = field(default_factory=set)
     backup_sources: set[tuple[str, str]] = field(default_factory=set)
     snapshot_vmids: set[int] = field(default_factory=set)
@@ -324,50 +345,52 @@ def _node_list(value) -> str:
     return ",".join(p.strip() for p in str(value or "").split(",") if p.strip())[:500]
 
 
-def _placing(entry: dict) -> bool:
-    """A node-affinity rule HA applies (enabled, not set aside as infeasible) that keeps
-    its resources on its nodes (`affinity` positive, the default) as a group did."""
-    return (
-        entry.get("type") == NODE_AFFINITY
-        and (entry.get("affinity") or "positive") == "positive"
-        and bool(entry.get("rule"))
-        and not _flag(entry.get("disable"))
-        and not entry.get("errors")
-    )
+def ha_rules(entries: list[dict]) -> list[HARule]:
+    """`/cluster/ha/rules` (PVE 9 on): every rule as Proxmox lists it, applied or not.
 
-
-def ha_rule_groups(entries: list[dict], legacy: list[HAGroup] = ()) -> list[HAGroup]:
-    """`/cluster/ha/rules` (PVE 9 on): a node-affinity rule is what an HA group was up to
-    8.x (PVE 9 turns each group into one): the nodes its resources may run on, by
-    priority, only those when `strict`. Each rule HA applies is recorded as the cluster's
-    HA group of that name; failback moved to the resources, so none is recorded here.
-    Resource-affinity rules (resources kept together or apart) have no record.
-    `legacy`: HA groups the HA manager has not yet turned into rules (the cluster still
-    finishing its upgrade to 9); a rule of the same name wins."""
-    rules = [
-        HAGroup(
-            name=str(entry["rule"]),
-            nodes=_node_list(entry.get("nodes")),
-            restricted=_flag(entry.get("strict")),
-            nofailback=False,
-            comment=str(entry.get("comment") or "")[:500],
+    A node-affinity rule is what an HA group was up to 8.x (PVE 9 turns each group into
+    one, `ha-group-<name>`), yet it is recorded as a rule only, not also as an HA group:
+    it is one Proxmox object (two records would be two to keep in step), its members are
+    its own list (not the resources' `group`), and a group's `nofailback` has no place in
+    it (PVE 9 moved failback to the resources). The groups PVE 9 has not yet turned into
+    rules stay groups (`ha_groups`). `errors` (what HA's feasibility check found, option
+    → messages) becomes one line: HA sets such a rule aside until it is fixed."""
+    result = []
+    for entry in entries:
+        kind = entry.get("type")
+        if not entry.get("rule") or kind not in _RULE_TYPES:
+            continue
+        node_affinity = kind == NODE_AFFINITY
+        result.append(
+            HARule(
+                name=str(entry["rule"]),
+                type=kind,
+                # node-affinity knows `positive` only (its default); resource-affinity
+                # requires one.
+                affinity=str(entry.get("affinity") or "positive"),
+                nodes=_node_list(entry.get("nodes")) if node_affinity else "",
+                strict=node_affinity and _flag(entry.get("strict")),
+                enabled=not _flag(entry.get("disable")),
+                errors=_rule_errors(entry.get("errors")),
+                comment=str(entry.get("comment") or "")[:500],
+                resources=_sids(entry.get("resources")),
+            )
         )
-        for entry in entries
-        if _placing(entry)
-    ]
-    named = {group.name for group in rules}
-    return rules + [group for group in legacy if group.name not in named]
+    return result
 
 
-def ha_rule_placement(entries: list[dict]) -> dict[str, str]:
-    """HA resource (`vm:100`) → the node-affinity rule placing it (PVE allows one)."""
-    return {
-        sid.strip(): str(entry["rule"])
-        for entry in entries
-        if _placing(entry)
-        for sid in str(entry.get("resources") or "").split(",")
-        if sid.strip()
-    }
+def _sids(value) -> tuple[str, ...]:
+    return tuple(sorted({sid.strip() for sid in str(value or "").split(",")} - {""}))
+
+
+def _rule_errors(errors) -> str:
+    if not isinstance(errors, dict):
+        return str(errors or "")[:1000]
+    messages = []
+    for option, found in sorted(errors.items()):
+        for message in found if isinstance(found, list) else [found]:
+            messages.append(f"{option}: {message}")
+    return "; ".join(messages)[:1000]
 
 
 def ha_vmid(sid: str) -> int | None:
@@ -377,10 +400,10 @@ def ha_vmid(sid: str) -> int | None:
     return _int(number) if kind in _HA_KINDS else None
 
 
-def ha_resources(entries: list[dict], placement: dict[str, str] | None = None) -> list[HAResource]:
-    """`/cluster/ha/resources`: the requested state and group of every HA-managed guest.
-    `placement` (from PVE 9's rules, `ha_rule_placement`): a resource's group is the rule
-    placing it; one no rule places keeps the `group` it had before the upgrade (if any)."""
+def ha_resources(entries: list[dict]) -> list[HAResource]:
+    """`/cluster/ha/resources`: the requested state and group of every HA-managed guest
+    (on PVE 9 a `group` only while its HA manager has not yet turned it into a rule; the
+    rules list their resources themselves)."""
     result = []
     for entry in entries:
         sid = str(entry.get("sid") or "")
@@ -392,7 +415,7 @@ def ha_resources(entries: list[dict], placement: dict[str, str] | None = None) -
                 sid=sid,
                 vmid=ha_vmid(sid),
                 state=_REQUESTED_STATES.get(state, "started"),
-                group=_group_of(sid, entry, placement),
+                group=str(entry["group"]) if entry.get("group") else None,
                 max_restart=_int(entry.get("max_restart")),
                 max_relocate=_int(entry.get("max_relocate")),
                 comment=str(entry.get("comment") or "")[:500],
@@ -401,17 +424,12 @@ def ha_resources(entries: list[dict], placement: dict[str, str] | None = None) -
     return result
 
 
-def _group_of(sid: str, entry: dict, placement: dict[str, str] | None) -> str | None:
-    if placement and sid in placement:
-        return placement[sid]
-    return str(entry["group"]) if entry.get("group") else None
-
-
 __all__ = [
     "Backup",
     "BackupJob",
     "HAGroup",
     "HAResource",
+    "HARule",
     "Records",
     "Replication",
     "Snapshot",
@@ -420,8 +438,7 @@ __all__ = [
     "backups",
     "ha_groups",
     "ha_resources",
-    "ha_rule_groups",
-    "ha_rule_placement",
+    "ha_rules",
     "holds_backups",
     "replication",
     "snapshots",

@@ -2,10 +2,10 @@
 
 Per node: its storage list, the backup volumes of each backup storage it holds (a shared
 storage is listed once) and its replication status. Per guest: its snapshots. Cluster
-wide: backup jobs, replication jobs, HA resources and their placement: HA groups up to
-PVE 8, node-affinity rules from PVE 9 (`domain.capabilities`). Whatever does not answer
-(no permission, an offline node, a standalone host without HA) is a warning, and the
-records it would have produced stay as they are in NetBox.
+wide: backup jobs, replication jobs, HA resources, HA groups and, from PVE 9
+(`domain.capabilities`), HA rules. Whatever does not answer (no permission, an offline
+node, a standalone host without HA) is a warning, and the records it would have
+produced stay as they are in NetBox.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from proxbox_backend.domain.models import Guest, ProxmoxNode
 from proxbox_backend.domain.records import Records
 
 UNREADABLE = (ProxmoxError, TransportError)
-HA_GROUPS, HA_RULES = "/cluster/ha/groups", "/cluster/ha/rules"
+HA_GROUPS_PATH, HA_RULES_PATH = "/cluster/ha/groups", "/cluster/ha/rules"
 # How PVE 9 answers a listing of HA groups once they have become rules.
 MIGRATED_TO_RULES = "migrated to rules"
 
@@ -83,19 +83,20 @@ async def read(
         records.snapshot_vmids.add(guest.vmid)
         return parse.snapshots(guest.vmid, entries or [])
 
-    async def listing(name: str, path: str):
-        entries = await attempt(name, client.get(path))
+    async def listing(name: str, answer):
+        entries = await attempt(name, answer)
         if entries is not None:
             records.lists.add(name)
         return entries or []
 
-    async def legacy_groups() -> list[dict]:
+    async def ha_groups() -> list[dict]:
         """PVE 9 keeps HA groups until its HA manager turns them into node-affinity
-        rules; from then on listing them answers 500 "... migrated to rules"."""
+        rules; from then on listing them answers 500 "... migrated to rules": none left,
+        which is no failure to warn about."""
         try:
-            return await client.get(HA_GROUPS)
+            return await client.get(HA_GROUPS_PATH)
         except ProxmoxError as exc:
-            if MIGRATED_TO_RULES in exc.reason:
+            if capabilities.ha_rules and MIGRATED_TO_RULES in exc.reason:
                 return []
             raise
 
@@ -110,8 +111,8 @@ async def read(
         snapshots,
         jobs,
         replication,
-        placement,
         groups,
+        rules,
         resources,
         *statuses,
     ) = await asyncio.gather(
@@ -129,26 +130,21 @@ async def read(
                 if g.node in online and g.vmid not in known_snapshots
             )
         ),
-        listing("backup-jobs", "/cluster/backup"),
-        listing("replication", "/cluster/replication"),
-        listing(parse.HA_PLACEMENT, HA_RULES if capabilities.ha_rules else HA_GROUPS),
-        attempt(parse.HA_PLACEMENT, legacy_groups()) if capabilities.ha_rules else _nothing(),
-        listing("ha-resources", "/cluster/ha/resources"),
+        listing("backup-jobs", client.get("/cluster/backup")),
+        listing("replication", client.get("/cluster/replication")),
+        listing(parse.HA_GROUPS, ha_groups()),
+        # Up to PVE 8 there are no rules: none read, so none recorded is ever removed.
+        listing(parse.HA_RULES, client.get(HA_RULES_PATH)) if capabilities.ha_rules else _nothing(),
+        listing("ha-resources", client.get("/cluster/ha/resources")),
         *(replication_status(node) for node in online),
     )
     records.backups = [b for found in backups for b in found]
     records.snapshots = [s for found in snapshots for s in found]
     records.backup_jobs = parse.backup_jobs(jobs)
     records.replication = parse.replication(replication, [s for found in statuses for s in found])
-    if not capabilities.ha_rules:
-        records.ha_groups = parse.ha_groups(placement)
-        records.ha_resources = parse.ha_resources(resources)
-        return records
-    if groups is None:
-        # Without the legacy list the HA groups read are incomplete: none is removed.
-        records.lists.discard(parse.HA_PLACEMENT)
-    records.ha_groups = parse.ha_rule_groups(placement, parse.ha_groups(groups or []))
-    records.ha_resources = parse.ha_resources(resources, parse.ha_rule_placement(placement))
+    records.ha_groups = parse.ha_groups(groups)
+    records.ha_resources = parse.ha_resources(resources)
+    records.ha_rules = parse.ha_rules(rules)
     return records
 
 

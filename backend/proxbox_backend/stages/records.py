@@ -1,11 +1,11 @@
 """Stage `records`: storages, backups, backup jobs, snapshots, replication and HA → the
 plugin's typed inventory records of the cluster.
 
-One pure planner for all seven types: desired records (keyed by their natural key)
+One pure planner for all eight types: desired records (keyed by their natural key)
 against the cluster's current records → creates, updates of the differing fields, and
 deletes of records Proxmox no longer lists, except where the source could not be read
 this run (those are kept as they are). Storages and HA groups go first: backups and HA
-resources refer to them by id.
+resources refer to them by id; HA rules come after the HA resources they list.
 """
 
 from __future__ import annotations
@@ -98,11 +98,29 @@ HA_RESOURCES = RecordType(
     ("sid",),
     ("vmid", "virtual_machine", "state", "group", "max_restart", "max_relocate", "comment"),
 )
-TYPES = (STORAGES, BACKUPS, BACKUP_JOBS, SNAPSHOTS, REPLICATION, HA_GROUPS, HA_RESOURCES)
+HA_RULES = RecordType(
+    "proxmoxharule",
+    f"{INVENTORY}/ha-rules/",
+    ("name",),
+    ("rule_type", "affinity", "nodes", "strict", "enabled", "errors", "comment", "resources"),
+)
+TYPES = (
+    STORAGES,
+    BACKUPS,
+    BACKUP_JOBS,
+    SNAPSHOTS,
+    REPLICATION,
+    HA_GROUPS,
+    HA_RESOURCES,
+    HA_RULES,
+)
 
 
 def normalized(value: Any) -> Any:
-    """A current field as the planner compares it: nested objects by id, choices by value."""
+    """A current field as the planner compares it: nested objects by id, choices by value,
+    a many-to-many relation as its sorted ids."""
+    if isinstance(value, list):
+        return sorted(normalized(v) for v in value)
     if isinstance(value, dict):
         if "id" in value:
             return value["id"]
@@ -288,6 +306,27 @@ def desired_ha_resources(records: rec.Records, links: Links, group_ids: dict) ->
     }
 
 
+def desired_ha_rules(records: rec.Records, resource_ids: dict) -> Desired:
+    """A rule's members are the HA resource records of the sids it lists; one without a
+    record (its list did not answer this run) is left out until it has one."""
+    return {
+        (r.name,): {
+            "name": r.name,
+            "rule_type": r.type,
+            "affinity": r.affinity,
+            "nodes": r.nodes,
+            "strict": r.strict,
+            "enabled": r.enabled,
+            "errors": r.errors,
+            "comment": r.comment,
+            "resources": sorted(
+                resource_ids[(sid,)] for sid in r.resources if (sid,) in resource_ids
+            ),
+        }
+        for r in records.ha_rules
+    }
+
+
 def _listed(records: rec.Records, name: str) -> Callable[[dict], bool]:
     answered = name in records.lists
     return lambda _obj: answered
@@ -366,12 +405,13 @@ async def _apply_in_order(run, records: rec.Records, links: Links) -> None:
         lambda obj: normalized(obj.get("virtual_machine")) in listed_vms,
     )
     await run(REPLICATION, desired_replication(records, links), _listed(records, "replication"))
-    group_ids = await run(HA_GROUPS, desired_ha_groups(records), _listed(records, rec.HA_PLACEMENT))
-    await run(
+    group_ids = await run(HA_GROUPS, desired_ha_groups(records), _listed(records, rec.HA_GROUPS))
+    resource_ids = await run(
         HA_RESOURCES,
         desired_ha_resources(records, links, group_ids),
         _listed(records, "ha-resources"),
     )
+    await run(HA_RULES, desired_ha_rules(records, resource_ids), _listed(records, rec.HA_RULES))
 
 
 # -- the stage -----------------------------------------------------------------------------

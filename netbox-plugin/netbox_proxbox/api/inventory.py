@@ -11,6 +11,7 @@ from ..models import (
     ProxmoxBackupJob,
     ProxmoxHAGroup,
     ProxmoxHAResource,
+    ProxmoxHARule,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -20,6 +21,7 @@ from .serializers import (  # (which loads serializers_inventory after its own c
     ProxmoxBackupSerializer,
     ProxmoxHAGroupSerializer,
     ProxmoxHAResourceSerializer,
+    ProxmoxHARuleSerializer,
     ProxmoxReplicationJobSerializer,
     ProxmoxSnapshotSerializer,
     ProxmoxStorageSerializer,
@@ -71,6 +73,12 @@ class ProxmoxHAResourceViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     filterset_class = filtersets.ProxmoxHAResourceFilterSet
 
 
+class ProxmoxHARuleViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
+    queryset = ProxmoxHARule.objects.select_related("cluster").prefetch_related("resources")
+    serializer_class = ProxmoxHARuleSerializer
+    filterset_class = filtersets.ProxmoxHARuleFilterSet
+
+
 # REST path → viewset (stable public paths; see README).
 ROUTES = (
     ("storages", ProxmoxStorageViewSet),
@@ -80,4 +88,5 @@ ROUTES = (
     ("replication-jobs", ProxmoxReplicationJobViewSet),
     ("ha-groups", ProxmoxHAGroupViewSet),
     ("ha-resources", ProxmoxHAResourceViewSet),
+    ("ha-rules", ProxmoxHARuleViewSet),
 )

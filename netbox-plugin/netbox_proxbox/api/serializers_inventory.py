@@ -1,21 +1,30 @@
 """REST representations of the inventory records (storages, backups, backup jobs,
-snapshots, replication, HA). References to native objects must be visible to the writer,
-as everywhere in this plugin."""
+snapshots, replication, HA). References to native objects and to the HA resources a rule
+lists must be visible to the writer, as everywhere in this plugin."""
 
 from __future__ import annotations
 
 from dcim.api.serializers_.devices import DeviceSerializer
-from netbox.api.fields import ChoiceField
+from django.utils.translation import gettext as _
+from netbox.api.fields import ChoiceField, SerializedPKRelatedField
 from netbox.api.serializers import NetBoxModelSerializer
+from rest_framework import serializers
 from virtualization.api.serializers_.clusters import ClusterSerializer
 from virtualization.api.serializers_.virtualmachines import VirtualMachineSerializer
 
-from ..choices import BackupVerificationChoices, HAStateChoices, ReplicationStateChoices
+from ..choices import (
+    BackupVerificationChoices,
+    HARuleAffinityChoices,
+    HARuleTypeChoices,
+    HAStateChoices,
+    ReplicationStateChoices,
+)
 from ..models import (
     ProxmoxBackup,
     ProxmoxBackupJob,
     ProxmoxHAGroup,
     ProxmoxHAResource,
+    ProxmoxHARule,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -28,6 +37,7 @@ __all__ = (
     "ProxmoxBackupSerializer",
     "ProxmoxHAGroupSerializer",
     "ProxmoxHAResourceSerializer",
+    "ProxmoxHARuleSerializer",
     "ProxmoxReplicationJobSerializer",
     "ProxmoxSnapshotSerializer",
     "ProxmoxStorageSerializer",
@@ -184,3 +194,53 @@ class ProxmoxHAResourceSerializer(InventorySerializer):
             *TRAILER,
         )
         brief_fields = ("display", "id", "sid", "url")
+
+
+class ProxmoxHARuleSerializer(InventorySerializer):
+    visible_references = (*InventorySerializer.visible_references, "resources")
+
+    rule_type = ChoiceField(choices=HARuleTypeChoices)
+    affinity = ChoiceField(choices=HARuleAffinityChoices, required=False)
+    resources = SerializedPKRelatedField(
+        queryset=ProxmoxHAResource.objects.all(),
+        serializer=ProxmoxHAResourceSerializer,
+        nested=True,
+        required=False,
+        many=True,
+    )
+
+    class Meta:
+        model = ProxmoxHARule
+        fields = (
+            *COMMON,
+            "name",
+            "rule_type",
+            "affinity",
+            "nodes",
+            "strict",
+            "enabled",
+            "errors",
+            "comment",
+            "resources",
+            *TRAILER,
+        )
+        brief_fields = ("display", "id", "name", "url")
+
+    def validate(self, data):
+        """A rule lists HA resources of its own cluster only."""
+        data = super().validate(data)
+        if self.nested:
+            return data
+        cluster = data.get("cluster") or getattr(self.instance, "cluster", None)
+        foreign = [r.sid for r in data.get("resources") or () if r.cluster_id != cluster.pk]
+        if foreign:
+            raise serializers.ValidationError(
+                {
+                    "resources": [
+                        _("HA resources of another cluster: {sids}").format(
+                            sids=", ".join(sorted(foreign))
+                        )
+                    ]
+                }
+            )
+        return data

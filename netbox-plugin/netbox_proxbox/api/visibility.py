@@ -19,11 +19,15 @@ class VisibleReferencesMixin:
         request = self.context.get("request")
         if request is not None and not self.nested:
             for field in self.visible_references:
-                obj = data.get(field)
-                if obj is None:
-                    continue
-                if not type(obj).objects.restrict(request.user, "view").filter(pk=obj.pk).exists():
-                    raise serializers.ValidationError(
-                        {field: [_("Related object not found using the provided attributes.")]}
-                    )
+                value = data.get(field)
+                # A many-to-many field is a list of objects: each must be visible.
+                objs = [obj for obj in value if obj is not None] if isinstance(value, list) else []
+                if value is not None and not isinstance(value, list):
+                    objs = [value]
+                for obj in objs:
+                    visible = type(obj).objects.restrict(request.user, "view")
+                    if not visible.filter(pk=obj.pk).exists():
+                        raise serializers.ValidationError(
+                            {field: [_("Related object not found using the provided attributes.")]}
+                        )
         return super().validate(data)

@@ -75,6 +75,15 @@ class ProxmoxHAResourceFilter(NetBoxModelFilter):
     state: StrFilterLookup | None = strawberry_django.filter_field()
 
 
+@register_filter(models.ProxmoxHARule, lookups=True)
+class ProxmoxHARuleFilter(NetBoxModelFilter):
+    cluster_id: ID | None = strawberry_django.filter_field()
+    name: StrFilterLookup | None = strawberry_django.filter_field()
+    rule_type: StrFilterLookup | None = strawberry_django.filter_field()
+    affinity: StrFilterLookup | None = strawberry_django.filter_field()
+    enabled: bool | None = strawberry_django.filter_field()
+
+
 @register_type(
     models.ProxmoxStorage, fields="__all__", filters=ProxmoxStorageFilter, pagination=True
 )
@@ -139,6 +148,15 @@ class ProxmoxHAResourceType(NetBoxObjectType):
     group: (
         Annotated["ProxmoxHAGroupType", strawberry.lazy("netbox_proxbox.graphql.inventory")] | None
     )
+    rules: list[Annotated["ProxmoxHARuleType", strawberry.lazy("netbox_proxbox.graphql.inventory")]]
+
+
+@register_type(models.ProxmoxHARule, fields="__all__", filters=ProxmoxHARuleFilter, pagination=True)
+class ProxmoxHARuleType(NetBoxObjectType):
+    cluster: Cluster
+    resources: list[
+        Annotated["ProxmoxHAResourceType", strawberry.lazy("netbox_proxbox.graphql.inventory")]
+    ]
 
 
 @strawberry.type(name="Query")
@@ -163,3 +181,6 @@ class InventoryQuery:
 
     proxmox_ha_resource: ProxmoxHAResourceType = strawberry_django.field()
     proxmox_ha_resource_list: list[ProxmoxHAResourceType] = strawberry_django.field()
+
+    proxmox_ha_rule: ProxmoxHARuleType = strawberry_django.field()
+    proxmox_ha_rule_list: list[ProxmoxHARuleType] = strawberry_django.field()

@@ -1,4 +1,5 @@
-"""Typed records of what a Proxmox cluster holds beyond guests: storage and data protection.
+"""Typed records of what a Proxmox cluster holds beyond guests: storage, data protection
+and high availability.
 
 Each record belongs to the native cluster whose endpoint the sync owns (deleted with it)
 and links the native objects it is about (node device, virtual machine) where they exist.
@@ -13,13 +14,20 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from netbox.models import NetBoxModel
 
-from ..choices import BackupVerificationChoices, HAStateChoices, ReplicationStateChoices
+from ..choices import (
+    BackupVerificationChoices,
+    HARuleAffinityChoices,
+    HARuleTypeChoices,
+    HAStateChoices,
+    ReplicationStateChoices,
+)
 
 __all__ = (
     "ProxmoxBackup",
     "ProxmoxBackupJob",
     "ProxmoxHAGroup",
     "ProxmoxHAResource",
+    "ProxmoxHARule",
     "ProxmoxReplicationJob",
     "ProxmoxSnapshot",
     "ProxmoxStorage",
@@ -332,3 +340,67 @@ class ProxmoxHAResource(InventoryRecord):
 
     def get_state_color(self):
         return HAStateChoices.colors.get(self.state)
+
+
+class ProxmoxHARule(InventoryRecord):
+    """A PVE 9 HA rule: where HA places the resources it lists (node affinity, what an HA
+    group was up to 8.x) or which of them it keeps together or apart (resource affinity).
+    """
+
+    cluster = _cluster("proxmox_ha_rules")
+    name = models.CharField(verbose_name=_("rule"), max_length=100)
+    rule_type = models.CharField(verbose_name=_("type"), max_length=20, choices=HARuleTypeChoices)
+    affinity = models.CharField(
+        verbose_name=_("affinity"),
+        max_length=20,
+        choices=HARuleAffinityChoices,
+        default=HARuleAffinityChoices.AFFINITY_POSITIVE,
+        help_text=_(
+            "Node affinity: on its nodes. Resource affinity: its resources on one node "
+            "(positive) or on different nodes (negative)"
+        ),
+    )
+    nodes = models.CharField(
+        verbose_name=_("node preferences"),
+        max_length=500,
+        blank=True,
+        help_text=_("Node affinity: node[:priority] list as Proxmox writes it, e.g. pve1:2,pve2"),
+    )
+    strict = models.BooleanField(
+        verbose_name=_("strict"),
+        default=False,
+        help_text=_("Node affinity: its resources run on its nodes only (else they prefer them)"),
+    )
+    enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
+    errors = models.CharField(
+        verbose_name=_("errors"),
+        max_length=1000,
+        blank=True,
+        help_text=_("Why HA sets the rule aside (its feasibility check); empty while it applies"),
+    )
+    comment = models.CharField(verbose_name=_("comment"), max_length=500, blank=True)
+    resources = models.ManyToManyField(
+        to="netbox_proxbox.ProxmoxHAResource",
+        related_name="rules",
+        verbose_name=_("resources"),
+        blank=True,
+    )
+
+    class Meta:
+        ordering = ("cluster", "name", "pk")
+        verbose_name = _("Proxmox HA rule")
+        verbose_name_plural = _("Proxmox HA rules")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("cluster", "name"), name="netbox_proxbox_harule_unique"
+            ),
+        )
+
+    def __str__(self):
+        return self.name
+
+    def get_rule_type_color(self):
+        return HARuleTypeChoices.colors.get(self.rule_type)
+
+    def get_affinity_color(self):
+        return HARuleAffinityChoices.colors.get(self.affinity)

@@ -121,12 +121,16 @@ class SyncPolicyFields(models.Model):
     disks_mode = _mode_field(_("disks"))
     vlans_mode = _mode_field(_("VLANs"))
     tags_mode = _mode_field(_("tags"))
-    # One switch for the seven inventory record types: they are one mirror of Proxmox's
-    # storage and data-protection state (backups point at storages, HA resources at HA
-    # groups), so switching one family off would leave the others dangling.
+    # One switch for the eight inventory record types: they are one mirror of Proxmox's
+    # storage, data-protection and HA state (backups point at storages, HA resources at HA
+    # groups, HA rules at HA resources), so switching one family off would leave the
+    # others dangling.
     records_mode = _mode_field(
         _("storage and data-protection records"),
-        _("Storages, backups, backup jobs, snapshots, replication jobs, HA groups and resources"),
+        _(
+            "Storages, backups, backup jobs, snapshots, replication jobs, HA groups, "
+            "resources and rules"
+        ),
     )
     protected_fields = ArrayField(
         base_field=models.CharField(max_length=20, choices=ProtectedFieldChoices),

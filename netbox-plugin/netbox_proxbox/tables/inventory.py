@@ -7,6 +7,7 @@ from ..models import (
     ProxmoxBackupJob,
     ProxmoxHAGroup,
     ProxmoxHAResource,
+    ProxmoxHARule,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -17,6 +18,7 @@ __all__ = (
     "ProxmoxBackupTable",
     "ProxmoxHAGroupTable",
     "ProxmoxHAResourceTable",
+    "ProxmoxHARuleTable",
     "ProxmoxReplicationJobTable",
     "ProxmoxSnapshotTable",
     "ProxmoxStorageTable",
@@ -235,3 +237,41 @@ class ProxmoxHAResourceTable(InventoryTable):
             *TRAILER,
         )
         default_columns = ("sid", "virtual_machine", "state", "group")
+
+
+class ProxmoxHARuleTable(InventoryTable):
+    name = tables.Column(linkify=True)
+    cluster = tables.Column(linkify=True)
+    rule_type = columns.ChoiceFieldColumn(verbose_name=_("Type"))
+    affinity = columns.ChoiceFieldColumn()
+    strict = columns.BooleanColumn()
+    enabled = columns.BooleanColumn()
+    resources = columns.ManyToManyColumn(linkify_item=True, verbose_name=_("Resources"))
+    tags = _tags("proxmoxharule")
+
+    class Meta(NetBoxTable.Meta):
+        model = ProxmoxHARule
+        fields = (
+            "pk",
+            "id",
+            "name",
+            "cluster",
+            "rule_type",
+            "affinity",
+            "nodes",
+            "strict",
+            "enabled",
+            "errors",
+            "resources",
+            "comment",
+            *TRAILER,
+        )
+        default_columns = (
+            "name",
+            "rule_type",
+            "affinity",
+            "nodes",
+            "strict",
+            "enabled",
+            "resources",
+        )

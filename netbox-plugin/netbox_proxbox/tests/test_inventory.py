@@ -16,6 +16,7 @@ from netbox_proxbox.models import (
     ProxmoxBackup,
     ProxmoxHAGroup,
     ProxmoxHAResource,
+    ProxmoxHARule,
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
@@ -30,6 +31,7 @@ MODELS = (
     "proxmoxreplicationjob",
     "proxmoxhagroup",
     "proxmoxharesource",
+    "proxmoxharule",
 )
 
 
@@ -234,6 +236,202 @@ class InventoryRestTest(InventoryFixture):
             data["data"]["proxmox_storage_list"],
             [{"name": "local", "storage_type": "dir", "cluster": {"name": "pvesim"}}],
         )
+
+
+class HARuleTest(InventoryFixture):
+    """PVE 9 HA rules: node affinity (nodes, strict) and resource affinity (positive or
+    negative), each with the HA resources it lists as members."""
+
+    def resources(self, cluster=None, *sids):
+        return [
+            ProxmoxHAResource.objects.create(
+                cluster=cluster or self.cluster, sid=sid, vmid=int(sid.split(":")[1])
+            )
+            for sid in sids
+        ]
+
+    def post(self, headers, body):
+        return self.client.post(
+            api_url("proxmoxharule"),
+            data=json.dumps(body),
+            content_type="application/json",
+            **headers,
+        )
+
+    def test_rules_of_both_types_with_their_members_over_rest_and_filters(self):
+        web, db, cache = self.resources(None, "vm:101", "vm:102", "ct:103")
+        headers = self.writer("proxmoxharule", "proxmoxharesource")
+        made = self.post(
+            headers,
+            [
+                {
+                    "cluster": self.cluster.pk,
+                    "name": "pin-db",
+                    "rule_type": "node-affinity",
+                    "nodes": "pve1:2,pve2",
+                    "strict": True,
+                    "resources": [db.pk],
+                },
+                {
+                    "cluster": self.cluster.pk,
+                    "name": "apart",
+                    "rule_type": "resource-affinity",
+                    "affinity": "negative",
+                    "enabled": False,
+                    "errors": "resources: rule defines more resources than available nodes",
+                    "resources": [web.pk, db.pk],
+                },
+            ],
+        )
+        self.assertEqual(made.status_code, 201, made.content)
+        pin, apart = made.json()
+        self.assertEqual(
+            (pin["rule_type"]["value"], pin["affinity"]["value"], pin["strict"]),
+            ("node-affinity", "positive", True),
+        )
+        self.assertEqual({m["sid"] for m in apart["resources"]}, {"vm:101", "vm:102"})
+        self.assertEqual(apart["affinity"]["value"], "negative")
+
+        def names(model, query):
+            listed = self.client.get(api_url(model), query, **headers)
+            self.assertEqual(listed.status_code, 200, listed.content)
+            return sorted(r.get("name") or r["sid"] for r in listed.json()["results"])
+
+        self.assertEqual(names("proxmoxharule", {"resource_id": db.pk}), ["apart", "pin-db"])
+        self.assertEqual(names("proxmoxharule", {"resource_id": web.pk}), ["apart"])
+        self.assertEqual(names("proxmoxharule", {"rule_type": "node-affinity"}), ["pin-db"])
+        self.assertEqual(names("proxmoxharule", {"affinity": "negative"}), ["apart"])
+        self.assertEqual(names("proxmoxharule", {"enabled": "false"}), ["apart"])
+        self.assertEqual(names("proxmoxharule", {"q": "available nodes"}), ["apart"])
+        # A member links back: the HA resources a rule lists.
+        self.assertEqual(names("proxmoxharesource", {"rule_id": apart["id"]}), ["vm:101", "vm:102"])
+
+        # Members are written as a set of ids (the sync's bulk PATCH).
+        changed = self.client.patch(
+            api_url("proxmoxharule"),
+            data=json.dumps([{"id": apart["id"], "resources": [db.pk, cache.pk]}]),
+            content_type="application/json",
+            **headers,
+        )
+        self.assertEqual(changed.status_code, 200, changed.content)
+        rule = ProxmoxHARule.objects.get(pk=apart["id"])
+        self.assertEqual({r.sid for r in rule.resources.all()}, {"vm:102", "ct:103"})
+        # A resource gone from NetBox leaves the rule, which stays.
+        db.delete()
+        self.assertEqual([r.sid for r in rule.resources.all()], ["ct:103"])
+
+    def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(self):
+        (mine,) = self.resources(None, "vm:101")
+        (foreign,) = self.resources(self.other_cluster, "vm:201")
+        headers = self.writer("proxmoxharule", "proxmoxharesource")
+        base = {"cluster": self.cluster.pk, "name": "r", "rule_type": "node-affinity"}
+        cases = {
+            "rule_type": {**base, "rule_type": "location"},
+            "affinity": {**base, "affinity": "sideways"},
+            "resources": {**base, "resources": [mine.pk, foreign.pk]},
+        }
+        for field, body in cases.items():
+            with self.subTest(field=field):
+                answer = self.post(headers, body)
+                self.assertEqual(answer.status_code, 400, answer.content)
+                self.assertIn(field, answer.json())
+        self.assertFalse(ProxmoxHARule.objects.exists())
+        first = self.post(headers, {**base, "resources": [mine.pk]})
+        self.assertEqual(first.status_code, 201, first.content)
+        again = self.post(headers, base)
+        self.assertEqual(again.status_code, 400, again.content)
+        self.assertEqual(ProxmoxHARule.objects.count(), 1)
+
+    def test_members_must_be_visible_to_the_writer(self):
+        """A writer may only list HA resources it may see: here the ones of its cluster."""
+        (visible,) = self.resources(None, "vm:101")
+        (hidden,) = self.resources(None, "vm:102")
+        user, token = make_user(
+            "ha-limited",
+            [
+                "netbox_proxbox.add_proxmoxharule",
+                "netbox_proxbox.view_proxmoxharule",
+                "virtualization.view_cluster",
+            ],
+        )
+        grant(user, "netbox_proxbox.view_proxmoxharesource", constraints={"sid": "vm:101"})
+        body = {"cluster": self.cluster.pk, "name": "apart", "rule_type": "resource-affinity"}
+        refused = self.post(
+            auth_header(token),
+            {**body, "affinity": "negative", "resources": [visible.pk, hidden.pk]},
+        )
+        self.assertEqual(refused.status_code, 400, refused.content)
+        self.assertIn("resources", refused.json())
+        self.assertFalse(ProxmoxHARule.objects.exists())
+        made = self.post(
+            auth_header(token), {**body, "affinity": "negative", "resources": [visible.pk]}
+        )
+        self.assertEqual(made.status_code, 201, made.content)
+        self.assertEqual([m["sid"] for m in made.json()["resources"]], ["vm:101"])
+
+    def test_graphql_lists_a_rule_with_its_members_and_a_resource_with_its_rules(self):
+        web, db = self.resources(None, "vm:101", "vm:102")
+        rule = ProxmoxHARule.objects.create(
+            cluster=self.cluster, name="together", rule_type="resource-affinity"
+        )
+        rule.resources.set([web, db])
+        headers = self.writer("proxmoxharule", "proxmoxharesource")
+        query = (
+            f"{{ proxmox_ha_rule_list(filters: {{cluster_id: {self.cluster.pk}}}) "
+            "{ name rule_type affinity resources { sid } } "
+            "proxmox_ha_resource_list { sid rules { name } } }"
+        )
+        answer = self.client.post(
+            reverse("graphql"), data={"query": query}, content_type="application/json", **headers
+        )
+        self.assertEqual(answer.status_code, 200, answer.content)
+        data = answer.json()
+        self.assertNotIn("errors", data, data)
+        (listed,) = data["data"]["proxmox_ha_rule_list"]
+        self.assertEqual(
+            (listed["name"], listed["rule_type"], listed["affinity"]),
+            ("together", "resource-affinity", "positive"),
+        )
+        self.assertEqual(sorted(m["sid"] for m in listed["resources"]), ["vm:101", "vm:102"])
+        self.assertEqual(
+            data["data"]["proxmox_ha_resource_list"],
+            [
+                {"sid": "vm:101", "rules": [{"name": "together"}]},
+                {"sid": "vm:102", "rules": [{"name": "together"}]},
+            ],
+        )
+
+    def test_a_rule_page_lists_its_members_and_a_resource_page_its_rules(self):
+        web, db = self.resources(None, "vm:101", "vm:102")
+        rule = ProxmoxHARule.objects.create(
+            cluster=self.cluster,
+            name="pin-web",
+            rule_type="node-affinity",
+            nodes="pve1:2",
+            strict=True,
+        )
+        rule.resources.set([web])
+        user = User.objects.create_user(username="ha-viewer")
+        for model in ("proxmoxharule", "proxmoxharesource"):
+            grant(user, f"netbox_proxbox.view_{model}")
+        grant(user, "virtualization.view_cluster")
+        client = Client()
+        client.force_login(user)
+        page = client.get(rule.get_absolute_url())
+        self.assertEqual(page.status_code, 200)
+        detail = page.content.decode()
+        self.assertIn("pve1:2", detail)
+        members = reverse("plugins:netbox_proxbox:proxmoxharesource_list")
+        self.assertIn(f"{members}?embedded=True&rule_id={rule.pk}", detail)
+        embedded = client.get(members, {"embedded": "True", "rule_id": rule.pk}).content.decode()
+        self.assertIn(f'href="{web.get_absolute_url()}"', embedded)
+        self.assertNotIn(f'href="{db.get_absolute_url()}"', embedded)
+        rules_list = reverse("plugins:netbox_proxbox:proxmoxharule_list")
+        resource_page = client.get(web.get_absolute_url()).content.decode()
+        self.assertIn(f"{rules_list}?embedded=True&resource_id={web.pk}", resource_page)
+        listed = client.get(rules_list).content.decode()
+        self.assertIn(f'href="{rule.get_absolute_url()}"', listed)
+        self.assertIn(f'href="{web.get_absolute_url()}"', listed)  # its members, linked
 
 
 class InventoryPagesTest(InventoryFixture):

@@ -30,6 +30,7 @@ from netbox_proxbox.models import (
     ProxmoxCluster,
     ProxmoxHAGroup,
     ProxmoxHAResource,
+    ProxmoxHARule,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -54,6 +55,7 @@ SERVER_OWNED = (
     "proxmoxreplicationjob",
     "proxmoxhagroup",
     "proxmoxharesource",
+    "proxmoxharule",
 )
 # NetBox models the view-only user may see besides both plugins' own.
 NATIVE_VIEWABLE = (
@@ -199,7 +201,15 @@ class PopulatedDemoCluster(TestCase):
                 state="started",
                 group=group,
             ),
+            ProxmoxHARule.objects.create(
+                cluster=cls.cluster,
+                name="pin-pve1",
+                rule_type="node-affinity",
+                nodes="pve1:2,pve2",
+                strict=True,
+            ),
         ]
+        cls.records[-1].resources.set([cls.records[-2]])
         cls.project = ScriptProject.objects.create(name="Demo scripts", key="demo-scripts")
         cls.script_file = ScriptFile.objects.create(project=cls.project, path="scripts/demo.py")
         cls.revision = ScriptProjectRevision.objects.create(

@@ -249,6 +249,18 @@ class ProxmoxHAResourcePanel(panels.ObjectAttributesPanel):
     comment = attrs.TextAttr("comment")
 
 
+class ProxmoxHARulePanel(panels.ObjectAttributesPanel):
+    name = attrs.TextAttr("name", label=_("Rule"))
+    cluster = attrs.RelatedObjectAttr("cluster", linkify=True)
+    rule_type = attrs.ChoiceAttr("rule_type", label=_("Type"))
+    affinity = attrs.ChoiceAttr("affinity")
+    nodes = attrs.TextAttr("nodes", label=_("Node preferences"), style="font-monospace")
+    strict = attrs.BooleanAttr("strict")
+    enabled = attrs.BooleanAttr("enabled")
+    errors = attrs.TextAttr("errors")
+    comment = attrs.TextAttr("comment")
+
+
 def record_layout(panel: panels.ObjectAttributesPanel, *below: panels.Panel) -> layout.SimpleLayout:
     """Every inventory record's page: its attributes (and related records) left, tags and
     custom fields right."""
@@ -274,5 +286,11 @@ LAYOUTS = {
     "proxmoxhagroup": record_layout(
         ProxmoxHAGroupPanel(), related("netbox_proxbox.proxmoxharesource", "group")
     ),
-    "proxmoxharesource": record_layout(ProxmoxHAResourcePanel()),
+    "proxmoxharesource": record_layout(
+        ProxmoxHAResourcePanel(), related("netbox_proxbox.proxmoxharule", "resource")
+    ),
+    # A rule's members: the HA resources it lists.
+    "proxmoxharule": record_layout(
+        ProxmoxHARulePanel(), related("netbox_proxbox.proxmoxharesource", "rule")
+    ),
 }
