@@ -114,6 +114,7 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
             "token_id",
             "enabled",
             "sync_descriptions",
+            "watch_interval",
             "description",
         )
 

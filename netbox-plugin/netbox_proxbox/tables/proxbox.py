@@ -50,6 +50,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
     verify_tls = columns.BooleanColumn(verbose_name=_("Verify TLS"))
     site = tables.Column(linkify=True)
     netbox_cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
+    watch_interval = tables.Column(verbose_name=_("Live sync (s)"))
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxmoxendpoint_list")
 
     class Meta(NetBoxTable.Meta):
@@ -68,6 +69,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
             "tenant",
             "tenant_group",
             "netbox_cluster",
+            "watch_interval",
             "description",
             "tags",
             "created",
