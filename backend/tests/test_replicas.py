@@ -30,6 +30,19 @@ LEASE_TTL = 2.0
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
+class JSONHandler(BaseHTTPRequestHandler):
+    def answer(self, status, document):
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
 class HeldNetBox:
     """NetBox that has the endpoint when asked before a run starts (a filtered list), and
     whose endpoint lookups by a run wait for `release()`, then answer 404."""
@@ -39,7 +52,7 @@ class HeldNetBox:
         self.lookups = 0
         held = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_GET(self):
                 if f"id={ENDPOINT}&" in self.path:
                     page = {"count": 1, "next": None, "results": [{"id": ENDPOINT}]}
@@ -47,17 +60,6 @@ class HeldNetBox:
                 held.lookups += 1
                 held.released.wait(60)
                 self.answer(404, {"detail": "Not found."})
-
-            def answer(self, status, document):
-                body = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -258,23 +260,14 @@ def json_server(answer) -> tuple[ThreadingHTTPServer, str]:
     """A local HTTP server whose every request is answered by `answer(method, path,
     headers)` → (status, document)."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JSONHandler):
         def reply(self):
             length = int(self.headers.get("Content-Length") or 0)
             if length:
                 self.rfile.read(length)
-            status, document = answer(self.command, self.path, self.headers)
-            body = json.dumps(document).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(*answer(self.command, self.path, self.headers))
 
         do_GET = do_POST = do_PATCH = reply
-
-        def log_message(self, *args):
-            pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
