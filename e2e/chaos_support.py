@@ -215,9 +215,12 @@ class BackendServer:
     """`proxbox-sync serve` on a free port, authenticating NetBox with `netbox_token` and
     its callers with `api_token` (what NetBox's PLUGINS_CONFIG sends)."""
 
-    def __init__(self, netbox: NetBoxServer, workdir: Path, api_token: str, ca_bundle: str):
+    def __init__(
+        self, netbox: NetBoxServer, workdir: Path, api_token: str, ca_bundle: str, **env: str
+    ):
         self.netbox, self.workdir = netbox, workdir
         self.api_token, self.ca_bundle = api_token, ca_bundle
+        self.env = env  # more PROXBOX_* settings
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -234,6 +237,7 @@ class BackendServer:
                 PROXBOX_BACKEND_API_TOKEN=self.api_token,
                 PROXBOX_PROXMOX_CA_BUNDLE=self.ca_bundle,
                 PROXBOX_HTTP_TIMEOUT=str(HTTP_TIMEOUT),
+                **self.env,
             ),
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -116,6 +116,7 @@ UNIT_SECONDS = {
     "e2e/test_secrets.py": 150,
     "e2e/test_chaos_postgres.py": 140,
     "e2e/test_sync_breadth.py": 140,
+    "e2e/test_sync_watch.py": 105,
     "e2e/test_sync_kept_addresses.py": 100,
     "e2e/test_sync_ha_rules.py": 75,
     "e2e/test_sync_adoption.py": 55,

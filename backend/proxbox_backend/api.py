@@ -10,18 +10,21 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict
 
+from proxbox_backend.background import abandon
 from proxbox_backend.baselines import open_baselines
 from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.netbox import NetBoxError
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.domain.policy import TARGET_REF, PolicyError, Target
-from proxbox_backend.runs import RunActive, RunStoreUnavailable, open_store
+from proxbox_backend.metrics import METRICS
+from proxbox_backend.runs import RunActive, RunStoreUnavailable, open_store, recorded
 from proxbox_backend.secrets import scrub
 from proxbox_backend.service import SyncService
+from proxbox_backend.watch import WatchSupervisor
 
 
 class Health(BaseModel):
@@ -93,6 +96,7 @@ EndpointId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 # Only with PROXBOX_BACKEND_REDIS_URL: the runs are there, for every replica.
 STORE_DOWN = {503: {"model": Problem, "description": "the run store (Redis) does not answer"}}
 BEARER = {"bearer": []}
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def as_json(responses: dict) -> dict:
@@ -142,8 +146,13 @@ TargetQuery = Annotated[
 
 
 def create_app(
-    settings: Settings, service: SyncService | None = None, api_token: str | None = None
+    settings: Settings,
+    service: SyncService | None = None,
+    api_token: str | None = None,
+    *,
+    watch: bool = False,
 ) -> FastAPI:
+    """The service; with `watch`, this replica also runs the live-sync watchers."""
     api_token = api_token if api_token is not None else os.environ.get(API_TOKEN_ENV, "")
     if not api_token:
         # Starting syncs acts with the backend's NetBox token: an open service would lend
@@ -158,8 +167,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app):
-        yield
-        await store.close()
+        watching = None
+        if watch:
+            watching = asyncio.create_task(WatchSupervisor(settings, service, store).run())
+        try:
+            yield
+        finally:
+            if watching is not None:
+                await abandon(watching)
+            await store.close()
 
     app = FastAPI(
         title="Proxbox sync backend",
@@ -240,14 +256,10 @@ def create_app(
                 409, {"detail": "a sync of this endpoint is running", "run_id": active.run_id}
             ) from None
 
-        async def work() -> None:
-            try:
-                run.record({"event": "started", "endpoint": key})
-                await service.run(endpoint_id, run.record, wanted)
-            finally:
-                await run.finish()
+        async def work(record):
+            return await service.run(endpoint_id, record, wanted)
 
-        task = asyncio.create_task(work())
+        task = asyncio.create_task(recorded(run, key, work))
         background.add(task)
         task.add_done_callback(background.discard)
         return SyncStarted(run_id=run.id, url=f"/runs/{run.id}")
@@ -268,6 +280,22 @@ def create_app(
         wanted = requested_target(request, target)
         report = await service.run(endpoint_id, lambda _event: None, wanted, dry_run=True)
         return Preview(**report.as_dict())
+
+    @app.get(
+        "/metrics",
+        **guarded,
+        response_class=PlainTextResponse,
+        responses={
+            200: {
+                "description": "Prometheus text format: runs by outcome and duration, last "
+                "success, the watchers' polls and lag (per endpoint)",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+            **as_json(UNAUTHORIZED),
+        },
+    )
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(METRICS.render(), media_type=PROMETHEUS_TEXT)
 
     @app.get(
         "/runs/{run_id}",

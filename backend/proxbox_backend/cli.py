@@ -15,6 +15,7 @@ from proxbox_backend.runs import (
     RunActive,
     RunStoreUnavailable,
     check_store,
+    recorded,
 )
 from proxbox_backend.secrets import install_redaction
 from proxbox_backend.service import RunReport, SyncService
@@ -252,12 +253,7 @@ async def _leased(settings: Settings, service: SyncService, ref: str, execute) -
     try:
         # The lease is keyed by the endpoint's id, as POST /sync/{id} keys it.
         key = await endpoint_key(service, ref)
-        run = await store.start(key)
-        try:
-            run.record({"event": "started", "endpoint": key})
-            return await execute(run.record)
-        finally:
-            await run.finish()
+        return await recorded(await store.start(key), key, execute)
     finally:
         await store.close()
 
@@ -274,7 +270,7 @@ def cmd_serve(args) -> int:
         return EXIT_USAGE
     _install_redaction(settings)
     try:
-        app = create_app(settings)
+        app = create_app(settings, watch=settings.watch)
         if settings.redis_url:
             asyncio.run(check_store(settings.redis_url))
     except (ConfigurationError, RunStoreUnavailable) as exc:

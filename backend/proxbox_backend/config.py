@@ -34,6 +34,9 @@ ENV = {
     "templates": "PROXBOX_TEMPLATES",
     "redis_url": "PROXBOX_BACKEND_REDIS_URL",
     "lease_ttl": "PROXBOX_BACKEND_LEASE_TTL",
+    "watch": "PROXBOX_WATCH",
+    "watch_lease": "PROXBOX_WATCH_LEASE",
+    "watch_refresh": "PROXBOX_WATCH_REFRESH",
     "proxmox_concurrency": "PROXBOX_PROXMOX_CONCURRENCY",
     "full_sync_interval": "PROXBOX_FULL_SYNC_INTERVAL",
     "timeout": "PROXBOX_HTTP_TIMEOUT",
@@ -72,6 +75,9 @@ class EnvironmentSettings(BaseSettings):
     templates: Literal[TEMPLATE_POLICIES] | None = Field(None, validation_alias=ENV["templates"])
     redis_url: str | None = Field(None, validation_alias=ENV["redis_url"])
     lease_ttl: float | None = Field(None, gt=0, validation_alias=ENV["lease_ttl"])
+    watch: bool | None = Field(None, validation_alias=ENV["watch"])
+    watch_lease: float | None = Field(None, gt=0, le=3600, validation_alias=ENV["watch_lease"])
+    watch_refresh: float | None = Field(None, gt=0, le=3600, validation_alias=ENV["watch_refresh"])
     proxmox_concurrency: int | None = Field(
         None, gt=0, le=64, validation_alias=ENV["proxmox_concurrency"]
     )
@@ -123,6 +129,13 @@ class Settings:
     redis_url: str | None = field(default=None, repr=False)
     # Seconds an endpoint's lease outlives a killed process (renewed every third of it).
     lease_ttl: float = 15.0
+    # Live sync (`serve` only): watch the endpoints whose watch_interval is set.
+    watch: bool = True
+    # Seconds within which another replica takes over an endpoint's watch when the one
+    # holding it dies.
+    watch_lease: float = 15.0
+    # Seconds between reads of which endpoints are watched, and how often.
+    watch_refresh: float = 30.0
     # Seconds after a full run within which runs may be incremental (read NetBox's change
     # log and the guests that changed, not the whole cluster); 0: every run is full.
     full_sync_interval: float = 24 * 3600.0

@@ -18,6 +18,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from proxbox_backend.metrics import METRICS
+
 QUEUED, RUNNING, FINISHED = "queued", "running", "finished"
 HISTORY = 200  # finished runs a store keeps for GET /runs/{id} (memory and Redis)
 HISTORY_TTL = 24 * 3600  # seconds a Redis store keeps a run's state and events
@@ -346,3 +348,81 @@ class RedisRunStore:
 
 def open_store(redis_url: str | None, **options) -> MemoryRunStore | RedisRunStore:
     return RedisRunStore(redis_url, **options) if redis_url else MemoryRunStore()
+
+
+async def recorded(run, endpoint: str, work, **started):
+    """A started run's life: its `started` event (with `started` details, e.g. what
+    triggered it), `work(record)` — the sync, emitting into the run — and `finish()`,
+    which frees the endpoint's lease. Every way a run starts (the HTTP service, `run`,
+    the watcher) goes through here."""
+    try:
+        run.record({"event": "started", "endpoint": endpoint, **started})
+        report = await work(run.record)
+        METRICS.run_finished(endpoint, report)
+        return report
+    finally:
+        await run.finish()
+
+
+# ---------------------------------------------------------------- the watchers' lease
+
+
+def _watch_key(endpoint: str) -> str:
+    return f"{PREFIX}:watch:{endpoint}"
+
+
+class RedisWatchLeases:
+    """One replica watches each endpoint: the key names the holder and expires `ttl`
+    seconds after its last renewal (the compare-and-set scripts of the run lease)."""
+
+    def __init__(self, store: RedisRunStore):
+        self.redis = store.redis
+
+    async def acquire(self, endpoint: str, holder: str, ttl: float) -> bool:
+        key, ms = _watch_key(endpoint), int(ttl * 1000)
+        if await self.redis.set(key, holder, nx=True, px=ms):
+            return True
+        # Held by this holder already (a restarted watch of a live process): renewed.
+        return bool(await self.redis.eval(_RENEW, 1, key, holder, ms))
+
+    async def renew(self, endpoint: str, holder: str, ttl: float) -> bool:
+        return bool(await self.redis.eval(_RENEW, 1, _watch_key(endpoint), holder, int(ttl * 1000)))
+
+    async def release(self, endpoint: str, holder: str) -> None:
+        await self.redis.eval(_RELEASE, 1, _watch_key(endpoint), holder)
+
+    async def holder(self, endpoint: str) -> str | None:
+        return await self.redis.get(_watch_key(endpoint))
+
+
+class MemoryWatchLeases:
+    """Without Redis one process runs: its watches need no lease beyond its memory."""
+
+    def __init__(self):
+        self.held: dict[str, tuple[str, float]] = {}
+
+    async def acquire(self, endpoint: str, holder: str, ttl: float) -> bool:
+        current = self.held.get(endpoint)
+        if current and current[0] != holder and current[1] > time.monotonic():
+            return False
+        self.held[endpoint] = (holder, time.monotonic() + ttl)
+        return True
+
+    async def renew(self, endpoint: str, holder: str, ttl: float) -> bool:
+        current = self.held.get(endpoint)
+        if not current or current[0] != holder:
+            return False
+        self.held[endpoint] = (holder, time.monotonic() + ttl)
+        return True
+
+    async def release(self, endpoint: str, holder: str) -> None:
+        if self.held.get(endpoint, ("",))[0] == holder:
+            del self.held[endpoint]
+
+    async def holder(self, endpoint: str) -> str | None:
+        current = self.held.get(endpoint)
+        return current[0] if current and current[1] > time.monotonic() else None
+
+
+def watch_leases(store: MemoryRunStore | RedisRunStore) -> MemoryWatchLeases | RedisWatchLeases:
+    return RedisWatchLeases(store) if isinstance(store, RedisRunStore) else MemoryWatchLeases()

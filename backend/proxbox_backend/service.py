@@ -113,6 +113,51 @@ class SyncService:
             if self._netbox is None:
                 await netbox.aclose()
 
+    async def watched_endpoints(self) -> dict[int, int]:
+        """Endpoint id → poll interval of every endpoint with live sync on."""
+        netbox = self._netbox or self.netbox_client()
+        try:
+            return await NetBoxGateway(netbox).watched_endpoints()
+        finally:
+            if self._netbox is None:
+                await netbox.aclose()
+
+    async def record_live_run(
+        self, endpoint_id: int, run_id: str, report: RunReport, trigger: dict
+    ) -> str:
+        """The finished run a watcher started, as a sync Job in NetBox."""
+        netbox = self._netbox or self.netbox_client()
+        try:
+            return await NetBoxGateway(netbox).record_live_run(
+                endpoint_id,
+                {
+                    "backend_run": run_id,
+                    "started": report.started_at,
+                    "completed": dt.datetime.now(dt.UTC).isoformat(),
+                    "report": report.as_dict(),
+                    "trigger": trigger,
+                },
+            )
+        finally:
+            if self._netbox is None:
+                await netbox.aclose()
+
+    async def watch_client(self, endpoint_id: int) -> ProxmoxClient:
+        """A logged-in client of the endpoint's Proxmox, for its watcher's polls."""
+        netbox = self._netbox or self.netbox_client()
+        try:
+            gateway = NetBoxGateway(netbox)
+            client = await self.proxmox_client(await gateway.endpoint(endpoint_id), gateway)
+        finally:
+            if self._netbox is None:
+                await netbox.aclose()
+        try:
+            await client.login()
+        except BaseException:
+            await client.aclose()
+            raise
+        return client
+
     async def preview(
         self,
         endpoint_ref: str | int,
@@ -160,11 +205,7 @@ class SyncService:
             incremental = Incremental(self.baselines, netbox, endpoint)
         # Nothing is written before the claim: the change log is read meanwhile.
         async with in_background(self._read_history(incremental)) as read:
-            try:
-                credentials = await netbox.proxmox_credentials(endpoint, self.settings)
-            except NoCredentials as exc:
-                raise SyncFailed(str(exc)) from exc
-            proxmox_client = self._proxmox_factory(endpoint, credentials)
+            proxmox_client = await self.proxmox_client(endpoint, netbox)
             try:
                 await proxmox_client.login()
                 proxmox = ProxmoxGateway(proxmox_client)
@@ -241,6 +282,15 @@ class SyncService:
                     netbox.write_sync_state(await sidecar, done),
                     *([incremental.finish(run)] if incremental is not None else []),
                 )
+
+    async def proxmox_client(self, endpoint: Endpoint, netbox: NetBoxGateway) -> ProxmoxClient:
+        """A client of the endpoint's Proxmox with its credentials (not logged in yet);
+        SyncFailed naming why when there are none."""
+        try:
+            credentials = await netbox.proxmox_credentials(endpoint, self.settings)
+        except NoCredentials as exc:
+            raise SyncFailed(str(exc)) from exc
+        return self._proxmox_factory(endpoint, credentials)
 
     async def _read_history(self, incremental: Incremental | None) -> None:
         if incremental is not None:

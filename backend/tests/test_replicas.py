@@ -30,6 +30,19 @@ LEASE_TTL = 2.0
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
+class JSONHandler(BaseHTTPRequestHandler):
+    def answer(self, status, document):
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
 class HeldNetBox:
     """NetBox that has the endpoint when asked before a run starts (a filtered list), and
     whose endpoint lookups by a run wait for `release()`, then answer 404."""
@@ -39,7 +52,7 @@ class HeldNetBox:
         self.lookups = 0
         held = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_GET(self):
                 if f"id={ENDPOINT}&" in self.path:
                     page = {"count": 1, "next": None, "results": [{"id": ENDPOINT}]}
@@ -47,17 +60,6 @@ class HeldNetBox:
                 held.lookups += 1
                 held.released.wait(60)
                 self.answer(404, {"detail": "Not found."})
-
-            def answer(self, status, document):
-                body = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -89,6 +91,8 @@ def backend_env(netbox: HeldNetBox, redis_url: str) -> dict[str, str]:
         PROXBOX_BACKEND_API_TOKEN=TOKEN,
         PROXBOX_BACKEND_REDIS_URL=redis_url,
         PROXBOX_BACKEND_LEASE_TTL=str(LEASE_TTL),
+        # These replicas only serve runs (the watch has its own test below).
+        PROXBOX_WATCH="off",
     )
 
 
@@ -245,3 +249,116 @@ def test_a_replica_whose_redis_stops_answers_503(netbox, redis_url, tmp_path):
         refused = start(a)
         assert refused.status_code == 503
         assert "PROXBOX_BACKEND_REDIS_URL" in refused.json()["detail"]
+
+
+# ---------------------------------------------------------------- the live-sync watch
+
+WATCH_LEASE = 3.0
+
+
+def json_server(answer) -> tuple[ThreadingHTTPServer, str]:
+    """A local HTTP server whose every request is answered by `answer(method, path,
+    headers)` → (status, document)."""
+
+    class Handler(JSONHandler):
+        def reply(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            self.answer(*answer(self.command, self.path, self.headers))
+
+        do_GET = do_POST = do_PATCH = reply
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@pytest.fixture
+def watched():
+    """NetBox with endpoint 7 watched every second (no credentials API: each replica
+    uses its own fallback token), and a Proxmox that records whose token polls it."""
+    polls: list[tuple[float, str]] = []
+    endpoint = {
+        "id": ENDPOINT, "name": "pve-watched", "host": "127.0.0.1", "port": 8006,
+        "verify_tls": False, "enabled": True, "mode": "cluster",
+        "token_id": "root@pam!watch", "watch_interval": 1,
+    }  # fmt: skip
+
+    def netbox(method, path, headers):
+        if path.startswith("/api/plugins/proxbox/endpoints/proxmox/?"):
+            return 200, {"count": 1, "next": None, "results": [endpoint]}
+        if path == f"/api/plugins/proxbox/endpoints/proxmox/{ENDPOINT}/":
+            return 200, endpoint
+        if method == "POST" and path.endswith("/live-runs/"):
+            return 201, {"id": 1}
+        return 404, {"detail": "Not found."}
+
+    def proxmox(method, path, headers):
+        if path.startswith(("/api2/json/cluster/resources", "/api2/json/cluster/tasks")):
+            token = headers.get("Authorization", "").rpartition("=")[2]
+            polls.append((time.monotonic(), token))
+            return 200, {"data": []}
+        return 404, {"data": None}
+
+    servers = [json_server(netbox), json_server(proxmox)]
+    try:
+        yield servers[0][1], servers[1][1], polls
+    finally:
+        for server, _ in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def test_killing_the_replica_that_watches_moves_the_watch_within_one_lease_period(
+    watched, redis_url, tmp_path
+):
+    import redis
+
+    netbox_url, proxmox_url, polls = watched
+    secrets = {name: f"{name}-token-secret-0123456789abcdef" for name in ("a", "b")}
+
+    def env(name):
+        return dict(
+            os.environ,
+            PROXBOX_NETBOX_URL=netbox_url,
+            PROXBOX_NETBOX_TOKEN="n" * 40,
+            PROXBOX_BACKEND_API_TOKEN=TOKEN,
+            PROXBOX_BACKEND_REDIS_URL=redis_url,
+            PROXBOX_PROXMOX_URL=proxmox_url,
+            PROXBOX_PROXMOX_TOKEN=secrets[name],
+            PROXBOX_WATCH_LEASE=str(WATCH_LEASE),
+            PROXBOX_WATCH_REFRESH="0.5",
+        )
+
+    lease = redis.Redis.from_url(redis_url, decode_responses=True)
+    key = f"proxbox-backend:watch:{ENDPOINT}"
+    with (
+        replica(env("a"), tmp_path / "a.log") as (_, process_a),
+        replica(env("b"), tmp_path / "b.log") as (_, process_b),
+    ):
+        by_pid = {process_a.pid: ("a", process_a), process_b.pid: ("b", process_b)}
+        holder = wait_until(lambda: lease.get(key), 30, "a replica to take the watch")
+        name, process = by_pid[int(holder.split(":")[1])]
+        other = "b" if name == "a" else "a"
+        wait_until(lambda: len(polls) >= 6, 30, "the watcher to poll Proxmox")
+        time.sleep(WATCH_LEASE)  # the standby keeps trying meanwhile
+        assert {token for _, token in polls} == {secrets[name]}, "only the holder polls"
+
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        killed = time.monotonic()
+        new_holder = wait_until(
+            lambda: (value := lease.get(key)) and value != holder and value,
+            WATCH_LEASE * 3,
+            "the other replica to take the watch over",
+        )
+        taken_over = time.monotonic() - killed
+        assert by_pid[int(new_holder.split(":")[1])][0] == other
+        # Within one lease period (and the test's own polling of Redis, 0.1 s).
+        assert taken_over <= WATCH_LEASE + 0.3, taken_over
+        wait_until(
+            lambda: any(t > killed and token == secrets[other] for t, token in polls),
+            WATCH_LEASE * 2,
+            "the new holder to poll Proxmox",
+        )

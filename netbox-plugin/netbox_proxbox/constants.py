@@ -25,6 +25,10 @@ RQ_TIMEOUT_MARGIN = 120
 # going when the next one is due; NetBox itself never reschedules sooner than one minute.
 MIN_SYNC_INTERVAL = 5
 MAX_SYNC_INTERVAL = 7 * 24 * 60
+# Live sync: seconds between the backend watcher's polls of an endpoint's Proxmox (two
+# light requests each; PVE itself refreshes guest status every 10 s).
+MIN_WATCH_INTERVAL = 1
+MAX_WATCH_INTERVAL = 3600
 # How often the system job re-checks that every endpoint's schedule is in place (minutes).
 SCHEDULE_KEEPER_INTERVAL = 15
 # PostgreSQL advisory lock (class id, endpoint pk) held while a sync Job of that endpoint

@@ -118,6 +118,7 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
             "token_id",
             "enabled",
             "sync_descriptions",
+            "watch_interval",
             "description",
         )
 

@@ -52,6 +52,7 @@ class EnvironmentSettings(BaseSettings):
     shutdown_grace: float = Field(5.0, ge=0, validation_alias="PROXMOX_SIMULATOR_SHUTDOWN_GRACE")
     pool_max_size: int = Field(10, ge=1, validation_alias="PROXMOX_SIMULATOR_POOL_SIZE")
     list_cache: bool = Field(True, validation_alias="PROXMOX_SIMULATOR_LIST_CACHE")
+    status_interval: float = Field(0.0, ge=0, validation_alias="PROXMOX_SIMULATOR_STATUS_INTERVAL")
     lab_enabled: bool = Field(False, validation_alias="PROXMOX_SIMULATOR_LAB")
     profile: str = Field("strict-docs", validation_alias="PROXMOX_SIMULATOR_PROFILE")
     apidoc_dir: Path | None = Field(None, validation_alias="PROXMOX_SIMULATOR_APIDOC_DIR")
@@ -90,6 +91,9 @@ class Settings:
     ticket_lifetime: int = 7200
     # Reuse rendered guest lists within one guest generation and clock second.
     list_cache: bool = True
+    # Seconds between the guests' status broadcasts `/cluster/resources` shows (PVE's
+    # pvestatd: 10); 0: the list is always current (domain/status_broadcast.py).
+    status_interval: float = 0.0
     pool_min_size: int = 2
     pool_max_size: int = 10
     # Laboratory surfaces (/ui/*, /admin/*): no admin token of their own, so
@@ -116,6 +120,7 @@ class Settings:
             "shutdown_grace": environment.shutdown_grace,
             "pool_max_size": environment.pool_max_size,
             "list_cache": environment.list_cache,
+            "status_interval": environment.status_interval,
             "lab_enabled": environment.lab_enabled,
             "profile": environment.profile,
             "apidoc_dir": environment.apidoc_dir,
@@ -149,6 +154,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "PROXMOX_SIMULATOR_SHUTDOWN_GRACE": str(settings.shutdown_grace),
         "PROXMOX_SIMULATOR_POOL_SIZE": str(settings.pool_max_size),
         "PROXMOX_SIMULATOR_LIST_CACHE": "1" if settings.list_cache else "0",
+        "PROXMOX_SIMULATOR_STATUS_INTERVAL": str(settings.status_interval),
         "PROXMOX_SIMULATOR_LAB": "1" if settings.lab_enabled else "0",
         "PROXMOX_SIMULATOR_PROFILE": settings.profile,
         **(

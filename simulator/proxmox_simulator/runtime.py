@@ -29,6 +29,7 @@ from proxmox_simulator.contracts.returns import Trim, closed_trimmer
 from proxmox_simulator.domain.access import AccessState
 from proxmox_simulator.domain.auth import TicketAuthority, TokenVerificationCache
 from proxmox_simulator.domain.guest_service import RenderedListCache
+from proxmox_simulator.domain.status_broadcast import StatusBroadcast
 from proxmox_simulator.domain.version_adapters import adapter_for
 from proxmox_simulator.repositories import access as access_repo
 from proxmox_simulator.repositories import db
@@ -313,6 +314,7 @@ class Runtime:
     token_cache: TokenVerificationCache
     list_cache: RenderedListCache = field(default_factory=RenderedListCache)
     faults: FaultEngine = field(default_factory=FaultEngine)
+    status_broadcast: StatusBroadcast = field(default_factory=StatusBroadcast)
     _listener: asyncpg.Connection | None = field(default=None, repr=False)
 
     @property
@@ -362,6 +364,7 @@ class Runtime:
             access=AccessCache(pool, token_cache),
             token_cache=token_cache,
             list_cache=RenderedListCache(max_entries=64 if settings.list_cache else 0),
+            status_broadcast=StatusBroadcast(settings.status_interval),
         )
         runtime._listener = await db.connect(settings.database_url)
         await runtime._listener.add_listener(access_repo.ACCESS_CHANNEL, runtime.access.invalidate)

@@ -131,3 +131,80 @@ def test_standalone_node_becomes_a_cluster_the_pve_way(session):
     assert status[0] == {**status[0], "type": "cluster", "name": "lab", "quorate": 1}
     again = session.post("/api2/json/cluster/config", data={"clustername": "other"})
     assert again.status_code == 500 and "already exists" in again.reason_phrase
+
+
+def _cluster_tasks(client, **headers):
+    answer = client.get("/api2/json/cluster/tasks", headers=headers)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["data"]
+
+
+def test_cluster_tasks_list_running_first_then_finished_newest_first_as_pve(session):
+    vmid = _stopped_vm(session)
+    upid = session.post(f"/api2/json/nodes/pve/qemu/{vmid}/status/start").json()["data"]
+    listed = _cluster_tasks(session)
+    # PVE's status cache: running tasks first, with their pid but no pstart or status.
+    unfinished = [task for task in listed if "status" not in task]
+    assert listed[: len(unfinished)] == unfinished
+    running = next(task for task in unfinished if task["upid"] == upid)
+    assert running["type"] == "qmstart"
+    assert "pid" in running and not {"pstart", "endtime"} & set(running)
+    finished = listed[len(unfinished) :]
+    assert finished, "the VM's earlier stop is listed as finished"
+    for task in finished:
+        assert {"status", "endtime"} <= set(task) and not {"pid", "pstart"} & set(task)
+    starts = [task["starttime"] for task in finished]
+    assert starts == sorted(starts, reverse=True)
+    session.post("/simulator/clock/advance", data={"seconds": 2})
+    _wait(session, upid)
+    ended = next(task for task in _cluster_tasks(session) if task["upid"] == upid)
+    assert ended["status"] == "OK" and "endtime" in ended and "pid" not in ended
+
+
+def test_cluster_tasks_split_a_tokens_user_and_need_sys_audit_on_root(session):
+    token = session.post(
+        "/api2/json/access/users/root@pam/token/watch", data={"privsep": 0}
+    ).json()["data"]
+    auth = {"Authorization": f"PVEAPIToken=root@pam!watch={token['value']}"}
+    vmid = _stopped_vm(session)
+    with httpx.Client(base_url=session.base_url, headers=auth, timeout=30) as as_token:
+        started = as_token.post(f"/api2/json/nodes/pve/qemu/{vmid}/status/start")
+    assert started.status_code == 200, started.text
+    upid = started.json()["data"]
+    entry = next(t for t in _cluster_tasks(session) if t["upid"] == upid)
+    assert (entry["user"], entry["tokenid"]) == ("root@pam", "watch")
+    session.post("/simulator/clock/advance", data={"seconds": 2})
+    _wait(session, upid)
+    # Without Sys.Audit on /, only the caller's own tasks: none for a fresh user.
+    created = session.post(
+        "/api2/json/access/users", data={"userid": "eve@pve", "password": "eve-pw-1"}
+    )
+    assert created.status_code == 200, created.text
+    login = session.post(
+        "/api2/json/access/ticket", data={"username": "eve@pve", "password": "eve-pw-1"}
+    ).json()["data"]
+    assert _cluster_tasks(session, Cookie=f"PVEAuthCookie={login['ticket']}") == []
+
+
+def test_cluster_tasks_keep_25_entries_per_node_running_ones_first():
+    from proxmox_simulator.tasks.service import RECENT_TASKS, cluster_task_list
+
+    def row(node, pid, state, starttime):
+        return {
+            "upid": f"UPID:{node}:{pid}", "node": node, "pid": pid, "starttime": starttime,
+            "type": "qmstart", "id": "100", "userid": "root@pam", "tokenid": None,
+            "state": state, "exitstatus": "OK" if state == "stopped" else None,
+            "endtime": starttime + 1 if state == "stopped" else None,
+        }  # fmt: skip
+
+    # As repositories.tasks.recent orders them: per node, running, then newest finished.
+    rows = [row("a", 1, "running", 100), row("a", 2, "running", 101)]
+    rows += [row("a", 100 + n, "stopped", 90 - n) for n in range(RECENT_TASKS)]
+    rows += [row("b", 200 + n, "stopped", 90 - n) for n in range(RECENT_TASKS)]
+    listed = cluster_task_list(rows)
+    a = [t for t in listed if t["node"] == "a"]
+    b = [t for t in listed if t["node"] == "b"]
+    assert len(a) == len(b) == RECENT_TASKS
+    assert [t["upid"] for t in a[:2]] == ["UPID:a:1", "UPID:a:2"]
+    assert a[-1]["upid"] == f"UPID:a:{100 + RECENT_TASKS - 3}"  # the oldest two fell off
+    assert [t["node"] for t in listed] == ["a"] * RECENT_TASKS + ["b"] * RECENT_TASKS

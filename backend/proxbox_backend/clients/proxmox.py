@@ -172,6 +172,15 @@ class ProxmoxClient:
         """Every QEMU VM and LXC container of the cluster in one request."""
         return await self.get("/cluster/resources", type="vm")
 
+    async def resources(self) -> list[dict]:
+        """Every resource of the cluster in one answer (guests, nodes, storages, pools)."""
+        return await self.get("/cluster/resources") or []
+
+    async def cluster_tasks(self) -> list[dict]:
+        """The cluster's recent tasks: per node, its running tasks and its newest
+        finished ones (PVE keeps 25 per node, newest first)."""
+        return await self.get("/cluster/tasks") or []
+
     async def guest_config(self, node: str, kind: str, vmid: int) -> dict:
         return await self.get(f"/nodes/{quote(node)}/{kind}/{int(vmid)}/config")
 

@@ -202,6 +202,18 @@ class NetBoxGateway:
         page = await self.client.get(ENDPOINTS, id=endpoint_id, brief=1, limit=1)
         return bool(page["count"])
 
+    async def watched_endpoints(self) -> dict[int, int]:
+        """Endpoint id → poll interval (s) of every enabled endpoint whose live sync is
+        on; a plugin without the field watches none."""
+        found = await self.client.list(
+            ENDPOINTS, {"enabled": "true", "fields": "id,enabled,watch_interval"}
+        )
+        return {
+            int(e["id"]): int(e["watch_interval"])
+            for e in found
+            if e.get("enabled", True) and e.get("watch_interval")
+        }
+
     async def endpoint(self, ref: str | int) -> Endpoint:
         text = str(ref)
         if text.isdigit():
@@ -306,6 +318,16 @@ class NetBoxGateway:
         if not results:
             return SyncStateSidecar(None, "not recorded: the cluster has no sync-state sidecar")
         return SyncStateSidecar(results[0]["id"])
+
+    async def record_live_run(self, endpoint_id: int, run: dict) -> str:
+        """A run the watcher started, recorded as a sync Job of the endpoint (the plugin's
+        `live-runs` action; idempotent per run); says what became of it."""
+        response = await self.client.request(
+            "POST", f"{ENDPOINTS}{endpoint_id}/live-runs/", json=run
+        )
+        if response.status_code in (200, 201):
+            return f"job {_body(response).get('id')}"
+        return f"not recorded: HTTP {response.status_code}: {describe_error(_body(response))}"
 
     async def write_sync_state(self, sidecar: SyncStateSidecar, reflection: dict) -> str:
         """Record the run on the cluster's sidecar; say how it went.

@@ -17,7 +17,7 @@ class NulFreePayloadMixin:
     """
 
     def to_internal_value(self, data):
-        if not self.nested and isinstance(data, Mapping):
+        if not getattr(self, "nested", False) and isinstance(data, Mapping):
             for field, value in data.items():
                 if _holds_nul(field) or _holds_nul(value):
                     raise serializers.ValidationError(

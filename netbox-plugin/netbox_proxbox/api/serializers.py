@@ -155,6 +155,7 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "sync_interval",
             "next_sync",
             "schedule_note",
+            "watch_interval",
             "removed_guests",
             "removed_guests_days",
             "sync_templates",
@@ -347,4 +348,44 @@ class SyncTargetSerializer(serializers.Serializer):
 
 
 # NetBox finds a model's serializer in this module (`get_serializer_for_model`).
+class LiveRunSerializer(NulFreePayloadMixin, serializers.Serializer):
+    """A finished run the backend's live-sync watcher started (body of `live-runs`)."""
+
+    # The backend's run id (`GET /runs/{id}` on the backend).
+    backend_run = serializers.RegexField(r"^[0-9a-f]{32}$", max_length=32)
+    started = serializers.DateTimeField()
+    completed = serializers.DateTimeField()
+    report = serializers.JSONField()
+    # What the watcher saw change: {"watch": {"guests", "nodes", "reasons"}, "waited_s"}.
+    trigger = serializers.JSONField(required=False, default=dict)
+
+    MAX_BYTES = 1_000_000  # a report of a large failing run; more is refused, not cut
+
+    def validate_report(self, value):
+        if not isinstance(value, dict) or not isinstance(value.get("ok"), bool):
+            raise serializers.ValidationError(_("A run report: an object with a boolean 'ok'."))
+        return self._bounded(value)
+
+    def validate_trigger(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError(_("An object."))
+        return self._bounded(value)
+
+    def _bounded(self, value):
+        import json
+
+        if len(json.dumps(value)) > self.MAX_BYTES:
+            raise serializers.ValidationError(
+                _("At most {limit} bytes of JSON.").format(limit=self.MAX_BYTES)
+            )
+        return value
+
+    def validate(self, data):
+        if data["completed"] < data["started"]:
+            raise serializers.ValidationError(
+                {"completed": [_("A run completes after it started.")]}
+            )
+        return data
+
+
 from .serializers_inventory import *  # noqa: E402, F403

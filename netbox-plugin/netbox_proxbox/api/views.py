@@ -20,9 +20,12 @@ from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
 from ..ownership.errors import ClaimError, ConcurrentInventoryChange, is_retryable
+from ..sync.jobs import record_live_run
 from ..sync.service import (
+    SyncForbidden,
     SyncRequestError,
     find_endpoint,
+    may_request_sync,
     preview_sync,
     request_sync,
     target_of,
@@ -72,7 +75,7 @@ class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     filterset_class = filtersets.ProxmoxEndpointFilterSet
 
     def get_permissions(self):
-        if self.action in ("sync_cluster", "sync", "preview"):
+        if self.action in ("sync_cluster", "sync", "preview", "live_runs"):
             # Object-level checks (endpoint, native cluster, references) happen in the service.
             return [IsAuthenticated(), WriteEnabledCredentials()]
         if self.action == "credentials":
@@ -155,6 +158,31 @@ class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
         except SyncRequestError as exc:
             return Response(exc.as_response_data(), status=exc.status_code)
         return Response(report)
+
+    @extend_schema(
+        request=serializers.LiveRunSerializer,
+        responses={200: JobSerializer, 201: JobSerializer, **REFUSALS},
+    )
+    @action(detail=True, methods=["post"], url_path="live-runs")
+    def live_runs(self, request, pk):
+        """Record a finished run the sync backend's live-sync watcher started, as a sync Job
+        of this endpoint (201; the same run again answers its Job, 200). Takes the
+        permission Sync now takes: change on the endpoint."""
+        body = serializers.LiveRunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            endpoint = find_endpoint(request.user, pk)
+            if not may_request_sync(request.user, endpoint):
+                raise SyncForbidden(
+                    "You may not change this Proxmox endpoint, so you may not record its syncs."
+                )
+        except SyncRequestError as exc:
+            return Response(exc.as_response_data(), status=exc.status_code)
+        job, created = record_live_run(request.user, endpoint, **body.validated_data)
+        return Response(
+            JobSerializer(job, context={"request": request}).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
 
     @extend_schema(
         request=serializers.SyncClusterRequestSerializer,

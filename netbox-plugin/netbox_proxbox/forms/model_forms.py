@@ -85,7 +85,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         ),
         FieldSet("token_id", "token_secret", name=_("API token")),
         FieldSet("site", "tenant_group", "tenant", name=_("Placement")),
-        FieldSet("sync_interval", name=_("Schedule")),
+        FieldSet("sync_interval", "watch_interval", name=_("Schedule")),
         FieldSet(
             "removed_guests",
             "removed_guests_days",
@@ -125,6 +125,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             "vm_role",
             "sync_descriptions",
             "sync_interval",
+            "watch_interval",
             *POLICY_FORM_FIELDS,
             "description",
             "comments",

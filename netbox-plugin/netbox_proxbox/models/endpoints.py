@@ -14,8 +14,10 @@ from netbox.models.features import JobsMixin
 from ..choices import EndpointModeChoices
 from ..constants import (
     MAX_SYNC_INTERVAL,
+    MAX_WATCH_INTERVAL,
     MIN_SYNC_INTERVAL,
     MIN_TOKEN_SECRET_LENGTH,
+    MIN_WATCH_INTERVAL,
     REVEAL_CREDENTIALS_ACTION,
 )
 from ..encryption import decrypt_secret, encrypt_secret
@@ -158,6 +160,20 @@ class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
             minimum=MIN_SYNC_INTERVAL,
         ),
     )
+    watch_interval = models.PositiveSmallIntegerField(
+        verbose_name=_("live sync poll interval"),
+        blank=True,
+        null=True,
+        validators=[MinValueValidator(MIN_WATCH_INTERVAL), MaxValueValidator(MAX_WATCH_INTERVAL)],
+        help_text=format_lazy(
+            _(
+                "Live sync: seconds between the backend's polls of Proxmox for changes "
+                "({minimum}-{maximum}); a change starts a sync of what changed. Empty: off"
+            ),
+            minimum=MIN_WATCH_INTERVAL,
+            maximum=MAX_WATCH_INTERVAL,
+        ),
+    )
     description = models.CharField(verbose_name=_("description"), max_length=200, blank=True)
     comments = models.TextField(verbose_name=_("comments"), blank=True)
 
@@ -173,6 +189,7 @@ class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
         "vm_role",
         "sync_descriptions",
         "sync_interval",
+        "watch_interval",
     )
 
     class Meta:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
+from dataclasses import asdict
 from datetime import timedelta
 
 from core.choices import JobStatusChoices
+from core.dataclasses import JobLogEntry
 from core.exceptions import JobFailed
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_pg_utils import advisory_lock
 from netbox.constants import ADVISORY_LOCK_KEYS
@@ -182,26 +186,95 @@ class SyncEndpointJob(JobRunner):
             self._publish()
 
     def _log_report(self, report: dict) -> None:
-        for failure in (report.get("read_failures") or [])[:MAX_LOGGED_FAILURES]:
-            self.logger.error(f"Proxmox read failed: {failure}")
-        for warning in report.get("warnings") or []:
-            self.logger.warning(warning)
-        for failure in (report.get("failures") or [])[:MAX_LOGGED_FAILURES]:
-            self.logger.error(
-                f"{failure.get('object_type')} {failure.get('label')}: {failure.get('reason')}"
+        for level, message in report_log(report):
+            self.logger.log(level, message)
+
+
+def report_log(report: dict) -> list[tuple[int, str]]:
+    """The log lines (level, message) a sync Job keeps of a run's report."""
+    lines = []
+    for failure in (report.get("read_failures") or [])[:MAX_LOGGED_FAILURES]:
+        lines.append((logging.ERROR, f"Proxmox read failed: {failure}"))
+    for warning in report.get("warnings") or []:
+        lines.append((logging.WARNING, str(warning)))
+    for failure in (report.get("failures") or [])[:MAX_LOGGED_FAILURES]:
+        if not isinstance(failure, dict):
+            continue
+        lines.append(
+            (
+                logging.ERROR,
+                f"{failure.get('object_type')} {failure.get('label')}: {failure.get('reason')}",
             )
-        for object_type, counters in sorted((report.get("counters") or {}).items()):
-            self.logger.info(
-                f"{object_type}: "
-                + ", ".join(f"{outcome} {number}" for outcome, number in counters.items())
-            )
-        if report.get("error"):
-            self.logger.error(f"Sync failed: {report['error']}")
-        else:
-            self.logger.info(
+        )
+    counters = report.get("counters") if isinstance(report.get("counters"), dict) else {}
+    for object_type, outcomes in sorted(counters.items()):
+        if isinstance(outcomes, dict):
+            summary = ", ".join(f"{outcome} {number}" for outcome, number in outcomes.items())
+            lines.append((logging.INFO, f"{object_type}: {summary}"))
+    if report.get("error"):
+        lines.append((logging.ERROR, f"Sync failed: {report['error']}"))
+    else:
+        lines.append(
+            (
+                logging.INFO,
                 f"Sync {report.get('status', 'finished')}: "
-                f"{report.get('inventory_writes', 0)} NetBox writes"
+                f"{report.get('inventory_writes', 0)} NetBox writes",
             )
+        )
+    return lines
+
+
+# A live-sync run's Job: its id follows from the endpoint and the backend's run, so the
+# backend recording a run twice (an answer lost on the way) leaves one Job.
+LIVE_RUN_NAMESPACE = uuid.UUID("0b6f8f1e-4c1a-5b9e-9d57-70726f78626f")
+
+
+def record_live_run(user, endpoint, *, backend_run, started, completed, report, trigger):
+    """A run the backend's live-sync watcher started, recorded as a finished sync Job of
+    the endpoint (its Jobs tab and recent syncs show it beside Sync now and schedules).
+    Answers (job, created)."""
+    from core.models import Job, ObjectType
+
+    job_id = uuid.uuid5(LIVE_RUN_NAMESPACE, f"{endpoint.pk}/{backend_run}")
+    existing = Job.objects.filter(job_id=job_id).first()
+    if existing is not None:
+        return existing, False
+    ok = report.get("ok") is True
+    entries = [
+        asdict(JobLogEntry(logging.getLevelName(level).lower(), message, completed))
+        for level, message in [
+            (logging.INFO, f"Live sync run {backend_run} of endpoint {endpoint.name!r}"),
+            *report_log(report),
+        ]
+    ]
+    job = Job(
+        object_type=ObjectType.objects.get_for_model(endpoint, for_concrete_model=False),
+        object_id=endpoint.pk,
+        name=SyncEndpointJob.name,
+        user=user,
+        job_id=job_id,
+        started=started,
+        completed=completed,
+        execution_time=completed - started,
+        status=JobStatusChoices.STATUS_COMPLETED if ok else JobStatusChoices.STATUS_FAILED,
+        error="" if ok else failure_reason(report),
+        data={
+            "endpoint": endpoint.pk,
+            "backend_run": backend_run,
+            "trigger": trigger,
+            "report": report,
+        },
+        log_entries=entries,
+    )
+    try:
+        with transaction.atomic():
+            job.save()
+    except IntegrityError:  # the same run recorded at the same moment by a retry
+        return Job.objects.get(job_id=job_id), False
+    # `created` is set on insert: the run's start is when the Job began.
+    Job.objects.filter(pk=job.pk).update(created=started)
+    job.created = started
+    return job, True
 
 
 def job_lost(rq_job, connection, exc_type, exc_value, traceback) -> None:

@@ -94,6 +94,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
         accessor="health_failures", verbose_name=_("Failed syncs in a row")
     )
     next_sync = columns.DateTimeColumn(accessor="health_next_run", verbose_name=_("Next sync"))
+    watch_interval = tables.Column(verbose_name=_("Live sync (s)"))
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxmoxendpoint_list")
 
     class Meta(NetBoxTable.Meta):
@@ -116,6 +117,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
             "last_success",
             "sync_failures",
             "next_sync",
+            "watch_interval",
             "description",
             "tags",
             "created",

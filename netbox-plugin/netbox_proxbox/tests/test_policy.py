@@ -218,6 +218,39 @@ class SyncPolicyRestTest(TestCase):
         self.assertIn("Off", row)
         self.assertIn("Storage and data-protection records", page)
 
+    def test_live_sync_interval_is_validated_filtered_and_shown(self):
+        for bad in (0, -1, 3601, "often"):
+            with self.subTest(value=bad):
+                answer = self.patch(watch_interval=bad, description="must not stick")
+                self.assertEqual(answer.status_code, 400, answer.content)
+                self.assertIn("watch_interval", answer.json())
+        self.endpoint.refresh_from_db()
+        self.assertEqual((self.endpoint.watch_interval, self.endpoint.description), (None, ""))
+        answer = self.patch(watch_interval=5)
+        self.assertEqual(answer.status_code, 200, answer.content)
+        self.assertEqual(answer.json()["watch_interval"], 5)
+        # What the backend asks for: the watched endpoints and their intervals.
+        listed = APIClient().get(
+            api_url("proxmoxendpoint"),
+            {"enabled": "true", "watch_interval__gte": 1, "fields": "id,watch_interval"},
+            **auth_header(self.token),
+        )
+        self.assertEqual(listed.json()["results"], [{"id": self.endpoint.pk, "watch_interval": 5}])
+        self.client.force_login(self.operator)
+        page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
+        row = page.split('id="live-sync"', 1)[1].split("</td>", 1)[0]
+        self.assertIn("every 5 s", row)
+        # The edit form: refused below the minimum, and empty turns the watch off.
+        url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
+        fields = edit_form_fields(self.endpoint)
+        refused = self.client.post(url, {**fields, "watch_interval": "0"})
+        self.assertEqual(refused.status_code, 200)
+        self.assertIn("greater than or equal to 1", refused.content.decode())
+        response = self.client.post(url, {**fields, "watch_interval": ""})
+        self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
+        self.endpoint.refresh_from_db()
+        self.assertIsNone(self.endpoint.watch_interval)
+
     def test_the_form_renders_the_policy_widgets_as_netbox_does_and_saves_them(self):
         self.client.force_login(self.operator)
         url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])

@@ -118,6 +118,13 @@ class SyncScheduleAttr(AnchoredTextAttr):
         return _("Every {minutes} min").format(minutes=obj.sync_interval)
 
 
+class WatchAttr(AnchoredTextAttr):
+    def get_value(self, obj):
+        if not obj.watch_interval:
+            return None
+        return _("On: Proxmox polled every {seconds} s").format(seconds=obj.watch_interval)
+
+
 class _NextSyncAttr(attrs.DateTimeAttr):
     """The recurring Job's next run, or why scheduled syncs do not run."""
 

@@ -14,6 +14,7 @@ from .attrs import (
     SyncScheduleAttr,
     TokenSecretAttr,
     ViewableObjectAttr,
+    WatchAttr,
 )
 
 RECENT_SYNC_JOBS = 5
@@ -48,6 +49,7 @@ class ProxmoxEndpointPanel(panels.ObjectAttributesPanel):
     )
     sync_schedule = SyncScheduleAttr("sync_interval", dom_id="sync-schedule")
     next_sync = NextSyncAttr("sync_interval", label=_("Next scheduled sync"), dom_id="next-sync")
+    live_sync = WatchAttr("watch_interval", label=_("Live sync"), dom_id="live-sync")
     adopt_existing = AnchoredBooleanAttr(
         "adopt_existing", label=_("Adopt existing objects"), dom_id="adopt-existing"
     )

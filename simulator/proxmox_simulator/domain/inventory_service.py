@@ -132,6 +132,7 @@ async def cluster_resources(
         nodes = await inventory.nodes(conn)
         usage = await inventory.node_usage(conn)
         guests = await guest_repo.resource_rows(conn) if kind in (None, "vm") else []
+        guests = rt.status_broadcast.view(guests, now)
         storages = await inventory.storages(conn) if kind in (None, "storage") else []
         used = await inventory.storage_used(conn) if storages else {}
         pools = await inventory.pools(conn) if kind in (None, "pool") else []
@@ -142,6 +143,21 @@ async def cluster_resources(
             out.append(_node_entry(node, usage.get(node["node"]), now, rt.faults.offline_nodes()))
     for guest in guests:
         if not state.has(principal, f"/vms/{guest['vmid']}", ["VM.Audit"], pool=guest["pool"]):
+            continue
+        if not guest["broadcast"]:
+            # Created since its node's last status broadcast: PVE knows it exists, no more.
+            entry = {
+                "id": f"{guest['type']}/{guest['vmid']}",
+                "type": guest["type"],
+                "vmid": guest["vmid"],
+                "node": guest["node"],
+                "status": "unknown",
+            }
+            if guest["pool"]:
+                entry["pool"] = guest["pool"]
+            if guest["tags"]:
+                entry["tags"] = guest["tags"]
+            out.append(entry)
             continue
         running = guest["status"] != rules.STOPPED
         entry = {

@@ -79,6 +79,16 @@ ORDER BY starttime DESC, pid DESC
 OFFSET $7 LIMIT $8
 """
 _EVENTS = "SELECT kind, worker, detail FROM task_events WHERE upid = $1 ORDER BY id"
+# Per node: every unfinished task (oldest first), then its `$1` newest finished ones.
+_RECENT = """
+SELECT * FROM (
+    SELECT *, row_number() OVER (PARTITION BY node ORDER BY starttime DESC, pid DESC) AS rank
+    FROM tasks WHERE state = 'stopped'
+) finished WHERE rank <= $1
+UNION ALL
+SELECT *, 0 AS rank FROM tasks WHERE state <> 'stopped'
+ORDER BY node, rank, starttime, pid
+"""
 
 
 async def existing_for_key(conn: asyncpg.Connection, key: str) -> str | None:
@@ -209,6 +219,11 @@ async def list_tasks(conn, *, node, typefilter, userfilter, vmid, source, errors
         saturated(start),
         saturated(limit),
     )
+
+
+async def recent(conn, finished_per_node: int):
+    """What each node's status cache holds for `/cluster/tasks` (see tasks.service)."""
+    return await conn.fetch(_RECENT, finished_per_node)
 
 
 _QUEUE_DEPTH = """

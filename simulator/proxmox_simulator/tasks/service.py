@@ -105,6 +105,48 @@ def task_status(row) -> dict:
     return status
 
 
+# PVE's active_workers keeps a node's running tasks and fills up to this many entries with
+# its newest finished ones; that list is what the node broadcasts for /cluster/tasks.
+RECENT_TASKS = 25
+
+
+def cluster_task_list(rows) -> list[dict]:
+    """`/cluster/tasks` as PVE answers it: node after node, each node's unfinished tasks
+    first, then its newest finished ones (newest first) up to RECENT_TASKS entries in
+    all; a finished task without its pid, no entry with pstart, a token's tasks with
+    `user` and `tokenid` apart. `rows`: `repositories.tasks.recent`, grouped by node."""
+    out: list[dict] = []
+    per_node: dict[str, int] = {}
+    running: dict[str, int] = {}
+    for row in rows:
+        if row["state"] != "stopped":
+            running[row["node"]] = running.get(row["node"], 0) + 1
+    for row in rows:
+        node = row["node"]
+        if row["state"] == "stopped" and per_node.get(node, 0) >= max(
+            0, RECENT_TASKS - running.get(node, 0)
+        ):
+            continue
+        entry = {
+            "upid": row["upid"],
+            "node": node,
+            "starttime": row["starttime"],
+            "type": row["type"],
+            "id": row["id"],
+            "user": row["userid"],
+        }
+        if row["tokenid"]:
+            entry["tokenid"] = row["tokenid"]
+        if row["state"] == "stopped":
+            per_node[node] = per_node.get(node, 0) + 1
+            entry["status"] = row["exitstatus"]
+            entry["endtime"] = row["endtime"]
+        else:
+            entry["pid"] = row["pid"]
+        out.append(entry)
+    return out
+
+
 def task_list_entry(row) -> dict:
     entry = {
         "upid": row["upid"],

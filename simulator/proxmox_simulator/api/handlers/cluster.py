@@ -8,7 +8,7 @@ from proxmox_simulator.domain import corosync_service as corosync
 from proxmox_simulator.domain import inventory_service as svc
 from proxmox_simulator.domain.errors import PermissionDenied
 from proxmox_simulator.repositories import tasks as task_repo
-from proxmox_simulator.tasks.service import task_list_entry
+from proxmox_simulator.tasks.service import RECENT_TASKS, cluster_task_list
 
 
 @route("/version", "GET")
@@ -40,23 +40,11 @@ async def create_cluster(ctx: RequestContext):
 @route("/cluster/tasks", "GET")
 async def cluster_tasks(ctx: RequestContext):
     async with ctx.rt.pool.acquire() as conn:
-        rows = await task_repo.list_tasks(
-            conn,
-            node=None,
-            typefilter=None,
-            userfilter=None,
-            vmid=None,
-            source="all",
-            errors=False,
-            start=0,
-            limit=50,
-        )
-    return [
-        task_list_entry(r)
-        for r in rows
-        if r["userid"] == ctx.principal.userid
-        or ctx.state.has(ctx.principal, f"/nodes/{r['node']}", ["Sys.Audit"])
-    ]
+        rows = await task_repo.recent(conn, RECENT_TASKS)
+    # PVE: Sys.Audit on / lists every node's tasks; anyone else sees the tasks whose user
+    # is the caller itself (a token's user never is: it is the token's user@realm).
+    audit = ctx.state.has(ctx.principal, "/", ["Sys.Audit"])
+    return [e for e in cluster_task_list(rows) if audit or e["user"] == ctx.principal.auth_id]
 
 
 @route("/pools", "GET")
