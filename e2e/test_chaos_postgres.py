@@ -82,7 +82,7 @@ def netbox(sync_workdir, postgres):
 def pg_simulator(sync_workdir):
     simulator = Simulator("pgchaos", "medium", 19, sync_workdir)
     try:
-        simulator.start().renumber("10.94.0")
+        simulator.start().renumber("10.97.0")
         yield simulator
     finally:
         simulator.stop()

@@ -32,7 +32,7 @@ def simulator(sync_workdir):
         "watch", "small", 13, sync_workdir, PROXMOX_SIMULATOR_STATUS_INTERVAL="10"
     )
     try:
-        simulator.start().renumber("10.88.0")
+        simulator.start().renumber("10.96.0")
         yield simulator
     finally:
         simulator.stop()
