@@ -670,3 +670,25 @@ async def test_gateway_reads_the_dns_of_the_nodes_holding_containers_only():
     by_kind = {g.kind: g for g in inventory.guests}
     assert by_kind["lxc"].dns_name == "ct1.lab.example"
     assert by_kind["qemu"].dns_name is None  # stopped: its agent was not asked
+
+
+@pytest.mark.parametrize(
+    ("config", "maxcpu", "vcpus"),
+    [
+        ({}, None, 1.0),  # qemu-server's defaults, before the status broadcast has it
+        ({"sockets": 2}, 2, 2.0),  # maxcpu is sockets × cores already: not counted twice
+        ({"cores": 4, "sockets": 2}, 8, 8.0),
+        ({"cores": 4, "sockets": 2, "vcpus": 3}, 3, 3.0),
+    ],
+)
+def test_a_qemu_guests_vcpus_follow_its_config_and_qemu_servers_defaults(config, maxcpu, vcpus):
+    resource = {"type": "qemu", "vmid": 150, "node": "pve1", "status": "running"}
+    if maxcpu is not None:
+        resource["maxcpu"] = maxcpu
+    assert parse.guest(resource, config).vcpus == vcpus
+
+
+def test_a_container_without_cores_may_use_its_nodes_cores():
+    resource = {"type": "lxc", "vmid": 151, "node": "pve1", "status": "running", "maxcpu": 16}
+    assert parse.guest(resource, {"hostname": "ct151"}).vcpus == 16.0
+    assert parse.guest(resource, {"hostname": "ct151", "cores": 2}).vcpus == 2.0

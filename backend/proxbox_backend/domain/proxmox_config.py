@@ -466,9 +466,16 @@ def guest(
     guest_nics = nics(kind, config)
     addresses = config_addresses(kind, config, guest_nics) + list(reported or ())
     memory = config.get("memory", resource.get("maxmem", 0) // 1024**2 or None)
-    cores = config.get("cores") or resource.get("maxcpu")
-    sockets = config.get("sockets", 1) if kind == QEMU else 1
-    vcpus = config.get("vcpus") or (float(cores) * float(sockets) if cores else None)
+    if kind == QEMU:
+        # qemu-server's defaults: 1 core, 1 socket; `vcpus` (hotplug) caps them when set.
+        # Never /cluster/resources' maxcpu, which is sockets × cores already and, right
+        # after a create, not broadcast yet.
+        vcpus = config.get("vcpus") or float(config.get("cores", 1)) * float(
+            config.get("sockets", 1)
+        )
+    else:
+        # A container without `cores` may use every core of its node (maxcpu).
+        vcpus = config.get("cores") or resource.get("maxcpu")
     return Guest(
         kind=kind,
         vmid=int(resource["vmid"]),
