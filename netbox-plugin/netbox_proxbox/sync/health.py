@@ -77,7 +77,6 @@ def with_sync_health(queryset):
     )
     return queryset.annotate(
         health_last_success=Subquery(last_success),
-        health_last_finished=Subquery(finished.values("completed")[:1]),
         health_last_status=Subquery(finished.values("status")[:1]),
         health_last_error=Subquery(finished.values("error")[:1]),
         health_last_job=Subquery(finished.values("pk")[:1]),
@@ -97,7 +96,6 @@ def with_sync_health(queryset):
 class SyncHealth:
     state: str
     last_success: datetime | None
-    last_finished: datetime | None
     failures_in_a_row: int
     last_error: str
     last_job: int | None
@@ -119,7 +117,6 @@ class SyncHealth:
         return cls(
             state=state,
             last_success=endpoint.health_last_success,
-            last_finished=endpoint.health_last_finished,
             failures_in_a_row=endpoint.health_failures,
             last_error=(endpoint.health_last_error or "") if state == FAILING else "",
             last_job=endpoint.health_last_job,

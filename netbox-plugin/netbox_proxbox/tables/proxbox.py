@@ -59,19 +59,13 @@ class SyncHealthColumn(tables.Column):
 
     def render(self, record):
         health = sync_health(record)
-        if health.failures_in_a_row > 1:
-            return format_html(
-                '<span class="badge text-bg-{}" title="{}">{} ×{}</span>',
-                health.color,
-                health.last_error,
-                health.label,
-                health.failures_in_a_row,
-            )
+        repeated = f" ×{health.failures_in_a_row}" if health.failures_in_a_row > 1 else ""
         return format_html(
-            '<span class="badge text-bg-{}" title="{}">{}</span>',
+            '<span class="badge text-bg-{}" title="{}">{}{}</span>',
             health.color,
             health.last_error,
             health.label,
+            repeated,
         )
 
     def value(self, record):
