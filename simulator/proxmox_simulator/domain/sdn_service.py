@@ -145,8 +145,32 @@ async def list_sections(rt, what: str, params: dict, *, vnet: str | None = None)
             continue
         if what != "subnets" and params.get("type") and (cur or run)["type"] != params["type"]:
             continue
-        out.append(_render(what, section_id, cur, run, digest, mode))
+        entry = _render(what, section_id, cur, run, digest, mode)
+        out.append(_subnet_entry(entry) if what == "subnets" else entry)
     return out
+
+
+def _dhcp_range(spec: str) -> dict:
+    """One ``pve-sdn-dhcp-range`` property string as the object PVE returns."""
+    return dict(part.split("=", 1) for part in str(spec).split(",") if "=" in part)
+
+
+def _subnet_entry(entry: dict) -> dict:
+    """What PVE adds to every subnet it returns: the fields its ID encodes
+    (``<zone>-<network>-<mask>``) and the DHCP ranges parsed into objects
+    (always a list, empty when the subnet has none)."""
+    zone, network, mask = entry["subnet"].split("-", 2)
+    ranges = entry.get("dhcp-range") or []
+    ranges = [ranges] if isinstance(ranges, str) else ranges
+    return {
+        **entry,
+        "id": entry["subnet"],
+        "cidr": f"{network}/{mask}",
+        "zone": zone,
+        "network": network,
+        "mask": mask,
+        "dhcp-range": [_dhcp_range(spec) for spec in ranges],
+    }
 
 
 async def _file_digest(conn, what: str) -> str:
@@ -432,14 +456,17 @@ def _subnet_options(options: dict, network) -> dict:
             raise ParameterError({"gateway": f"invalid gateway '{gateway}'"}) from None
         if address not in network:
             raise ParameterError({"gateway": f"gateway {gateway} is not in subnet {network}"})
-    for spec in (
-        sections.split_list(options.get("dhcp-range"))
-        if isinstance(options.get("dhcp-range"), str)
-        else options.get("dhcp-range") or []
-    ):
-        props = dict(part.split("=", 1) for part in str(spec).split(",") if "=" in part)
+    ranges = options.get("dhcp-range") or []
+    for spec in [ranges] if isinstance(ranges, str) else ranges:
+        props = _dhcp_range(spec)
         for key in ("start-address", "end-address"):
-            if key in props and ipaddress.ip_address(props[key]) not in network:
+            if key not in props:
+                raise ParameterError({"dhcp-range": f"'{spec}' lacks {key}"})
+            try:
+                address = ipaddress.ip_address(props[key])
+            except ValueError:
+                raise ParameterError({"dhcp-range": f"invalid {key} '{props[key]}'"}) from None
+            if address not in network:
                 raise ParameterError({"dhcp-range": f"{props[key]} is not in subnet {network}"})
     return options
 
