@@ -50,6 +50,9 @@ class Plan:
     deletes: list[Delete] = field(default_factory=list)
     unchanged: dict[Any, int] = field(default_factory=dict)  # key → id of matching objects
     failures: list[PlanningFailure] = field(default_factory=list)
+    # The policy switch this plan answers to when not its object type's own (the SDN
+    # sync's VLANs and addresses follow `sdn_mode`, not `vlans_mode` or `ips_mode`).
+    family: str | None = None
 
     @property
     def writes(self) -> int:
