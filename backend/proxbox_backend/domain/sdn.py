@@ -276,9 +276,14 @@ def desired_ranges(cluster_id: int, sdn: Sdn, vrf_id: int | None) -> dict[str, d
 # -- the planner ------------------------------------------------------------------------------
 
 
-def _current_value(name: str, value: Any) -> Any:
-    if name in ("address", "start_address", "end_address", "prefix") and value:
-        return str(ipaddress.ip_interface(value)) if "/" in str(value) else value
+_ADDRESSES = frozenset({"address", "start_address", "end_address", "prefix"})
+
+
+def _compared(name: str, value: Any) -> Any:
+    """A field as the planner compares it: nested objects by id, choices by value,
+    addresses and prefixes in one spelling (NetBox compresses IPv6)."""
+    if name in _ADDRESSES and value:
+        return str(ipaddress.ip_interface(value))
     return _nested(value)
 
 
@@ -295,11 +300,8 @@ def plan(object_type: str, desired: dict[str, dict], current: list[dict], answer
             payload = tags.with_sync_tags(_marked(fields, source), None, MANAGED)
             result.creates.append(Create(source, label, payload))
             continue
-        now = {name: _current_value(name, found.get(name)) for name in fields}
-        wanted = {
-            name: _current_value(name, value) if name in ("address", "prefix") else value
-            for name, value in fields.items()
-        }
+        now = {name: _compared(name, found.get(name)) for name in fields}
+        wanted = {name: _compared(name, value) for name, value in fields.items()}
         changes = tags.with_sync_tags(diff(wanted, now), found, MANAGED)
         if changes:
             result.updates.append(Update(source, label, found["id"], changes))
