@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxbox_backend.domain import tags
-from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
+from proxbox_backend.domain.plan import Plan, diff, reconcile
 
 FAMILY = "sdn"  # the policy's switch (`sdn_mode`)
 KEY_FIELD = "proxbox_sdn"
@@ -291,31 +291,21 @@ def plan(object_type: str, desired: dict[str, dict], current: list[dict], answer
     """Desired objects (source key → fields) against the ones carrying a key of this
     cluster → creates, updates of differing fields, deletes of keys Proxmox no longer
     lists (only when it `answered`: else they stay)."""
-    result = Plan(object_type, family=FAMILY)
-    existing = {key_of(obj): obj for obj in current if key_of(obj)}
-    for source, fields in desired.items():
-        label = f"{object_type.split('.')[1]} {source.split('/', 2)[2]}"
-        found = existing.get(source)
-        if found is None:
-            payload = tags.with_sync_tags(_marked(fields, source), None, MANAGED)
-            result.creates.append(Create(source, label, payload))
-            continue
+
+    def changes(fields: dict, found: dict) -> dict:
         now = {name: _compared(name, found.get(name)) for name in fields}
         wanted = {name: _compared(name, value) for name, value in fields.items()}
-        changes = tags.with_sync_tags(diff(wanted, now), found, MANAGED)
-        if changes:
-            result.updates.append(Update(source, label, found["id"], changes))
-        else:
-            result.unchanged[source] = found["id"]
-    for source, obj in existing.items():
-        if source in desired:
-            continue
-        if answered:
-            label = f"{object_type.split('.')[1]} {source.split('/', 2)[2]} (gone from Proxmox)"
-            result.deletes.append(Delete(source, label, obj["id"]))
-        else:
-            result.unchanged[source] = obj["id"]
-    return result
+        return tags.with_sync_tags(diff(wanted, now), found, MANAGED)
+
+    return reconcile(
+        Plan(object_type, family=FAMILY),
+        desired,
+        {key_of(obj): obj for obj in current if key_of(obj)},
+        label=lambda source: f"{object_type.split('.')[1]} {source.split('/', 2)[2]}",
+        payload=lambda source, fields: tags.with_sync_tags(_marked(fields, source), None, MANAGED),
+        changes=changes,
+        gone=lambda _source, _obj: answered,
+    )
 
 
 # -- guest interfaces on a VNet -------------------------------------------------------------
@@ -347,36 +337,25 @@ def plan_terminations(
     """`wanted`: VM interface id → L2VPN id. `current`: terminations of the cluster's
     L2VPNs. A termination of an interface this run does not know (an excluded or
     unreadable guest's) stays; one of an interface no longer on that VNet goes."""
-    result = Plan(TERMINATION, family=FAMILY)
-    existing = {}
-    for t in current:
-        if t.get("assigned_object_type") != "virtualization.vminterface":
-            continue
-        existing[t["assigned_object_id"]] = t
-    for interface, l2vpn in sorted(wanted.items()):
-        label = f"termination of interface {interface}"
-        found = existing.get(interface)
-        if found is None:
-            payload = {
-                "l2vpn": l2vpn,
-                "assigned_object_type": "virtualization.vminterface",
-                "assigned_object_id": interface,
-            }
-            result.creates.append(
-                Create(interface, label, tags.with_sync_tags(payload, None, MANAGED))
-            )
-        elif changes := tags.with_sync_tags(
-            diff({"l2vpn": l2vpn}, {"l2vpn": _nested(found.get("l2vpn"))}), found, MANAGED
-        ):
-            result.updates.append(Update(interface, label, found["id"], changes))
-        else:
-            result.unchanged[interface] = found["id"]
-    for interface, t in existing.items():
-        if interface in wanted:
-            continue
-        if interface in known_interfaces and tags.PROXBOX.slug in tags.tag_slugs(t):
-            label = f"termination of interface {interface} (no longer on the VNet)"
-            result.deletes.append(Delete(interface, label, t["id"]))
-        else:
-            result.unchanged[interface] = t["id"]
-    return result
+    interface_type = "virtualization.vminterface"
+    return reconcile(
+        Plan(TERMINATION, family=FAMILY),
+        {interface: {"l2vpn": l2vpn} for interface, l2vpn in sorted(wanted.items())},
+        {
+            t["assigned_object_id"]: t
+            for t in current
+            if t.get("assigned_object_type") == interface_type
+        },
+        label=lambda interface: f"termination of interface {interface}",
+        payload=lambda interface, fields: tags.with_sync_tags(
+            {**fields, "assigned_object_type": interface_type, "assigned_object_id": interface},
+            None,
+            MANAGED,
+        ),
+        changes=lambda fields, found: tags.with_sync_tags(
+            diff(fields, {"l2vpn": _nested(found.get("l2vpn"))}), found, MANAGED
+        ),
+        gone=lambda interface, t: (
+            interface in known_interfaces and tags.PROXBOX.slug in tags.tag_slugs(t)
+        ),
+    )

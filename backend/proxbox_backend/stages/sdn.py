@@ -113,67 +113,28 @@ async def apply(
     if not state.field_exists:
         await netbox.ensure_sdn_field(tally)
 
-    def current(kind: Kind) -> list[dict]:
-        return state.current.get(kind.object_type, [])
+    def planned(kind: Kind, desired: dict[str, dict]) -> Plan:
+        return sdn.plan(
+            kind.object_type, desired, state.current.get(kind.object_type, []), answered
+        )
 
     async def write(kind: Kind, the_plan: Plan) -> dict:
         await settle(the_plan)
         return await apply_plan(netbox.client, kind.path, the_plan, tally)
 
-    groups, groups_gone = _split(
-        sdn.plan(
-            GROUPS.object_type,
-            sdn.desired_vlan_groups(cluster_id, found),
-            current(GROUPS),
-            answered,
-        )
-    )
+    groups, groups_gone = _split(planned(GROUPS, sdn.desired_vlan_groups(cluster_id, found)))
     group_ids = await write(GROUPS, groups)
-    vlans, vlans_gone = _split(
-        sdn.plan(
-            VLANS.object_type,
-            sdn.desired_vlans(cluster_id, found, group_ids),
-            current(VLANS),
-            answered,
-        )
-    )
+    vlans, vlans_gone = _split(planned(VLANS, sdn.desired_vlans(cluster_id, found, group_ids)))
     l2vpns, l2vpns_gone = _split(
-        sdn.plan(
-            L2VPNS.object_type,
-            sdn.desired_l2vpns(cluster_id, endpoint_name, found),
-            current(L2VPNS),
-            answered,
-        )
+        planned(L2VPNS, sdn.desired_l2vpns(cluster_id, endpoint_name, found))
     )
     vlan_ids, l2vpn_ids = await together(write(VLANS, vlans), write(L2VPNS, l2vpns))
     await together(
         write(
-            PREFIXES,
-            sdn.plan(
-                PREFIXES.object_type,
-                sdn.desired_prefixes(cluster_id, found, vrf_id, vlan_ids),
-                current(PREFIXES),
-                answered,
-            ),
+            PREFIXES, planned(PREFIXES, sdn.desired_prefixes(cluster_id, found, vrf_id, vlan_ids))
         ),
-        write(
-            GATEWAYS,
-            sdn.plan(
-                GATEWAYS.object_type,
-                sdn.desired_gateways(cluster_id, found, vrf_id),
-                current(GATEWAYS),
-                answered,
-            ),
-        ),
-        write(
-            RANGES,
-            sdn.plan(
-                RANGES.object_type,
-                sdn.desired_ranges(cluster_id, found, vrf_id),
-                current(RANGES),
-                answered,
-            ),
-        ),
+        write(GATEWAYS, planned(GATEWAYS, sdn.desired_gateways(cluster_id, found, vrf_id))),
+        write(RANGES, planned(RANGES, sdn.desired_ranges(cluster_id, found, vrf_id))),
     )
     # Children first: a VLAN's prefixes are gone now, a group's VLANs next.
     await together(write(VLANS, vlans_gone), write(L2VPNS, l2vpns_gone))

@@ -203,43 +203,30 @@ class SyncPolicyRestTest(TestCase):
         row = page.split('id="adopt-existing"', 1)[1].split("</td>", 1)[0]
         self.assertIn("mdi-check-bold", row)
 
-    def test_records_mode_is_set_in_the_form_refused_when_unknown_and_shown_on_the_endpoint(self):
+    def test_family_modes_are_set_in_the_form_refused_when_unknown_and_shown_on_the_endpoint(
+        self,
+    ):
         self.client.force_login(self.operator)
         url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
-        fields = edit_form_fields(self.endpoint)
-        refused = self.client.post(url, {**fields, "records_mode": "sometimes"})
-        self.assertEqual(refused.status_code, 200)
-        self.assertIn("Select a valid choice", refused.content.decode())
-        self.endpoint.refresh_from_db()
-        self.assertEqual(self.endpoint.records_mode, "always")
-        response = self.client.post(url, {**fields, "records_mode": "off"})
-        self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
-        self.endpoint.refresh_from_db()
-        self.assertEqual(self.endpoint.records_mode, "off")
-        self.assertEqual(self.endpoint.policy()["modes"]["records"], "off")
-        page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
-        row = page.split('id="records-mode"', 1)[1].split("</td>", 1)[0]
-        self.assertIn("Off", row)
-        self.assertIn("Storage and data-protection records", page)
-
-    def test_sdn_mode_is_set_in_the_form_refused_when_unknown_and_shown_on_the_endpoint(self):
-        self.client.force_login(self.operator)
-        url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
-        fields = edit_form_fields(self.endpoint)
-        refused = self.client.post(url, {**fields, "sdn_mode": "sometimes"})
-        self.assertEqual(refused.status_code, 200)
-        self.assertIn("Select a valid choice", refused.content.decode())
-        self.endpoint.refresh_from_db()
-        self.assertEqual(self.endpoint.sdn_mode, "always")
-        response = self.client.post(url, {**fields, "sdn_mode": "off"})
-        self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
-        self.endpoint.refresh_from_db()
-        self.assertEqual(self.endpoint.sdn_mode, "off")
-        self.assertEqual(self.endpoint.policy()["modes"]["sdn"], "off")
-        page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
-        row = page.split('id="sdn-mode"', 1)[1].split("</td>", 1)[0]
-        self.assertIn("Off", row)
-        self.assertIn("SDN", page)
+        # The one-switch families: every record type, everything SDN.
+        for family, label in (("records", "Storage and data-protection records"), ("sdn", "SDN")):
+            with self.subTest(family=family):
+                field = f"{family}_mode"
+                fields = edit_form_fields(self.endpoint)
+                refused = self.client.post(url, {**fields, field: "sometimes"})
+                self.assertEqual(refused.status_code, 200)
+                self.assertIn("Select a valid choice", refused.content.decode())
+                self.endpoint.refresh_from_db()
+                self.assertEqual(getattr(self.endpoint, field), "always")
+                response = self.client.post(url, {**fields, field: "off"})
+                self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
+                self.endpoint.refresh_from_db()
+                self.assertEqual(getattr(self.endpoint, field), "off")
+                self.assertEqual(self.endpoint.policy()["modes"][family], "off")
+                page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
+                row = page.split(f'id="{family}-mode"', 1)[1].split("</td>", 1)[0]
+                self.assertIn("Off", row)
+                self.assertIn(label, page)
 
     def test_live_sync_interval_is_validated_filtered_and_shown(self):
         for bad in (0, -1, 3601, "often"):
