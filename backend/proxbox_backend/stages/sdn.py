@@ -2,7 +2,8 @@
 prefixes, gateway addresses and DHCP ranges (`domain.sdn` says what becomes what), and
 the guest interfaces plugged into a VNet → L2VPN terminations.
 
-`sdn` runs before the interfaces stage: it gives each VNet's VLAN or L2VPN, so that an
+`sdn` runs before the interfaces stage: it gives each VNet's VLAN or L2VPN as soon as they
+are written (before the subnets), so that an
 interface on a VLAN VNet gets it as its untagged VLAN in the interfaces stage's own
 write. `sdn_links` terminates the interfaces on VXLAN/EVPN VNets once they exist.
 
@@ -13,6 +14,7 @@ out: nothing is read, written or removed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from proxbox_backend.background import together
@@ -105,8 +107,10 @@ async def apply(
     state: SdnState,
     tally: Tally,
     settle: Settle = nothing_to_settle,
+    linked: Callable[[sdn.VNetLinks], None] = lambda _links: None,
 ) -> sdn.VNetLinks:
-    """Write the cluster's SDN; each VNet's VLAN or L2VPN id (for its guests' NICs)."""
+    """Write the cluster's SDN; each VNet's VLAN or L2VPN id (for its guests' NICs),
+    told to `linked` as soon as they exist, before the subnets are written."""
     found, answered = state.sdn, state.sdn.answered
     if state.empty:
         return sdn.VNetLinks()
@@ -129,6 +133,8 @@ async def apply(
         planned(L2VPNS, sdn.desired_l2vpns(cluster_id, endpoint_name, found))
     )
     vlan_ids, l2vpn_ids = await together(write(VLANS, vlans), write(L2VPNS, l2vpns))
+    links = sdn.links(cluster_id, found, vlan_ids, l2vpn_ids)
+    linked(links)
     await together(
         write(
             PREFIXES, planned(PREFIXES, sdn.desired_prefixes(cluster_id, found, vrf_id, vlan_ids))
@@ -139,7 +145,7 @@ async def apply(
     # Children first: a VLAN's prefixes are gone now, a group's VLANs next.
     await together(write(VLANS, vlans_gone), write(L2VPNS, l2vpns_gone))
     await write(GROUPS, groups_gone)
-    return sdn.links(cluster_id, found, vlan_ids, l2vpn_ids)
+    return links
 
 
 # -- the stages -------------------------------------------------------------------------------
@@ -165,6 +171,9 @@ async def sync_sdn(run: StageRun, gate: Gate) -> dict:
         state,
         run.tally,
         gate.settle,
+        # The interfaces stage need not wait for the subnets and the deletions: a VNet's
+        # VLAN or L2VPN it links to is written by then, one it no longer wants goes later.
+        lambda links: gate.give("sdn.links", links),
     )
     gate.finished(total)
     return {"sdn.links": links}
