@@ -2,10 +2,9 @@
 prefixes, gateway addresses and DHCP ranges (`domain.sdn` says what becomes what), and
 the guest interfaces plugged into a VNet → L2VPN terminations.
 
-`sdn` runs before the interfaces stage: it gives each VNet's VLAN or L2VPN as soon as they
-are written (before the subnets), so that an
-interface on a VLAN VNet gets it as its untagged VLAN in the interfaces stage's own
-write. `sdn_links` terminates the interfaces on VXLAN/EVPN VNets once they exist.
+`sdn` runs before the interfaces stage: it gives each VNet's VLAN or L2VPN as soon as
+they are written (before the subnets), so that an interface on a VLAN VNet gets it as
+its untagged VLAN in the interfaces stage's own write. `sdn_links` terminates the interfaces on VXLAN/EVPN VNets once they exist.
 
 Objects are created parents first and deleted children first (NetBox protects a VLAN
 group's VLANs and a VLAN's prefixes from deletion). `sdn_mode` off leaves both stages
