@@ -601,15 +601,11 @@ class NetBoxGateway:
         )
 
     async def sdn_objects(self, path: str, cluster_id: int, fields: str) -> list[dict]:
-        """The objects of `path` whose SDN source key is this cluster's. None before the
-        field exists (NetBox refuses a filter on a custom field it does not know)."""
+        """The objects of `path` whose SDN source key is this cluster's; asked only once
+        the field exists (NetBox ignores a filter on a custom field it does not know, and
+        would list them all)."""
         params = {f"cf_{sdn.KEY_FIELD}__isw": sdn.key_prefix(cluster_id), "fields": fields}
-        try:
-            return await self.client.list(path, params)
-        except NetBoxError as exc:
-            if exc.status == 400:
-                return []
-            raise
+        return await self.client.list(path, params)
 
     async def l2vpn_terminations(self, l2vpn_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(
