@@ -128,7 +128,8 @@ def scene(netbox_server, simulator):
 
 def sync(netbox_server, simulator, scene):
     report = run_sync(netbox_server, simulator, scene["endpoint"]["id"])
-    assert report.ok, (report.error, report.as_dict())
+    answer = report.as_dict()
+    assert report.ok, (report.error, answer["failures"], answer["read_failures"])
     return report
 
 

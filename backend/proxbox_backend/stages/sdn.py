@@ -3,8 +3,9 @@ prefixes, gateway addresses and DHCP ranges (`domain.sdn` says what becomes what
 the guest interfaces plugged into a VNet → L2VPN terminations.
 
 `sdn` runs before the interfaces stage: it gives each VNet's VLAN or L2VPN as soon as
-they are written (before the subnets), so that an interface on a VLAN VNet gets it as
-its untagged VLAN in the interfaces stage's own write. `sdn_links` terminates the interfaces on VXLAN/EVPN VNets once they exist.
+they are written (before the subnets; after its deletions when a VLAN or L2VPN goes),
+so that an interface on a VLAN VNet gets it as its untagged VLAN in the interfaces
+stage's own write. `sdn_links` terminates the interfaces on VXLAN/EVPN VNets once they exist.
 
 Objects are created parents first and deleted children first (NetBox protects a VLAN
 group's VLANs and a VLAN's prefixes from deletion). `sdn_mode` off leaves both stages
@@ -109,7 +110,7 @@ async def apply(
     linked: Callable[[sdn.VNetLinks], None] = lambda _links: None,
 ) -> sdn.VNetLinks:
     """Write the cluster's SDN; each VNet's VLAN or L2VPN id (for its guests' NICs),
-    told to `linked` as soon as they exist, before the subnets are written."""
+    told to `linked` as soon as they exist when none goes, before the subnets are written."""
     found, answered = state.sdn, state.sdn.answered
     if state.empty:
         return sdn.VNetLinks()
@@ -133,7 +134,12 @@ async def apply(
     )
     vlan_ids, l2vpn_ids = await together(write(VLANS, vlans), write(L2VPNS, l2vpns))
     links = sdn.links(cluster_id, found, vlan_ids, l2vpn_ids)
-    linked(links)
+    if not (vlans_gone.deletes or l2vpns_gone.deletes):
+        # Nothing of what guest interfaces link to goes: they may be written while the
+        # subnets are. A deletion cascades into interfaces (a VLAN's untagged ports) and
+        # L2VPN terminations, which the interfaces stage deletes with their interfaces:
+        # then the interfaces wait until it is done.
+        linked(links)
     await together(
         write(
             PREFIXES, planned(PREFIXES, sdn.desired_prefixes(cluster_id, found, vrf_id, vlan_ids))
