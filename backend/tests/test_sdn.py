@@ -7,12 +7,15 @@ import asyncio
 
 import pytest
 
+from proxbox_backend.clients.netbox import BulkResult
 from proxbox_backend.clients.proxmox import ProxmoxError
 from proxbox_backend.domain import sdn
+from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import GuestNic
 from proxbox_backend.domain.policy import SyncPolicy
 from proxbox_backend.gateways.proxmox import ProxmoxGateway
 from proxbox_backend.stages import interfaces
+from proxbox_backend.stages import sdn as sdn_stage
 
 CLUSTER = 7
 ZONES = [
@@ -254,3 +257,54 @@ def test_sdn_mode_governs_every_sdn_plan_whatever_its_object_type():
     assert SyncPolicy(modes={"vlans": "off"}).restrict(the_plan).creates
     create_only = SyncPolicy(modes={"sdn": "create_only"}).restrict(the_plan)
     assert len(create_only.creates) == 1 and create_only.deletes == []
+
+
+class RecordingNetBox:
+    """A gateway whose client records each bulk write in order (a NetBox answering
+    every one) and marks when the stage hands its VNet links on."""
+
+    def __init__(self):
+        self.events: list[tuple[str, str]] = []
+        self.client = self
+
+    async def bulk_create(self, path, payloads):
+        self.events.append(("create", path))
+        return BulkResult(succeeded={i: {"id": 900 + i} for i in range(len(payloads))})
+
+    async def bulk_update(self, path, changes):
+        self.events.append(("update", path))
+        return BulkResult(succeeded={i: c for i, c in enumerate(changes)})
+
+    async def bulk_delete(self, path, ids):
+        self.events.append(("delete", path))
+        return BulkResult(succeeded={i: {"id": id_} for i, id_ in enumerate(ids)})
+
+
+def apply_sdn(found: sdn.Sdn, current: dict[str, list[dict]]) -> tuple[list, sdn.VNetLinks]:
+    netbox = RecordingNetBox()
+    state = sdn_stage.SdnState(found, [], True, current)
+    links = asyncio.run(
+        sdn_stage.apply(
+            netbox, CLUSTER, "pve-a", 3, state, Tally(),
+            linked=lambda _links: netbox.events.append(("linked", "")),
+        )
+    )  # fmt: skip
+    return netbox.events, links
+
+
+def test_the_links_are_handed_on_before_the_subnets_unless_a_vnet_goes():
+    found, _ = read(FakeProxmox())
+    events, links = apply_sdn(found, {})
+    assert links.vlans == {"web": 900} and set(links.l2vpns) == {"tun", "ev"}
+    order = [path for _op, path in events]
+    # Parents first: the group, then its VLANs and the L2VPNs, then the subnets' objects.
+    assert order.index("/ipam/vlan-groups/") < order.index("/ipam/vlans/")
+    assert order.index("") < order.index("/ipam/prefixes/")
+
+    # A VLAN that goes: its prefix first, then the VLAN; the links are not handed on
+    # early (the stage gives them once it is done).
+    gone = as_netbox("7/vnet/old", {"vid": 9, "name": "old"}, 5)
+    old_prefix = as_netbox("7/subnet/lan-10.9.0.0-24", {"prefix": "10.9.0.0/24"}, 6)
+    events, links = apply_sdn(found, {sdn.VLAN: [gone], sdn.PREFIX: [old_prefix]})
+    assert events.index(("delete", "/ipam/prefixes/")) < events.index(("delete", "/ipam/vlans/"))
+    assert ("linked", "") not in events and links.vlans == {"web": 900}
