@@ -413,14 +413,27 @@ def test_subnets_read_back_as_pve_returns_them(prox):
     assert listed[f"{zone}-10.32.0.0-24"]["dhcp-range"] == []
     assert without_digest(subnets(subnet_id).get()) == expected
     assert subnets.get(running=1) == []
-    # Pending: the new subnet's options wait under "pending"; the ID fields are there.
+    # Pending: the new subnet's options wait under "pending" (its ranges joined, as PVE
+    # compares them), its VNet and the ID fields at the top.
     pending = {s["subnet"]: s for s in subnets.get(pending=1)}[subnet_id]
-    assert pending["state"] == "new" and pending["cidr"] == "10.31.0.0/24"
-    assert pending["pending"]["gateway"] == "10.31.0.1"
+    assert (pending["state"], pending["vnet"], pending["cidr"]) == ("new", vnet, "10.31.0.0/24")
+    assert pending["dhcp-range"] == []  # nothing of it runs yet
+    assert pending["pending"] == {
+        "gateway": "10.31.0.1",
+        "snat": 1,
+        "dhcp-range": ",".join(sorted(ranges)),
+    }
 
     _apply(prox)
     running = {s["subnet"]: s for s in subnets.get(running=1)}
     assert without_digest(running[subnet_id]) == expected
+    assert "state" not in {s["subnet"]: s for s in subnets.get(pending=1)}[subnet_id]
+    # A changed and a removed option: the running values at the top, the change pending.
+    subnets(subnet_id).put(gateway="10.31.0.254", delete="snat")
+    pending = {s["subnet"]: s for s in subnets.get(pending=1)}[subnet_id]
+    assert (pending["state"], pending["gateway"], pending["snat"]) == ("changed", "10.31.0.1", 1)
+    assert pending["pending"] == {"gateway": "10.31.0.254", "snat": "deleted"}
+    _apply(prox)
 
     _refused(
         lambda: subnets.post(

@@ -97,25 +97,38 @@ def _render(
         return {key: section_id, **(running or {})}
     if mode != "pending":
         return {key: section_id, **(current or {}), "digest": digest}
+    # PVE's pending view: the running values at the top, what an apply would change
+    # under `pending` (a removed option as 'deleted'), list options compared and shown
+    # joined; `type` and a subnet's `vnet` are the configuration's at the top.
     entry: dict = {key: section_id, **(running or {})}
-    if running is None:
-        entry.update(
-            {
-                "type": current["type"],
-                "state": "new",
-                "pending": {k: v for k, v in current.items() if k != "type"},
-            }
-        )
-    elif current is None:
-        entry["state"] = "deleted"
-    else:
-        changed = {k: v for k, v in current.items() if running.get(k) != v}
-        removed = [k for k in running if k not in current]
-        if changed or removed:
-            entry["state"] = "changed"
-            entry["pending"] = changed
+    state, pending = None, {}
+    for option, value in (running or {}).items():
+        if current is None:
+            state = "deleted"
+        elif option not in current:
+            pending[option], state = "deleted", "changed"
+        elif _encoded(option, value) != _encoded(option, current[option]):
+            state = "changed"
+    for option, value in (current or {}).items():
+        if option in ("type", "vnet"):
+            entry[option] = value
+        elif running is None or _encoded(option, value) != _encoded(option, running.get(option)):
+            pending[option] = _encoded(option, value)
+            if running is not None and option not in running:
+                state = "changed"
+    if current is not None and running is None:
+        state = "new"
+    if state:
+        entry.update(state=state, pending=pending)
     entry["digest"] = digest
     return entry
+
+
+def _encoded(option: str, value):
+    """How PVE compares and shows a list option in the pending view: joined, sorted."""
+    if option in ("nodes", "exitnodes", "dhcp-range") and isinstance(value, list):
+        return ",".join(sorted(str(v) for v in value))
+    return value
 
 
 def _mode(params: dict) -> str:
@@ -162,6 +175,9 @@ def _subnet_entry(entry: dict) -> dict:
     zone, network, mask = entry["subnet"].split("-", 2)
     ranges = entry.get("dhcp-range") or []
     ranges = [ranges] if isinstance(ranges, str) else ranges
+    if "pending" in entry:
+        # The CIDR is the simulator's own record of the ID, no option PVE keeps.
+        entry["pending"] = {k: v for k, v in entry["pending"].items() if k != "cidr"}
     return {
         **entry,
         "id": entry["subnet"],
