@@ -308,3 +308,18 @@ def test_the_links_are_handed_on_before_the_subnets_unless_a_vnet_goes():
     events, links = apply_sdn(found, {sdn.VLAN: [gone], sdn.PREFIX: [old_prefix]})
     assert events.index(("delete", "/ipam/prefixes/")) < events.index(("delete", "/ipam/vlans/"))
     assert ("linked", "") not in events and links.vlans == {"web": 900}
+
+
+def test_a_targeted_sync_creates_the_sdn_its_guest_needs_and_leaves_the_rest_to_full_runs():
+    from proxbox_backend.domain.policy import Target
+
+    found, _ = read(FakeProxmox())
+    _, vlans, *_ = desired(found)
+    current = [as_netbox("7/vnet/old", {"vid": 9, "name": "old"}, 5)]
+    target = SyncPolicy().targeting(Target.parse(guest="qemu/100"))
+    restricted = target.restrict(sdn.plan(sdn.VLAN, vlans, current, True))
+    assert [c.key for c in restricted.creates] == ["7/vnet/web"]
+    assert restricted.deletes == [] and restricted.unchanged == {"7/vnet/old": 5}
+    # The guest's own terminations are its business (its interfaces alone are known).
+    terminations = sdn.plan_terminations({11: 50}, [], {11})
+    assert target.restrict(terminations).creates == terminations.creates

@@ -359,7 +359,7 @@ RULES = {
     "sdn": (["node addresses", "vlans"], ["node addresses", "vlans"]),
     # the VM's interface count; the MAC address rows a node interface's save saves too
     "interfaces": ([], ["node interfaces", "guests"]),
-    "sdn_links": (["sdn"], ["sdn"]),  # an L2VPN's deletion takes its terminations
+    "sdn links": (["sdn"], ["sdn"]),  # an L2VPN's deletion takes its terminations
     # the node addresses' reads and writes; the VMs' primaries and the cleared ones; the
     # SDN gateways' addresses
     "ips": (

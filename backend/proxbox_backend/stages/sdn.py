@@ -1,11 +1,11 @@
-"""Stages `sdn` and `sdn_links`: Proxmox SDN → NetBox VLAN groups, VLANs, L2VPNs,
+"""Stages `sdn` and `sdn links`: Proxmox SDN → NetBox VLAN groups, VLANs, L2VPNs,
 prefixes, gateway addresses and DHCP ranges (`domain.sdn` says what becomes what), and
 the guest interfaces plugged into a VNet → L2VPN terminations.
 
 `sdn` runs before the interfaces stage: it gives each VNet's VLAN or L2VPN as soon as
 they are written (before the subnets; after its deletions when a VLAN or L2VPN goes),
 so that an interface on a VLAN VNet gets it as its untagged VLAN in the interfaces
-stage's own write. `sdn_links` terminates the interfaces on VXLAN/EVPN VNets once they exist.
+stage's own write. `sdn links` terminates the interfaces on VXLAN/EVPN VNets once they exist.
 
 Objects are created parents first and deleted children first (NetBox protects a VLAN
 group's VLANs and a VLAN's prefixes from deletion). `sdn_mode` off leaves both stages
@@ -249,11 +249,11 @@ async def sync_links(run: StageRun, gate: Gate) -> None:
 
 
 LINKS = Stage(
-    "sdn_links",
+    "sdn links",
     sync_links,
     takes=("sdn.links", "guests.owned", "interfaces.ids"),
     reads=frozenset({sdn.TERMINATION}),
     writes={sdn.TERMINATION: EVERY},
     policy=sdn.TERMINATION,
-    events="sdn_links",
+    events="sdn links",
 )
