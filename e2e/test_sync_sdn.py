@@ -7,7 +7,10 @@ from NetBox; with `sdn_mode` off nothing SDN is written.
 The tests run in file order and build on each other (one simulator).
 """
 
+import json
+
 import pytest
+from proxbox_processes import wait_until
 from sync_fixtures import Simulator, create_endpoint, create_site, list_all, run_sync
 
 from proxbox_backend.domain.sdn import KEY_FIELD
@@ -252,3 +255,30 @@ def test_a_vnet_removed_in_proxmox_goes_from_netbox(netbox_server, simulator, sc
     assert len(found["ranges"]) == 2
     interfaces = nics(netbox_server, cluster_id, guest)
     assert interfaces["net7"]["untagged_vlan"] is None and "net8" not in interfaces
+
+
+def test_a_cluster_without_sdn_keeps_what_netbox_has(netbox_server, simulator, scene, sync_workdir):
+    """PVE without its SDN package has no handler for `/cluster/sdn/...` (501): nothing
+    to sync, no read failure, and nothing synced from it removed."""
+    rules = sync_workdir / "sdn-absent.json"
+    rules.write_text(json.dumps([{
+        "kind": "http_error", "methods": ["GET"], "path": "/cluster/sdn/*", "status": 501,
+        "message": "Method 'GET /cluster/sdn/zones' not implemented"}]))  # fmt: skip
+    simulator.cli("faults", "enable", "sdn-absent", "--rules", str(rules), "--seed", "1")
+    try:
+        with simulator.api() as pve:
+            wait_until(
+                lambda: pve.get("/cluster/sdn/zones").status_code == 501,
+                15,
+                "the simulator to answer SDN with 501",
+                interval=0.1,
+            )
+        report = sync(netbox_server, simulator, scene)
+        assert report.as_dict()["read_failures"] == []
+        cluster_id = report.cluster["id"]
+        found = sdn_objects(netbox_server, cluster_id, scene["vrf"])
+        assert [v["slug"] for v in found["l2vpns"]] == [f"proxbox-sdn-{cluster_id}-ev"]
+        assert [p["prefix"] for p in found["prefixes"]] == [EV]
+        assert len(found["ranges"]) == 2
+    finally:
+        simulator.cli("faults", "disable")
