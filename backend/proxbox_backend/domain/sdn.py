@@ -13,7 +13,9 @@ until `PUT /cluster/sdn` applies it, and guests can only plug into an applied VN
 | subnet `dhcp-range` | IP range per range |
 | guest NIC `bridge=<vnet>` | untagged VLAN of the interface / L2VPN termination |
 
-A `simple` zone's VNets carry no VLAN or VNI: only their subnets are synced.
+A `simple` zone's VNets carry no VLAN or VNI: only their subnets are synced. A `qinq`
+zone's VNets are its customer VLANs; the zone's service VLAN (its own `tag`) is not
+written (NetBox's Q-in-Q roles would need an S-VLAN object per zone).
 
 Every object written carries the `proxbox` tag and the `proxbox_sdn` custom field, its
 source key `<cluster id>/<kind>/<Proxmox id>`: that key finds it again, and an object
