@@ -321,9 +321,22 @@ def create_app(
         METRICS.webhooks[(endpoint, outcome)] += 1
         return HTTPException(status, detail)
 
+    def webhook_authorized(request: Request) -> None:
+        """A dependency, so a wrong secret is a 401 before anything about the request
+        (its path included) is judged."""
+        raw = request.path_params.get("endpoint_id", "")
+        secret = settings.webhook_secret(int(raw)) if raw.isascii() and raw.isdigit() else None
+        presented = request.headers.get(HEADER, "").encode("utf-8", "surrogateescape")
+        # Compared even without a secret, so the answer's time says nothing of which
+        # endpoints have one; the label stays empty (the path is the caller's).
+        wanted = secret.reveal().encode() if secret else b"\0" * 32
+        if not (hmac.compare_digest(presented, wanted) and secret):
+            raise refused(401, "unauthorized", "", f"a valid {HEADER} header is required")
+
     @app.post(
         "/webhooks/proxmox/{endpoint_id}",
         status_code=202,
+        dependencies=[Depends(webhook_authorized)],
         openapi_extra={"security": [{"webhook": []}]},
         responses={
             401: {"model": Problem, "description": f"missing or wrong {HEADER}"},
@@ -337,13 +350,6 @@ def create_app(
         """A PVE notification (a webhook target, PVE 8.3+; docs/operator-guide.md): the
         endpoint's watch starts a run now instead of at its next poll."""
         key = str(endpoint_id)
-        secret = settings.webhook_secret(endpoint_id)
-        presented = request.headers.get(HEADER, "").encode("utf-8", "surrogateescape")
-        # Compared even without a secret, so the answer's time says nothing of which
-        # endpoints have one; the label stays empty (the path is the caller's).
-        wanted = secret.reveal().encode() if secret else b"\0" * 32
-        if not (hmac.compare_digest(presented, wanted) and secret):
-            raise refused(401, "unauthorized", "", f"a valid {HEADER} header is required")
         body = await request.body()
         if len(body) > MAX_BODY:
             raise refused(413, "invalid", key, f"the body exceeds {MAX_BODY} bytes")
