@@ -11,7 +11,7 @@ import base64
 import httpx
 import pytest
 from chaos_support import watching_backend
-from proxbox_processes import wait_until
+from proxbox_processes import WaitTimeout, wait_until
 from sync_fixtures import Simulator, create_watched_endpoint, list_all
 
 POLL = 600  # the watch's interval: only the webhook explains a run before the next poll
@@ -115,12 +115,21 @@ def test_a_backup_reaches_netbox_through_the_webhook_before_the_next_poll(
             ).json()["data"]
         }
     (new,) = volumes - before
-    wait_until(
-        lambda: new in backups_of(netbox_server, cluster_id),
-        DEADLINE,
-        "the backup's record in NetBox",
-        interval=0.5,
-    )
+    try:
+        wait_until(
+            lambda: new in backups_of(netbox_server, cluster_id),
+            DEADLINE,
+            "the backup's record in NetBox",
+            interval=0.5,
+        )
+    except WaitTimeout:
+        backend_log = (backend.workdir / "backend.log").read_text()[-3000:]
+        notified = [
+            line
+            for line in (simulator.workdir / "sim-hook.log").read_text().splitlines()
+            if "proxmox_simulator.notify" in line
+        ]
+        raise AssertionError(f"notify: {notified}\nbackend: {backend_log}") from None
 
     # The run that synced it was the webhook's: its trigger names the notification, not
     # the vzdump task a poll would have found.

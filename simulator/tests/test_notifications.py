@@ -365,6 +365,9 @@ def test_templates_render_pves_variables_and_helpers():
         'line1\\nline2|"pve1"|error|1700000000|backup-a||'
         '{"type":"vzdump","hostname":"pve1","job-id":"backup-a"}'
     )
+    # A brace after a helper's `}}` is the template's own (a JSON object's end).
+    assert notify.render('{"f": {{ json fields }}}', {"fields": {"a": "b"}}) == '{"f": {"a":"b"}}'
+    assert notify.render("{{{ title }}}", {"title": "<t>"}) == "<t>"
     with pytest.raises(notify.NotifyError, match="Helper not defined"):
         notify.webhook_request({**options, "body": b64("{{ upper title }}")}, NOTE)
     with pytest.raises(notify.NotifyError, match="escape: missing text parameter"):

@@ -160,7 +160,9 @@ def matched_targets(options: dict, note: Notification) -> list[str]:
 # ---------------------------------------------------------------- templates
 
 
-_EXPRESSION = re.compile(r"\{\{\{?~?\s*(.*?)\s*~?\}?\}\}", re.DOTALL)
+# `{{{ x }}}` (unescaped; PVE escapes nothing anyway) or `{{ x }}`: a brace after a
+# double stache's end is text (`{"f": {{ json fields }}}` closes the object).
+_EXPRESSION = re.compile(r"\{\{\{~?\s*(.*?)\s*~?\}\}\}|\{\{~?\s*(.*?)\s*~?\}\}", re.DOTALL)
 _URL_RESERVED = frozenset(b":/?#[]@!$&'()*+,;=% ")
 
 
@@ -220,7 +222,7 @@ HELPERS = ("escape", "json", "url-encode")
 
 def render(template: str, data: dict) -> str:
     def expand(found: re.Match) -> str:
-        expression = found.group(1)
+        expression = found.group(1) if found.group(1) is not None else found.group(2)
         if not expression or expression[0] in "#/^>!&":
             raise NotifyError(f"unsupported template expression '{{{{{expression}}}}}'")
         words = expression.split()
