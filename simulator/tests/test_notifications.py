@@ -188,6 +188,28 @@ def test_a_matcher_that_does_not_match_sends_nothing(root, hook, receiver, uniqu
     )
     backup(root, "pve1", vmid, job)  # any: the job-id matches
     assert json.loads(receiver.next()[3])["severity"] == "info"
+    # A disabled target, then a disabled matcher: nothing sent.
+    target = expect_data(root.get(f"{BASE}/endpoints/webhook/{name}"))
+    expect_data(
+        root.put(
+            f"{BASE}/endpoints/webhook/{name}", json={"disable": 1, "digest": target["digest"]}
+        )
+    )
+    backup(root, "pve1", make_vm(root, "pve1", unique_vmid + 2), job)
+    assert receiver.nothing()
+    target = expect_data(root.get(f"{BASE}/endpoints/webhook/{name}"))
+    expect_data(
+        root.put(
+            f"{BASE}/endpoints/webhook/{name}",
+            json={"delete": "disable", "digest": target["digest"]},
+        )
+    )
+    matcher = expect_data(root.get(f"{BASE}/matchers/m{name}"))
+    expect_data(
+        root.put(f"{BASE}/matchers/m{name}", json={"disable": 1, "digest": matcher["digest"]})
+    )
+    backup(root, "pve1", make_vm(root, "pve1", unique_vmid + 3), job)
+    assert receiver.nothing()
 
 
 def test_a_failed_replication_run_notifies_with_severity_error(root, receiver, unique_vmid):
