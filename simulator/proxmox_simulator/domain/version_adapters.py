@@ -33,6 +33,10 @@ class Pve6:
     # JSON error, and the bare message where the answer had no body (a refused
     # ticket).  Before it, the reason phrase of the status line was the only place.
     error_message_in_body_since: tuple[int, int] | None = None
+    # The notification system (matchers and targets; 8.1) with webhook targets (8.3):
+    # vzdump and replication notify through it. Before 8.1 vzdump mailed its report
+    # and replication mailed root; the simulator sends no mail.
+    notification_system = False
 
     # The CPU models a guest may use: what the major's QEMU and qemu-server offer
     # (``/nodes/{node}/cpu``, later ``/capabilities/qemu/cpu``); newer majors add to it.
@@ -103,6 +107,7 @@ class Pve7(Pve6):
 class Pve8(Pve7):
     major = 8
     tfa_lockout = True
+    notification_system = True  # the simulated 8.x is 8.4: webhook targets included
     error_message_in_body_since = (8, 4)
     qemu_version = "9.2.0"
     machine = "pc-i440fx-9.2+pve1"
