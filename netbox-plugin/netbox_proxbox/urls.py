@@ -25,6 +25,14 @@ urlpatterns = [
     ),
     path("endpoints/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint", detail=False))),
     path("endpoints/<int:pk>/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint"))),
+    path(
+        "assignment-rules/",
+        include(get_model_urls("netbox_proxbox", "proxmoxassignmentrule", detail=False)),
+    ),
+    path(
+        "assignment-rules/<int:pk>/",
+        include(get_model_urls("netbox_proxbox", "proxmoxassignmentrule")),
+    ),
     path("clusters/", include(get_model_urls("netbox_proxbox", "proxmoxcluster", detail=False))),
     path("clusters/<int:pk>/", include(get_model_urls("netbox_proxbox", "proxmoxcluster"))),
     path(

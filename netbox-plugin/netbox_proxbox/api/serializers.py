@@ -388,4 +388,5 @@ class LiveRunSerializer(NulFreePayloadMixin, serializers.Serializer):
         return data
 
 
+from .serializers_assignment import *  # noqa: E402, F403
 from .serializers_inventory import *  # noqa: E402, F403
