@@ -240,6 +240,7 @@ def plan_sections(report: dict) -> list[dict]:
                     {
                         "label": c["label"],
                         "fields": [(k, shown(v)) for k, v in sorted(c["payload"].items())],
+                        "because": c.get("because"),
                     }
                     for c in types["creates"]
                 ],
@@ -247,6 +248,7 @@ def plan_sections(report: dict) -> list[dict]:
                     {
                         "id": u["id"],
                         "label": u["label"],
+                        "because": u.get("because"),
                         "changes": [
                             (name, shown(change["old"]), shown(change["new"]))
                             for name, change in u["changes"].items()
