@@ -169,6 +169,14 @@ class ProxmoxAssignmentRule(NetBoxModel):
             )
         if self.vm_role_id is not None and not self.vm_role.vm_role:
             errors["vm_role"] = _("This role is not available to virtual machines.")
+        endpoint_site = self.endpoint.site_id if self.endpoint_id else None
+        if self.site_id is not None and endpoint_site not in (None, self.site_id):
+            # The endpoint's site scopes its native cluster and holds its nodes' devices:
+            # NetBox refuses a VM of that cluster, on those hosts, at another site.
+            errors["site"] = _(
+                "The endpoint's cluster and nodes are at site {site}; NetBox refuses its VMs "
+                "at another site."
+            ).format(site=self.endpoint.site)
         if self.location_id is not None:
             if self.site_id is None:
                 errors["site"] = _("A location needs its site.")

@@ -131,6 +131,10 @@ class AssignmentRuleRestTest(TestCase):
             self.post(node="pve1", site=self.other_site.pk, location=self.location.pk), "location"
         )
         self.assert_refused(self.post(node="pve1", tenant=999999), "tenant")
+        sited = make_endpoint("pve-sited", site=self.site)
+        self.assert_refused(self.post(endpoint=sited.pk, node="n", site=self.other_site.pk), "site")
+        same = self.post(endpoint=sited.pk, node="n", site=self.site.pk)
+        self.assertEqual(same.status_code, 201, same.content)
 
     def test_the_order_is_unique_per_endpoint(self):
         self.assertEqual(self.post(weight=5, node="pve1", tenant=self.tenant.pk).status_code, 201)
