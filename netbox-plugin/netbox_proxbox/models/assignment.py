@@ -91,6 +91,7 @@ class ProxmoxAssignmentRule(NetBoxModel):
         related_name="+",
         null=True,
         blank=True,
+        # Model validation refuses a device-only role, naming vm_role.
         limit_choices_to={"vm_role": True},
         verbose_name=_("VM role"),
     )
@@ -167,8 +168,6 @@ class ProxmoxAssignmentRule(NetBoxModel):
             errors["tenant"] = _(
                 "Set at least one assignment: tenant, VM role, platform, site or location."
             )
-        if self.vm_role_id is not None and not self.vm_role.vm_role:
-            errors["vm_role"] = _("This role is not available to virtual machines.")
         endpoint_site = self.endpoint.site_id if self.endpoint_id else None
         if self.site_id is not None and endpoint_site not in (None, self.site_id):
             # The endpoint's site scopes its native cluster and holds its nodes' devices:
