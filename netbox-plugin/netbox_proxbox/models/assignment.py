@@ -168,6 +168,10 @@ class ProxmoxAssignmentRule(NetBoxModel):
             errors["tenant"] = _(
                 "Set at least one assignment: tenant, VM role, platform, site or location."
             )
+        # The unique constraint would answer without naming a field.
+        taken = type(self).objects.filter(endpoint_id=self.endpoint_id, weight=self.weight)
+        if self.endpoint_id and taken.exclude(pk=self.pk).exists():
+            errors["weight"] = _("This endpoint already has a rule of this order.")
         endpoint_site = self.endpoint.site_id if self.endpoint_id else None
         if self.site_id is not None and endpoint_site not in (None, self.site_id):
             # The endpoint's site scopes its native cluster and holds its nodes' devices:

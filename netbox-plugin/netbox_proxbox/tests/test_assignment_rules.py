@@ -140,6 +140,7 @@ class AssignmentRuleRestTest(TestCase):
         self.assertEqual(self.post(weight=5, node="pve1", tenant=self.tenant.pk).status_code, 201)
         again = self.post(weight=5, node="pve2", tenant=self.tenant.pk)
         self.assertEqual(again.status_code, 400, again.content)
+        self.assertIn("weight", again.json())
         self.assertEqual(ProxmoxAssignmentRule.objects.count(), 1)
         elsewhere = self.post(
             endpoint=self.other_endpoint.pk, weight=5, node="pve2", tenant=self.tenant.pk
@@ -209,6 +210,39 @@ class AssignmentRuleUiTest(TestCase):
         )
         self.assertEqual(created.status_code, 302, created.content[:2000])
         self.assertTrue(ProxmoxAssignmentRule.objects.filter(weight=30, pool="lab").exists())
+
+    def test_bulk_edit_goes_through_validation(self):
+        second = ProxmoxAssignmentRule.objects.create(
+            endpoint=self.endpoint, weight=21, pool="lab", tenant=self.tenant
+        )
+        url = reverse("plugins:netbox_proxbox:proxmoxassignmentrule_bulk_edit")
+        pks = [self.rule.pk, second.pk]
+        self.client.post(url, {"pk": pks, "_apply": "1", "enabled": "False"})
+        self.assertEqual(
+            set(ProxmoxAssignmentRule.objects.filter(pk__in=pks).values_list("enabled")),
+            {(False,)},
+        )
+        # Clearing the only assignment would leave rules that assign nothing: refused.
+        self.client.post(url, {"pk": pks, "_apply": "1", "_nullify": ["tenant"]})
+        self.assertEqual(
+            set(ProxmoxAssignmentRule.objects.filter(pk__in=pks).values_list("tenant_id")),
+            {(self.tenant.pk,)},
+        )
+
+    def test_graphql_lists_an_endpoints_rules(self):
+        query = "{ proxmox_assignment_rule_list { weight node tenant { name } endpoint { name } } }"
+        response = self.client.post("/graphql/", {"query": query}, content_type="application/json")
+        self.assertEqual(response.status_code, 200, response.content)
+        rules = response.json()["data"]["proxmox_assignment_rule_list"]
+        self.assertIn(
+            {
+                "weight": 20,
+                "node": "pve-node-7",
+                "tenant": {"name": "Globex"},
+                "endpoint": {"name": "pve-ui"},
+            },
+            rules,
+        )
 
     def test_bulk_import_resolves_names(self):
         response = self.client.post(
