@@ -35,6 +35,7 @@ from .models import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .models.assignment import MATCHER_FIELDS, TEXT_MATCHERS
 
 __all__ = (
     "ProxmoxAssignmentRuleFilterSet",
@@ -152,24 +153,13 @@ class ProxmoxAssignmentRuleFilterSet(TenancyFilterSet, PluginFilterSet):
 
     class Meta:
         model = ProxmoxAssignmentRule
-        fields = (
-            "id",
-            "weight",
-            "enabled",
-            "description",
-            "name_pattern",
-            "proxmox_tag",
-            "pool",
-            "node",
-            "vmid_min",
-            "vmid_max",
-        )
+        fields = ("id", "weight", "enabled", "description", *MATCHER_FIELDS)
 
     def search(self, queryset, name, value):
         if not value.strip():
             return queryset
         query = Q()
-        for field in ("description", "name_pattern", "proxmox_tag", "pool", "node"):
+        for field in ("description", *TEXT_MATCHERS):
             query |= Q(**{f"{field}__icontains": value})
         return queryset.filter(query)
 

@@ -30,6 +30,7 @@ from ..models import (
     ProxmoxCluster,
     ProxmoxEndpoint,
 )
+from ..models.assignment import RULE_FIELDS
 from ..models.endpoints import validate_token_secret
 from ..ownership.permissions import visible
 from ..sync.schedules import next_scheduled_sync, schedule_state
@@ -223,21 +224,7 @@ class ProxmoxAssignmentRuleSerializer(
             "url",
             "display_url",
             "display",
-            "endpoint",
-            "weight",
-            "enabled",
-            "description",
-            "name_pattern",
-            "proxmox_tag",
-            "pool",
-            "node",
-            "vmid_min",
-            "vmid_max",
-            "tenant",
-            "vm_role",
-            "platform",
-            "site",
-            "location",
+            *RULE_FIELDS,
             "rule",
             "tags",
             "custom_fields",

@@ -22,26 +22,13 @@ from utilities.forms.rendering import FieldSet
 from utilities.forms.widgets import BulkEditNullBooleanSelect
 
 from ..models import ProxmoxAssignmentRule, ProxmoxEndpoint
+from ..models.assignment import MATCHER_FIELDS, RULE_FIELDS
 
 __all__ = (
     "ProxmoxAssignmentRuleBulkEditForm",
     "ProxmoxAssignmentRuleFilterForm",
     "ProxmoxAssignmentRuleForm",
     "ProxmoxAssignmentRuleImportForm",
-)
-
-MATCHERS = ("name_pattern", "proxmox_tag", "pool", "node", "vmid_min", "vmid_max")
-RULE_FIELDS = (
-    "endpoint",
-    "weight",
-    "enabled",
-    "description",
-    *MATCHERS,
-    "tenant",
-    "vm_role",
-    "platform",
-    "site",
-    "location",
 )
 
 
@@ -70,7 +57,7 @@ class ProxmoxAssignmentRuleForm(TenancyForm, NetBoxModelForm):
 
     fieldsets = (
         FieldSet("endpoint", "weight", "enabled", "description", "tags", name=_("Rule")),
-        FieldSet(*MATCHERS, name=_("Matches guests (all that are set)")),
+        FieldSet(*MATCHER_FIELDS, name=_("Matches guests (all that are set)")),
         FieldSet(
             "tenant_group", "tenant", "vm_role", "platform", "site", "location", name=_("Assigns")
         ),

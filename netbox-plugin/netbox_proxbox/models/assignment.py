@@ -17,11 +17,20 @@ from netbox.models import NetBoxModel
 
 from .policy import VMID_MAX
 
-__all__ = ("ASSIGNMENT_FIELDS", "MATCHER_FIELDS", "ProxmoxAssignmentRule")
+__all__ = (
+    "ASSIGNMENT_FIELDS",
+    "MATCHER_FIELDS",
+    "RULE_FIELDS",
+    "TEXT_MATCHERS",
+    "ProxmoxAssignmentRule",
+)
 
 VMID_MIN = 100  # Proxmox's lowest VMID
-MATCHER_FIELDS = ("name_pattern", "proxmox_tag", "pool", "node", "vmid_min", "vmid_max")
+TEXT_MATCHERS = ("name_pattern", "proxmox_tag", "pool", "node")
+MATCHER_FIELDS = (*TEXT_MATCHERS, "vmid_min", "vmid_max")
 ASSIGNMENT_FIELDS = ("tenant", "vm_role", "platform", "site", "location")
+# What a rule is, in the order its forms, table, filters and REST list it.
+RULE_FIELDS = ("endpoint", "weight", "enabled", "description", *MATCHER_FIELDS, *ASSIGNMENT_FIELDS)
 
 
 def _vmid_field(label, help_text):
@@ -31,6 +40,19 @@ def _vmid_field(label, help_text):
         blank=True,
         validators=[MinValueValidator(VMID_MIN), MaxValueValidator(VMID_MAX)],
         help_text=help_text,
+    )
+
+
+def _assigned(to, label, **kwargs):
+    # PROTECT: a rule must not silently lose what it assigns.
+    return models.ForeignKey(
+        to=to,
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
+        verbose_name=label,
+        **kwargs,
     )
 
 
@@ -76,48 +98,15 @@ class ProxmoxAssignmentRule(NetBoxModel):
     )
     vmid_min = _vmid_field(_("lowest VMID"), _("Guests with this VMID or a higher one"))
     vmid_max = _vmid_field(_("highest VMID"), _("Guests with this VMID or a lower one"))
-    # Assignments. PROTECT: a rule must not silently lose what it assigns.
-    tenant = models.ForeignKey(
-        to="tenancy.Tenant",
-        on_delete=models.PROTECT,
-        related_name="+",
-        null=True,
-        blank=True,
-        verbose_name=_("tenant"),
-    )
-    vm_role = models.ForeignKey(
-        to="dcim.DeviceRole",
-        on_delete=models.PROTECT,
-        related_name="+",
-        null=True,
-        blank=True,
-        # Model validation refuses a device-only role, naming vm_role.
-        limit_choices_to={"vm_role": True},
-        verbose_name=_("VM role"),
-    )
-    platform = models.ForeignKey(
-        to="dcim.Platform",
-        on_delete=models.PROTECT,
-        related_name="+",
-        null=True,
-        blank=True,
-        verbose_name=_("platform"),
-    )
-    site = models.ForeignKey(
-        to="dcim.Site",
-        on_delete=models.PROTECT,
-        related_name="+",
-        null=True,
-        blank=True,
-        verbose_name=_("site"),
-    )
-    location = models.ForeignKey(
-        to="dcim.Location",
-        on_delete=models.PROTECT,
-        related_name="+",
-        null=True,
-        blank=True,
-        verbose_name=_("location"),
+    # Assignments.
+    tenant = _assigned("tenancy.Tenant", _("tenant"))
+    # Model validation refuses a device-only role, naming vm_role.
+    vm_role = _assigned("dcim.DeviceRole", _("VM role"), limit_choices_to={"vm_role": True})
+    platform = _assigned("dcim.Platform", _("platform"))
+    site = _assigned("dcim.Site", _("site"))
+    location = _assigned(
+        "dcim.Location",
+        _("location"),
         help_text=_(
             "Recorded with the rule; NetBox 4.7 virtual machines have no location, so the "
             "sync does not write it"
@@ -145,7 +134,7 @@ class ProxmoxAssignmentRule(NetBoxModel):
     def clean(self):
         super().clean()
         errors = {}
-        for name in ("name_pattern", "proxmox_tag", "pool", "node"):
+        for name in TEXT_MATCHERS:
             setattr(self, name, (getattr(self, name) or "").strip())
         if self.name_pattern:
             try:

@@ -4,6 +4,7 @@ from netbox.tables import columns
 from tenancy.tables import TenancyColumnsMixin
 
 from ..models import ProxmoxAssignmentRule
+from ..models.assignment import ASSIGNMENT_FIELDS, MATCHER_FIELDS, RULE_FIELDS
 from .proxbox import ViewerAwareTable, VisibleRelationColumn
 
 __all__ = ("ProxmoxAssignmentRuleTable",)
@@ -24,22 +25,8 @@ class ProxmoxAssignmentRuleTable(TenancyColumnsMixin, ViewerAwareTable):
         fields = (
             "pk",
             "id",
-            "endpoint",
-            "weight",
-            "enabled",
-            "description",
-            "name_pattern",
-            "proxmox_tag",
-            "pool",
-            "node",
-            "vmid_min",
-            "vmid_max",
-            "tenant",
+            *RULE_FIELDS,
             "tenant_group",
-            "vm_role",
-            "platform",
-            "site",
-            "location",
             "tags",
             "created",
             "last_updated",
@@ -48,14 +35,6 @@ class ProxmoxAssignmentRuleTable(TenancyColumnsMixin, ViewerAwareTable):
             "endpoint",
             "weight",
             "enabled",
-            "name_pattern",
-            "proxmox_tag",
-            "pool",
-            "node",
-            "vmid_min",
-            "vmid_max",
-            "tenant",
-            "vm_role",
-            "platform",
-            "site",
+            *MATCHER_FIELDS,
+            *(name for name in ASSIGNMENT_FIELDS if name != "location"),
         )

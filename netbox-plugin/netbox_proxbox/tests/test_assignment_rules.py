@@ -96,26 +96,14 @@ class AssignmentRuleRestTest(TestCase):
                 "location": self.location.pk,
             },
         )
-        listed = (
-            APIClient()
-            .get(
-                api_url("proxmoxassignmentrule"),
-                {"endpoint_id": self.endpoint.pk},
-                **auth_header(self.token),
-            )
-            .json()
-        )
-        self.assertEqual([r["id"] for r in listed["results"]], [response.json()["id"]])
-        other = (
-            APIClient()
-            .get(
-                api_url("proxmoxassignmentrule"),
-                {"endpoint_id": self.other_endpoint.pk},
-                **auth_header(self.token),
-            )
-            .json()
-        )
-        self.assertEqual(other["count"], 0)
+        self.assertEqual(self.listed(self.endpoint), [response.json()["id"]])
+        self.assertEqual(self.listed(self.other_endpoint), [])
+
+    def listed(self, endpoint) -> list[int]:
+        """The ids of the rules REST lists for `endpoint`."""
+        url = api_url("proxmoxassignmentrule")
+        page = APIClient().get(url, {"endpoint_id": endpoint.pk}, **auth_header(self.token))
+        return [rule["id"] for rule in page.json()["results"]]
 
     def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(self):
         tenant = self.tenant.pk
