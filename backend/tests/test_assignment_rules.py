@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import httpx
 import pytest
 
+from proxbox_backend.clients.http import RetryPolicy
+from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
 from proxbox_backend.domain.assignment import AssignmentRule, first_match, placeable
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.policy import PolicyError, SyncPolicy
 from proxbox_backend.domain.preview import PlanRecorder
+from proxbox_backend.gateways.netbox import NetBoxGateway
 from proxbox_backend.incremental import context_digest
+from proxbox_backend.secrets import Secret
 from proxbox_backend.stages import guests
 
 from .test_planners import GUEST_PLACEMENT, guest, vm
@@ -156,3 +161,55 @@ def test_a_changed_rule_changes_the_incremental_context():
     assert context((rule(tenant=51),)) != before
     assert context((rule(tenant=50, enabled=False),)) != before
     assert context(()) != before
+
+
+def netbox_answering(rules_status: int, rules: list[dict]):
+    """A NetBox with endpoint 5 and, at `rules_status`, its assignment rules."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/api/plugins/proxbox/endpoints/proxmox/5/":
+            return httpx.Response(
+                200, json={"id": 5, "name": "pve", "host": "pve.test", "site": {"id": 3}}
+            )
+        if path == "/api/plugins/proxbox/assignment-rules/":
+            assert request.url.params["endpoint_id"] == "5"
+            body = {"count": len(rules), "next": None, "results": rules}
+            return httpx.Response(rules_status, json=body if rules_status == 200 else {})
+        return httpx.Response(500, json={"detail": f"unexpected {path}"})
+
+    client = NetBoxClient(
+        "http://netbox.test",
+        Secret("0123456789abcdef0123456789abcdef01234567"),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    return NetBoxGateway(client)
+
+
+def plugin_rule(id_, weight, **match):
+    return {
+        "id": id_,
+        "rule": {
+            "id": id_,
+            "weight": weight,
+            "enabled": True,
+            "description": "",
+            "match": match,
+            "assign": {"tenant": 50},
+        },
+    }
+
+
+@pytest.mark.asyncio
+async def test_the_endpoint_is_read_with_its_rules_in_order():
+    gateway = netbox_answering(200, [plugin_rule(8, 40, node="b"), plugin_rule(9, 20, node="a")])
+    endpoint = await gateway.endpoint(5)
+    assert [(r.id, r.weight, r.node) for r in endpoint.assignment_rules] == [
+        (9, 20, "a"),
+        (8, 40, "b"),
+    ]
+    # A plugin that has no rules yet (404 for the list): none, the run goes on.
+    assert (await netbox_answering(404, []).endpoint(5)).assignment_rules == ()
+    with pytest.raises(NetBoxError):
+        await netbox_answering(500, []).endpoint(5)
