@@ -13,6 +13,7 @@ from proxbox_backend.clients.http import RetryPolicy
 from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
 from proxbox_backend.domain.assignment import AssignmentRule, first_match, placeable
 from proxbox_backend.domain.endpoint import Endpoint
+from proxbox_backend.domain.models import Platform
 from proxbox_backend.domain.policy import PolicyError, SyncPolicy
 from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.gateways.netbox import NetBoxGateway
@@ -213,3 +214,13 @@ async def test_the_endpoint_is_read_with_its_rules_in_order():
     assert (await netbox_answering(404, []).endpoint(5)).assignment_rules == ()
     with pytest.raises(NetBoxError):
         await netbox_answering(500, []).endpoint(5)
+
+
+def test_a_rules_platform_wins_over_the_one_the_guest_reports():
+    reported = guest(platform=Platform("debian", "Debian"), platform_reported=True)
+    known = {"platforms": frozenset({"debian"})}
+    plan = guests.plan([reported], [], placement(rule(platform=70), **known))
+    assert plan.creates[0].payload["platform"] == 70
+    # Without a platform in the rule, the guest's own still counts.
+    plan = guests.plan([reported], [], placement(rule(tenant=50), **known))
+    assert plan.creates[0].payload["platform"] == {"slug": "debian"}
