@@ -5,7 +5,8 @@ Of 100 and 1,000 guests (3 nodes; per guest 2 interfaces, one of them VLAN-tagge
 network interfaces: 2 NICs in a bond, bridged, the bridge carrying the node's cluster
 address, and 2 storages; one backup job; every tenth guest under HA, with PVE 9 HA
 rules: per node a node-affinity rule, per two HA guests a resource-affinity rule, as
-`sync_floor.ha_layout` lays them out), into a real NetBox: gunicorn serving
+`sync_floor.ha_layout` lays them out; the SDN of `sync_floor.sdn_layout`: a VLAN and
+an EVPN zone, 12 VNets, a subnet each with its gateway and a DHCP range), into a real NetBox: gunicorn serving
 NetBox's WSGI app with both plugins (2 workers × 2 threads) on a `pbsync_` database
 cloned from the migrated template, dropped afterwards.  gunicorn closes each connection
 after its answer (`--netbox-keep-alive 0`, the default here): a kept-alive connection
@@ -266,6 +267,7 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
     node_cidrs = node_addresses(network)
     node_ips = {n: cidr.split("/")[0] for n, cidr in node_cidrs.items()}
     ha_guests, ha_rules = sync_floor.ha_layout(specs)
+    sdn = sync_floor.sdn_layout(network)
     ha_resources = [{"sid": f"vm:{vmid}", "type": "vm", "state": "started"} for vmid in ha_guests]
     status = [{"type": "cluster", "name": cluster, "nodes": 3, "quorate": 1}] + [
         {"type": "node", "name": n, "online": 1, "nodeid": i + 1, "ip": node_ips[n]}
@@ -310,6 +312,12 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
             data = [guest_backup(vmid) for vmid, g in specs.items() if g["node"] == parts[1]]
         elif len(parts) == 5 and parts[4] == "snapshot":
             data = SNAPSHOTS
+        elif path == "/cluster/sdn/zones":
+            data = sdn["zones"]
+        elif path == "/cluster/sdn/vnets":
+            data = sdn["vnets"]
+        elif len(parts) == 5 and parts[:2] == ["cluster", "sdn"] and parts[4] == "subnets":
+            data = sdn["subnets"][parts[3]]
         elif path == "/cluster/options":
             data = {}  # no tag colours (answered 501, the backend retried it for seconds)
         elif path == "/cluster/backup":
@@ -752,6 +760,7 @@ class SizeBench:
                 NODES,
                 guest_specs(self.size, network, oui=f"BC:{25 + 2 * round_}"),
                 node_addresses(network),
+                sync_floor.sdn_layout(network),
             )
         )
         row = floor_row(self.size, floor)

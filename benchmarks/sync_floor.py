@@ -9,7 +9,8 @@ storages; a VLAN group with the guests' VLANs; per guest a VM, 2 interfaces with
 MACs (the tagged one in access mode), guest OS names and node bridge (custom fields), 1 IP
 address with the guest's DNS name, 2 virtual disks, the VM's primary address, a snapshot
 and a backup; one backup job; the HA inventory of `ha_layout` (an HA resource per tenth
-guest, PVE 9 HA rules listing them).  Whatever the sync takes beyond this is the
+guest, PVE 9 HA rules listing them); the SDN of `sdn_layout` (a VLAN group, VLANs,
+L2VPNs, prefixes, gateway addresses, DHCP ranges).  Whatever the sync takes beyond this is the
 backend's own cost (reads, planning, the claim, the sidecar records).
 
 The prerequisites (site, cluster, device type and role, tags) are created before the
@@ -19,6 +20,7 @@ clock starts, into a site and cluster of the floor's own.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from dataclasses import dataclass
 
@@ -98,6 +100,21 @@ async def prerequisites(writer: FloorWriter, name: str, tag_names: set[str]) -> 
     # The custom fields the sync ensures (their definitions are its business).
     await writer.get_or_create(
         "/extras/custom-fields/",
+        {"name": "proxbox_sdn"},
+        {
+            "type": "text",
+            "object_types": [
+                "ipam.vlangroup",
+                "ipam.vlan",
+                "vpn.l2vpn",
+                "ipam.prefix",
+                "ipam.iprange",
+                "ipam.ipaddress",
+            ],
+        },
+    )
+    await writer.get_or_create(
+        "/extras/custom-fields/",
         {"name": "proxbox_guest_interface"},
         {"type": "text", "object_types": ["virtualization.vminterface"]},
     )
@@ -167,6 +184,119 @@ def ha_layout(inventory: dict) -> tuple[list[int], list[dict]]:
     for order, rule in enumerate(rules, start=1):
         rule["order"] = order
     return ha, rules
+
+
+def sdn_layout(network: str) -> dict:
+    """The benchmark's SDN, which benchmarks/sync.py's fake Proxmox answers (as PVE lists
+    its applied config) and the floor writes: a VLAN zone with 8 VNets and an EVPN zone
+    with 4, each VNet a /24 subnet with a gateway and a DHCP range, taken from the top of
+    `network` (the guests' addresses are at its bottom and middle)."""
+    net = ipaddress.ip_network(network)
+    zones = [
+        {"zone": "benchv", "type": "vlan", "bridge": "vmbr0"},
+        {"zone": "benche", "type": "evpn", "controller": "benchc"},
+    ]
+    vnets = [{"vnet": f"vv{i}", "zone": "benchv", "tag": 300 + i} for i in range(8)]
+    vnets += [{"vnet": f"ve{i}", "zone": "benche", "tag": 20000 + i} for i in range(4)]
+    blocks = list(net.subnets(new_prefix=24))[-len(vnets) :]
+    subnets = {}
+    for vnet, block in zip(vnets, blocks, strict=True):
+        base = block.network_address
+        subnets[vnet["vnet"]] = [
+            {
+                "subnet": f"{vnet['zone']}-{base}-24",
+                "id": f"{vnet['zone']}-{base}-24",
+                "type": "subnet",
+                "vnet": vnet["vnet"],
+                "zone": vnet["zone"],
+                "cidr": str(block),
+                "network": str(base),
+                "mask": "24",
+                "gateway": str(base + 1),
+                "dhcp-range": [{"start-address": str(base + 100), "end-address": str(base + 200)}],
+            }
+        ]
+    return {"zones": zones, "vnets": vnets, "subnets": subnets}
+
+
+async def write_sdn(writer: FloorWriter, name: str, sdn: dict, base: dict) -> None:
+    """What the sync's `sdn` stage writes for `sdn_layout`: a VLAN group per VLAN zone,
+    a VLAN per VLAN VNet, an L2VPN per EVPN VNet, and per subnet its prefix, gateway
+    address and DHCP range; each with the proxbox tag and its source key."""
+    tag = [base["tags"]["proxbox"]]
+
+    def marked(source: str) -> dict:
+        return {"tags": tag, "custom_fields": {"proxbox_sdn": f"{name}/{source}"}}
+
+    group = await writer.send(
+        "POST",
+        "/ipam/vlan-groups/",
+        [
+            {
+                "name": "SDN benchv",
+                "slug": f"{name.lower()}-sdn-benchv",
+                "scope_type": "virtualization.cluster",
+                "scope_id": base["cluster"],
+                **marked("zone/benchv"),
+            }
+        ],
+    )
+    writer.objects += 1
+    vlan_vnets = [v for v in sdn["vnets"] if v["zone"] == "benchv"]
+    evpn_vnets = [v for v in sdn["vnets"] if v["zone"] == "benche"]
+    vlans, _ = await asyncio.gather(
+        writer.bulk(
+            "POST",
+            "/ipam/vlans/",
+            [
+                {"vid": v["tag"], "name": v["vnet"], "group": group[0]["id"], "status": "active",
+                 **marked(f"vnet/{v['vnet']}")}
+                for v in vlan_vnets
+            ],
+        ),
+        writer.bulk(
+            "POST",
+            "/vpn/l2vpns/",
+            [
+                {"name": f"{v['vnet']} ({name})", "slug": f"{name.lower()}-{v['vnet']}",
+                 "type": "vxlan-evpn", "identifier": v["tag"], **marked(f"vnet/{v['vnet']}")}
+                for v in evpn_vnets
+            ],
+        ),
+    )  # fmt: skip
+    vlan_ids = {v["name"]: v["id"] for v in vlans}
+    subnets = [s for found in sdn["subnets"].values() for s in found]
+    await asyncio.gather(
+        writer.bulk(
+            "POST",
+            "/ipam/prefixes/",
+            [
+                {"prefix": s["cidr"], "vlan": vlan_ids.get(s["vnet"]), "status": "active",
+                 **marked(f"subnet/{s['subnet']}")}
+                for s in subnets
+            ],
+        ),
+        writer.bulk(
+            "POST",
+            "/ipam/ip-addresses/",
+            [
+                {"address": f"{s['gateway']}/{s['mask']}", "status": "active", "role": "anycast",
+                 **marked(f"gateway/{s['subnet']}")}
+                for s in subnets
+            ],
+        ),
+        writer.bulk(
+            "POST",
+            "/ipam/ip-ranges/",
+            [
+                {"start_address": f"{r['start-address']}/{s['mask']}",
+                 "end_address": f"{r['end-address']}/{s['mask']}", "status": "active",
+                 **marked(f"dhcp/{s['subnet']}")}
+                for s in subnets
+                for r in s["dhcp-range"]
+            ],
+        ),
+    )  # fmt: skip
 
 
 async def write_nodes(
@@ -338,7 +468,13 @@ async def write_records(
 
 
 async def write_inventory(
-    writer: FloorWriter, name: str, nodes, inventory: dict, base: dict, node_addresses: dict
+    writer: FloorWriter,
+    name: str,
+    nodes,
+    inventory: dict,
+    base: dict,
+    node_addresses: dict,
+    sdn: dict,
 ) -> None:
     tags = base["tags"]
     group = await writer.send("POST", "/ipam/vlan-groups/", {"name": name, "slug": name.lower()})
@@ -463,14 +599,15 @@ async def write_inventory(
         ],
     )
     await write_records(writer, nodes, device_ids, guests, vms, base)
+    await write_sdn(writer, name, sdn, base)
 
 
 async def measure_floor(
-    url: str, token: str, name: str, nodes, inventory: dict, node_addresses: dict
+    url: str, token: str, name: str, nodes, inventory: dict, node_addresses: dict, sdn: dict
 ) -> Floor:
     """`inventory`: vmid → {name, node, vcpus, memory_mb, tags, nics: [{name, mac, vlan,
     address}], disks: [{name, size_mb}]} (benchmarks/sync.py's `guest_specs`);
-    `node_addresses`: node → its bridge's address."""
+    `node_addresses`: node → its bridge's address; `sdn`: `sdn_layout`."""
     scheme = "Bearer" if token.startswith("nbt_") else "Token"
     async with httpx.AsyncClient(
         base_url=f"{url}/api",
@@ -482,5 +619,5 @@ async def measure_floor(
         tag_names = {"proxbox", *(t for g in inventory.values() for t in g["tags"])}
         base = await prerequisites(writer, name, tag_names)
         started = time.perf_counter()
-        await write_inventory(writer, name, nodes, inventory, base, node_addresses)
+        await write_inventory(writer, name, nodes, inventory, base, node_addresses, sdn)
         return Floor(time.perf_counter() - started, writer.objects, writer.requests, writer.steps)

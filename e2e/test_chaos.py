@@ -4,7 +4,7 @@ what it wrote, and reaches the state an undisturbed sync reaches; a simulator ta
 worker killed mid-task during a sync has its task reclaimed and run once, and the
 sync converges.
 
-Real processes: NetBox (gunicorn), simulators (`serve --tls`) on a 100-guest profile
+Real processes: NetBox (gunicorn), simulators (`serve --tls`) on a 30-guest profile
 (one with its task workers as separate `worker` processes), and `proxbox-sync run` as
 a subprocess.
 """
@@ -42,7 +42,7 @@ from sync_fixtures import (
 
 @pytest.fixture(scope="module")
 def chaos_simulator(sync_workdir):
-    simulator = Simulator("chaos", "medium", 17, sync_workdir)
+    simulator = Simulator("chaos", "compact", 17, sync_workdir)
     try:
         simulator.start().renumber("10.91.0")
         yield simulator
@@ -87,7 +87,7 @@ TASK_LEASE = 1.0
 @pytest.fixture(scope="module")
 def task_simulator(sync_workdir):
     """The HTTP server without task workers: tasks run in `worker` processes we can kill."""
-    simulator = Simulator("tasks", "medium", 18, sync_workdir, PROXMOX_SIMULATOR_TASK_WORKERS="0")
+    simulator = Simulator("tasks", "compact", 18, sync_workdir, PROXMOX_SIMULATOR_TASK_WORKERS="0")
     try:
         simulator.start()
         # Renumbering reloads the nodes' networks: tasks, which need a worker here.

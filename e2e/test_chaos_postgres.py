@@ -6,7 +6,7 @@ rerun reaches the state an undisturbed sync reaches.
 
 Real processes: the dev stack's embedded PostgreSQL on a port and data dir of its own
 (never the server the other suites share), NetBox (gunicorn) on it, the simulator
-(`serve --tls`, the 100-guest `medium` profile) and `proxbox-sync run --json`.
+(`serve --tls`, the 30-guest `compact` profile) and `proxbox-sync run --json`.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def netbox(sync_workdir, postgres):
 
 @pytest.fixture(scope="module")
 def pg_simulator(sync_workdir):
-    simulator = Simulator("pgchaos", "medium", 19, sync_workdir)
+    simulator = Simulator("pgchaos", "compact", 19, sync_workdir)
     try:
         simulator.start().renumber("10.97.0")
         yield simulator

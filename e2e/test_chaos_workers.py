@@ -3,7 +3,7 @@ horse, as on a lost host) mid-validation of a script-project revision and mid-"S
 
 Real processes: a NetBox (gunicorn) of its own, configured with a short validation lease;
 NetBox's `rqworker`; the sync backend's `serve`; the simulator (`serve --tls`) on a
-100-guest profile.
+30-guest profile.
 
 - Mid-validation: the lease outlives the worker, so nothing reclaims the revision
   before it expires; after expiry the next upload queues a new Job, which claims the
@@ -96,7 +96,7 @@ def worker_netbox(workers_dir):
 
 @pytest.fixture(scope="module")
 def workers_simulator(workers_dir):
-    simulator = Simulator("workers", "medium", 17, workers_dir)
+    simulator = Simulator("workers", "compact", 17, workers_dir)
     try:
         simulator.start().renumber("10.92.0")
         yield simulator

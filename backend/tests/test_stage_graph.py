@@ -176,6 +176,7 @@ def earlier_stages(the_guest: Guest) -> Stage:
             "node_interfaces.ids": {},
             "node_interfaces.devices": frozenset(),
             "guests.platforms": frozenset(),
+            "sdn.links": None,  # SDN switched off
         }
 
     outputs = (
@@ -185,6 +186,7 @@ def earlier_stages(the_guest: Guest) -> Stage:
         "node_interfaces.ids",
         "node_interfaces.devices",
         "guests.platforms",
+        "sdn.links",
     )
     return Stage("earlier", give, gives=outputs)
 
@@ -352,10 +354,18 @@ RULES = {
     "guests": ([], []),
     "disks": ([], ["guests"]),  # the VM's disk total and count vs its PATCH
     "vlans": ([], []),
+    # the VLANs of the guests' tags and of the VNets (one type, saved whole on update);
+    # the node addresses beside the gateways' (one type)
+    "sdn": (["node addresses", "vlans"], ["node addresses", "vlans"]),
     # the VM's interface count; the MAC address rows a node interface's save saves too
     "interfaces": ([], ["node interfaces", "guests"]),
-    # the node addresses' reads and writes; the VMs' primaries and the cleared ones
-    "ips": (["node addresses"], ["node addresses", "guests", "disks", "interfaces"]),
+    "sdn links": (["sdn"], ["sdn"]),  # an L2VPN's deletion takes its terminations
+    # the node addresses' reads and writes; the VMs' primaries and the cleared ones; the
+    # SDN gateways' addresses
+    "ips": (
+        ["node addresses", "sdn"],
+        ["node addresses", "guests", "disks", "sdn", "interfaces"],
+    ),
     "records": ([], []),
 }  # fmt: skip
 

@@ -369,3 +369,91 @@ def test_route_map_entries_are_keyed_by_map_and_order(prox):
     maps.entries(name).entry(10).delete()
     assert name not in _ids(maps.get(), "id")
     _apply(prox)
+
+
+def test_subnets_read_back_as_pve_returns_them(prox):
+    """A subnet carries the fields its ID encodes and its DHCP ranges as
+    objects, in the current and (once applied) the running configuration."""
+    sdn = prox.cluster.sdn
+    zone, vnet = _name("s"), _name("n")
+    sdn.zones.post(zone=zone, type="vlan", bridge="vmbr0")
+    sdn.vnets.post(vnet=vnet, zone=zone, tag=310)
+    subnets = sdn.vnets(vnet).subnets
+    ranges = [
+        "start-address=10.31.0.100,end-address=10.31.0.150",
+        "start-address=10.31.0.200,end-address=10.31.0.210",
+    ]
+    subnets.post(
+        subnet="10.31.0.0/24", type="subnet", gateway="10.31.0.1", snat=1, **{"dhcp-range": ranges}
+    )
+    subnets.post(subnet="10.32.0.0/24", type="subnet")
+    subnet_id = f"{zone}-10.31.0.0-24"
+    expected = {
+        "subnet": subnet_id,
+        "id": subnet_id,
+        "type": "subnet",
+        "vnet": vnet,
+        "zone": zone,
+        "cidr": "10.31.0.0/24",
+        "network": "10.31.0.0",
+        "mask": "24",
+        "gateway": "10.31.0.1",
+        "snat": 1,
+        "dhcp-range": [
+            {"start-address": "10.31.0.100", "end-address": "10.31.0.150"},
+            {"start-address": "10.31.0.200", "end-address": "10.31.0.210"},
+        ],
+    }
+
+    def without_digest(entry: dict) -> dict:
+        return {k: v for k, v in entry.items() if k != "digest"}
+
+    listed = {s["subnet"]: s for s in subnets.get()}
+    assert without_digest(listed[subnet_id]) == expected
+    assert listed[f"{zone}-10.32.0.0-24"]["dhcp-range"] == []
+    assert without_digest(subnets(subnet_id).get()) == expected
+    assert subnets.get(running=1) == []
+    # Pending: the new subnet's options wait under "pending" (its ranges joined, as PVE
+    # compares them), its VNet and the ID fields at the top.
+    pending = {s["subnet"]: s for s in subnets.get(pending=1)}[subnet_id]
+    assert (pending["state"], pending["vnet"], pending["cidr"]) == ("new", vnet, "10.31.0.0/24")
+    assert pending["dhcp-range"] == []  # nothing of it runs yet
+    assert pending["pending"] == {
+        "gateway": "10.31.0.1",
+        "snat": 1,
+        "dhcp-range": ",".join(sorted(ranges)),
+    }
+
+    _apply(prox)
+    running = {s["subnet"]: s for s in subnets.get(running=1)}
+    assert without_digest(running[subnet_id]) == expected
+    assert "state" not in {s["subnet"]: s for s in subnets.get(pending=1)}[subnet_id]
+    # A changed and a removed option: the running values at the top, the change pending.
+    subnets(subnet_id).put(gateway="10.31.0.254", delete="snat")
+    pending = {s["subnet"]: s for s in subnets.get(pending=1)}[subnet_id]
+    assert (pending["state"], pending["gateway"], pending["snat"]) == ("changed", "10.31.0.1", 1)
+    assert pending["pending"] == {"gateway": "10.31.0.254", "snat": "deleted"}
+    _apply(prox)
+
+    _refused(
+        lambda: subnets.post(
+            subnet="10.33.0.0/24", type="subnet", **{"dhcp-range": ["start-address=10.33.0.5"]}
+        ),
+        400,
+        "dhcp-range",
+    )
+    _refused(
+        lambda: subnets.post(
+            subnet="10.34.0.0/24",
+            type="subnet",
+            **{"dhcp-range": ["start-address=10.34.0.5,end-address=10.99.0.9"]},
+        ),
+        400,
+        "dhcp-range",
+    )
+    assert {s["cidr"] for s in subnets.get()} == {"10.31.0.0/24", "10.32.0.0/24"}
+    for cidr_id in (subnet_id, f"{zone}-10.32.0.0-24"):
+        subnets(cidr_id).delete()
+    sdn.vnets(vnet).delete()
+    sdn.zones(zone).delete()
+    _apply(prox)

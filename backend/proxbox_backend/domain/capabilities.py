@@ -10,6 +10,13 @@ major (6.4, 7.4, 8.4, 9.2):
 | `ha_rules` | 9 on | no `/cluster/ha/rules`: HA placement is HA groups alone (a resource's `group`) |
 | `lxc_interfaces` | 8 on | no `/nodes/{n}/lxc/{vmid}/interfaces`: a container's configured addresses |
 
+One capability is no release's but an installation's: SDN (`/cluster/sdn/*`) is part of
+PVE from 8 on, an optional package (`libpve-network-perl`) before. Whether a cluster has
+it is asked of the cluster (`sdn_absent`), never told from its release: without the
+package PVE has no handler for the path (501, or 404 behind a proxy), so there is no SDN
+to sync and nothing synced from it is removed; installed but unconfigured, the lists
+answer empty.
+
 Shape differences that need no release to tell apart stay where the answer is parsed,
 accepting both shapes: a node interface's `cidr` or `address`+`netmask`
 (`proxmox_config.node_addresses`), a guest's `meta: ctime` creation stamp or its SMBIOS
@@ -29,6 +36,9 @@ NEWEST_MAJOR = 9
 # The first major that has each capability.
 HA_RULES_FROM = 9  # PVE 9.0 replaced HA groups with HA rules (node and resource affinity)
 LXC_INTERFACES_FROM = 8  # absent from 7.4's API, present in 8.4's
+
+# How a PVE without the SDN package answers `/cluster/sdn/...`: no such handler.
+SDN_ABSENT_STATUSES = frozenset({404, 501})
 
 _MAJOR = re.compile(r"^\s*(\d+)")
 
@@ -56,3 +66,9 @@ class Capabilities:
     def lxc_interfaces(self) -> bool:
         """A running container's addresses can be asked of `/lxc/{vmid}/interfaces`."""
         return self.major >= LXC_INTERFACES_FROM
+
+
+def sdn_absent(status: int) -> bool:
+    """Whether an answer of `/cluster/sdn/...` with this HTTP status says the cluster has
+    no SDN at all (as opposed to an error reading the SDN it has)."""
+    return status in SDN_ABSENT_STATUSES

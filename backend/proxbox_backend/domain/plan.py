@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,9 @@ class Plan:
     deletes: list[Delete] = field(default_factory=list)
     unchanged: dict[Any, int] = field(default_factory=dict)  # key → id of matching objects
     failures: list[PlanningFailure] = field(default_factory=list)
+    # The policy switch this plan answers to when not its object type's own (the SDN
+    # sync's VLANs and addresses follow `sdn_mode`, not `vlans_mode` or `ips_mode`).
+    family: str | None = None
 
     @property
     def writes(self) -> int:
@@ -63,3 +67,36 @@ class Plan:
 def diff(desired: dict, current: dict) -> dict:
     """The desired fields whose normalized current value differs."""
     return {k: v for k, v in desired.items() if current.get(k) != v}
+
+
+def reconcile(
+    the_plan: Plan,
+    desired: dict[Any, dict],
+    existing: dict[Any, dict],
+    *,
+    label: Callable[[Any], str],
+    payload: Callable[[Any, dict], dict],
+    changes: Callable[[dict, dict], dict],
+    gone: Callable[[Any, dict], bool],
+) -> Plan:
+    """Fill `the_plan` with desired objects (key → fields) against the existing ones
+    (key → object as NetBox answers it): a create (`payload`) for each missing, an
+    update of the `changes` each found needs, unchanged otherwise; an existing object
+    desired no more is deleted when `gone` says its source was read without it, else
+    kept as it is."""
+    for key, fields in desired.items():
+        found = existing.get(key)
+        if found is None:
+            the_plan.creates.append(Create(key, label(key), payload(key, fields)))
+        elif wanted := changes(fields, found):
+            the_plan.updates.append(Update(key, label(key), found["id"], wanted))
+        else:
+            the_plan.unchanged[key] = found["id"]
+    for key, obj in existing.items():
+        if key in desired:
+            continue
+        if gone(key, obj):
+            the_plan.deletes.append(Delete(key, f"{label(key)} (gone from Proxmox)", obj["id"]))
+        else:
+            the_plan.unchanged[key] = obj["id"]
+    return the_plan

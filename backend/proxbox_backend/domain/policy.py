@@ -31,6 +31,17 @@ MODE_OF = {
     "virtualization.virtualdisk": "disks",
     "ipam.vlan": "vlans",
     "extras.tag": "tags",
+    # Written by the SDN sync alone (its VLANs and gateway addresses carry `Plan.family`).
+    **{
+        object_type: "sdn"
+        for object_type in (
+            "ipam.vlangroup",
+            "vpn.l2vpn",
+            "vpn.l2vpntermination",
+            "ipam.prefix",
+            "ipam.iprange",
+        )
+    },
     # The plugin's storage and data-protection records share one switch (`records_mode`).
     **{
         f"netbox_proxbox.{model}": "records"
@@ -130,6 +141,10 @@ class SyncPolicy:
     def mode(self, object_type: str) -> str:
         return self.modes.get(MODE_OF.get(object_type, ""), ALWAYS)
 
+    def mode_of(self, plan: Plan) -> str:
+        """The mode `plan` is written under: its family's switch, else its type's."""
+        return self.modes.get(plan.family, ALWAYS) if plan.family else self.mode(plan.object_type)
+
     def protected_names(self) -> set[str]:
         """The NetBox fields the protected fields stand for."""
         return {name for field_ in self.protected_fields for name in PROTECTED[field_]}
@@ -161,7 +176,7 @@ class SyncPolicy:
         """The part of `plan` this policy lets the sync write."""
         if self.target is not None:
             plan = self.target.restrict(plan)
-        mode = self.mode(plan.object_type)
+        mode = self.mode_of(plan)
         adoptions = [u for u in plan.updates if u.adopts]
         plan = replace(plan, updates=[u for u in plan.updates if not u.adopts])
         if mode == OFF:
@@ -295,8 +310,11 @@ class Target:
         if plan.object_type == "dcim.interface":
             # Keyed (device id, interface name): a node target refreshes its own interfaces.
             return _keep(plan, lambda item: device is not None and item.key[0] == device)
-        if plan.object_type == "ipam.vlan":
-            # VLANs are shared by the whole cluster: full syncs keep them.
+        if plan.object_type == "ipam.vlan" or (
+            plan.family == "sdn" and plan.object_type != "vpn.l2vpntermination"
+        ):
+            # VLANs and the SDN objects are shared by the whole cluster: a targeted run
+            # creates the ones its guests need, full syncs keep them in shape.
             return _keep(plan, lambda item: False, keep_creates=True)
         return plan
 

@@ -11,7 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-LABEL_FIELDS = ("name", "address", "slug", "vid", "vmid", "storage", "volid", "job_id", "sid")
+LABEL_FIELDS = (
+    "name",
+    "address",
+    "prefix",
+    "start_address",
+    "slug",
+    "vid",
+    "vmid",
+    "storage",
+    "volid",
+    "job_id",
+    "sid",
+)
 
 
 def shown(value: Any) -> Any:

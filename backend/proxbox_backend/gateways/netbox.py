@@ -15,6 +15,7 @@ from proxbox_backend.clients.netbox import (
     response_body,
 )
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
+from proxbox_backend.domain import sdn
 from proxbox_backend.domain.assignment import AssignmentRule
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
@@ -46,6 +47,10 @@ TAGS = "/extras/tags/"
 PLATFORMS = "/dcim/platforms/"
 VLANS = "/ipam/vlans/"
 VLAN_GROUPS = "/ipam/vlan-groups/"
+PREFIXES = "/ipam/prefixes/"
+IP_RANGES = "/ipam/ip-ranges/"
+L2VPNS = "/vpn/l2vpns/"
+L2VPN_TERMINATIONS = "/vpn/l2vpn-terminations/"
 OBJECT_CHANGES = "/core/object-changes/"
 OBJECT_TYPES = "/core/object-types/"
 AUTHENTICATION_CHECK = "/authentication-check/"
@@ -97,6 +102,19 @@ RUN_FIELDS = {
         "ui_editable": "no",
         "required": False,
     },
+}
+
+SDN_FIELD = {
+    "name": sdn.KEY_FIELD,
+    "label": "Proxmox SDN source",
+    "type": "text",
+    "object_types": [t for t in sdn.OBJECT_TYPES if t != sdn.TERMINATION],
+    # NetBox's limit is 200 characters.
+    "description": "Proxmox SDN identity: <cluster>/<zone|vnet|subnet|gateway|dhcp>/<id>."
+    " Written by the Proxbox sync; an object whose SDN object is gone is deleted.",
+    "ui_editable": "no",
+    "filter_logic": "exact",
+    "required": False,
 }
 
 # Only the fields the planners compare: NetBox serializes far less per object.
@@ -594,6 +612,28 @@ class NetBoxGateway:
     async def create_vlan_group(self, payload: dict, tally: Tally) -> int:
         return await self._create(
             VLAN_GROUPS, {"slug": payload["slug"]}, payload, tally, "ipam.vlangroup"
+        )
+
+    async def ensure_sdn_field(self, tally: Tally) -> None:
+        """The SDN sync's source-key field (`domain.sdn.KEY_FIELD`), made the first
+        time the sync has SDN objects to write."""
+        await self._get_or_create(
+            CUSTOM_FIELDS, {"name": sdn.KEY_FIELD}, SDN_FIELD, tally, "extras.customfield"
+        )
+
+    async def sdn_objects(self, path: str, cluster_id: int, fields: str) -> list[dict]:
+        """The objects of `path` whose SDN source key is this cluster's; asked only once
+        the field exists (NetBox ignores a filter on a custom field it does not know, and
+        would list them all)."""
+        params = {f"cf_{sdn.KEY_FIELD}__isw": sdn.key_prefix(cluster_id), "fields": fields}
+        return await self.client.list(path, params)
+
+    async def l2vpn_terminations(self, l2vpn_ids: list[int]) -> list[dict]:
+        return await self.client.list_by_ids(
+            L2VPN_TERMINATIONS,
+            "l2vpn_id",
+            l2vpn_ids,
+            {"fields": "id,l2vpn,assigned_object_type,assigned_object_id,tags"},
         )
 
     async def vlans(self, group_slug: str) -> list[dict]:

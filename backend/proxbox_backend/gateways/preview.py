@@ -42,6 +42,10 @@ OBJECT_TYPES = {
     nb.PLATFORMS: "dcim.platform",
     nb.VLANS: "ipam.vlan",
     nb.VLAN_GROUPS: "ipam.vlangroup",
+    nb.PREFIXES: "ipam.prefix",
+    nb.IP_RANGES: "ipam.iprange",
+    nb.L2VPNS: "vpn.l2vpn",
+    nb.L2VPN_TERMINATIONS: "vpn.l2vpntermination",
     nb.TRACKING: "netbox_proxbox.proxmoxcluster",
 }
 

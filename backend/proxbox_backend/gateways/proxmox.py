@@ -6,10 +6,13 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import replace
+from urllib.parse import quote
 
 from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxError
 from proxbox_backend.domain import proxmox_config as parse
+from proxbox_backend.domain import sdn as sdn_parse
+from proxbox_backend.domain.capabilities import sdn_absent
 from proxbox_backend.domain.models import (
     LXC,
     QEMU,
@@ -98,6 +101,33 @@ class ProxmoxGateway:
             (r["type"], int(r["vmid"])) for r, g in zip(resources, guests, strict=True) if g is None
         }
         return inventory
+
+    async def sdn(self, warnings: list[str]) -> sdn_parse.Sdn:
+        """The applied SDN: zones, VNets and each VNet's subnets. A cluster without SDN
+        (`capabilities.sdn_absent`) has none and answers nothing, so nothing synced from
+        it goes; any other failure is a warning and leaves it as it is too."""
+        try:
+            zones, vnets = await asyncio.gather(
+                self.client.get("/cluster/sdn/zones", running=1),
+                self.client.get("/cluster/sdn/vnets", running=1),
+            )
+            found = sdn_parse.Sdn(sdn_parse.zones(zones), sdn_parse.vnets(vnets))
+            answers = await asyncio.gather(
+                *(
+                    self.client.get(f"/cluster/sdn/vnets/{quote(v.name)}/subnets", running=1)
+                    for v in found.vnets
+                )
+            )
+            for vnet, entries in zip(found.vnets, answers, strict=True):
+                found.subnets.extend(sdn_parse.subnets(vnet.name, entries))
+            return found
+        except ProxmoxError as exc:
+            if not sdn_absent(exc.status):
+                warnings.append(f"SDN unreadable: {exc}")
+            return sdn_parse.Sdn(answered=False)
+        except (TransportError, sdn_parse.SdnError) as exc:
+            warnings.append(f"SDN unreadable: {exc}")
+            return sdn_parse.Sdn(answered=False)
 
     async def _guest(self, resource: dict, inventory: ProxmoxInventory) -> Guest:
         kind, node, vmid = resource["type"], resource["node"], int(resource["vmid"])

@@ -17,6 +17,7 @@ from proxbox_backend.stages import (
     node_interfaces,
     nodes,
     records,
+    sdn,
     vlans,
 )
 
@@ -30,7 +31,9 @@ GRAPH = (
     guests.STAGE,
     disks.STAGE,
     vlans.STAGE,
+    sdn.STAGE,
     interfaces.STAGE,
+    sdn.LINKS,
     ips.STAGE,
     records.STAGE,
 )

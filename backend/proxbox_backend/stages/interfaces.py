@@ -17,7 +17,7 @@ Two custom fields of the interface say where the NIC is in the guest and on the 
 
 from __future__ import annotations
 
-from proxbox_backend.domain import tags
+from proxbox_backend.domain import sdn, tags
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest, GuestNic
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
@@ -88,13 +88,20 @@ def custom_fields(guest: Guest, nic: GuestNic, bridges: Bridges) -> dict:
 NO_VLANS = {"mode": None, "untagged_vlan": None, "tagged_vlans": []}
 
 
-def vlan_fields(nic: GuestNic, vlan_ids: dict[int, int]) -> dict:
+def vlan_fields(
+    nic: GuestNic, vlan_ids: dict[int, int], vnet_vlans: dict[str, int] | None = None
+) -> dict:
     """802.1Q mode and VLANs of the NIC's interface: `tag=` is the access (untagged) VLAN,
-    `trunks=` makes it a tagged port carrying those VLANs too.
+    `trunks=` makes it a tagged port carrying those VLANs too; a NIC plugged into an SDN
+    VNet of a VLAN zone (`bridge=<vnet>`, `vnet_vlans`: VNet → its VLAN) is an access
+    port of the VNet's VLAN.
 
     Empty when a VLAN it needs is missing (its create failed): the fields stay as they are.
     """
     if nic.vlan is None and not nic.trunks:
+        vnet_vlan = (vnet_vlans or {}).get(nic.bridge or "")
+        if vnet_vlan is not None:
+            return {"mode": "access", "untagged_vlan": vnet_vlan, "tagged_vlans": []}
         return NO_VLANS
     needed = ((nic.vlan,) if nic.vlan else ()) + nic.trunks
     if any(vid not in vlan_ids for vid in needed):
@@ -111,9 +118,11 @@ def plan(
     current: list[dict],
     vlan_ids: dict[int, int] | None = None,
     bridges: Bridges | None = None,
+    vnet_vlans: dict[str, int] | None = None,
 ) -> Plan:
     """`owned`: (VM id, guest) of every guest whose virtual machine exists; `bridges`:
-    the node bridges their NICs plug into (`bridge_ids`)."""
+    the node bridges their NICs plug into (`bridge_ids`); `vnet_vlans`: the VLAN of each
+    SDN VNet of a VLAN zone (`stages.sdn`)."""
     result = Plan(OBJECT_TYPE)
     ours = {vm_id for vm_id, _ in owned}
     existing = {
@@ -126,7 +135,7 @@ def plan(
         for nic in guest.nics:
             slot = (vm_id, nic.name)
             wanted.add(slot)
-            vlans = vlan_fields(nic, vlan_ids or {})
+            vlans = vlan_fields(nic, vlan_ids or {}, vnet_vlans)
             fields = {
                 "enabled": nic.enabled,
                 "description": nic.description,
@@ -211,13 +220,14 @@ async def apply(
     settle: Settle = nothing_to_settle,
     current: list[dict] | None = None,
     bridges: Bridges | None = None,
+    vnet_vlans: dict[str, int] | None = None,
 ) -> dict[tuple[int, str], int]:
     """(VM id, interface name) → interface id. `current`: the interfaces read ahead
     (`read`), else read now; `bridges`: the node bridges of their NICs (`bridge_ids`)."""
     if current is None:
         existing = [vm_id for vm_id, _ in owned if vm_id in existing_vm_ids]
         current = await read(netbox, cluster_id, existing)
-    the_plan = plan(owned, current, vlan_ids, bridges)
+    the_plan = plan(owned, current, vlan_ids, bridges, vnet_vlans)
     await settle(the_plan)
     return await apply_plan(netbox.client, VM_INTERFACES, the_plan, tally)
 
@@ -250,6 +260,8 @@ async def sync_interfaces(run: StageRun, gate: Gate) -> dict:
         gate.settle,
         gate.current,
         bridges,
+        # SDN off (the stage left out): no VNet links the interfaces to its VLAN.
+        (gate.take("sdn.links") or sdn.VNetLinks()).vlans,
     )
     gate.finished(count)
     return {"interfaces.ids": ids}
@@ -263,6 +275,7 @@ STAGE = Stage(
     takes=(
         "guests.owned",
         "vlans.ids",
+        "sdn.links",
         "nodes.devices",
         "node_interfaces.ids",
         "node_interfaces.devices",

@@ -19,7 +19,7 @@ from proxbox_backend.background import abandon
 from proxbox_backend.domain import records as rec
 from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
-from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
+from proxbox_backend.domain.plan import Plan, diff, reconcile
 from proxbox_backend.gateways.netbox import PLUGIN, NetBoxGateway
 from proxbox_backend.pipeline import EVERY, Gate, Settle, Stage, nothing_to_settle
 from proxbox_backend.stages.apply import apply_plan
@@ -148,32 +148,22 @@ def plan(
 ) -> Plan:
     """`was_read(current record)` says whether its source answered this run: only then
     may its absence from `desired` delete it."""
-    result = Plan(kind.object_type)
-    existing = {current_key(kind, obj): obj for obj in current}
-    for key, fields in desired.items():
-        label = f"{kind.model} {'/'.join(str(k) for k in key)}"
-        found = existing.get(key)
-        if found is None:
-            payload = {"cluster": cluster_id, **fields}
-            result.creates.append(Create(key, label, tags.with_sync_tags(payload, None, MANAGED)))
-            continue
+
+    def changes(fields: dict, found: dict) -> dict:
         now = {f: normalized(found.get(f)) for f in kind.fields}
-        changes = tags.with_sync_tags(
-            diff({f: fields[f] for f in kind.fields}, now), found, MANAGED
-        )
-        if changes:
-            result.updates.append(Update(key, label, found["id"], changes))
-        else:
-            result.unchanged[key] = found["id"]
-    for key, obj in existing.items():
-        if key in desired:
-            continue
-        label = f"{kind.model} {'/'.join(str(k) for k in key)} (gone from Proxmox)"
-        if was_read(obj):
-            result.deletes.append(Delete(key, label, obj["id"]))
-        else:
-            result.unchanged[key] = obj["id"]
-    return result
+        return tags.with_sync_tags(diff({f: fields[f] for f in kind.fields}, now), found, MANAGED)
+
+    return reconcile(
+        Plan(kind.object_type),
+        desired,
+        {current_key(kind, obj): obj for obj in current},
+        label=lambda key: f"{kind.model} {'/'.join(str(k) for k in key)}",
+        payload=lambda _key, fields: tags.with_sync_tags(
+            {"cluster": cluster_id, **fields}, None, MANAGED
+        ),
+        changes=changes,
+        gone=lambda _key, obj: was_read(obj),
+    )
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,7 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
     vlans_mode = ChoiceField(choices=SyncModeChoices, required=False)
     tags_mode = ChoiceField(choices=SyncModeChoices, required=False)
     records_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    sdn_mode = ChoiceField(choices=SyncModeChoices, required=False)
     protected_fields = serializers.ListField(
         child=serializers.ChoiceField(choices=ProtectedFieldChoices), required=False
     )
@@ -175,6 +176,7 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "vlans_mode",
             "tags_mode",
             "records_mode",
+            "sdn_mode",
             "protected_fields",
             "keep_operator_objects",
             "adopt_existing",

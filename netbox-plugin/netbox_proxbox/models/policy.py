@@ -28,6 +28,7 @@ OBJECT_MODE_FIELDS = (
     "vlans_mode",
     "tags_mode",
     "records_mode",
+    "sdn_mode",
 )
 VMID_MAX = 999_999_999  # Proxmox's upper bound for a VMID
 REMOVED_GUESTS_DAYS_MAX = 3650
@@ -130,6 +131,16 @@ class SyncPolicyFields(models.Model):
         _(
             "Storages, backups, backup jobs, snapshots, replication jobs, HA groups, "
             "resources and rules"
+        ),
+    )
+    # One switch for everything the SDN sync writes: the VNets' VLAN groups and VLANs, L2VPNs,
+    # the subnets' prefixes, gateway addresses and DHCP ranges, and the guest interfaces'
+    # links to them refer to each other, like the records above.
+    sdn_mode = _mode_field(
+        _("SDN"),
+        _(
+            "Proxmox SDN zones, VNets and subnets: VLAN groups, VLANs, L2VPNs, prefixes, "
+            "gateway addresses, DHCP ranges and the guest interfaces' links to them"
         ),
     )
     protected_fields = ArrayField(

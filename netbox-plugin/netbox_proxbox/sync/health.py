@@ -11,12 +11,13 @@ reads those annotations.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from core.choices import JobStatusChoices
 from core.models import Job
-from django.db.models import Count, Exists, F, IntegerField, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Exists, F, FloatField, IntegerField, OuterRef, Subquery
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 from django.utils.translation import gettext_lazy as _
 
 from .jobs import WAITING, SyncEndpointJob
@@ -75,7 +76,16 @@ def with_sync_health(queryset):
         .annotate(n=Count("pk"))
         .values("n")
     )
+    # Runs the backend's live-sync watcher started carry what it saw change
+    # (`record_live_run`): the latest one says how far NetBox trails Proxmox.
+    live = jobs.filter(status__in=FINISHED, data__trigger__has_key="watch").order_by(*latest)
     return queryset.annotate(
+        health_live_waited=Subquery(
+            live.annotate(waited=Cast(KT("data__trigger__waited_s"), FloatField())).values(
+                "waited"
+            )[:1]
+        ),
+        health_live_run=Subquery(live.values("execution_time")[:1]),
         health_last_success=Subquery(last_success),
         health_last_status=Subquery(finished.values("status")[:1]),
         health_last_error=Subquery(finished.values("error")[:1]),
@@ -101,6 +111,9 @@ class SyncHealth:
     last_job: int | None
     running_since: datetime | None
     next_run: datetime | None
+    # Seconds from the watcher noticing a change in Proxmox to NetBox holding it, for the
+    # latest live-sync run (None: no live run yet).
+    live_lag: float | None = None
 
     @classmethod
     def of(cls, endpoint) -> SyncHealth:
@@ -122,6 +135,7 @@ class SyncHealth:
             last_job=endpoint.health_last_job,
             running_since=endpoint.health_running,
             next_run=endpoint.health_next_run,
+            live_lag=_live_lag(endpoint.health_live_waited, endpoint.health_live_run),
         )
 
     @property
@@ -131,3 +145,10 @@ class SyncHealth:
     @property
     def color(self) -> str:
         return COLORS[self.state]
+
+
+def _live_lag(waited: float | None, run: timedelta | None) -> float | None:
+    """The watcher's wait before starting the run plus the run itself."""
+    if run is None:
+        return None
+    return round((waited or 0.0) + run.total_seconds(), 1)

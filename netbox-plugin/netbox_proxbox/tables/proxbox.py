@@ -72,6 +72,23 @@ class SyncHealthColumn(tables.Column):
         return sync_health(record).state
 
 
+class LiveLagColumn(tables.Column):
+    """How far NetBox trailed Proxmox in the latest live-sync run."""
+
+    def __init__(self, **kwargs):
+        super().__init__(accessor=tables.A("pk"), orderable=False, **kwargs)
+
+    def render(self, record):
+        lag = sync_health(record).live_lag
+        if lag is None:
+            return self.default
+        return f"{lag:.1f} s"
+
+    def value(self, record):
+        lag = sync_health(record).live_lag
+        return "" if lag is None else lag
+
+
 class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
     # No column exposes the token secret (tables drive CSV/YAML exports).
     name = tables.Column(linkify=True)
@@ -89,6 +106,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
     )
     next_sync = columns.DateTimeColumn(accessor="health_next_run", verbose_name=_("Next sync"))
     watch_interval = tables.Column(verbose_name=_("Live sync (s)"))
+    live_lag = LiveLagColumn(verbose_name=_("Live sync lag"))
     tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxmoxendpoint_list")
 
     class Meta(NetBoxTable.Meta):
@@ -112,6 +130,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
             "sync_failures",
             "next_sync",
             "watch_interval",
+            "live_lag",
             "description",
             "tags",
             "created",

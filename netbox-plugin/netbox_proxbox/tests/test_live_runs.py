@@ -114,3 +114,83 @@ class LiveRunTest(TestCase):
                 self.assertEqual(answer.status_code, 400, answer.content)
                 self.assertIn(field, answer.json())
         self.assertFalse(Job.objects.exists())
+
+
+class LiveLagTest(TestCase):
+    """The endpoint list and the dashboard widget say how far NetBox trailed Proxmox in
+    the latest live-sync run: the watcher's wait before the run plus the run."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.endpoint = make_endpoint("pve-lagging")
+        cls.quiet = make_endpoint("pve-quiet")
+        cls.admin = User.objects.create_superuser("admin", "a@example.com", "pw")
+        cls.token = Token.objects.create(user=cls.admin, write_enabled=True)
+
+    def record(self, run, started, completed, waited):
+        answer = APIClient().post(
+            live_runs_url(self.endpoint),
+            {
+                "backend_run": run,
+                "started": started,
+                "completed": completed,
+                "report": REPORT,
+                "trigger": {**TRIGGER, "waited_s": waited},
+            },
+            format="json",
+            **auth_header(self.token),
+        )
+        self.assertEqual(answer.status_code, 201, answer.content)
+
+    def lag_column(self):
+        from django.test import Client
+
+        client = Client()
+        client.force_login(self.admin)
+        url = reverse("plugins:netbox_proxbox:proxmoxendpoint_list")
+        # Every column, the optional lag among them.
+        answer = client.get(url, {"export": ""})
+        self.assertEqual(answer.status_code, 200)
+        import csv
+        import io
+
+        rows = list(csv.DictReader(io.StringIO(answer.content.decode())))
+        return {row["Name"]: row["Live sync lag"] for row in rows}
+
+    def test_the_latest_live_runs_wait_and_duration_are_the_lag(self):
+        self.assertEqual(self.lag_column(), {"pve-lagging": "", "pve-quiet": ""})
+        self.record(RUN, "2026-12-05T06:00:00Z", "2026-12-05T06:00:12Z", 9.5)
+        self.record("f" * 32, "2026-12-05T06:05:00Z", "2026-12-05T06:05:01.5Z", 2.25)
+        self.assertEqual(self.lag_column(), {"pve-lagging": "3.8", "pve-quiet": ""})
+        # A Sync now finishing afterwards is no live run: the lag stays the watcher's.
+        import uuid
+
+        from core.models import ObjectType
+        from django.utils import timezone
+
+        Job.objects.create(
+            name=SyncEndpointJob.name,
+            object_type=ObjectType.objects.get_for_model(self.endpoint),
+            object_id=self.endpoint.pk,
+            status=JobStatusChoices.STATUS_COMPLETED,
+            started=timezone.now(),
+            completed=timezone.now(),
+            data={"report": REPORT},
+            job_id=uuid.uuid4(),
+        )
+        self.assertEqual(self.lag_column()["pve-lagging"], "3.8")
+
+    def test_the_widget_shows_the_lag(self):
+        from django.template.loader import render_to_string
+
+        from netbox_proxbox.sync.health import SyncHealth, with_sync_health
+
+        self.record(RUN, "2026-12-05T06:00:00Z", "2026-12-05T06:00:03Z", 1.0)
+        endpoint = with_sync_health(type(self.endpoint).objects.filter(pk=self.endpoint.pk)).get()
+        health = SyncHealth.of(endpoint)
+        self.assertEqual(health.live_lag, 4.0)
+        html = render_to_string(
+            "netbox_proxbox/widgets/sync_health.html",
+            {"allowed": True, "rows": [(endpoint, health)], "hidden": 0, "failing": 0},
+        )
+        self.assertIn("4.0 s", html)

@@ -46,7 +46,7 @@ class SyncPolicyRestTest(TestCase):
         self.assertEqual(set(policy["modes"].values()), {"always"})
         self.assertEqual(
             set(policy["modes"]),
-            {"guests", "nodes", "interfaces", "ips", "disks", "vlans", "tags", "records"},
+            {"guests", "nodes", "interfaces", "ips", "disks", "vlans", "tags", "records", "sdn"},
         )
         self.assertEqual(policy["protected_fields"], [])
 
@@ -57,6 +57,7 @@ class SyncPolicyRestTest(TestCase):
             guests_mode="create_only",
             disks_mode="off",
             records_mode="create_only",
+            sdn_mode="off",
             protected_fields=["name", "primary_ip"],
             keep_operator_objects=False,
             adopt_existing=True,
@@ -74,6 +75,7 @@ class SyncPolicyRestTest(TestCase):
         self.assertEqual(policy["modes"]["disks"], "off")
         self.assertEqual(policy["modes"]["nodes"], "always")
         self.assertEqual(policy["modes"]["records"], "create_only")
+        self.assertEqual(policy["modes"]["sdn"], "off")
         self.assertEqual(policy["protected_fields"], ["name", "primary_ip"])
         self.assertFalse(policy["keep_operator_objects"])
         self.assertIs(policy["adopt_existing"], True)
@@ -92,6 +94,7 @@ class SyncPolicyRestTest(TestCase):
         cases = {
             "guests_mode": "sometimes",
             "records_mode": "create-only",
+            "sdn_mode": "sometimes",
             "removed_guests": "archive",
             "protected_fields": ["name", "colour"],
             "exclude_vmids": "100-199, 150-250",
@@ -114,6 +117,7 @@ class SyncPolicyRestTest(TestCase):
         self.assertEqual(self.endpoint.description, "")
         self.assertEqual(self.endpoint.guests_mode, "always")
         self.assertEqual(self.endpoint.records_mode, "always")
+        self.assertEqual(self.endpoint.sdn_mode, "always")
         self.assertEqual(self.endpoint.exclude_vmids, "")
 
     def test_offline_then_delete_takes_a_number_of_days(self):
@@ -199,24 +203,30 @@ class SyncPolicyRestTest(TestCase):
         row = page.split('id="adopt-existing"', 1)[1].split("</td>", 1)[0]
         self.assertIn("mdi-check-bold", row)
 
-    def test_records_mode_is_set_in_the_form_refused_when_unknown_and_shown_on_the_endpoint(self):
+    def test_family_modes_are_set_in_the_form_refused_when_unknown_and_shown_on_the_endpoint(
+        self,
+    ):
         self.client.force_login(self.operator)
         url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
-        fields = edit_form_fields(self.endpoint)
-        refused = self.client.post(url, {**fields, "records_mode": "sometimes"})
-        self.assertEqual(refused.status_code, 200)
-        self.assertIn("Select a valid choice", refused.content.decode())
-        self.endpoint.refresh_from_db()
-        self.assertEqual(self.endpoint.records_mode, "always")
-        response = self.client.post(url, {**fields, "records_mode": "off"})
-        self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
-        self.endpoint.refresh_from_db()
-        self.assertEqual(self.endpoint.records_mode, "off")
-        self.assertEqual(self.endpoint.policy()["modes"]["records"], "off")
-        page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
-        row = page.split('id="records-mode"', 1)[1].split("</td>", 1)[0]
-        self.assertIn("Off", row)
-        self.assertIn("Storage and data-protection records", page)
+        # The one-switch families: every record type, everything SDN.
+        for family, label in (("records", "Storage and data-protection records"), ("sdn", "SDN")):
+            with self.subTest(family=family):
+                field = f"{family}_mode"
+                fields = edit_form_fields(self.endpoint)
+                refused = self.client.post(url, {**fields, field: "sometimes"})
+                self.assertEqual(refused.status_code, 200)
+                self.assertIn("Select a valid choice", refused.content.decode())
+                self.endpoint.refresh_from_db()
+                self.assertEqual(getattr(self.endpoint, field), "always")
+                response = self.client.post(url, {**fields, field: "off"})
+                self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
+                self.endpoint.refresh_from_db()
+                self.assertEqual(getattr(self.endpoint, field), "off")
+                self.assertEqual(self.endpoint.policy()["modes"][family], "off")
+                page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
+                row = page.split(f'id="{family}-mode"', 1)[1].split("</td>", 1)[0]
+                self.assertIn("Off", row)
+                self.assertIn(label, page)
 
     def test_live_sync_interval_is_validated_filtered_and_shown(self):
         for bad in (0, -1, 3601, "often"):

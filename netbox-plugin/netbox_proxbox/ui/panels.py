@@ -78,6 +78,7 @@ class SyncModesPanel(panels.ObjectAttributesPanel):
     vlans_mode = _mode("vlans", _("VLANs"))
     tags_mode = _mode("tags", _("Tags"))
     records_mode = _mode("records", _("Storage and data-protection records"))
+    sdn_mode = _mode("sdn", _("SDN"))
 
 
 class RecentSyncsPanel(panels.ObjectPanel):

@@ -97,25 +97,38 @@ def _render(
         return {key: section_id, **(running or {})}
     if mode != "pending":
         return {key: section_id, **(current or {}), "digest": digest}
+    # PVE's pending view: the running values at the top, what an apply would change
+    # under `pending` (a removed option as 'deleted'), list options compared and shown
+    # joined; `type` and a subnet's `vnet` are the configuration's at the top.
     entry: dict = {key: section_id, **(running or {})}
-    if running is None:
-        entry.update(
-            {
-                "type": current["type"],
-                "state": "new",
-                "pending": {k: v for k, v in current.items() if k != "type"},
-            }
-        )
-    elif current is None:
-        entry["state"] = "deleted"
-    else:
-        changed = {k: v for k, v in current.items() if running.get(k) != v}
-        removed = [k for k in running if k not in current]
-        if changed or removed:
-            entry["state"] = "changed"
-            entry["pending"] = changed
+    state, pending = None, {}
+    for option, value in (running or {}).items():
+        if current is None:
+            state = "deleted"
+        elif option not in current:
+            pending[option], state = "deleted", "changed"
+        elif _encoded(option, value) != _encoded(option, current[option]):
+            state = "changed"
+    for option, value in (current or {}).items():
+        if option in ("type", "vnet"):
+            entry[option] = value
+        elif running is None or _encoded(option, value) != _encoded(option, running.get(option)):
+            pending[option] = _encoded(option, value)
+            if running is not None and option not in running:
+                state = "changed"
+    if current is not None and running is None:
+        state = "new"
+    if state:
+        entry.update(state=state, pending=pending)
     entry["digest"] = digest
     return entry
+
+
+def _encoded(option: str, value):
+    """How PVE compares and shows a list option in the pending view: joined, sorted."""
+    if option in ("nodes", "exitnodes", "dhcp-range") and isinstance(value, list):
+        return ",".join(sorted(str(v) for v in value))
+    return value
 
 
 def _mode(params: dict) -> str:
@@ -145,8 +158,35 @@ async def list_sections(rt, what: str, params: dict, *, vnet: str | None = None)
             continue
         if what != "subnets" and params.get("type") and (cur or run)["type"] != params["type"]:
             continue
-        out.append(_render(what, section_id, cur, run, digest, mode))
+        entry = _render(what, section_id, cur, run, digest, mode)
+        out.append(_subnet_entry(entry) if what == "subnets" else entry)
     return out
+
+
+def _dhcp_range(spec: str) -> dict:
+    """One ``pve-sdn-dhcp-range`` property string as the object PVE returns."""
+    return dict(part.split("=", 1) for part in str(spec).split(",") if "=" in part)
+
+
+def _subnet_entry(entry: dict) -> dict:
+    """What PVE adds to every subnet it returns: the fields its ID encodes
+    (``<zone>-<network>-<mask>``) and the DHCP ranges parsed into objects
+    (always a list, empty when the subnet has none)."""
+    zone, network, mask = entry["subnet"].split("-", 2)
+    ranges = entry.get("dhcp-range") or []
+    ranges = [ranges] if isinstance(ranges, str) else ranges
+    if "pending" in entry:
+        # The CIDR is the simulator's own record of the ID, no option PVE keeps.
+        entry["pending"] = {k: v for k, v in entry["pending"].items() if k != "cidr"}
+    return {
+        **entry,
+        "id": entry["subnet"],
+        "cidr": f"{network}/{mask}",
+        "zone": zone,
+        "network": network,
+        "mask": mask,
+        "dhcp-range": [_dhcp_range(spec) for spec in ranges],
+    }
 
 
 async def _file_digest(conn, what: str) -> str:
@@ -432,14 +472,17 @@ def _subnet_options(options: dict, network) -> dict:
             raise ParameterError({"gateway": f"invalid gateway '{gateway}'"}) from None
         if address not in network:
             raise ParameterError({"gateway": f"gateway {gateway} is not in subnet {network}"})
-    for spec in (
-        sections.split_list(options.get("dhcp-range"))
-        if isinstance(options.get("dhcp-range"), str)
-        else options.get("dhcp-range") or []
-    ):
-        props = dict(part.split("=", 1) for part in str(spec).split(",") if "=" in part)
+    ranges = options.get("dhcp-range") or []
+    for spec in [ranges] if isinstance(ranges, str) else ranges:
+        props = _dhcp_range(spec)
         for key in ("start-address", "end-address"):
-            if key in props and ipaddress.ip_address(props[key]) not in network:
+            if key not in props:
+                raise ParameterError({"dhcp-range": f"'{spec}' lacks {key}"})
+            try:
+                address = ipaddress.ip_address(props[key])
+            except ValueError:
+                raise ParameterError({"dhcp-range": f"invalid {key} '{props[key]}'"}) from None
+            if address not in network:
                 raise ParameterError({"dhcp-range": f"{props[key]} is not in subnet {network}"})
     return options
 

@@ -42,6 +42,8 @@ PROFILES: dict[str, Profile] = {
         Profile("small", 3, 12, "pvesim", 2, "three nodes, a dozen guests", showcase=True),
         # The smallest cluster with the showcase: what a test repeated per major syncs.
         Profile("pair", 2, 5, "pvesim", 1, "two nodes, five guests", showcase=True),
+        # Long enough to disturb a sync midway, a third of `medium`'s NetBox work.
+        Profile("compact", 3, 30, "pvesim", 3, "three nodes, 30 guests"),
         Profile("medium", 3, 100, "pvesim", 3, "three nodes, 100 guests"),
         Profile("large", 4, 1000, "pvesim", 4, "four nodes, 1,000 guests"),
         Profile("xlarge", 16, 10000, "pvesim", 8, "sixteen nodes, 10,000 guests"),

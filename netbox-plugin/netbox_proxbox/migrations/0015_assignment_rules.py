@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('dcim', '0251_fix_ltree_cascade_triggers'),
         ('extras', '0144_customfield_status'),
-        ('netbox_proxbox', '0013_endpoint_watch_interval'),
+        ('netbox_proxbox', '0014_endpoint_sdn_mode'),
         ('tenancy', '0027_fix_ltree_cascade_triggers'),
     ]
 
