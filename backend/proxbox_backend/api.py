@@ -57,8 +57,8 @@ class PlannedTypes(BaseModel):
     create: int
     update: int
     delete: int
-    creates: list[dict]  # {placeholder, label, payload}
-    updates: list[dict]  # {id, label, changes: {field: {old, new}}}
+    creates: list[dict]  # {placeholder, label, payload[, because]}
+    updates: list[dict]  # {id, label, changes: {field: {old, new}}[, because]}
     deletes: list[dict]  # {id, label}
 
 

@@ -35,8 +35,8 @@ SIDECARS = "/api/plugins/proxbox/cluster-sync-states/"
 
 
 class FakeNetBox:
-    """The plugin's REST API as a run meets it before its stages: the endpoint, its
-    credentials and the sidecar of the native cluster it owns (id 41, sidecar 9)."""
+    """The plugin's REST API as a run meets it before its stages: the endpoint (and its
+    assignment rules: none), its credentials and the sidecar of the native cluster it owns (id 41, sidecar 9)."""
 
     def __init__(self, *, owns_cluster=True, credentials=True, secret=PVE_SECRET):
         self.owns_cluster, self.credentials, self.secret = owns_cluster, credentials, secret
@@ -65,6 +65,9 @@ class FakeNetBox:
             return httpx.Response(
                 200, json={"token_id": "sync@pve!outcome", "token_secret": self.secret}
             )
+        if request.method == "GET" and path == "/api/plugins/proxbox/assignment-rules/":
+            assert request.url.params["endpoint_id"] == "5"
+            return httpx.Response(200, json={"count": 0, "next": None, "results": []})
         if request.method == "GET" and path == SIDECARS:
             assert request.url.params["cluster_id"] == "41"
             return httpx.Response(200, json={"count": 1, "next": None, "results": [{"id": 9}]})

@@ -1,7 +1,7 @@
 import copy
 
 import django_filters
-from dcim.models import Device, DeviceRole, Site
+from dcim.models import Device, DeviceRole, Location, Platform, Site
 from django.core.exceptions import ValidationError
 from django.db import DataError, connection, transaction
 from django.db.models import Q
@@ -23,6 +23,7 @@ from .choices import (
 )
 from .models import (
     ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
     ProxmoxBackup,
     ProxmoxBackupJob,
     ProxmoxCluster,
@@ -34,8 +35,10 @@ from .models import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .models.assignment import MATCHER_FIELDS, TEXT_MATCHERS
 
 __all__ = (
+    "ProxmoxAssignmentRuleFilterSet",
     "ProxboxClusterSyncStateFilterSet",
     "ProxmoxBackupFilterSet",
     "ProxmoxBackupJobFilterSet",
@@ -128,6 +131,37 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
         return queryset.filter(
             Q(name__icontains=value) | Q(host__icontains=value) | Q(description__icontains=value)
         )
+
+
+@register_filterset
+class ProxmoxAssignmentRuleFilterSet(TenancyFilterSet, PluginFilterSet):
+    endpoint_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=ProxmoxEndpoint.objects.all(), label=_("Endpoint (ID)")
+    )
+    vm_role_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceRole.objects.all(), label=_("VM role (ID)")
+    )
+    platform_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Platform.objects.all(), label=_("Platform (ID)")
+    )
+    site_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Site.objects.all(), label=_("Site (ID)")
+    )
+    location_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Location.objects.all(), label=_("Location (ID)")
+    )
+
+    class Meta:
+        model = ProxmoxAssignmentRule
+        fields = ("id", "weight", "enabled", "description", *MATCHER_FIELDS)
+
+    def search(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        query = Q()
+        for field in ("description", *TEXT_MATCHERS):
+            query |= Q(**{f"{field}__icontains": value})
+        return queryset.filter(query)
 
 
 @register_filterset

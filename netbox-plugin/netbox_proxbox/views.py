@@ -17,6 +17,7 @@ from virtualization.models import VirtualMachine
 from . import filtersets, forms, tables
 from .models import (
     ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
     ProxmoxBackup,
     ProxmoxBackupJob,
     ProxmoxCluster,
@@ -41,6 +42,7 @@ from .sync.service import (
     target_of,
 )
 from .ui.panels import (
+    ASSIGNMENT_RULE_LAYOUT,
     ENDPOINT_LAYOUT,
     LAYOUTS,
     PROXMOX_CLUSTER_LAYOUT,
@@ -238,6 +240,7 @@ def plan_sections(report: dict) -> list[dict]:
                     {
                         "label": c["label"],
                         "fields": [(k, shown(v)) for k, v in sorted(c["payload"].items())],
+                        "because": c.get("because"),
                     }
                     for c in types["creates"]
                 ],
@@ -245,6 +248,7 @@ def plan_sections(report: dict) -> list[dict]:
                     {
                         "id": u["id"],
                         "label": u["label"],
+                        "because": u.get("because"),
                         "changes": [
                             (name, shown(change["old"]), shown(change["new"]))
                             for name, change in u["changes"].items()
@@ -303,6 +307,61 @@ class ProxmoxEndpointBulkDeleteView(generic.BulkDeleteView):
     queryset = ProxmoxEndpoint.objects.all()
     filterset = filtersets.ProxmoxEndpointFilterSet
     table = tables.ProxmoxEndpointTable
+
+
+#
+# Assignment rules: the operator's, with every view NetBox gives an editable model.
+#
+
+
+@register_model_view(ProxmoxAssignmentRule, "list", path="", detail=False)
+class ProxmoxAssignmentRuleListView(generic.ObjectListView):
+    queryset = ProxmoxAssignmentRule.objects.select_related(
+        "endpoint", "tenant", "vm_role", "platform", "site", "location"
+    )
+    table = tables.ProxmoxAssignmentRuleTable
+    filterset = filtersets.ProxmoxAssignmentRuleFilterSet
+    filterset_form = forms.ProxmoxAssignmentRuleFilterForm
+
+
+@register_model_view(ProxmoxAssignmentRule)
+class ProxmoxAssignmentRuleView(generic.ObjectView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    template_name = "generic/object.html"
+    layout = ASSIGNMENT_RULE_LAYOUT
+
+
+@register_model_view(ProxmoxAssignmentRule, "add", detail=False)
+@register_model_view(ProxmoxAssignmentRule, "edit")
+class ProxmoxAssignmentRuleEditView(generic.ObjectEditView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    form = forms.ProxmoxAssignmentRuleForm
+
+
+@register_model_view(ProxmoxAssignmentRule, "delete")
+class ProxmoxAssignmentRuleDeleteView(generic.ObjectDeleteView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+
+
+@register_model_view(ProxmoxAssignmentRule, "bulk_import", path="import", detail=False)
+class ProxmoxAssignmentRuleBulkImportView(generic.BulkImportView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    model_form = forms.ProxmoxAssignmentRuleImportForm
+
+
+@register_model_view(ProxmoxAssignmentRule, "bulk_edit", path="edit", detail=False)
+class ProxmoxAssignmentRuleBulkEditView(generic.BulkEditView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    filterset = filtersets.ProxmoxAssignmentRuleFilterSet
+    table = tables.ProxmoxAssignmentRuleTable
+    form = forms.ProxmoxAssignmentRuleBulkEditForm
+
+
+@register_model_view(ProxmoxAssignmentRule, "bulk_delete", path="delete", detail=False)
+class ProxmoxAssignmentRuleBulkDeleteView(generic.BulkDeleteView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    filterset = filtersets.ProxmoxAssignmentRuleFilterSet
+    table = tables.ProxmoxAssignmentRuleTable
 
 
 #

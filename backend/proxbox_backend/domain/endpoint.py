@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from proxbox_backend.domain.assignment import AssignmentRule
 from proxbox_backend.domain.policy import SyncPolicy
 
 
@@ -40,6 +41,9 @@ class Endpoint:
     vm_role_id: int | None = None
     sync_descriptions: bool = False
     policy: SyncPolicy = field(default_factory=SyncPolicy)
+    # Read with the endpoint (`NetBoxGateway.endpoint`): part of the endpoint as an
+    # incremental run compares it, so a changed rule makes the next run a full one.
+    assignment_rules: tuple[AssignmentRule, ...] = ()
 
     @classmethod
     def from_api(cls, data: dict) -> Endpoint:

@@ -4,7 +4,7 @@ prerequisite objects created once, and the bulk reads the planners compare again
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proxbox_backend.clients.http import TransportError
@@ -16,6 +16,7 @@ from proxbox_backend.clients.netbox import (
 )
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain import sdn
+from proxbox_backend.domain.assignment import AssignmentRule
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Platform
@@ -28,6 +29,7 @@ PLUGIN = "/plugins/proxbox"
 ENDPOINTS = f"{PLUGIN}/endpoints/proxmox/"
 SYNC_STATES = f"{PLUGIN}/cluster-sync-states/"
 TRACKING = f"{PLUGIN}/clusters/"
+ASSIGNMENT_RULES = f"{PLUGIN}/assignment-rules/"
 
 CLUSTERS = "/virtualization/clusters/"
 CLUSTER_TYPES = "/virtualization/cluster-types/"
@@ -116,7 +118,7 @@ SDN_FIELD = {
 }
 
 # Only the fields the planners compare: NetBox serializes far less per object.
-VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
+VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,role,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
 DEVICE_FIELDS = (
     "id,name,status,site,tenant,cluster,role,device_type,tags,custom_fields,primary_ip4,primary_ip6"
 )
@@ -215,6 +217,10 @@ class NetBoxGateway:
 
     # -- the plugin --------------------------------------------------------------------
 
+    def explain(self, object_type: str, obj_id: int, fields: set[str], why: str) -> None:
+        """Why the run writes these fields of an object: a preview shows it, a run that
+        writes has nothing to add to NetBox's own change log."""
+
     async def endpoint_exists(self, endpoint_id: int) -> bool:
         """Whether NetBox has the endpoint: one brief, filtered list page."""
         page = await self.client.get(ENDPOINTS, id=endpoint_id, brief=1, limit=1)
@@ -233,18 +239,33 @@ class NetBoxGateway:
         }
 
     async def endpoint(self, ref: str | int) -> Endpoint:
+        """The endpoint record with its assignment rules."""
         text = str(ref)
         if text.isdigit():
             try:
-                return Endpoint.from_api(await self.client.get(f"{ENDPOINTS}{int(text)}/"))
+                record = await self.client.get(f"{ENDPOINTS}{int(text)}/")
             except NetBoxError as exc:
                 if exc.status != 404:
                     raise
                 raise EndpointNotFound(f"no Proxmox endpoint with id {text}") from exc
-        found = await self.client.list(ENDPOINTS, {"name": text})
-        if len(found) != 1:
-            raise EndpointNotFound(f"no Proxmox endpoint named {text!r}")
-        return Endpoint.from_api(found[0])
+        else:
+            found = await self.client.list(ENDPOINTS, {"name": text})
+            if len(found) != 1:
+                raise EndpointNotFound(f"no Proxmox endpoint named {text!r}")
+            record = found[0]
+        endpoint = Endpoint.from_api(record)
+        return replace(endpoint, assignment_rules=await self.assignment_rules(endpoint.id))
+
+    async def assignment_rules(self, endpoint_id: int) -> tuple[AssignmentRule, ...]:
+        """The endpoint's assignment rules in order; none from a plugin without them."""
+        try:
+            found = await self.client.list(ASSIGNMENT_RULES, {"endpoint_id": endpoint_id})
+        except NetBoxError as exc:
+            if exc.status != 404:
+                raise
+            return ()
+        rules = (AssignmentRule.from_api(entry) for entry in found)
+        return tuple(sorted(rules, key=lambda rule: (rule.weight, rule.id)))
 
     async def credentials(self, endpoint: Endpoint) -> ProxmoxCredentials | None:
         """The endpoint's token from the backend-only credentials API; None where the

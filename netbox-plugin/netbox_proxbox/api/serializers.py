@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dcim.api.serializers_.platforms import PlatformSerializer
 from dcim.api.serializers_.roles import DeviceRoleSerializer
-from dcim.api.serializers_.sites import SiteSerializer
+from dcim.api.serializers_.sites import LocationSerializer, SiteSerializer
 from dcim.models import Site
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
@@ -23,7 +24,13 @@ from ..choices import (
     SyncModeChoices,
     SyncStatusChoices,
 )
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import (
+    ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+)
+from ..models.assignment import RULE_FIELDS
 from ..models.endpoints import validate_token_secret
 from ..ownership.permissions import visible
 from ..sync.schedules import next_scheduled_sync, schedule_state
@@ -33,6 +40,7 @@ from .visibility import VisibleReferencesMixin
 __all__ = (
     "EndpointCredentialsSerializer",
     "ProxboxClusterSyncStateSerializer",
+    "ProxmoxAssignmentRuleSerializer",
     "ProxmoxClusterSerializer",
     "ProxmoxEndpointSerializer",
     "SyncClusterRequestSerializer",
@@ -190,6 +198,42 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
 
 class VisibleEndpointSerializer(ViewerOnlyNestedMixin, ProxmoxEndpointSerializer):
     pass
+
+
+class ProxmoxAssignmentRuleSerializer(
+    NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer
+):
+    visible_references = ("endpoint", "tenant", "vm_role", "platform", "site", "location")
+
+    endpoint = VisibleEndpointSerializer(nested=True)
+    tenant = TenantSerializer(nested=True, required=False, allow_null=True)
+    vm_role = DeviceRoleSerializer(nested=True, required=False, allow_null=True)
+    platform = PlatformSerializer(nested=True, required=False, allow_null=True)
+    site = SiteSerializer(nested=True, required=False, allow_null=True)
+    location = LocationSerializer(nested=True, required=False, allow_null=True)
+    rule = serializers.SerializerMethodField(
+        help_text=_("The rule as the sync backend applies it (related objects by id)")
+    )
+
+    @extend_schema_field(serializers.JSONField())
+    def get_rule(self, obj):
+        return obj.as_rule()
+
+    class Meta:
+        model = ProxmoxAssignmentRule
+        fields = (
+            "id",
+            "url",
+            "display_url",
+            "display",
+            *RULE_FIELDS,
+            "rule",
+            "tags",
+            "custom_fields",
+            "created",
+            "last_updated",
+        )
+        brief_fields = ("description", "display", "id", "url", "weight")
 
 
 class ProxmoxClusterSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):

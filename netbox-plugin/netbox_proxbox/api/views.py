@@ -16,7 +16,12 @@ from virtualization.api.serializers_.clusters import ClusterSerializer
 from .. import filtersets
 from ..credentials import may_reveal_credentials
 from ..encryption import SecretDecryptionError
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import (
+    ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+)
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
 from ..ownership.errors import ClaimError, ConcurrentInventoryChange, is_retryable
@@ -244,6 +249,14 @@ class ProxmoxClusterViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     queryset = ProxmoxCluster.objects.select_related("endpoint", "netbox_cluster")
     serializer_class = serializers.ProxmoxClusterSerializer
     filterset_class = filtersets.ProxmoxClusterFilterSet
+
+
+class ProxmoxAssignmentRuleViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
+    queryset = ProxmoxAssignmentRule.objects.select_related(
+        "endpoint", "tenant", "vm_role", "platform", "site", "location"
+    )
+    serializer_class = serializers.ProxmoxAssignmentRuleSerializer
+    filterset_class = filtersets.ProxmoxAssignmentRuleFilterSet
 
 
 class ProxboxClusterSyncStateViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):

@@ -1,3 +1,4 @@
+from .assignment import ProxmoxAssignmentRule
 from .clusters import ProxboxClusterSyncState, ProxmoxCluster
 from .endpoints import ProxmoxEndpoint
 from .inventory import (
@@ -12,6 +13,7 @@ from .inventory import (
 )
 
 __all__ = (
+    "ProxmoxAssignmentRule",
     "ProxboxClusterSyncState",
     "ProxmoxBackup",
     "ProxmoxBackupJob",
