@@ -1,7 +1,7 @@
 import copy
 
 import django_filters
-from dcim.models import Device, DeviceRole, Site
+from dcim.models import Device, DeviceRole, DeviceType, Site
 from django.core.exceptions import ValidationError
 from django.db import DataError, connection, transaction
 from django.db.models import Q
@@ -30,6 +30,7 @@ from .models import (
     ProxmoxHAGroup,
     ProxmoxHAResource,
     ProxmoxHARule,
+    ProxmoxNodeTypeOverride,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -44,6 +45,7 @@ __all__ = (
     "ProxmoxHAGroupFilterSet",
     "ProxmoxHAResourceFilterSet",
     "ProxmoxHARuleFilterSet",
+    "ProxmoxNodeTypeOverrideFilterSet",
     "ProxmoxReplicationJobFilterSet",
     "ProxmoxSnapshotFilterSet",
     "ProxmoxStorageFilterSet",
@@ -106,6 +108,9 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
     vm_role_id = django_filters.ModelMultipleChoiceFilter(
         queryset=DeviceRole.objects.all(), label=_("Default VM role (ID)")
     )
+    node_device_type_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceType.objects.all(), label=_("Node device type (ID)")
+    )
 
     class Meta:
         model = ProxmoxEndpoint
@@ -128,6 +133,25 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
         return queryset.filter(
             Q(name__icontains=value) | Q(host__icontains=value) | Q(description__icontains=value)
         )
+
+
+@register_filterset
+class ProxmoxNodeTypeOverrideFilterSet(PluginFilterSet):
+    endpoint_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=ProxmoxEndpoint.objects.all(), label=_("Endpoint (ID)")
+    )
+    device_type_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceType.objects.all(), label=_("Device type (ID)")
+    )
+
+    class Meta:
+        model = ProxmoxNodeTypeOverride
+        fields = ("id", "node", "description")
+
+    def search(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        return queryset.filter(Q(node__icontains=value) | Q(description__icontains=value))
 
 
 @register_filterset

@@ -25,6 +25,14 @@ urlpatterns = [
     ),
     path("endpoints/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint", detail=False))),
     path("endpoints/<int:pk>/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint"))),
+    path(
+        "node-type-overrides/",
+        include(get_model_urls("netbox_proxbox", "proxmoxnodetypeoverride", detail=False)),
+    ),
+    path(
+        "node-type-overrides/<int:pk>/",
+        include(get_model_urls("netbox_proxbox", "proxmoxnodetypeoverride")),
+    ),
     path("clusters/", include(get_model_urls("netbox_proxbox", "proxmoxcluster", detail=False))),
     path("clusters/<int:pk>/", include(get_model_urls("netbox_proxbox", "proxmoxcluster"))),
     path(

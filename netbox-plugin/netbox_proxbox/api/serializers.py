@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dcim.api.serializers_.devicetypes import DeviceTypeSerializer
 from dcim.api.serializers_.roles import DeviceRoleSerializer
 from dcim.api.serializers_.sites import SiteSerializer
 from dcim.models import Site
@@ -23,7 +24,12 @@ from ..choices import (
     SyncModeChoices,
     SyncStatusChoices,
 )
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import (
+    ProxboxClusterSyncState,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxNodeTypeOverride,
+)
 from ..models.endpoints import validate_token_secret
 from ..ownership.permissions import visible
 from ..sync.schedules import next_scheduled_sync, schedule_state
@@ -35,6 +41,7 @@ __all__ = (
     "ProxboxClusterSyncStateSerializer",
     "ProxmoxClusterSerializer",
     "ProxmoxEndpointSerializer",
+    "ProxmoxNodeTypeOverrideSerializer",
     "SyncClusterRequestSerializer",
     "SyncClusterResponseSerializer",
     "SyncTargetSerializer",
@@ -65,7 +72,7 @@ class VisibleNativeClusterSerializer(ViewerOnlyNestedMixin, ClusterSerializer):
 
 
 class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):
-    visible_references = ("site", "tenant", "vrf", "vm_role")
+    visible_references = ("site", "tenant", "vrf", "vm_role", "node_device_type")
 
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
     site = SiteSerializer(nested=True, required=False, allow_null=True)
@@ -83,6 +90,13 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
     has_token_secret = serializers.BooleanField(read_only=True)
     vrf = VRFSerializer(nested=True, required=False, allow_null=True)
     vm_role = DeviceRoleSerializer(nested=True, required=False, allow_null=True)
+    node_device_type = DeviceTypeSerializer(nested=True, required=False, allow_null=True)
+    node_device_types = serializers.SerializerMethodField(
+        help_text=_(
+            "Node name → device type ID of the endpoint's node type overrides (edited as "
+            "node type overrides)"
+        )
+    )
     next_sync = serializers.SerializerMethodField(
         help_text=_("When the schedule runs next (null: no schedule in place)")
     )
@@ -121,6 +135,10 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             # Only rows written around validation (raw SQL) get here; the backend refuses.
             return None
 
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_node_device_types(self, obj):
+        return obj.node_device_types() if obj.pk else {}
+
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_next_sync(self, obj):
         when = next_scheduled_sync(obj) if obj.pk else None
@@ -151,6 +169,8 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "netbox_cluster",
             "vrf",
             "vm_role",
+            "node_device_type",
+            "node_device_types",
             "sync_descriptions",
             "sync_interval",
             "next_sync",
@@ -188,6 +208,36 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
 
 class VisibleEndpointSerializer(ViewerOnlyNestedMixin, ProxmoxEndpointSerializer):
     pass
+
+
+class ProxmoxNodeTypeOverrideSerializer(
+    NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer
+):
+    visible_references = ("endpoint", "device_type")
+
+    endpoint = VisibleEndpointSerializer(nested=True)
+    device_type = DeviceTypeSerializer(nested=True)
+
+    class Meta:
+        model = ProxmoxNodeTypeOverride
+        fields = (
+            "id",
+            "url",
+            "display_url",
+            "display",
+            "endpoint",
+            "node",
+            "device_type",
+            "description",
+            "tags",
+            "custom_fields",
+            "created",
+            "last_updated",
+        )
+        brief_fields = ("description", "display", "id", "node", "url")
+        # The model's clean() refuses a node listed twice naming the `node` field; DRF's
+        # generated unique-together validator would answer without naming it.
+        validators = []
 
 
 class ProxmoxClusterSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):

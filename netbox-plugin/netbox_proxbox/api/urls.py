@@ -9,6 +9,7 @@ router.APIRootView = views.ProxboxRootView
 router.register("endpoints/proxmox", views.ProxmoxEndpointViewSet)
 router.register("clusters", views.ProxmoxClusterViewSet)
 router.register("cluster-sync-states", views.ProxboxClusterSyncStateViewSet)
+router.register("node-type-overrides", views.ProxmoxNodeTypeOverrideViewSet)
 for prefix, viewset in inventory.ROUTES:
     router.register(f"inventory/{prefix}", viewset)
 

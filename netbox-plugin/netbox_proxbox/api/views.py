@@ -16,7 +16,12 @@ from virtualization.api.serializers_.clusters import ClusterSerializer
 from .. import filtersets
 from ..credentials import may_reveal_credentials
 from ..encryption import SecretDecryptionError
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import (
+    ProxboxClusterSyncState,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxNodeTypeOverride,
+)
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
 from ..ownership.errors import ClaimError, ConcurrentInventoryChange, is_retryable
@@ -250,3 +255,9 @@ class ProxboxClusterSyncStateViewSet(ConcurrencyConflictsAs409, NetBoxModelViewS
     queryset = ProxboxClusterSyncState.objects.select_related("cluster", "proxmox_cluster")
     serializer_class = serializers.ProxboxClusterSyncStateSerializer
     filterset_class = filtersets.ProxboxClusterSyncStateFilterSet
+
+
+class ProxmoxNodeTypeOverrideViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
+    queryset = ProxmoxNodeTypeOverride.objects.select_related("endpoint", "device_type")
+    serializer_class = serializers.ProxmoxNodeTypeOverrideSerializer
+    filterset_class = filtersets.ProxmoxNodeTypeOverrideFilterSet

@@ -1,5 +1,6 @@
 from .clusters import ProxboxClusterSyncState, ProxmoxCluster
 from .endpoints import ProxmoxEndpoint
+from .node_types import ProxmoxNodeTypeOverride
 from .inventory import (
     ProxmoxBackup,
     ProxmoxBackupJob,
@@ -20,6 +21,7 @@ __all__ = (
     "ProxmoxHAGroup",
     "ProxmoxHAResource",
     "ProxmoxHARule",
+    "ProxmoxNodeTypeOverride",
     "ProxmoxReplicationJob",
     "ProxmoxSnapshot",
     "ProxmoxStorage",

@@ -35,6 +35,9 @@ class ProxmoxEndpointPanel(panels.ObjectAttributesPanel):
     token_secret = TokenSecretAttr("token_secret_ciphertext", label=_("API token secret"))
     site = attrs.RelatedObjectAttr("site", linkify=True)
     tenant = attrs.RelatedObjectAttr("tenant", linkify=True)
+    node_device_type = attrs.RelatedObjectAttr(
+        "node_device_type", linkify=True, label=_("Node device type")
+    )
     netbox_cluster = ViewableObjectAttr(
         "netbox_cluster", linkify=True, label=_("Native cluster"), dom_id="native-cluster"
     )
@@ -146,9 +149,30 @@ ENDPOINT_LAYOUT = layout.SimpleLayout(
             include_columns=["name", "cluster_id", "netbox_cluster", "last_seen"],
             exclude_columns=["endpoint"],
         ),
+        panels.ObjectsTablePanel(
+            "netbox_proxbox.proxmoxnodetypeoverride",
+            title=_("Node type overrides"),
+            filters={"endpoint_id": lambda ctx: ctx["object"].pk},
+            include_columns=["node", "device_type", "description"],
+            exclude_columns=["endpoint"],
+        ),
         RecentSyncsPanel(),
         panels.CommentsPanel(),
     ],
+)
+
+
+class ProxmoxNodeTypeOverridePanel(panels.ObjectAttributesPanel):
+    title = _("Node type override")
+    endpoint = ViewableObjectAttr("endpoint", linkify=True)
+    node = attrs.TextAttr("node")
+    device_type = attrs.RelatedObjectAttr("device_type", linkify=True)
+    description = attrs.TextAttr("description")
+
+
+NODE_TYPE_OVERRIDE_LAYOUT = layout.SimpleLayout(
+    left_panels=[ProxmoxNodeTypeOverridePanel(), TagsPanel()],
+    right_panels=[CustomFieldsPanel()],
 )
 
 PROXMOX_CLUSTER_LAYOUT = layout.SimpleLayout(
