@@ -157,9 +157,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
 
 class ProxmoxNodeTypeOverrideForm(NetBoxModelForm):
     endpoint = DynamicModelChoiceField(label=_("Endpoint"), queryset=ProxmoxEndpoint.objects.all())
-    device_type = DynamicModelChoiceField(
-        label=_("Device type"), queryset=DeviceType.objects.all()
-    )
+    device_type = DynamicModelChoiceField(label=_("Device type"), queryset=DeviceType.objects.all())
 
     fieldsets = (
         FieldSet("endpoint", "node", "device_type", "description", "tags", name=_("Override")),

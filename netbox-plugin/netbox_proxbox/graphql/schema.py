@@ -15,9 +15,7 @@ class ProxboxQuery:
     proxmox_endpoint_list: list[ProxmoxEndpointType] = strawberry_django.field()
 
     proxmox_node_type_override: ProxmoxNodeTypeOverrideType = strawberry_django.field()
-    proxmox_node_type_override_list: list[ProxmoxNodeTypeOverrideType] = (
-        strawberry_django.field()
-    )
+    proxmox_node_type_override_list: list[ProxmoxNodeTypeOverrideType] = strawberry_django.field()
 
     proxmox_cluster: ProxmoxClusterType = strawberry_django.field()
     proxmox_cluster_list: list[ProxmoxClusterType] = strawberry_django.field()

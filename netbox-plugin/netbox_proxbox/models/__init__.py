@@ -1,6 +1,5 @@
 from .clusters import ProxboxClusterSyncState, ProxmoxCluster
 from .endpoints import ProxmoxEndpoint
-from .node_types import ProxmoxNodeTypeOverride
 from .inventory import (
     ProxmoxBackup,
     ProxmoxBackupJob,
@@ -11,6 +10,7 @@ from .inventory import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .node_types import ProxmoxNodeTypeOverride
 
 __all__ = (
     "ProxboxClusterSyncState",

@@ -29,9 +29,7 @@ UNIQUE_NODE_CONSTRAINT = "netbox_proxbox_proxmoxnodetypeoverride_unique_node"
 
 
 def duplicate_node_message(node: str):
-    return _("The endpoint already has a device type override for node %(node)s.") % {
-        "node": node
-    }
+    return _("The endpoint already has a device type override for node %(node)s.") % {"node": node}
 
 
 class ProxmoxNodeTypeOverride(NetBoxModel):

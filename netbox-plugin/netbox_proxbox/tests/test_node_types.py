@@ -65,9 +65,13 @@ class NodeTypesRestTest(TestCase):
         self.assertIsNone(other["node_device_type"])
 
     def test_a_node_listed_twice_is_refused_naming_the_node_field(self):
-        first = self.call("post", api_url("proxmoxnodetypeoverride"), self.override("pve1", self.r640))
+        first = self.call(
+            "post", api_url("proxmoxnodetypeoverride"), self.override("pve1", self.r640)
+        )
         self.assertEqual(first.status_code, 201, first.content)
-        again = self.call("post", api_url("proxmoxnodetypeoverride"), self.override("pve1", self.r750))
+        again = self.call(
+            "post", api_url("proxmoxnodetypeoverride"), self.override("pve1", self.r750)
+        )
         self.assertEqual(again.status_code, 400, again.content)
         self.assertIn("node", again.json())
         # The same node of another endpoint is another node.
@@ -78,7 +82,9 @@ class NodeTypesRestTest(TestCase):
         )
         self.assertEqual(elsewhere.status_code, 201, elsewhere.content)
         # Renaming another override onto a listed node is refused the same way.
-        third = self.call("post", api_url("proxmoxnodetypeoverride"), self.override("pve3", self.r640))
+        third = self.call(
+            "post", api_url("proxmoxnodetypeoverride"), self.override("pve3", self.r640)
+        )
         moved = self.call(
             "patch", api_url("proxmoxnodetypeoverride", third.json()["id"]), {"node": "pve1"}
         )
@@ -101,7 +107,9 @@ class NodeTypesRestTest(TestCase):
         self.assertFalse(ProxmoxNodeTypeOverride.objects.filter(node="pve7").exists())
 
     def test_a_malformed_node_name_or_a_missing_type_is_refused_naming_the_field(self):
-        bad = self.call("post", api_url("proxmoxnodetypeoverride"), self.override("pve 1", self.r640))
+        bad = self.call(
+            "post", api_url("proxmoxnodetypeoverride"), self.override("pve 1", self.r640)
+        )
         self.assertEqual(bad.status_code, 400, bad.content)
         self.assertIn("node", bad.json())
         body = self.override("pve1", self.r640)
@@ -150,7 +158,8 @@ class NodeTypesRestTest(TestCase):
         self.assertEqual(response.status_code, 200, response.content)
         rows = response.json()["data"]["proxmox_node_type_override_list"]
         self.assertEqual(
-            rows, [{"node": "pve1", "device_type": {"slug": "r750"}, "endpoint": {"name": "pve-nt"}}]
+            rows,
+            [{"node": "pve1", "device_type": {"slug": "r750"}, "endpoint": {"name": "pve-nt"}}],
         )
 
 
