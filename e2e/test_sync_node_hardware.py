@@ -78,9 +78,7 @@ def device_types(netbox_server):
 @pytest.fixture(scope="module")
 def endpoint(netbox_server, simulator, device_types):
     """The endpoint: every node an R640, pve2 overridden to an R750 (through REST)."""
-    created = create_endpoint(
-        netbox_server, NAME, simulator, site=create_site(netbox_server, NAME)
-    )
+    created = create_endpoint(netbox_server, NAME, simulator, site=create_site(netbox_server, NAME))
     with netbox_server.api() as api:
         typed = api.patch(
             f"/plugins/proxbox/endpoints/proxmox/{created['id']}/",
@@ -193,9 +191,7 @@ def test_a_changed_override_is_previewed_then_synced(
         {
             "id": pve2["id"],
             "label": "pve2",
-            "changes": {
-                "device_type": {"old": device_types["R750"], "new": device_types["R760"]}
-            },
+            "changes": {"device_type": {"old": device_types["R750"], "new": device_types["R760"]}},
         }
     ]
 
