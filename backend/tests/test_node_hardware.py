@@ -4,15 +4,20 @@ capability, in the plan, the endpoint record, the incremental digest and the pre
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
+from proxbox_backend.clients.http import RetryPolicy
+from proxbox_backend.clients.proxmox import ProxmoxClient, ProxmoxCredentials
 from proxbox_backend.domain import proxmox_config as parse
 from proxbox_backend.domain.capabilities import Capabilities
 from proxbox_backend.domain.endpoint import Endpoint
-from proxbox_backend.domain.models import NodeFacts, ProxmoxNode
+from proxbox_backend.domain.models import ClusterIdentity, NodeFacts, ProxmoxNode
 from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.gateways.netbox import NODE_FACT_FIELDS, RUN_FIELDS
+from proxbox_backend.gateways.proxmox import ProxmoxGateway
 from proxbox_backend.incremental import node_digest
+from proxbox_backend.secrets import Secret
 from proxbox_backend.stages import nodes
 
 GIB = 1024**3
@@ -76,6 +81,36 @@ def test_the_kernel_comes_from_current_kernel_only_where_the_release_has_it():
 def test_unreported_facts_are_none_not_zero():
     facts = parse.node_facts({"cpuinfo": {"model": "unknown", "cpus": "4"}}, Capabilities("9.2"))
     assert facts == NodeFacts(cpu_threads=4)
+
+
+@pytest.mark.asyncio
+async def test_the_gateway_reads_each_online_nodes_status():
+    asked = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api2/json")
+        asked.append(path)
+        if path == "/nodes/pve1/status":
+            return httpx.Response(200, json={"data": STATUS_8_9})
+        if path == "/nodes/pve2/status":
+            return httpx.Response(403, json={"data": None})  # no Sys.Audit on the node
+        return httpx.Response(200, json={"data": []})
+
+    client = ProxmoxClient(
+        "https://pve.test:8006",
+        ProxmoxCredentials("sync@pve!proxbox", Secret("5d7c9a1e-0000")),
+        transport=httpx.MockTransport(answer),
+        retry=RetryPolicy(attempts=1),
+    )
+    nodes = [ProxmoxNode("pve1", True), ProxmoxNode("pve2", True), ProxmoxNode("pve3", False)]
+    identity = ClusterIdentity("c", "cluster", ("pve1", "pve2", "pve3"), True, "8.4.5")
+    inventory = await ProxmoxGateway(client).inventory(identity, nodes)
+    assert inventory.node_facts == {"pve1": parse.node_facts(STATUS_8_9, Capabilities("8.4.5"))}
+    assert inventory.node_facts["pve1"].kernel == "6.8.12-8-pve"
+    # pve2 refused (a failed read: the run is degraded, its device keeps its facts); the
+    # offline pve3 is not asked.
+    assert [f for f in inventory.read_failures if "pve2: status unreadable" in f]
+    assert "/nodes/pve3/status" not in asked
 
 
 def test_the_fact_fields_are_ensured_with_the_run_fields():

@@ -131,6 +131,7 @@ def kernel_release(status: dict, capabilities: Capabilities) -> str | None:
 
 def node_facts(status: dict, capabilities: Capabilities) -> NodeFacts:
     """/nodes/{node}/status → the node's hardware facts (CPU, memory, kernel, release)."""
+    status = status if isinstance(status, dict) else {}
     cpu = status.get("cpuinfo") if isinstance(status.get("cpuinfo"), dict) else {}
     memory = status.get("memory") if isinstance(status.get("memory"), dict) else {}
     total = _count(memory.get("total"))
