@@ -235,9 +235,6 @@ class ProxmoxNodeTypeOverrideSerializer(
             "last_updated",
         )
         brief_fields = ("description", "display", "id", "node", "url")
-        # The model's clean() refuses a node listed twice naming the `node` field; DRF's
-        # generated unique-together validator would answer without naming it.
-        validators = []
 
 
 class ProxmoxClusterSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):

@@ -123,6 +123,29 @@ class NodeTypesRestTest(TestCase):
         self.assertEqual(unknown.status_code, 400, unknown.content)
         self.assertIn("node_device_type", unknown.json())
 
+    def test_a_device_type_the_caller_may_not_view_is_refused_naming_the_field(self):
+        blind, token = make_user("blind", [p for p in PERMS if p != "dcim.view_devicetype"])
+        client = APIClient()
+        endpoint = client.patch(
+            api_url("proxmoxendpoint", self.endpoint.pk),
+            {"node_device_type": self.r640.pk},
+            format="json",
+            **auth_header(token),
+        )
+        self.assertEqual(endpoint.status_code, 400, endpoint.content)
+        self.assertIn("node_device_type", endpoint.json())
+        override = client.post(
+            api_url("proxmoxnodetypeoverride"),
+            self.override("pve1", self.r640),
+            format="json",
+            **auth_header(token),
+        )
+        self.assertEqual(override.status_code, 400, override.content)
+        self.assertIn("device_type", override.json())
+        self.assertFalse(ProxmoxNodeTypeOverride.objects.exists())
+        self.endpoint.refresh_from_db()
+        self.assertIsNone(self.endpoint.node_device_type)
+
     def test_overrides_filter_by_endpoint_and_device_type(self):
         ProxmoxNodeTypeOverride.objects.create(
             endpoint=self.endpoint, node="pve1", device_type=self.r640
