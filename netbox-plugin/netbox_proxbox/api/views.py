@@ -75,7 +75,9 @@ class ConcurrencyConflictsAs409:
 
 
 class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
-    queryset = ProxmoxEndpoint.objects.select_related("site", "tenant", "netbox_cluster")
+    queryset = ProxmoxEndpoint.objects.select_related(
+        "site", "tenant", "netbox_cluster", "node_device_type"
+    ).prefetch_related("node_type_overrides")
     serializer_class = serializers.ProxmoxEndpointSerializer
     filterset_class = filtersets.ProxmoxEndpointFilterSet
 
