@@ -193,7 +193,7 @@ async def test_reads_failing_after_retries_are_read_failures_not_remarks():
             return guests
         if path == "/nodes/pve1/qemu/101/config":
             return {"name": "web", "memory": 1024, "cores": 1}
-        return None  # lxc 102's config, pve1's network and DNS, every record list
+        return None  # lxc 102's config, pve1's network, status and DNS, every record list
 
     client = failing_reads_proxmox(answers)
     nodes = [ProxmoxNode("pve1", True)]
@@ -201,11 +201,13 @@ async def test_reads_failing_after_retries_are_read_failures_not_remarks():
     inventory = await ProxmoxGateway(client).inventory(identity, nodes)
     assert [g.vmid for g in inventory.guests] == [101]
     failures = sorted(inventory.read_failures)
-    assert len(failures) == 3 and inventory.warnings == []
+    assert len(failures) == 4 and inventory.warnings == []
     assert "lxc/102: config unreadable" in failures[0]
     # pve1 holds a container: its search domain names the container (`dns_name`)
     assert "node pve1: DNS settings unreadable" in failures[1]
     assert "node pve1: network unreadable" in failures[2]
+    # its hardware facts (the device keeps the ones it has)
+    assert "node pve1: status unreadable" in failures[3]
 
     # The records stage hands the lists that did not answer to the run's report.
     report = RunReport(cluster={"created": True})  # a new cluster: no NetBox reads

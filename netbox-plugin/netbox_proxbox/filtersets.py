@@ -1,7 +1,7 @@
 import copy
 
 import django_filters
-from dcim.models import Device, DeviceRole, Location, Platform, Site
+from dcim.models import Device, DeviceRole, DeviceType, Location, Platform, Site
 from django.core.exceptions import ValidationError
 from django.db import DataError, connection, transaction
 from django.db.models import Q
@@ -31,6 +31,7 @@ from .models import (
     ProxmoxHAGroup,
     ProxmoxHAResource,
     ProxmoxHARule,
+    ProxmoxNodeTypeOverride,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -47,6 +48,7 @@ __all__ = (
     "ProxmoxHAGroupFilterSet",
     "ProxmoxHAResourceFilterSet",
     "ProxmoxHARuleFilterSet",
+    "ProxmoxNodeTypeOverrideFilterSet",
     "ProxmoxReplicationJobFilterSet",
     "ProxmoxSnapshotFilterSet",
     "ProxmoxStorageFilterSet",
@@ -109,6 +111,9 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
     vm_role_id = django_filters.ModelMultipleChoiceFilter(
         queryset=DeviceRole.objects.all(), label=_("Default VM role (ID)")
     )
+    node_device_type_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceType.objects.all(), label=_("Node device type (ID)")
+    )
 
     class Meta:
         model = ProxmoxEndpoint
@@ -162,6 +167,25 @@ class ProxmoxAssignmentRuleFilterSet(TenancyFilterSet, PluginFilterSet):
         for field in ("description", *TEXT_MATCHERS):
             query |= Q(**{f"{field}__icontains": value})
         return queryset.filter(query)
+
+
+@register_filterset
+class ProxmoxNodeTypeOverrideFilterSet(PluginFilterSet):
+    endpoint_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=ProxmoxEndpoint.objects.all(), label=_("Endpoint (ID)")
+    )
+    device_type_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceType.objects.all(), label=_("Device type (ID)")
+    )
+
+    class Meta:
+        model = ProxmoxNodeTypeOverride
+        fields = ("id", "node", "description")
+
+    def search(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        return queryset.filter(Q(node__icontains=value) | Q(description__icontains=value))
 
 
 @register_filterset

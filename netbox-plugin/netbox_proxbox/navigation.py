@@ -36,6 +36,7 @@ menu = PluginMenu(
             (
                 _item("proxmoxendpoint", _("Endpoints")),
                 _item("proxmoxassignmentrule", _("Assignment rules")),
+                _item("proxmoxnodetypeoverride", _("Node type overrides")),
                 _record("proxmoxcluster", _("Tracked clusters")),
                 _record("proxboxclustersyncstate", _("Cluster sync states")),
             ),

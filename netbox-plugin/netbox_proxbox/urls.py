@@ -8,6 +8,7 @@ app_name = "netbox_proxbox"
 MODEL_PATHS = (
     ("endpoints", "proxmoxendpoint"),
     ("assignment-rules", "proxmoxassignmentrule"),
+    ("node-type-overrides", "proxmoxnodetypeoverride"),
     ("clusters", "proxmoxcluster"),
     ("sync-states", "proxboxclustersyncstate"),
 )

@@ -25,6 +25,7 @@ from .models import (
     ProxmoxHAGroup,
     ProxmoxHAResource,
     ProxmoxHARule,
+    ProxmoxNodeTypeOverride,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -45,6 +46,7 @@ from .ui.panels import (
     ASSIGNMENT_RULE_LAYOUT,
     ENDPOINT_LAYOUT,
     LAYOUTS,
+    NODE_TYPE_OVERRIDE_LAYOUT,
     PROXMOX_CLUSTER_LAYOUT,
     SYNC_STATE_LAYOUT,
 )
@@ -425,6 +427,51 @@ def register_read_only_views(model, related: tuple[str, ...], filterset_form) ->
 
 for _model, _related, _filterset_form in SERVER_OWNED:
     register_read_only_views(_model, _related, _filterset_form)
+
+
+#
+# Node type overrides
+#
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "list", path="", detail=False)
+class ProxmoxNodeTypeOverrideListView(generic.ObjectListView):
+    queryset = ProxmoxNodeTypeOverride.objects.select_related("endpoint", "device_type")
+    table = tables.ProxmoxNodeTypeOverrideTable
+    filterset = filtersets.ProxmoxNodeTypeOverrideFilterSet
+    filterset_form = forms.ProxmoxNodeTypeOverrideFilterForm
+
+
+@register_model_view(ProxmoxNodeTypeOverride)
+class ProxmoxNodeTypeOverrideView(generic.ObjectView):
+    queryset = ProxmoxNodeTypeOverride.objects.select_related("endpoint", "device_type")
+    template_name = "generic/object.html"
+    layout = NODE_TYPE_OVERRIDE_LAYOUT
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "add", detail=False)
+@register_model_view(ProxmoxNodeTypeOverride, "edit")
+class ProxmoxNodeTypeOverrideEditView(generic.ObjectEditView):
+    queryset = ProxmoxNodeTypeOverride.objects.all()
+    form = forms.ProxmoxNodeTypeOverrideForm
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "delete")
+class ProxmoxNodeTypeOverrideDeleteView(generic.ObjectDeleteView):
+    queryset = ProxmoxNodeTypeOverride.objects.all()
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "bulk_import", path="import", detail=False)
+class ProxmoxNodeTypeOverrideBulkImportView(generic.BulkImportView):
+    queryset = ProxmoxNodeTypeOverride.objects.all()
+    model_form = forms.ProxmoxNodeTypeOverrideImportForm
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "bulk_delete", path="delete", detail=False)
+class ProxmoxNodeTypeOverrideBulkDeleteView(generic.BulkDeleteView):
+    queryset = ProxmoxNodeTypeOverride.objects.all()
+    filterset = filtersets.ProxmoxNodeTypeOverrideFilterSet
+    table = tables.ProxmoxNodeTypeOverrideTable
 
 
 @register_model_view(ProxmoxEndpoint, "bulk_import", path="import", detail=False)

@@ -57,6 +57,14 @@ def _before(current: dict, name: str, value: Any) -> Any:
     return current.get(name)
 
 
+def _shown_before(before: Any, new: Any) -> Any:
+    """The old value as the new one is written: a reference the run sets by id (a device
+    type, a site) is shown by its id before too, not by the slug NetBox nests with it."""
+    if isinstance(before, dict) and "id" in before and isinstance(new, int | None):
+        return before["id"]
+    return shown(before)
+
+
 @dataclass
 class TypePlan:
     # {placeholder, label, payload[, because]}
@@ -109,7 +117,7 @@ class PlanRecorder:
         current = current or {}
         plan = self.of(object_type)
         fields = {
-            name: {"old": shown(_before(current, name, value)), "new": shown(value)}
+            name: {"old": _shown_before(_before(current, name, value), value), "new": shown(value)}
             for name, value in changes.items()
         }
         for update in plan.updates:

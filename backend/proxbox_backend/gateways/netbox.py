@@ -65,6 +65,27 @@ GONE_FIELD = "proxbox_gone_since"
 GUEST_INTERFACE_FIELD = "proxbox_guest_interface"
 BRIDGE_FIELD = "proxbox_bridge"
 VM_INTERFACE_TYPE = "virtualization.vminterface"
+# On a node's device: its hardware as /nodes/{node}/status reports it (NodeFacts field →
+# custom field name, type, label, description).
+NODE_FACT_FIELDS = {
+    "cpu_model": ("proxbox_cpu_model", "text", "CPU model", "The CPU model the node reports."),
+    "cpu_sockets": ("proxbox_cpu_sockets", "integer", "CPU sockets", "Populated CPU sockets."),
+    "cpu_cores": ("proxbox_cpu_cores", "integer", "CPU cores", "Physical cores, all sockets."),
+    "cpu_threads": (
+        "proxbox_cpu_threads",
+        "integer",
+        "CPU threads",
+        "Logical CPUs (Proxmox's cpus): cores times threads per core.",
+    ),
+    "memory_mb": ("proxbox_memory_mb", "integer", "Memory (MB)", "Total memory in MiB."),
+    "kernel": ("proxbox_kernel", "text", "Kernel", "The running kernel's release."),
+    "pve_version": (
+        "proxbox_pve_version",
+        "text",
+        "Proxmox VE version",
+        "pve-manager/<version>/<build> as the node reports it.",
+    ),
+}
 # The custom fields every run writes, ensured with the prerequisites (one read for all).
 RUN_FIELDS = {
     SOURCE_FIELD: {
@@ -101,6 +122,21 @@ RUN_FIELDS = {
         " NIC plugs into, per its bridge=. Written by the Proxbox sync; follows migrations.",
         "ui_editable": "no",
         "required": False,
+    },
+    **{
+        name: {
+            "name": name,
+            "label": label,
+            "type": kind,
+            "object_types": ["dcim.device"],
+            "group_name": "Proxmox node",
+            "description": f"{description} Written by the Proxbox sync"
+            " from the node's /nodes/{node}/status.",
+            "ui_editable": "no",
+            "required": False,
+            **({"filter_logic": "exact"} if kind == "text" else {}),
+        }
+        for name, kind, label, description in NODE_FACT_FIELDS.values()
     },
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dcim.api.serializers_.devicetypes import DeviceTypeSerializer
 from dcim.api.serializers_.platforms import PlatformSerializer
 from dcim.api.serializers_.roles import DeviceRoleSerializer
 from dcim.api.serializers_.sites import LocationSerializer, SiteSerializer
@@ -29,6 +30,7 @@ from ..models import (
     ProxmoxAssignmentRule,
     ProxmoxCluster,
     ProxmoxEndpoint,
+    ProxmoxNodeTypeOverride,
 )
 from ..models.assignment import RULE_FIELDS
 from ..models.endpoints import validate_token_secret
@@ -43,6 +45,7 @@ __all__ = (
     "ProxmoxAssignmentRuleSerializer",
     "ProxmoxClusterSerializer",
     "ProxmoxEndpointSerializer",
+    "ProxmoxNodeTypeOverrideSerializer",
     "SyncClusterRequestSerializer",
     "SyncClusterResponseSerializer",
     "SyncTargetSerializer",
@@ -73,7 +76,7 @@ class VisibleNativeClusterSerializer(ViewerOnlyNestedMixin, ClusterSerializer):
 
 
 class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):
-    visible_references = ("site", "tenant", "vrf", "vm_role")
+    visible_references = ("site", "tenant", "vrf", "vm_role", "node_device_type")
 
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
     site = SiteSerializer(nested=True, required=False, allow_null=True)
@@ -91,6 +94,13 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
     has_token_secret = serializers.BooleanField(read_only=True)
     vrf = VRFSerializer(nested=True, required=False, allow_null=True)
     vm_role = DeviceRoleSerializer(nested=True, required=False, allow_null=True)
+    node_device_type = DeviceTypeSerializer(nested=True, required=False, allow_null=True)
+    node_device_types = serializers.SerializerMethodField(
+        help_text=_(
+            "Node name → device type ID of the endpoint's node type overrides (edited as "
+            "node type overrides)"
+        )
+    )
     next_sync = serializers.SerializerMethodField(
         help_text=_("When the schedule runs next (null: no schedule in place)")
     )
@@ -130,6 +140,10 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             # Only rows written around validation (raw SQL) get here; the backend refuses.
             return None
 
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_node_device_types(self, obj):
+        return obj.node_device_types() if obj.pk else {}
+
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_next_sync(self, obj):
         when = next_scheduled_sync(obj) if obj.pk else None
@@ -160,6 +174,8 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "netbox_cluster",
             "vrf",
             "vm_role",
+            "node_device_type",
+            "node_device_types",
             "sync_descriptions",
             "sync_interval",
             "next_sync",
@@ -234,6 +250,33 @@ class ProxmoxAssignmentRuleSerializer(
             "last_updated",
         )
         brief_fields = ("description", "display", "id", "url", "weight")
+
+
+class ProxmoxNodeTypeOverrideSerializer(
+    NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer
+):
+    visible_references = ("endpoint", "device_type")
+
+    endpoint = VisibleEndpointSerializer(nested=True)
+    device_type = DeviceTypeSerializer(nested=True)
+
+    class Meta:
+        model = ProxmoxNodeTypeOverride
+        fields = (
+            "id",
+            "url",
+            "display_url",
+            "display",
+            "endpoint",
+            "node",
+            "device_type",
+            "description",
+            "tags",
+            "custom_fields",
+            "created",
+            "last_updated",
+        )
+        brief_fields = ("description", "display", "id", "node", "url")
 
 
 class ProxmoxClusterSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):

@@ -10,6 +10,7 @@ router.register("endpoints/proxmox", views.ProxmoxEndpointViewSet)
 router.register("assignment-rules", views.ProxmoxAssignmentRuleViewSet)
 router.register("clusters", views.ProxmoxClusterViewSet)
 router.register("cluster-sync-states", views.ProxboxClusterSyncStateViewSet)
+router.register("node-type-overrides", views.ProxmoxNodeTypeOverrideViewSet)
 for prefix, viewset in inventory.ROUTES:
     router.register(f"inventory/{prefix}", viewset)
 

@@ -21,6 +21,7 @@ from ..models import (
     ProxmoxAssignmentRule,
     ProxmoxCluster,
     ProxmoxEndpoint,
+    ProxmoxNodeTypeOverride,
 )
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
@@ -75,7 +76,9 @@ class ConcurrencyConflictsAs409:
 
 
 class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
-    queryset = ProxmoxEndpoint.objects.select_related("site", "tenant", "netbox_cluster")
+    queryset = ProxmoxEndpoint.objects.select_related(
+        "site", "tenant", "netbox_cluster", "node_device_type"
+    ).prefetch_related("node_type_overrides")
     serializer_class = serializers.ProxmoxEndpointSerializer
     filterset_class = filtersets.ProxmoxEndpointFilterSet
 
@@ -263,3 +266,9 @@ class ProxboxClusterSyncStateViewSet(ConcurrencyConflictsAs409, NetBoxModelViewS
     queryset = ProxboxClusterSyncState.objects.select_related("cluster", "proxmox_cluster")
     serializer_class = serializers.ProxboxClusterSyncStateSerializer
     filterset_class = filtersets.ProxboxClusterSyncStateFilterSet
+
+
+class ProxmoxNodeTypeOverrideViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
+    queryset = ProxmoxNodeTypeOverride.objects.select_related("endpoint", "device_type")
+    serializer_class = serializers.ProxmoxNodeTypeOverrideSerializer
+    filterset_class = filtersets.ProxmoxNodeTypeOverrideFilterSet

@@ -13,6 +13,7 @@ __all__ = (
     "ProxboxClusterSyncStateFilter",
     "ProxmoxClusterFilter",
     "ProxmoxEndpointFilter",
+    "ProxmoxNodeTypeOverrideFilter",
 )
 
 
@@ -26,6 +27,18 @@ class ProxmoxEndpointFilter(NetBoxModelFilter):
     site_id: ID | None = strawberry_django.filter_field()
     tenant_id: ID | None = strawberry_django.filter_field()
     netbox_cluster_id: ID | None = strawberry_django.filter_field()
+    node_device_type_id: ID | None = strawberry_django.filter_field()
+
+
+@register_filter(models.ProxmoxNodeTypeOverride, lookups=True)
+class ProxmoxNodeTypeOverrideFilter(NetBoxModelFilter):
+    endpoint: (
+        Annotated["ProxmoxEndpointFilter", strawberry.lazy("netbox_proxbox.graphql.filters")] | None
+    ) = strawberry_django.filter_field()
+    endpoint_id: ID | None = strawberry_django.filter_field()
+    node: StrFilterLookup | None = strawberry_django.filter_field()
+    device_type_id: ID | None = strawberry_django.filter_field()
+    description: StrFilterLookup | None = strawberry_django.filter_field()
 
 
 @register_filter(models.ProxmoxCluster, lookups=True)

@@ -6,6 +6,7 @@ from .types import (
     ProxmoxAssignmentRuleType,
     ProxmoxClusterType,
     ProxmoxEndpointType,
+    ProxmoxNodeTypeOverrideType,
 )
 
 
@@ -16,6 +17,8 @@ class ProxboxQuery:
 
     proxmox_assignment_rule: ProxmoxAssignmentRuleType = strawberry_django.field()
     proxmox_assignment_rule_list: list[ProxmoxAssignmentRuleType] = strawberry_django.field()
+    proxmox_node_type_override: ProxmoxNodeTypeOverrideType = strawberry_django.field()
+    proxmox_node_type_override_list: list[ProxmoxNodeTypeOverrideType] = strawberry_django.field()
 
     proxmox_cluster: ProxmoxClusterType = strawberry_django.field()
     proxmox_cluster_list: list[ProxmoxClusterType] = strawberry_django.field()

@@ -9,10 +9,17 @@ from .filters import (
     ProxmoxAssignmentRuleFilter,
     ProxmoxClusterFilter,
     ProxmoxEndpointFilter,
+    ProxmoxNodeTypeOverrideFilter,
 )
 
 if TYPE_CHECKING:
-    from dcim.graphql.types import DeviceRoleType, LocationType, PlatformType, SiteType
+    from dcim.graphql.types import (
+        DeviceRoleType,
+        DeviceTypeType,
+        LocationType,
+        PlatformType,
+        SiteType,
+    )
     from tenancy.graphql.types import TenantType
     from virtualization.graphql.types import ClusterType
 
@@ -21,6 +28,7 @@ __all__ = (
     "ProxmoxAssignmentRuleType",
     "ProxmoxClusterType",
     "ProxmoxEndpointType",
+    "ProxmoxNodeTypeOverrideType",
 )
 
 
@@ -35,12 +43,30 @@ class ProxmoxEndpointType(NetBoxObjectType):
     site: Annotated["SiteType", strawberry.lazy("dcim.graphql.types")] | None
     tenant: Annotated["TenantType", strawberry.lazy("tenancy.graphql.types")] | None
     netbox_cluster: Annotated["ClusterType", strawberry.lazy("virtualization.graphql.types")] | None
+    node_device_type: Annotated["DeviceTypeType", strawberry.lazy("dcim.graphql.types")] | None
     tracked_clusters: list[
         Annotated["ProxmoxClusterType", strawberry.lazy("netbox_proxbox.graphql.types")]
     ]
     assignment_rules: list[
         Annotated["ProxmoxAssignmentRuleType", strawberry.lazy("netbox_proxbox.graphql.types")]
     ]
+    node_type_overrides: list[
+        Annotated["ProxmoxNodeTypeOverrideType", strawberry.lazy("netbox_proxbox.graphql.types")]
+    ]
+
+
+@register_type(
+    models.ProxmoxNodeTypeOverride,
+    fields="__all__",
+    filters=ProxmoxNodeTypeOverrideFilter,
+    pagination=True,
+)
+class ProxmoxNodeTypeOverrideType(NetBoxObjectType):
+    # Nullable for the same reason as ProxmoxClusterType.endpoint.
+    endpoint: (
+        Annotated["ProxmoxEndpointType", strawberry.lazy("netbox_proxbox.graphql.types")] | None
+    )
+    device_type: Annotated["DeviceTypeType", strawberry.lazy("dcim.graphql.types")]
 
 
 @register_type(

@@ -11,6 +11,7 @@ from .inventory import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .node_types import ProxmoxNodeTypeOverride
 
 __all__ = (
     "ProxmoxAssignmentRule",
@@ -22,6 +23,7 @@ __all__ = (
     "ProxmoxHAGroup",
     "ProxmoxHAResource",
     "ProxmoxHARule",
+    "ProxmoxNodeTypeOverride",
     "ProxmoxReplicationJob",
     "ProxmoxSnapshot",
     "ProxmoxStorage",

@@ -35,6 +35,9 @@ class ProxmoxEndpointPanel(panels.ObjectAttributesPanel):
     token_secret = TokenSecretAttr("token_secret_ciphertext", label=_("API token secret"))
     site = attrs.RelatedObjectAttr("site", linkify=True)
     tenant = attrs.RelatedObjectAttr("tenant", linkify=True)
+    node_device_type = attrs.RelatedObjectAttr(
+        "node_device_type", linkify=True, label=_("Node device type")
+    )
     netbox_cluster = ViewableObjectAttr(
         "netbox_cluster", linkify=True, label=_("Native cluster"), dom_id="native-cluster"
     )
@@ -153,6 +156,13 @@ ENDPOINT_LAYOUT = layout.SimpleLayout(
             filters={"endpoint_id": lambda ctx: ctx["object"].pk},
             exclude_columns=["endpoint"],
         ),
+        panels.ObjectsTablePanel(
+            "netbox_proxbox.proxmoxnodetypeoverride",
+            title=_("Node type overrides"),
+            filters={"endpoint_id": lambda ctx: ctx["object"].pk},
+            include_columns=["node", "device_type", "description"],
+            exclude_columns=["endpoint"],
+        ),
         RecentSyncsPanel(),
         panels.CommentsPanel(),
     ],
@@ -189,6 +199,20 @@ class AssignmentsPanel(panels.ObjectAttributesPanel):
 ASSIGNMENT_RULE_LAYOUT = layout.SimpleLayout(
     left_panels=[ProxmoxAssignmentRulePanel(), AssignmentMatchersPanel(), TagsPanel()],
     right_panels=[AssignmentsPanel(), CustomFieldsPanel()],
+)
+
+
+class ProxmoxNodeTypeOverridePanel(panels.ObjectAttributesPanel):
+    title = _("Node type override")
+    endpoint = ViewableObjectAttr("endpoint", linkify=True)
+    node = attrs.TextAttr("node")
+    device_type = attrs.RelatedObjectAttr("device_type", linkify=True)
+    description = attrs.TextAttr("description")
+
+
+NODE_TYPE_OVERRIDE_LAYOUT = layout.SimpleLayout(
+    left_panels=[ProxmoxNodeTypeOverridePanel(), TagsPanel()],
+    right_panels=[CustomFieldsPanel()],
 )
 
 PROXMOX_CLUSTER_LAYOUT = layout.SimpleLayout(

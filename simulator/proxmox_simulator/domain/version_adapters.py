@@ -74,6 +74,11 @@ class Pve6:
     def node_memory(self, total: int, used: int) -> dict:
         return {"total": total, "used": used, "free": total - used}
 
+    def node_status_kernel(self, kversion: str) -> dict:
+        """What a node's status says of its kernel and boot beyond ``kversion`` (which every
+        major reports: ``uname``'s sysname, release and version in one string)."""
+        return {}
+
     def qemu_migrate_extras(self, mapped: list[str]) -> dict:
         """Fields a major adds to ``GET .../qemu/{vmid}/migrate``; ``mapped`` names the
         guest's devices that go through a cluster resource mapping (8.x+)."""
@@ -122,6 +127,19 @@ class Pve8(Pve7):
         *("Icelake-Server-v7", "SapphireRapids", "SapphireRapids-v2", "GraniteRapids"),
         *("EPYC-v4", "EPYC-Rome-v3", "EPYC-Rome-v4", "EPYC-Milan-v2", "EPYC-Genoa"),
     )
+
+    def node_status_kernel(self, kversion: str) -> dict:
+        # pve-manager 8 added uname's fields one by one, and how the node booted.
+        sysname, release, version = kversion.split(" ", 2)
+        return {
+            "current-kernel": {
+                "sysname": sysname,
+                "release": release,
+                "version": version,
+                "machine": "x86_64",
+            },
+            "boot-info": {"mode": "efi", "secureboot": 0},
+        }
 
     def qemu_migrate_extras(self, mapped: list[str]) -> dict:
         # Resource mappings came with 8.x: which devices are mapped, and (no mapped
