@@ -101,27 +101,32 @@ SHARED_UNITS = {
     "e2e/test_sync_cluster.py": "shared simulators",
     "e2e/test_sync_endpoints.py": "shared simulators",
 }
-# The longest units start first so the workers finish together: seconds each took in a
-# serial run (a scheduling hint only; a unit not listed starts last).
+# The longest units start first so the workers finish together: seconds each took on two
+# xdist workers beside the other suites (a scheduling hint only; a unit not listed
+# starts last).
 UNIT_SECONDS = {
-    "stack": 800,
-    "e2e/test_sync_incremental.py": 680,
-    "e2e/test_sync_policy.py": 520,
-    "e2e/test_chaos_workers.py": 420,
-    "e2e/test_sync_preview.py": 260,
-    "shared simulators": 260,
-    "e2e/test_sync_majors.py": 200,
-    "e2e/test_chaos.py": 195,
-    "e2e/test_plugin_api_fuzz.py": 180,
-    "e2e/test_secrets.py": 150,
-    "e2e/test_chaos_postgres.py": 140,
-    "e2e/test_sync_breadth.py": 140,
-    "e2e/test_sync_watch.py": 105,
-    "e2e/test_sync_kept_addresses.py": 100,
-    "e2e/test_sync_ha_rules.py": 75,
-    "e2e/test_sync_assignment_rules.py": 70,
-    "e2e/test_sync_adoption.py": 55,
-    "e2e/test_chaos_faults.py": 35,
+    "stack": 260,
+    "e2e/test_chaos_workers.py": 200,
+    "e2e/test_sync_policy.py": 190,
+    "e2e/test_sync_incremental.py": 155,
+    "shared simulators": 135,
+    "e2e/test_plugin_api_fuzz.py": 125,
+    "e2e/test_sync_watch.py": 100,
+    "e2e/test_chaos.py": 95,
+    "e2e/test_sync_sdn.py": 90,
+    "e2e/test_sync_majors.py": 80,
+    "e2e/test_chaos_postgres.py": 75,
+    "e2e/test_secrets.py": 75,
+    "e2e/test_sync_node_hardware.py": 65,
+    "e2e/test_sync_webhook.py": 65,
+    "e2e/test_sync_breadth.py": 60,
+    "e2e/test_sync_guest_network.py": 55,
+    "e2e/test_sync_preview.py": 55,
+    "e2e/test_sync_kept_addresses.py": 30,
+    "e2e/test_chaos_faults.py": 20,
+    "e2e/test_sync_assignment_rules.py": 15,
+    "e2e/test_sync_ha_rules.py": 15,
+    "e2e/test_sync_adoption.py": 10,
 }
 
 
