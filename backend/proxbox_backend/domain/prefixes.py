@@ -9,9 +9,10 @@ A prefix the sync makes carries the `proxbox` tag and the `proxbox_prefix` custo
 its source key `<cluster id>/<network>`: only a prefix with this cluster's key is ever
 changed or removed. It goes (in a full run) when
 
-* no address on a VM interface in the VRF lies in it any more (the guests left the
-  network; an address of a guest the run did not sync, excluded or unreadable, keeps
-  it), or
+* no address lives in it any more: none of this run's synced addresses, nor any other
+  address on a VM interface in the VRF with that very network (a guest the run did not
+  sync, excluded or unreadable, keeps it; `10.0.5.9/28` lies in `10.0.5.0/24` but lives
+  in `10.0.5.0/28`), or
 * another prefix now covers it: one the sync did not make for this cluster (an
   operator's, an SDN subnet's) equal to it or broader, or one of its own that is broader.
   The network has a prefix then, which is all this feature promises; keeping the sync's
