@@ -87,6 +87,20 @@ import sync_floor
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ("pve1", "pve2", "pve3")
+# A PVE 9 node's /nodes/{node}/status, the facts the floor writes (sync_floor.NODE_FACTS).
+_FACTS = sync_floor.NODE_FACTS
+NODE_STATUS = {
+    "cpuinfo": {
+        "model": _FACTS["proxbox_cpu_model"],
+        "sockets": _FACTS["proxbox_cpu_sockets"],
+        "cores": _FACTS["proxbox_cpu_cores"],
+        "cpus": _FACTS["proxbox_cpu_threads"],
+    },
+    "memory": {"total": _FACTS["proxbox_memory_mb"] * 1024**2, "used": 0, "free": 0},
+    "kversion": f"Linux {_FACTS['proxbox_kernel']} #1 SMP PREEMPT_DYNAMIC PMX",
+    "current-kernel": {"sysname": "Linux", "release": _FACTS["proxbox_kernel"]},
+    "pveversion": _FACTS["proxbox_pve_version"],
+}
 
 
 NODE_NETWORK = [
@@ -300,6 +314,8 @@ def fake_proxmox(cluster: str, specs: dict[int, dict], network: str, latency_ms:
             data = {**config, "digest": hashlib.sha1(text.encode()).hexdigest()}
         elif len(parts) == 3 and parts[2] == "network":
             data = node_network(parts[1])
+        elif len(parts) == 3 and parts[2] == "status":
+            data = NODE_STATUS
         elif parts[-1] == "get-osinfo":
             data = {"result": {"id": "debian", "name": "Debian GNU/Linux", "version-id": "12"}}
         elif parts[-1] == "network-get-interfaces":

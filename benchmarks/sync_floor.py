@@ -2,8 +2,8 @@
 
 Plain httpx against NetBox's REST API, none of the backend's code: the objects the
 initial sync creates for the fake Proxmox, sent the way the backend sends them: bulk
-requests of `WRITE_CHUNK` objects, at most `CONCURRENCY` in flight.  Per node a device,
-its network (2 NICs, a bond of them, a bridge over the bond; then the bond's members and
+requests of `WRITE_CHUNK` objects, at most `CONCURRENCY` in flight.  Per node a device
+with its hardware facts (custom fields), its network (2 NICs, a bond of them, a bridge over the bond; then the bond's members and
 the bridge port linked), the bridge's address and the device's primary address, and 2
 storages; a VLAN group with the guests' VLANs; per guest a VM, 2 interfaces with their
 MACs (the tagged one in access mode), guest OS names and node bridge (custom fields), 1 IP
@@ -32,6 +32,19 @@ import httpx
 # concurrency (Settings.netbox_concurrency, the client's semaphore and connection pool).
 WRITE_CHUNK = 100
 CONCURRENCY = 4
+
+
+# A node's hardware as the fake Proxmox's /nodes/{node}/status reports it
+# (benchmarks/sync.py), as the sync writes it: custom fields of the node's device.
+NODE_FACTS = {
+    "proxbox_cpu_model": "AMD EPYC 7313P 16-Core Processor",
+    "proxbox_cpu_sockets": 1,
+    "proxbox_cpu_cores": 16,
+    "proxbox_cpu_threads": 32,
+    "proxbox_memory_mb": 262144,
+    "proxbox_kernel": "6.14.8-2-pve",
+    "proxbox_pve_version": "pve-manager/9.0.3/0123abcd",
+}
 
 
 class FloorFailed(RuntimeError):
@@ -136,6 +149,15 @@ async def prerequisites(
             "/extras/custom-fields/",
             {"name": "proxbox_prefix"},
             {"type": "text", "object_types": ["ipam.prefix"]},
+        )
+    for name_, value in NODE_FACTS.items():
+        await writer.get_or_create(
+            "/extras/custom-fields/",
+            {"name": name_},
+            {
+                "type": "integer" if isinstance(value, int) else "text",
+                "object_types": ["dcim.device"],
+            },
         )
     tags = {}
     for tag in sorted(tag_names):
@@ -540,6 +562,7 @@ async def write_inventory(
                 "cluster": base["cluster"],
                 "status": "active",
                 "tags": [tags["proxbox"]],
+                "custom_fields": NODE_FACTS,
             }
             for node in nodes
         ],

@@ -211,6 +211,25 @@ def grant_credentials(netbox: NetBoxServer) -> None:
         assert response.status_code == 201, response.text
 
 
+@contextlib.contextmanager
+def watching_backend(netbox: NetBoxServer, simulator, workdir: Path, label: str, **env: str):
+    """`proxbox-sync serve` watching (the watched endpoints read every second), in
+    `workdir/label`, stopped afterwards; `env`: more PROXBOX_* settings."""
+    (workdir / label).mkdir(exist_ok=True)
+    server = BackendServer(
+        netbox,
+        workdir / label,
+        f"{label}-test-api-token-0123456789abcdef",
+        simulator.ca_bundle,
+        PROXBOX_WATCH_REFRESH="1",
+        **env,
+    )
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 class BackendServer:
     """`proxbox-sync serve` on a free port, authenticating NetBox with `netbox_token` and
     its callers with `api_token` (what NetBox's PLUGINS_CONFIG sends)."""

@@ -119,6 +119,7 @@ UNIT_SECONDS = {
     "e2e/test_sync_watch.py": 105,
     "e2e/test_sync_kept_addresses.py": 100,
     "e2e/test_sync_ha_rules.py": 75,
+    "e2e/test_sync_assignment_rules.py": 70,
     "e2e/test_sync_adoption.py": 55,
     "e2e/test_chaos_faults.py": 35,
 }

@@ -498,6 +498,19 @@ def create_endpoint(
     )
 
 
+def create_watched_endpoint(
+    netbox: NetBoxServer, label: str, simulator: Simulator, **fields
+) -> dict:
+    """An endpoint of its own site (`pbsync-<label>`) with live sync on (`fields`:
+    `watch_interval` and whatever else to set)."""
+    site = create_site(netbox, f"pbsync-{label}")
+    endpoint = create_endpoint(netbox, f"pve-{label}", simulator, site=site)
+    with netbox.api() as api:
+        watched = api.patch(f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/", json=fields)
+        assert watched.status_code == 200, watched.text
+    return watched.json()
+
+
 def create_endpoint_record(
     netbox: NetBoxServer,
     name: str,

@@ -23,9 +23,10 @@ def rival(start_stack):
     """Another stack on the same PostgreSQL and Redis servers, running meanwhile.
 
     NetBox's queue names are fixed, so without a Redis database pair of each
-    stack's own, the rival's RQ worker would take the demo stack's jobs.
+    stack's own, the rival's RQ workers would take the demo stack's jobs. Its workers
+    are what matters: no demo of its own (simulator, backend, first sync).
     """
-    rival = start_stack("rival")
+    rival = start_stack("rival", "--no-demo")
     yield rival
     rival.stop()
 
@@ -234,7 +235,9 @@ def test_stacks_sharing_a_redis_server_use_databases_of_their_own(stack, rival):
 
 
 def test_sync_now_reaches_the_backend(stack, rival):
-    assert rival.recorded_processes()["rqworker"].alive()  # a worker that must not take our job
+    # Workers that must not take our job (Sync now goes to the sync queue's).
+    rivals = rival.recorded_processes()
+    assert rivals["rqworker"].alive() and rivals["rqworker-sync"].alive()
     endpoint = _demo_endpoint(stack)
     with stack.client() as client:
         job = client.post(f"{ENDPOINTS}{endpoint['id']}/sync/")

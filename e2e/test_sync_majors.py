@@ -334,6 +334,11 @@ def comparable(taken: dict) -> dict[str, str]:
     node-affinity rules are compared as the HA placement they both are (`ha_placement`,
     the resources' own `group` included); whatever else they hold, in their sections."""
     raw = dict(taken["raw"])
+    # What a node runs is the major's own (`assert_node_facts`): its kernel and release.
+    raw["devices"] = [
+        {**d, "custom_fields": {k: v for k, v in d["custom_fields"].items() if k not in RUNS}}
+        for d in raw["devices"]
+    ]
     raw["ha-placement"] = ha_placement(raw)
     raw["ha-groups"] = [g for g in raw["ha-groups"] if not _places(g)]
     raw["ha-rules"] = [r for r in raw["ha-rules"] if not _places(r)]
@@ -391,6 +396,31 @@ def assert_matches_proxmox(sim: Simulator, raw: dict) -> None:
             if entry.get(key)
         }
     assert cidrs and node_ips == cidrs
+
+
+# A node device's facts that name what the node runs, which each major reports its way:
+# 6.4 and 7.4 the kernel in `kversion` alone, 8 on also as `current-kernel`.
+RUNS = ("proxbox_kernel", "proxbox_pve_version")
+
+
+def assert_node_facts(sim: Simulator, major: int, devices: list[dict]) -> None:
+    """Each node device's facts are what the node's status says under this major."""
+    with sim.api() as pve:
+        for device in devices:
+            status = pve.get(f"/nodes/{device['name']}/status").json()["data"]
+            facts = device["custom_fields"]
+            kernel = status["kversion"].split()[1]
+            if major >= 8:
+                assert status["current-kernel"]["release"] == kernel
+            else:
+                assert "current-kernel" not in status, status
+            assert (facts["proxbox_kernel"], facts["proxbox_pve_version"]) == (
+                kernel,
+                status["pveversion"],
+            )
+            assert facts["proxbox_pve_version"].startswith(f"pve-manager/{RELEASES[major]}/")
+            assert facts["proxbox_cpu_threads"] == status["cpuinfo"]["cpus"]
+            assert facts["proxbox_memory_mb"] == status["memory"]["total"] // 1024**2
 
 
 def created(report) -> dict[str, int]:
@@ -497,6 +527,7 @@ def test_the_sync_under_each_major(netbox_server, simulator, major):
 
     taken = snapshot(netbox_server, endpoint, cluster_id)
     assert_matches_proxmox(simulator, taken["raw"])
+    assert_node_facts(simulator, major, taken["raw"]["devices"])
     step("snapshot")
     by_name = {vm["name"]: vm for vm in taken["raw"]["vms"]}
     assert by_name[changed["resized"]["name"]]["memory"] == 3072

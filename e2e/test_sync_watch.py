@@ -7,12 +7,11 @@ sync; each run the watcher starts is a sync Job of the endpoint in NetBox.
 from __future__ import annotations
 
 import pytest
-from chaos_support import BackendServer
+from chaos_support import watching_backend
 from proxbox_processes import wait_until
 from sync_fixtures import (
     Simulator,
-    create_endpoint,
-    create_site,
+    create_watched_endpoint,
     expected_inventory,
     list_all,
     netbox_inventory,
@@ -40,32 +39,15 @@ def simulator(sync_workdir):
 
 @pytest.fixture(scope="module")
 def endpoint(netbox_server, simulator):
-    site = create_site(netbox_server, "pbsync-watch")
-    endpoint = create_endpoint(netbox_server, "pve-watch", simulator, site=site)
-    with netbox_server.api() as api:
-        watched = api.patch(
-            f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/",
-            json={"watch_interval": 1, "removed_guests": "delete"},
-        )
-        assert watched.status_code == 200, watched.text
-    return watched.json()
+    return create_watched_endpoint(
+        netbox_server, "watch", simulator, watch_interval=1, removed_guests="delete"
+    )
 
 
 @pytest.fixture(scope="module")
 def backend(netbox_server, simulator, endpoint, sync_workdir):
-    workdir = sync_workdir / "watch"
-    workdir.mkdir(exist_ok=True)
-    server = BackendServer(
-        netbox_server,
-        workdir,
-        "watch-test-api-token-0123456789abcdef",
-        simulator.ca_bundle,
-        PROXBOX_WATCH_REFRESH="1",
-    )
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with watching_backend(netbox_server, simulator, sync_workdir, "watch") as server:
+        yield server
 
 
 def in_step(netbox_server, simulator, cluster_id: int) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal
@@ -20,11 +21,19 @@ from proxbox_backend.clients.http import TransportError
 from proxbox_backend.clients.netbox import NetBoxError
 from proxbox_backend.config import API_TOKEN_ENV, ConfigurationError, Settings
 from proxbox_backend.domain.policy import TARGET_REF, PolicyError, Target
+from proxbox_backend.domain.webhook import MAX_BODY, Notification, WebhookInvalid
 from proxbox_backend.metrics import METRICS
-from proxbox_backend.runs import RunActive, RunStoreUnavailable, open_store, recorded
+from proxbox_backend.runs import (
+    RunActive,
+    RunStoreUnavailable,
+    open_store,
+    recorded,
+    watch_leases,
+)
 from proxbox_backend.secrets import scrub
 from proxbox_backend.service import SyncService
 from proxbox_backend.watch import WatchSupervisor
+from proxbox_backend.webhooks import HEADER, digest, open_webhooks
 
 
 class Health(BaseModel):
@@ -48,8 +57,8 @@ class PlannedTypes(BaseModel):
     create: int
     update: int
     delete: int
-    creates: list[dict]  # {placeholder, label, payload}
-    updates: list[dict]  # {id, label, changes: {field: {old, new}}}
+    creates: list[dict]  # {placeholder, label, payload[, because]}
+    updates: list[dict]  # {id, label, changes: {field: {old, new}}[, because]}
     deletes: list[dict]  # {id, label}
 
 
@@ -77,6 +86,13 @@ class Preview(BaseModel):
 
 
 class Problem(BaseModel):
+    detail: str
+
+
+class WebhookAccepted(BaseModel):
+    """`watched` false: no replica watches the endpoint, so nothing starts."""
+
+    watched: bool
     detail: str
 
 
@@ -164,12 +180,16 @@ def create_app(
     expected = api_token.encode("utf-8")
     # The schema is served behind the token like every route but /health.
     store = open_store(settings.redis_url, lease_ttl=settings.lease_ttl)
+    # Shared with this replica's watches (without Redis, they are the only ones).
+    leases, webhooks = watch_leases(store), open_webhooks(store)
 
     @asynccontextmanager
     async def lifespan(_app):
         watching = None
         if watch:
-            watching = asyncio.create_task(WatchSupervisor(settings, service, store).run())
+            watching = asyncio.create_task(
+                WatchSupervisor(settings, service, store, leases, webhooks=webhooks).run()
+            )
         try:
             yield
         finally:
@@ -297,6 +317,72 @@ def create_app(
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(METRICS.render(), media_type=PROMETHEUS_TEXT)
 
+    def refused(status: int, outcome: str, endpoint: str, detail) -> HTTPException:
+        METRICS.webhooks[(endpoint, outcome)] += 1
+        return HTTPException(status, detail)
+
+    def webhook_authorized(request: Request) -> None:
+        """A dependency, so a wrong secret is a 401 before anything about the request
+        (its path included) is judged."""
+        raw = request.path_params.get("endpoint_id", "")
+        secret = settings.webhook_secret(int(raw)) if raw.isascii() and raw.isdigit() else None
+        presented = request.headers.get(HEADER, "").encode("utf-8", "surrogateescape")
+        # Compared even without a secret, so the answer's time says nothing of which
+        # endpoints have one; the label stays empty (the path is the caller's).
+        wanted = secret.reveal().encode() if secret else b"\0" * 32
+        if not (hmac.compare_digest(presented, wanted) and secret):
+            raise refused(401, "unauthorized", "", f"a valid {HEADER} header is required")
+
+    @app.post(
+        "/webhooks/proxmox/{endpoint_id}",
+        status_code=202,
+        dependencies=[Depends(webhook_authorized)],
+        openapi_extra={"security": [{"webhook": []}]},
+        responses={
+            401: {"model": Problem, "description": f"missing or wrong {HEADER}"},
+            409: {"model": Problem, "description": "stale (outside the window) or replayed"},
+            413: {"model": Problem, "description": f"a body over {MAX_BODY} bytes"},
+            422: {"description": "the body is not the documented notification (field named)"},
+            **STORE_DOWN,
+        },
+    )
+    async def proxmox_webhook(request: Request, endpoint_id: EndpointId) -> WebhookAccepted:
+        """A PVE notification (a webhook target, PVE 8.3+; docs/operator-guide.md): the
+        endpoint's watch starts a run now instead of at its next poll."""
+        key = str(endpoint_id)
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            raise refused(413, "invalid", key, f"the body exceeds {MAX_BODY} bytes")
+        try:
+            note = Notification.parse(body)
+        except WebhookInvalid as exc:
+            loc = ["body", *exc.field.split(".")] if exc.field != "body" else ["body"]
+            detail = [{"loc": loc, "msg": exc.message, "type": "value_error"}]
+            raise refused(422, "invalid", key, detail) from None
+        window = settings.webhook_window
+        skew = time.time() - note.timestamp
+        if abs(skew) > window:
+            raise refused(
+                409,
+                "stale",
+                key,
+                f"stale: the notification's timestamp is {skew:+.0f} s off this backend's "
+                f"clock, outside the {window:g} s window",
+            )
+        # Its timestamp is accepted for 2 windows at most: remembered that long.
+        if not await webhooks.first_time(digest(key, body), 2 * window + 1):
+            raise refused(409, "replayed", key, "replayed: this notification came before")
+        if await leases.holder(key) is None:
+            METRICS.webhooks[(key, "unwatched")] += 1
+            return WebhookAccepted(
+                watched=False,
+                detail=f"endpoint {endpoint_id} is not watched by any replica (set its "
+                "watch interval): nothing starts",
+            )
+        await webhooks.nudge(key, note.changes(), 2 * window)
+        METRICS.webhooks[(key, "accepted")] += 1
+        return WebhookAccepted(watched=True, detail="the endpoint's watch starts a run")
+
     @app.get(
         "/runs/{run_id}",
         **guarded,
@@ -328,7 +414,8 @@ def create_app(
         if app.openapi_schema is None:
             schema = FastAPI.openapi(app)
             schema["components"]["securitySchemes"] = {
-                "bearer": {"type": "http", "scheme": "bearer"}
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "webhook": {"type": "apiKey", "in": "header", "name": HEADER},
             }
         return app.openapi_schema
 

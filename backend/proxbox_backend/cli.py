@@ -117,9 +117,13 @@ def render_plan(report: RunReport, console) -> None:
             f"{types['delete']} to delete"
         )
         for create in types["creates"]:
-            console.print(f"  [green]+[/] {escape(create['label'])} (new #{create['placeholder']})")
+            because = f" [cyan]by {escape(create['because'])}[/]" if "because" in create else ""
+            console.print(
+                f"  [green]+[/] {escape(create['label'])} (new #{create['placeholder']}){because}"
+            )
         for update in types["updates"]:
-            console.print(f"  [yellow]~[/] {escape(update['label'])} (#{update['id']})")
+            because = f" [cyan]by {escape(update['because'])}[/]" if "because" in update else ""
+            console.print(f"  [yellow]~[/] {escape(update['label'])} (#{update['id']}){because}")
             for name, change in update["changes"].items():
                 old, new = _value(change["old"]), _value(change["new"])
                 console.print(f"      {escape(name)}: {escape(old)} → {escape(new)}")

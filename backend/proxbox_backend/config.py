@@ -40,6 +40,8 @@ ENV = {
     "proxmox_concurrency": "PROXBOX_PROXMOX_CONCURRENCY",
     "full_sync_interval": "PROXBOX_FULL_SYNC_INTERVAL",
     "timeout": "PROXBOX_HTTP_TIMEOUT",
+    "webhook_secrets": "PROXBOX_WEBHOOK_SECRETS",
+    "webhook_window": "PROXBOX_WEBHOOK_WINDOW",
 }
 
 # The bearer token callers of the HTTP service present (`proxbox-sync serve`).
@@ -83,6 +85,10 @@ class EnvironmentSettings(BaseSettings):
     )
     full_sync_interval: float | None = Field(None, ge=0, validation_alias=ENV["full_sync_interval"])
     timeout: float | None = Field(None, gt=0, le=3600, validation_alias=ENV["timeout"])
+    webhook_secrets: str | None = Field(None, validation_alias=ENV["webhook_secrets"])
+    webhook_window: float | None = Field(
+        None, gt=0, le=3600, validation_alias=ENV["webhook_window"]
+    )
 
     @classmethod
     def read(cls) -> dict[str, str]:
@@ -139,6 +145,11 @@ class Settings:
     # Seconds after a full run within which runs may be incremental (read NetBox's change
     # log and the guests that changed, not the whole cluster); 0: every run is full.
     full_sync_interval: float = 24 * 3600.0
+    # PVE notification webhooks (`POST /webhooks/proxmox/{id}`): each endpoint's secret
+    # (`*`: every endpoint without its own), from `<id>=<secret>,…`; none: refused.
+    webhook_secrets: dict[str, Secret] = field(default_factory=dict, repr=False)
+    # Seconds a notification's timestamp may be off the backend's clock, either way.
+    webhook_window: float = 300.0
 
     def __post_init__(self):
         if not self.netbox_url:
@@ -162,6 +173,8 @@ class Settings:
         for name in ("netbox_token", "proxmox_token", "proxmox_password"):
             if isinstance(values.get(name), str):
                 values[name] = Secret(values[name])
+        if isinstance(values.get("webhook_secrets"), str):
+            values["webhook_secrets"] = parse_webhook_secrets(values["webhook_secrets"])
         values.setdefault("netbox_url", "")
         values.setdefault("netbox_token", Secret(""))
         return cls(**values)
@@ -218,5 +231,29 @@ class Settings:
             concurrency=self.proxmox_concurrency,
         )
 
+    def webhook_secret(self, endpoint_id: int) -> Secret | None:
+        """The secret an endpoint's webhook presents: its own, else the shared `*` one."""
+        return self.webhook_secrets.get(str(endpoint_id)) or self.webhook_secrets.get("*")
+
     def secrets(self) -> tuple[Secret, ...]:
-        return tuple(s for s in (self.netbox_token, self.proxmox_token, self.proxmox_password) if s)
+        own = (self.netbox_token, self.proxmox_token, self.proxmox_password)
+        return tuple(s for s in (*own, *self.webhook_secrets.values()) if s)
+
+
+def parse_webhook_secrets(text: str) -> dict[str, Secret]:
+    """`3=<secret>,7=<secret>,*=<secret>` → endpoint id (or `*`) → secret."""
+    secrets: dict[str, Secret] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        key, eq, value = entry.partition("=")
+        key = key.strip()
+        if not eq or not (key == "*" or key.isdigit()) or not value:
+            raise ConfigurationError(
+                f"{ENV['webhook_secrets']}: each entry is <endpoint id>=<secret> or "
+                f"*=<secret>, not {key + '=…' if eq else 'an entry without ='}"
+            )
+        if len(value) < 16:
+            raise ConfigurationError(
+                f"{ENV['webhook_secrets']}: the secret of {key} is shorter than 16 characters"
+            )
+        secrets[key] = Secret(value)
+    return secrets

@@ -324,9 +324,9 @@ class Incremental:
         )
 
 
-def node_digest(nodes, networks) -> str:
-    """The nodes' input: their status, cluster address and network."""
-    return bl.digest({"nodes": nodes, "networks": networks})
+def node_digest(nodes, networks, facts=None) -> str:
+    """The nodes' input: their status, cluster address, network and hardware facts."""
+    return bl.digest({"nodes": nodes, "networks": networks, "facts": facts or {}})
 
 
 def records_digest(records, links, snapshot_digests: dict[int, str]) -> str | None:

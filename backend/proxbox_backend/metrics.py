@@ -3,7 +3,8 @@
 Per endpoint: runs by outcome and their duration (every run this process executes:
 `POST /sync`, the watchers'), when its last successful run ended and how long ago, and
 for the watches this replica holds: polls, failed polls, and the watcher's lag (from a
-change found in Proxmox to the end of the run that synced it). Each replica counts its
+change found in Proxmox to the end of the run that synced it); PVE notification
+webhooks received, by outcome. Each replica counts its
 own runs: Prometheus sums replicas; the newest success is the maximum over them.
 """
 
@@ -27,6 +28,7 @@ class Metrics:
     polls: Counter = field(default_factory=Counter)  # endpoint → polls
     poll_failures: Counter = field(default_factory=Counter)  # endpoint → failed polls
     watching: dict = field(default_factory=dict)  # endpoint → 1 while held here, else 0
+    webhooks: Counter = field(default_factory=Counter)  # (endpoint, outcome) → posts
 
     def run_finished(self, endpoint: str, report) -> None:
         if report is None or getattr(report, "dry_run", False):
@@ -69,6 +71,11 @@ class Metrics:
              each("proxbox_watch_poll_failures_total", self.poll_failures)),
             ("proxbox_watch_held", "gauge", "1 while this replica holds the endpoint's watch.",
              each("proxbox_watch_held", self.watching)),
+            ("proxbox_webhooks_total", "counter",
+             "PVE notification webhooks by outcome: accepted, unwatched (no watch to "
+             "nudge), unauthorized (endpoint label empty), invalid, stale, replayed.",
+             [("proxbox_webhooks_total", {"endpoint": e, "outcome": o}, n)
+              for (e, o), n in sorted(self.webhooks.items())]),
         ]  # fmt: skip
         lines = []
         for family, kind, text, samples in families:

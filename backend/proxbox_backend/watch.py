@@ -11,6 +11,10 @@ of the endpoint through the run store — the same lease, claim, policy and reco
 whose Proxmox input changed. Changes found while a run goes are kept and become one
 run after it; a run of the endpoint that someone else holds (a manual or scheduled one)
 makes the watcher try again at its next poll.
+
+Between polls the watcher waits on its endpoint's nudges (`webhooks.py`): a PVE
+notification posted to `POST /webhooks/proxmox/{id}` on any replica reaches the
+holder at once and becomes a change like a poll's, coalesced with them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from proxbox_backend.domain.watch import ChangeDetector, Changes, Pending
 from proxbox_backend.metrics import METRICS
 from proxbox_backend.runs import RunActive, RunStoreUnavailable, recorded, watch_leases
 from proxbox_backend.secrets import scrub
+from proxbox_backend.webhooks import open_webhooks
 
 log = logging.getLogger("proxbox_backend.watch")
 
@@ -80,9 +85,12 @@ def replica_id() -> str:
 class WatchSupervisor:
     """The watches of one backend replica (see the module's docstring)."""
 
-    def __init__(self, settings, service, store, leases=None, holder: str | None = None):
+    def __init__(
+        self, settings, service, store, leases=None, holder: str | None = None, webhooks=None
+    ):
         self.settings, self.service, self.store = settings, service, store
         self.leases = leases or watch_leases(store)
+        self.webhooks = webhooks or open_webhooks(store)
         self.holder = holder or replica_id()
         self.intervals: dict[int, float] = {}
         self.watches: dict[int, asyncio.Task] = {}
@@ -184,12 +192,32 @@ class WatchSupervisor:
                         # A new client next time: a ticket may have expired.
                         await client.aclose()
                         client = None
-                await asyncio.sleep(max(0.0, watcher.interval - (self.clock() - began)))
+                await self.between_polls(endpoint_id, watcher, began + watcher.interval)
         finally:
             if self.watchers.get(endpoint_id) is watcher:
                 del self.watchers[endpoint_id]
             if client is not None:
                 await client.aclose()
+
+    async def between_polls(self, endpoint_id: int, watcher: Watcher, until: float) -> None:
+        """Wait for the next poll, taking the endpoint's nudges (webhook notifications)
+        meanwhile: each is a change that starts a run now, or after the one going."""
+        key = str(endpoint_id)
+        while (left := until - self.clock()) > 0:
+            # While changes wait for a run to end, look again each second.
+            timeout = min(left, 1.0) if watcher.pending.changes else left
+            try:
+                nudged = await self.webhooks.wait(key, timeout)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis away: the polls go on without nudges
+                log.warning("endpoint %s: nudges unreadable: %s", endpoint_id, scrub(str(exc)))
+                await asyncio.sleep(max(0.0, until - self.clock()))
+                return
+            if nudged:
+                log.info("endpoint %s: nudged by %s", endpoint_id, nudged.as_dict()["reasons"])
+                watcher.pending.add(nudged, self.clock())
+            await watcher.start_pending()
 
     def _launcher(self, endpoint_id: int):
         key = str(endpoint_id)

@@ -322,27 +322,30 @@ def fields_netbox(existing: list[dict]):
 @pytest.mark.asyncio
 async def test_the_run_fields_are_read_at_once_and_the_missing_ones_created():
     from proxbox_backend.domain.counters import Tally
-    from proxbox_backend.gateways.netbox import RUN_FIELDS, SOURCE_FIELD
+    from proxbox_backend.gateways.netbox import NODE_FACT_FIELDS, RUN_FIELDS, SOURCE_FIELD
 
     old_source = {"id": 3, "name": SOURCE_FIELD, "object_types": ["virtualization.virtualmachine"]}
     netbox, sent = fields_netbox([old_source])
     tally = Tally()
     await netbox.ensure_run_fields(tally)
     assert sent[0] == ("GET", sorted(RUN_FIELDS))
-    # the old source field learns devices; the two interface fields are created together
+    # the old source field learns devices; the two interface fields and the node devices'
+    # facts are created together
     assert sent[1] == (
         "PATCH",
         [{"id": 3, "object_types": ["dcim.device", "virtualization.virtualmachine"]}],
     )
     method, created = sent[2]
+    facts = [name for name, *_ in NODE_FACT_FIELDS.values()]
     assert method == "POST" and [f["name"] for f in created] == [
         GUEST_INTERFACE_FIELD,
         BRIDGE_FIELD,
+        *facts,
     ]
     bridge = created[1]
     assert (bridge["type"], bridge["related_object_type"]) == ("object", "dcim.interface")
     assert bridge["object_types"] == ["virtualization.vminterface"]
-    assert len(sent) == 3 and tally.of("extras.customfield").created == 2
+    assert len(sent) == 3 and tally.of("extras.customfield").created == 2 + len(facts)
     # all there: one read, nothing written
     netbox, sent = fields_netbox([{**f, "id": n} for n, f in enumerate(RUN_FIELDS.values())])
     await netbox.ensure_run_fields(Tally())

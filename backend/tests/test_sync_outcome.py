@@ -35,8 +35,8 @@ SIDECARS = "/api/plugins/proxbox/cluster-sync-states/"
 
 
 class FakeNetBox:
-    """The plugin's REST API as a run meets it before its stages: the endpoint, its
-    credentials and the sidecar of the native cluster it owns (id 41, sidecar 9)."""
+    """The plugin's REST API as a run meets it before its stages: the endpoint (and its
+    assignment rules: none), its credentials and the sidecar of the native cluster it owns (id 41, sidecar 9)."""
 
     def __init__(self, *, owns_cluster=True, credentials=True, secret=PVE_SECRET):
         self.owns_cluster, self.credentials, self.secret = owns_cluster, credentials, secret
@@ -65,6 +65,9 @@ class FakeNetBox:
             return httpx.Response(
                 200, json={"token_id": "sync@pve!outcome", "token_secret": self.secret}
             )
+        if request.method == "GET" and path == "/api/plugins/proxbox/assignment-rules/":
+            assert request.url.params["endpoint_id"] == "5"
+            return httpx.Response(200, json={"count": 0, "next": None, "results": []})
         if request.method == "GET" and path == SIDECARS:
             assert request.url.params["cluster_id"] == "41"
             return httpx.Response(200, json={"count": 1, "next": None, "results": [{"id": 9}]})
@@ -190,7 +193,7 @@ async def test_reads_failing_after_retries_are_read_failures_not_remarks():
             return guests
         if path == "/nodes/pve1/qemu/101/config":
             return {"name": "web", "memory": 1024, "cores": 1}
-        return None  # lxc 102's config, pve1's network and DNS, every record list
+        return None  # lxc 102's config, pve1's network, status and DNS, every record list
 
     client = failing_reads_proxmox(answers)
     nodes = [ProxmoxNode("pve1", True)]
@@ -198,11 +201,13 @@ async def test_reads_failing_after_retries_are_read_failures_not_remarks():
     inventory = await ProxmoxGateway(client).inventory(identity, nodes)
     assert [g.vmid for g in inventory.guests] == [101]
     failures = sorted(inventory.read_failures)
-    assert len(failures) == 3 and inventory.warnings == []
+    assert len(failures) == 4 and inventory.warnings == []
     assert "lxc/102: config unreadable" in failures[0]
     # pve1 holds a container: its search domain names the container (`dns_name`)
     assert "node pve1: DNS settings unreadable" in failures[1]
     assert "node pve1: network unreadable" in failures[2]
+    # its hardware facts (the device keeps the ones it has)
+    assert "node pve1: status unreadable" in failures[3]
 
     # The records stage hands the lists that did not answer to the run's report.
     report = RunReport(cluster={"created": True})  # a new cluster: no NetBox reads

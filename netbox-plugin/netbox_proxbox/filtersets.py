@@ -1,7 +1,7 @@
 import copy
 
 import django_filters
-from dcim.models import Device, DeviceRole, Site
+from dcim.models import Device, DeviceRole, DeviceType, Location, Platform, Site
 from django.core.exceptions import ValidationError
 from django.db import DataError, connection, transaction
 from django.db.models import Q
@@ -23,6 +23,7 @@ from .choices import (
 )
 from .models import (
     ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
     ProxmoxBackup,
     ProxmoxBackupJob,
     ProxmoxCluster,
@@ -30,12 +31,15 @@ from .models import (
     ProxmoxHAGroup,
     ProxmoxHAResource,
     ProxmoxHARule,
+    ProxmoxNodeTypeOverride,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .models.assignment import MATCHER_FIELDS, TEXT_MATCHERS
 
 __all__ = (
+    "ProxmoxAssignmentRuleFilterSet",
     "ProxboxClusterSyncStateFilterSet",
     "ProxmoxBackupFilterSet",
     "ProxmoxBackupJobFilterSet",
@@ -44,6 +48,7 @@ __all__ = (
     "ProxmoxHAGroupFilterSet",
     "ProxmoxHAResourceFilterSet",
     "ProxmoxHARuleFilterSet",
+    "ProxmoxNodeTypeOverrideFilterSet",
     "ProxmoxReplicationJobFilterSet",
     "ProxmoxSnapshotFilterSet",
     "ProxmoxStorageFilterSet",
@@ -106,6 +111,9 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
     vm_role_id = django_filters.ModelMultipleChoiceFilter(
         queryset=DeviceRole.objects.all(), label=_("Default VM role (ID)")
     )
+    node_device_type_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceType.objects.all(), label=_("Node device type (ID)")
+    )
 
     class Meta:
         model = ProxmoxEndpoint
@@ -128,6 +136,56 @@ class ProxmoxEndpointFilterSet(TenancyFilterSet, PluginFilterSet):
         return queryset.filter(
             Q(name__icontains=value) | Q(host__icontains=value) | Q(description__icontains=value)
         )
+
+
+@register_filterset
+class ProxmoxAssignmentRuleFilterSet(TenancyFilterSet, PluginFilterSet):
+    endpoint_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=ProxmoxEndpoint.objects.all(), label=_("Endpoint (ID)")
+    )
+    vm_role_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceRole.objects.all(), label=_("VM role (ID)")
+    )
+    platform_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Platform.objects.all(), label=_("Platform (ID)")
+    )
+    site_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Site.objects.all(), label=_("Site (ID)")
+    )
+    location_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=Location.objects.all(), label=_("Location (ID)")
+    )
+
+    class Meta:
+        model = ProxmoxAssignmentRule
+        fields = ("id", "weight", "enabled", "description", *MATCHER_FIELDS)
+
+    def search(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        query = Q()
+        for field in ("description", *TEXT_MATCHERS):
+            query |= Q(**{f"{field}__icontains": value})
+        return queryset.filter(query)
+
+
+@register_filterset
+class ProxmoxNodeTypeOverrideFilterSet(PluginFilterSet):
+    endpoint_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=ProxmoxEndpoint.objects.all(), label=_("Endpoint (ID)")
+    )
+    device_type_id = django_filters.ModelMultipleChoiceFilter(
+        queryset=DeviceType.objects.all(), label=_("Device type (ID)")
+    )
+
+    class Meta:
+        model = ProxmoxNodeTypeOverride
+        fields = ("id", "node", "description")
+
+    def search(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        return queryset.filter(Q(node__icontains=value) | Q(description__icontains=value))
 
 
 @register_filterset

@@ -35,6 +35,8 @@ menu = PluginMenu(
             _("Proxmox"),
             (
                 _item("proxmoxendpoint", _("Endpoints")),
+                _item("proxmoxassignmentrule", _("Assignment rules")),
+                _item("proxmoxnodetypeoverride", _("Node type overrides")),
                 _record("proxmoxcluster", _("Tracked clusters")),
                 _record("proxboxclustersyncstate", _("Cluster sync states")),
             ),

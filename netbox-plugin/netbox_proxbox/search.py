@@ -1,6 +1,6 @@
 from netbox.search import SearchIndex
 
-from .models import ProxmoxCluster, ProxmoxEndpoint, ProxmoxStorage
+from .models import ProxmoxAssignmentRule, ProxmoxCluster, ProxmoxEndpoint, ProxmoxStorage
 
 
 class ProxmoxEndpointIndex(SearchIndex):
@@ -21,4 +21,21 @@ class ProxmoxStorageIndex(SearchIndex):
     display_attrs = ("cluster", "node", "storage_type")
 
 
-indexes = [ProxmoxEndpointIndex, ProxmoxClusterIndex, ProxmoxStorageIndex]
+class ProxmoxAssignmentRuleIndex(SearchIndex):
+    model = ProxmoxAssignmentRule
+    fields = (
+        ("description", 500),
+        ("name_pattern", 300),
+        ("proxmox_tag", 300),
+        ("pool", 300),
+        ("node", 300),
+    )
+    display_attrs = ("endpoint", "tenant", "vm_role", "platform", "site")
+
+
+indexes = [
+    ProxmoxAssignmentRuleIndex,
+    ProxmoxEndpointIndex,
+    ProxmoxClusterIndex,
+    ProxmoxStorageIndex,
+]

@@ -5,6 +5,13 @@ from . import views
 
 app_name = "netbox_proxbox"
 
+MODEL_PATHS = (
+    ("endpoints", "proxmoxendpoint"),
+    ("assignment-rules", "proxmoxassignmentrule"),
+    ("node-type-overrides", "proxmoxnodetypeoverride"),
+    ("clusters", "proxmoxcluster"),
+    ("sync-states", "proxboxclustersyncstate"),
+)
 INVENTORY_PATHS = (
     ("storages", "proxmoxstorage"),
     ("backups", "proxmoxbackup"),
@@ -23,17 +30,13 @@ urlpatterns = [
         views.SyncObjectView.as_view(),
         name="sync_object",
     ),
-    path("endpoints/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint", detail=False))),
-    path("endpoints/<int:pk>/", include(get_model_urls("netbox_proxbox", "proxmoxendpoint"))),
-    path("clusters/", include(get_model_urls("netbox_proxbox", "proxmoxcluster", detail=False))),
-    path("clusters/<int:pk>/", include(get_model_urls("netbox_proxbox", "proxmoxcluster"))),
-    path(
-        "sync-states/",
-        include(get_model_urls("netbox_proxbox", "proxboxclustersyncstate", detail=False)),
+    *(
+        path(f"{prefix}/", include(get_model_urls("netbox_proxbox", model, detail=False)))
+        for prefix, model in MODEL_PATHS
     ),
-    path(
-        "sync-states/<int:pk>/",
-        include(get_model_urls("netbox_proxbox", "proxboxclustersyncstate")),
+    *(
+        path(f"{prefix}/<int:pk>/", include(get_model_urls("netbox_proxbox", model)))
+        for prefix, model in MODEL_PATHS
     ),
     *(
         path(

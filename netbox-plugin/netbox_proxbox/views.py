@@ -17,6 +17,7 @@ from virtualization.models import VirtualMachine
 from . import filtersets, forms, tables
 from .models import (
     ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
     ProxmoxBackup,
     ProxmoxBackupJob,
     ProxmoxCluster,
@@ -24,6 +25,7 @@ from .models import (
     ProxmoxHAGroup,
     ProxmoxHAResource,
     ProxmoxHARule,
+    ProxmoxNodeTypeOverride,
     ProxmoxReplicationJob,
     ProxmoxSnapshot,
     ProxmoxStorage,
@@ -41,8 +43,10 @@ from .sync.service import (
     target_of,
 )
 from .ui.panels import (
+    ASSIGNMENT_RULE_LAYOUT,
     ENDPOINT_LAYOUT,
     LAYOUTS,
+    NODE_TYPE_OVERRIDE_LAYOUT,
     PROXMOX_CLUSTER_LAYOUT,
     SYNC_STATE_LAYOUT,
 )
@@ -238,6 +242,7 @@ def plan_sections(report: dict) -> list[dict]:
                     {
                         "label": c["label"],
                         "fields": [(k, shown(v)) for k, v in sorted(c["payload"].items())],
+                        "because": c.get("because"),
                     }
                     for c in types["creates"]
                 ],
@@ -245,6 +250,7 @@ def plan_sections(report: dict) -> list[dict]:
                     {
                         "id": u["id"],
                         "label": u["label"],
+                        "because": u.get("because"),
                         "changes": [
                             (name, shown(change["old"]), shown(change["new"]))
                             for name, change in u["changes"].items()
@@ -303,6 +309,61 @@ class ProxmoxEndpointBulkDeleteView(generic.BulkDeleteView):
     queryset = ProxmoxEndpoint.objects.all()
     filterset = filtersets.ProxmoxEndpointFilterSet
     table = tables.ProxmoxEndpointTable
+
+
+#
+# Assignment rules: the operator's, with every view NetBox gives an editable model.
+#
+
+
+@register_model_view(ProxmoxAssignmentRule, "list", path="", detail=False)
+class ProxmoxAssignmentRuleListView(generic.ObjectListView):
+    queryset = ProxmoxAssignmentRule.objects.select_related(
+        "endpoint", "tenant", "vm_role", "platform", "site", "location"
+    )
+    table = tables.ProxmoxAssignmentRuleTable
+    filterset = filtersets.ProxmoxAssignmentRuleFilterSet
+    filterset_form = forms.ProxmoxAssignmentRuleFilterForm
+
+
+@register_model_view(ProxmoxAssignmentRule)
+class ProxmoxAssignmentRuleView(generic.ObjectView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    template_name = "generic/object.html"
+    layout = ASSIGNMENT_RULE_LAYOUT
+
+
+@register_model_view(ProxmoxAssignmentRule, "add", detail=False)
+@register_model_view(ProxmoxAssignmentRule, "edit")
+class ProxmoxAssignmentRuleEditView(generic.ObjectEditView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    form = forms.ProxmoxAssignmentRuleForm
+
+
+@register_model_view(ProxmoxAssignmentRule, "delete")
+class ProxmoxAssignmentRuleDeleteView(generic.ObjectDeleteView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+
+
+@register_model_view(ProxmoxAssignmentRule, "bulk_import", path="import", detail=False)
+class ProxmoxAssignmentRuleBulkImportView(generic.BulkImportView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    model_form = forms.ProxmoxAssignmentRuleImportForm
+
+
+@register_model_view(ProxmoxAssignmentRule, "bulk_edit", path="edit", detail=False)
+class ProxmoxAssignmentRuleBulkEditView(generic.BulkEditView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    filterset = filtersets.ProxmoxAssignmentRuleFilterSet
+    table = tables.ProxmoxAssignmentRuleTable
+    form = forms.ProxmoxAssignmentRuleBulkEditForm
+
+
+@register_model_view(ProxmoxAssignmentRule, "bulk_delete", path="delete", detail=False)
+class ProxmoxAssignmentRuleBulkDeleteView(generic.BulkDeleteView):
+    queryset = ProxmoxAssignmentRule.objects.all()
+    filterset = filtersets.ProxmoxAssignmentRuleFilterSet
+    table = tables.ProxmoxAssignmentRuleTable
 
 
 #
@@ -366,6 +427,51 @@ def register_read_only_views(model, related: tuple[str, ...], filterset_form) ->
 
 for _model, _related, _filterset_form in SERVER_OWNED:
     register_read_only_views(_model, _related, _filterset_form)
+
+
+#
+# Node type overrides
+#
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "list", path="", detail=False)
+class ProxmoxNodeTypeOverrideListView(generic.ObjectListView):
+    queryset = ProxmoxNodeTypeOverride.objects.select_related("endpoint", "device_type")
+    table = tables.ProxmoxNodeTypeOverrideTable
+    filterset = filtersets.ProxmoxNodeTypeOverrideFilterSet
+    filterset_form = forms.ProxmoxNodeTypeOverrideFilterForm
+
+
+@register_model_view(ProxmoxNodeTypeOverride)
+class ProxmoxNodeTypeOverrideView(generic.ObjectView):
+    queryset = ProxmoxNodeTypeOverride.objects.select_related("endpoint", "device_type")
+    template_name = "generic/object.html"
+    layout = NODE_TYPE_OVERRIDE_LAYOUT
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "add", detail=False)
+@register_model_view(ProxmoxNodeTypeOverride, "edit")
+class ProxmoxNodeTypeOverrideEditView(generic.ObjectEditView):
+    queryset = ProxmoxNodeTypeOverride.objects.all()
+    form = forms.ProxmoxNodeTypeOverrideForm
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "delete")
+class ProxmoxNodeTypeOverrideDeleteView(generic.ObjectDeleteView):
+    queryset = ProxmoxNodeTypeOverride.objects.all()
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "bulk_import", path="import", detail=False)
+class ProxmoxNodeTypeOverrideBulkImportView(generic.BulkImportView):
+    queryset = ProxmoxNodeTypeOverride.objects.all()
+    model_form = forms.ProxmoxNodeTypeOverrideImportForm
+
+
+@register_model_view(ProxmoxNodeTypeOverride, "bulk_delete", path="delete", detail=False)
+class ProxmoxNodeTypeOverrideBulkDeleteView(generic.BulkDeleteView):
+    queryset = ProxmoxNodeTypeOverride.objects.all()
+    filterset = filtersets.ProxmoxNodeTypeOverrideFilterSet
+    table = tables.ProxmoxNodeTypeOverrideTable
 
 
 @register_model_view(ProxmoxEndpoint, "bulk_import", path="import", detail=False)

@@ -198,6 +198,9 @@ class ProxmoxClient:
         name = result.get("host-name") if isinstance(result, dict) else None
         return str(name) if name else None
 
+    async def node_status(self, node: str) -> dict:
+        return await self.get(f"/nodes/{quote(node)}/status") or {}
+
     async def node_dns(self, node: str) -> dict:
         return await self.get(f"/nodes/{quote(node)}/dns") or {}
 

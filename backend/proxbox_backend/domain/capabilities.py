@@ -9,6 +9,7 @@ major (6.4, 7.4, 8.4, 9.2):
 |---|---|---|
 | `ha_rules` | 9 on | no `/cluster/ha/rules`: HA placement is HA groups alone (a resource's `group`) |
 | `lxc_interfaces` | 8 on | no `/nodes/{n}/lxc/{vmid}/interfaces`: a container's configured addresses |
+| `current_kernel` | 8 on | `/nodes/{n}/status` has no `current-kernel`: the kernel release is `kversion`'s second word |
 
 One capability is no release's but an installation's: SDN (`/cluster/sdn/*`) is part of
 PVE from 8 on, an optional package (`libpve-network-perl`) before. Whether a cluster has
@@ -36,6 +37,9 @@ NEWEST_MAJOR = 9
 # The first major that has each capability.
 HA_RULES_FROM = 9  # PVE 9.0 replaced HA groups with HA rules (node and resource affinity)
 LXC_INTERFACES_FROM = 8  # absent from 7.4's API, present in 8.4's
+# pve-manager 8 added `current-kernel` (uname's fields) and `boot-info` to a node's
+# status; 6.4 and 7.4 answer only `kversion` ("Linux <release> <version>").
+CURRENT_KERNEL_FROM = 8
 
 # How a PVE without the SDN package answers `/cluster/sdn/...`: no such handler.
 SDN_ABSENT_STATUSES = frozenset({404, 501})
@@ -61,6 +65,11 @@ class Capabilities:
     def ha_rules(self) -> bool:
         """HA rules are read from `/cluster/ha/rules` (beside `/cluster/ha/groups`)."""
         return self.major >= HA_RULES_FROM
+
+    @property
+    def current_kernel(self) -> bool:
+        """A node's status names its kernel release in `current-kernel`."""
+        return self.major >= CURRENT_KERNEL_FROM
 
     @property
     def lxc_interfaces(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from proxbox_backend.domain.assignment import AssignmentRule
 from proxbox_backend.domain.policy import SyncPolicy
 
 
@@ -40,6 +41,13 @@ class Endpoint:
     vm_role_id: int | None = None
     sync_descriptions: bool = False
     policy: SyncPolicy = field(default_factory=SyncPolicy)
+    # Read with the endpoint (`NetBoxGateway.endpoint`): part of the endpoint as an
+    # incremental run compares it, so a changed rule makes the next run a full one.
+    assignment_rules: tuple[AssignmentRule, ...] = ()
+    # The nodes' hardware: the device type of every node's device, and per-node overrides
+    # (node name → device type id). Neither: the sync's generic type, set at creation only.
+    node_device_type_id: int | None = None
+    node_device_types: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_api(cls, data: dict) -> Endpoint:
@@ -59,7 +67,17 @@ class Endpoint:
             vm_role_id=_id(data.get("vm_role")),
             sync_descriptions=bool(data.get("sync_descriptions", False)),
             policy=SyncPolicy.from_api(data.get("sync_policy")),
+            node_device_type_id=_id(data.get("node_device_type")),
+            node_device_types={
+                str(node): int(type_id)
+                for node, type_id in (data.get("node_device_types") or {}).items()
+            },
         )
+
+    def node_device_type(self, node: str) -> int | None:
+        """The device type configured for `node`'s device: its override, else the
+        endpoint's; None when neither is set."""
+        return self.node_device_types.get(node, self.node_device_type_id)
 
     @property
     def url(self) -> str:

@@ -34,6 +34,20 @@ class ProxmoxNode:
 
 
 @dataclass(frozen=True)
+class NodeFacts:
+    """A node's hardware and software as /nodes/{node}/status reports them; None: not
+    reported (that fact stays as it is on the device)."""
+
+    cpu_model: str | None = None
+    cpu_sockets: int | None = None
+    cpu_cores: int | None = None  # physical cores, all sockets
+    cpu_threads: int | None = None  # logical CPUs (PVE's `cpus`)
+    memory_mb: int | None = None
+    kernel: str | None = None  # the running kernel's release (6.8.12-8-pve)
+    pve_version: str | None = None  # pve-manager/<version>/<repoid>
+
+
+@dataclass(frozen=True)
 class NodeInterface:
     """One entry of a node's /nodes/{node}/network, in NetBox's terms."""
 
@@ -142,6 +156,9 @@ class ProxmoxInventory:
     unreadable: set[tuple[str, int]] = field(default_factory=set)
     # node name → its network interfaces; a node missing here could not be read.
     node_networks: dict[str, list[NodeInterface]] = field(default_factory=dict)
+    # node name → its hardware facts (/nodes/{node}/status); a node missing here could
+    # not be read (offline, refused) and its device keeps the facts it has.
+    node_facts: dict[str, NodeFacts] = field(default_factory=dict)
     # node name → the search domains of its DNS settings ("" when it has none), read for
     # the nodes holding containers: a container without `searchdomain` inherits them.
     node_search_domains: dict[str, str] = field(default_factory=dict)

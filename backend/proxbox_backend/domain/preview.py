@@ -57,10 +57,21 @@ def _before(current: dict, name: str, value: Any) -> Any:
     return current.get(name)
 
 
+def _shown_before(before: Any, new: Any) -> Any:
+    """The old value as the new one is written: a reference the run sets by id (a device
+    type, a site) is shown by its id before too, not by the slug NetBox nests with it."""
+    if isinstance(before, dict) and "id" in before and isinstance(new, int | None):
+        return before["id"]
+    return shown(before)
+
+
 @dataclass
 class TypePlan:
-    creates: list[dict] = field(default_factory=list)  # {placeholder, label, payload}
-    updates: list[dict] = field(default_factory=list)  # {id, label, changes: {f: {old, new}}}
+    # {placeholder, label, payload[, because]}
+    creates: list[dict] = field(default_factory=list)
+    # {id, label, changes: {f: {old, new}}[, because]}: `because` names what decided
+    # some of the fields (an assignment rule)
+    updates: list[dict] = field(default_factory=list)
     deletes: list[dict] = field(default_factory=list)  # {id, label}
 
     def as_dict(self) -> dict:
@@ -106,7 +117,7 @@ class PlanRecorder:
         current = current or {}
         plan = self.of(object_type)
         fields = {
-            name: {"old": shown(_before(current, name, value)), "new": shown(value)}
+            name: {"old": _shown_before(_before(current, name, value), value), "new": shown(value)}
             for name, value in changes.items()
         }
         for update in plan.updates:
@@ -117,6 +128,17 @@ class PlanRecorder:
         plan.updates.append(
             {"id": obj_id, "label": label_of(current, f"#{obj_id}"), "changes": fields}
         )
+
+    def explain(self, object_type: str, obj_id: int, fields: set[str], why: str) -> None:
+        """Name `why` (an assignment rule) beside the create or update of object `obj_id`
+        when it writes one of `fields`; an object the run leaves as it is gets nothing."""
+        plan = self.of(object_type)
+        for create in plan.creates:
+            if create["placeholder"] == obj_id and fields & set(create["payload"]):
+                create["because"] = why
+        for update in plan.updates:
+            if update["id"] == obj_id and fields & set(update["changes"]):
+                update["because"] = why
 
     def delete(self, object_type: str, obj_id: int, current: dict | None) -> None:
         label = label_of(current or {}, f"#{obj_id}")

@@ -10,6 +10,7 @@ import ipaddress
 import re
 from dataclasses import replace
 
+from proxbox_backend.domain.capabilities import Capabilities
 from proxbox_backend.domain.models import (
     CLUSTER,
     LXC,
@@ -20,6 +21,7 @@ from proxbox_backend.domain.models import (
     GuestAddress,
     GuestDisk,
     GuestNic,
+    NodeFacts,
     NodeInterface,
     Platform,
     ProxmoxNode,
@@ -104,6 +106,45 @@ def nodes_from_status(status: list[dict]) -> list[ProxmoxNode]:
             if e.get("type") == "node"
         ),
         key=lambda n: n.name,
+    )
+
+
+# -- node hardware --------------------------------------------------------------------------
+
+
+def _count(value) -> int | None:
+    """A positive count as PVE renders it (a number, or its digits as a string)."""
+    text = str(value if value is not None else "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def kernel_release(status: dict, capabilities: Capabilities) -> str | None:
+    """The running kernel's release: `current-kernel.release` where the release has it,
+    else the second word of `kversion` ("Linux 5.15.158-2-pve #1 SMP ...")."""
+    if capabilities.current_kernel:
+        current = status.get("current-kernel")
+        if isinstance(current, dict) and str(current.get("release") or "").strip():
+            return str(current["release"]).strip()
+    words = str(status.get("kversion") or "").split()
+    return words[1] if len(words) > 1 else None
+
+
+def node_facts(status: dict, capabilities: Capabilities) -> NodeFacts:
+    """/nodes/{node}/status → the node's hardware facts (CPU, memory, kernel, release)."""
+    status = status if isinstance(status, dict) else {}
+    cpu = status.get("cpuinfo") if isinstance(status.get("cpuinfo"), dict) else {}
+    memory = status.get("memory") if isinstance(status.get("memory"), dict) else {}
+    total = _count(memory.get("total"))
+    model = str(cpu.get("model") or "").strip()
+    return NodeFacts(
+        # read_cpuinfo's placeholder when /proc/cpuinfo names no model
+        cpu_model=model if model and model != "unknown" else None,
+        cpu_sockets=_count(cpu.get("sockets")),
+        cpu_cores=_count(cpu.get("cores")),
+        cpu_threads=_count(cpu.get("cpus")),
+        memory_mb=total // 1024**2 if total else None,
+        kernel=kernel_release(status, capabilities),
+        pve_version=str(status.get("pveversion") or "").strip() or None,
     )
 
 

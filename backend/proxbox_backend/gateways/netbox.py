@@ -4,7 +4,7 @@ prerequisite objects created once, and the bulk reads the planners compare again
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proxbox_backend.clients.http import TransportError
@@ -16,6 +16,7 @@ from proxbox_backend.clients.netbox import (
 )
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
 from proxbox_backend.domain import prefixes, sdn
+from proxbox_backend.domain.assignment import AssignmentRule
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
 from proxbox_backend.domain.models import Platform
@@ -28,6 +29,7 @@ PLUGIN = "/plugins/proxbox"
 ENDPOINTS = f"{PLUGIN}/endpoints/proxmox/"
 SYNC_STATES = f"{PLUGIN}/cluster-sync-states/"
 TRACKING = f"{PLUGIN}/clusters/"
+ASSIGNMENT_RULES = f"{PLUGIN}/assignment-rules/"
 
 CLUSTERS = "/virtualization/clusters/"
 CLUSTER_TYPES = "/virtualization/cluster-types/"
@@ -63,6 +65,27 @@ GONE_FIELD = "proxbox_gone_since"
 GUEST_INTERFACE_FIELD = "proxbox_guest_interface"
 BRIDGE_FIELD = "proxbox_bridge"
 VM_INTERFACE_TYPE = "virtualization.vminterface"
+# On a node's device: its hardware as /nodes/{node}/status reports it (NodeFacts field →
+# custom field name, type, label, description).
+NODE_FACT_FIELDS = {
+    "cpu_model": ("proxbox_cpu_model", "text", "CPU model", "The CPU model the node reports."),
+    "cpu_sockets": ("proxbox_cpu_sockets", "integer", "CPU sockets", "Populated CPU sockets."),
+    "cpu_cores": ("proxbox_cpu_cores", "integer", "CPU cores", "Physical cores, all sockets."),
+    "cpu_threads": (
+        "proxbox_cpu_threads",
+        "integer",
+        "CPU threads",
+        "Logical CPUs (Proxmox's cpus): cores times threads per core.",
+    ),
+    "memory_mb": ("proxbox_memory_mb", "integer", "Memory (MB)", "Total memory in MiB."),
+    "kernel": ("proxbox_kernel", "text", "Kernel", "The running kernel's release."),
+    "pve_version": (
+        "proxbox_pve_version",
+        "text",
+        "Proxmox VE version",
+        "pve-manager/<version>/<build> as the node reports it.",
+    ),
+}
 # The custom fields every run writes, ensured with the prerequisites (one read for all).
 RUN_FIELDS = {
     SOURCE_FIELD: {
@@ -100,6 +123,21 @@ RUN_FIELDS = {
         "ui_editable": "no",
         "required": False,
     },
+    **{
+        name: {
+            "name": name,
+            "label": label,
+            "type": kind,
+            "object_types": ["dcim.device"],
+            "group_name": "Proxmox node",
+            "description": f"{description} Written by the Proxbox sync"
+            " from the node's /nodes/{node}/status.",
+            "ui_editable": "no",
+            "required": False,
+            **({"filter_logic": "exact"} if kind == "text" else {}),
+        }
+        for name, kind, label, description in NODE_FACT_FIELDS.values()
+    },
 }
 
 SDN_FIELD = {
@@ -131,7 +169,7 @@ PREFIX_FIELD = {
 PREFIX_FIELDS = "id,prefix,vrf,scope_type,scope_id,status,description,tags,custom_fields"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
-VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
+VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,role,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
 DEVICE_FIELDS = (
     "id,name,status,site,tenant,cluster,role,device_type,tags,custom_fields,primary_ip4,primary_ip6"
 )
@@ -230,6 +268,10 @@ class NetBoxGateway:
 
     # -- the plugin --------------------------------------------------------------------
 
+    def explain(self, object_type: str, obj_id: int, fields: set[str], why: str) -> None:
+        """Why the run writes these fields of an object: a preview shows it, a run that
+        writes has nothing to add to NetBox's own change log."""
+
     async def endpoint_exists(self, endpoint_id: int) -> bool:
         """Whether NetBox has the endpoint: one brief, filtered list page."""
         page = await self.client.get(ENDPOINTS, id=endpoint_id, brief=1, limit=1)
@@ -248,18 +290,33 @@ class NetBoxGateway:
         }
 
     async def endpoint(self, ref: str | int) -> Endpoint:
+        """The endpoint record with its assignment rules."""
         text = str(ref)
         if text.isdigit():
             try:
-                return Endpoint.from_api(await self.client.get(f"{ENDPOINTS}{int(text)}/"))
+                record = await self.client.get(f"{ENDPOINTS}{int(text)}/")
             except NetBoxError as exc:
                 if exc.status != 404:
                     raise
                 raise EndpointNotFound(f"no Proxmox endpoint with id {text}") from exc
-        found = await self.client.list(ENDPOINTS, {"name": text})
-        if len(found) != 1:
-            raise EndpointNotFound(f"no Proxmox endpoint named {text!r}")
-        return Endpoint.from_api(found[0])
+        else:
+            found = await self.client.list(ENDPOINTS, {"name": text})
+            if len(found) != 1:
+                raise EndpointNotFound(f"no Proxmox endpoint named {text!r}")
+            record = found[0]
+        endpoint = Endpoint.from_api(record)
+        return replace(endpoint, assignment_rules=await self.assignment_rules(endpoint.id))
+
+    async def assignment_rules(self, endpoint_id: int) -> tuple[AssignmentRule, ...]:
+        """The endpoint's assignment rules in order; none from a plugin without them."""
+        try:
+            found = await self.client.list(ASSIGNMENT_RULES, {"endpoint_id": endpoint_id})
+        except NetBoxError as exc:
+            if exc.status != 404:
+                raise
+            return ()
+        rules = (AssignmentRule.from_api(entry) for entry in found)
+        return tuple(sorted(rules, key=lambda rule: (rule.weight, rule.id)))
 
     async def credentials(self, endpoint: Endpoint) -> ProxmoxCredentials | None:
         """The endpoint's token from the backend-only credentials API; None where the

@@ -198,6 +198,9 @@ class PreviewNetBoxGateway(NetBoxGateway):
         tracking_id = tracking[0]["id"] if tracking else None
         return ClaimResult(200, cluster, tracking_id, created=False, changed=bool(changes))
 
+    def explain(self, object_type: str, obj_id: int, fields: set[str], why: str) -> None:
+        self.recorder.explain(object_type, obj_id, fields, why)
+
     async def update_cluster(self, cluster_id: int, changes: dict) -> dict:
         self.recorder.update(
             "virtualization.cluster",

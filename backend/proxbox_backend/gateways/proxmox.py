@@ -74,6 +74,17 @@ class ProxmoxGateway:
             except (ProxmoxError, TransportError) as exc:
                 inventory.read_failures.append(f"node {node.name}: network unreadable: {exc}")
 
+        async def facts(node: ProxmoxNode) -> None:
+            """The node's hardware (`/nodes/{node}/status`, shaped by its release)."""
+            try:
+                status = await self.client.node_status(node.name)
+                inventory.node_facts[node.name] = parse.node_facts(
+                    status, inventory.identity.capabilities
+                )
+            except (ProxmoxError, TransportError) as exc:
+                # Its device keeps the facts it has: a degraded run.
+                inventory.read_failures.append(f"node {node.name}: status unreadable: {exc}")
+
         async def search_domains(node: ProxmoxNode) -> None:
             """A container without `searchdomain` inherits its node's (its DNS name)."""
             try:
@@ -91,6 +102,7 @@ class ProxmoxGateway:
         holding_containers = {r.get("node") for r in resources if r.get("type") == LXC}
         await asyncio.gather(
             *(network(n) for n in nodes if n.online),
+            *(facts(n) for n in nodes if n.online),
             *(search_domains(n) for n in nodes if n.online and n.name in holding_containers),
         )
         guests = await asyncio.gather(*(read(r) for r in resources))

@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime
 
 from proxbox_backend.background import together
 from proxbox_backend.domain import tags
+from proxbox_backend.domain.assignment import AssignmentRule, first_match, placeable
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.models import Guest, Platform
 from proxbox_backend.domain.plan import Create, Delete, Plan, Update, diff
@@ -87,6 +88,9 @@ class GuestPlacement:
     adopt: bool = False  # the endpoint's opt-in: take over marked VMs (see `adoptable`)
     delete_after_days: int | None = None  # OFFLINE_THEN_DELETE's number of days
     today: date | None = None  # the run's date (UTC), for OFFLINE_THEN_DELETE
+    # The endpoint's assignment rules (`domain.assignment`), their sites already checked
+    # against the cluster's (`placeable`).
+    rules: tuple[AssignmentRule, ...] = ()
 
 
 def gone_since(vm: dict) -> date | None:
@@ -136,6 +140,11 @@ def desired(guest: Guest, placement: GuestPlacement) -> dict:
         "site": placement.site_id,
         "tenant": placement.tenant_id,
     }
+    rule = first_match(placement.rules, guest)
+    if rule is not None:
+        # The rule's tenant and site replace the endpoint's; its role and platform are
+        # `assigned` (they are no fields the endpoint sets on every run).
+        fields.update({k: v for k, v in rule.assignments().items() if k in ("site", "tenant")})
     # Without its node's device (the device failed), leave the host field as it is.
     if guest.node in placement.device_ids:
         fields["device"] = placement.device_ids[guest.node]
@@ -184,6 +193,25 @@ def platform_change(guest: Guest, vm: dict | None, placement: GuestPlacement) ->
     if current == platform.slug or (current is not None and not guest.platform_reported):
         return {}
     return {"platform": {"slug": platform.slug}}
+
+
+def assigned(guest: Guest, vm: dict | None, placement: GuestPlacement) -> dict:
+    """The VM's role and platform from the rule that matches the guest, where they
+    differ; they replace the endpoint's default role and the guest's own platform."""
+    rule = first_match(placement.rules, guest)
+    if rule is None:
+        return {}
+    wanted = {k: v for k, v in rule.assignments().items() if k in ("role", "platform")}
+    return {k: v for k, v in wanted.items() if nested_id((vm or {}).get(k)) != v}
+
+
+def platform_and_role(guest: Guest, vm: dict | None, placement: GuestPlacement) -> dict:
+    """The VM's platform (and role) changes: a rule's, else the guest's platform."""
+    changes = assigned(guest, vm, placement)
+    rule = first_match(placement.rules, guest)
+    if rule is None or rule.platform is None:
+        changes.update(platform_change(guest, vm, placement))
+    return changes
 
 
 def guest_platforms(guests: list[Guest]) -> list[Platform]:
@@ -264,7 +292,7 @@ def plan(
             # its fields follow Proxmox like any synced VM's (protected fields stay).
             changes = {**diff(fields, _current(vm)), "custom_fields": {SOURCE_FIELD: key}}
             changes = tags.with_sync_tags(changes, vm, wanted_tags)
-            changes.update(platform_change(guest, vm, placement))
+            changes.update(platform_and_role(guest, vm, placement))
             result.updates.append(
                 Update(key, f"{guest.label} (adopted)", vm["id"], changes, adopts=True)
             )
@@ -275,11 +303,11 @@ def plan(
                 # A default: an operator's later choice of role is never undone.
                 payload["role"] = placement.role_id
             payload = tags.with_sync_tags(payload, None, wanted_tags)
-            payload.update(platform_change(guest, None, placement))
+            payload.update(platform_and_role(guest, None, placement))
             result.creates.append(Create(key, guest.label, payload))
             continue
         changes = tags.with_sync_tags(diff(fields, _current(existing)), existing, wanted_tags)
-        changes.update(platform_change(guest, existing, placement))
+        changes.update(platform_and_role(guest, existing, placement))
         if gone_since(existing) is not None:
             changes["custom_fields"] = {GONE_FIELD: None}  # its guest is back
         if changes:
@@ -492,6 +520,8 @@ async def sync_vms(run: StageRun, gate: Gate) -> dict:
     selected = gate.take("guests.selected")
     endpoint, policy = run.endpoint, run.policy
     gate.started(len(selected.guests))
+    rules, unplaceable = placeable(endpoint.assignment_rules, endpoint.site_id)
+    run.report.warnings.extend(unplaceable)
     placement = GuestPlacement(
         run.cluster_id,
         endpoint.site_id,
@@ -504,6 +534,7 @@ async def sync_vms(run: StageRun, gate: Gate) -> dict:
         adopt=policy.adopt_existing,
         delete_after_days=policy.removed_guests_days,
         today=run_date(),
+        rules=rules,
     )
     left: list[Awaitable] = []
     vm_ids, outcomes = await apply(
@@ -521,6 +552,13 @@ async def sync_vms(run: StageRun, gate: Gate) -> dict:
     async def written() -> None:
         for writes in left:
             await writes
+        # A preview names the rule behind each VM's assigned fields.
+        prefix = cluster_source(run.cluster_id)
+        for guest in selected.guests:
+            rule = first_match(placement.rules, guest)
+            vm_id = vm_ids.get(source_key(prefix, guest))
+            if rule is not None and vm_id is not None:
+                run.netbox.explain(OBJECT_TYPE, vm_id, set(rule.assignments()), rule.label)
         gate.finished(len(selected.guests))
 
     gate.in_flight(written())

@@ -54,7 +54,7 @@ async def take_inventory(run: StageRun, gate: Gate) -> dict:
             run.cluster_id,
         )
         run.known_snapshots = incremental.snapshots_known(inventory.config_digests)
-        run.nodes_digest = node_digest(run.nodes, inventory.node_networks)
+        run.nodes_digest = node_digest(run.nodes, inventory.node_networks, inventory.node_facts)
         run.known_devices = incremental.unchanged_devices(run.nodes_digest)
     return {"inventory": inventory}
 

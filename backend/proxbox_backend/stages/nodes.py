@@ -1,19 +1,29 @@
 """Stage `nodes`: Proxmox nodes → NetBox devices in the claimed cluster.
 
-Role and type are set when a device is created and left alone afterwards, so an
-operator can give a node its real hardware model.
+The role is set when a device is created and left alone afterwards. The device type is
+the endpoint's: a node's override, else the endpoint's node device type, kept on every
+run; with neither configured, the generic "Proxmox VE node" type at creation, left alone
+afterwards (an operator may set the node's real hardware model by hand). The node's
+hardware facts (/nodes/{node}/status: CPU, memory, kernel, release) are custom fields
+of the device; a node whose status could not be read keeps the ones it has.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxbox_backend.domain import tags
 from proxbox_backend.domain.counters import Tally
-from proxbox_backend.domain.models import ProxmoxNode
+from proxbox_backend.domain.models import NodeFacts, ProxmoxNode
 from proxbox_backend.domain.plan import Create, Plan, PlanningFailure, Update, diff
-from proxbox_backend.gateways.netbox import DEVICES, SOURCE_FIELD, NetBoxGateway, nested_id
+from proxbox_backend.gateways.netbox import (
+    DEVICES,
+    NODE_FACT_FIELDS,
+    SOURCE_FIELD,
+    NetBoxGateway,
+    nested_id,
+)
 from proxbox_backend.pipeline import (
     CREATE,
     DELETE,
@@ -39,8 +49,15 @@ class NodePlacement:
     site_id: int | None
     tenant_id: int | None
     role_id: int
-    device_type_id: int
+    device_type_id: int  # the generic type a device gets when none is configured
     adopt: bool = False  # the endpoint's opt-in: take over marked devices at its site
+    # node name → the device type configured for it (the endpoint's or its override):
+    # kept on every run. A node missing here keeps whatever type its device has.
+    device_types: dict[str, int] = field(default_factory=dict)
+
+    def device_type_of(self, node: str) -> int:
+        """The type a new device of `node` gets."""
+        return self.device_types.get(node, self.device_type_id)
 
 
 def node_key(cluster_id: int, name: str) -> str:
@@ -82,7 +99,29 @@ def _current(device: dict) -> dict:
         "site": nested_id(device.get("site")),
         "tenant": nested_id(device.get("tenant")),
         "cluster": nested_id(device.get("cluster")),
+        "device_type": nested_id(device.get("device_type")),
     }
+
+
+def fact_fields(facts: NodeFacts | None) -> dict:
+    """The custom fields of a node's facts (a fact it did not report is left out)."""
+    if facts is None:
+        return {}
+    return {
+        name: value
+        for attribute, (name, *_rest) in NODE_FACT_FIELDS.items()
+        if (value := getattr(facts, attribute)) is not None
+    }
+
+
+def _with_facts(changes: dict, facts: dict, device: dict) -> dict:
+    """`changes` plus the facts that differ from the device's custom fields (NetBox keeps
+    the custom fields a write does not name)."""
+    current = device.get("custom_fields") or {}
+    differing = diff(facts, current)
+    if not differing:
+        return changes
+    return {**changes, "custom_fields": {**changes.get("custom_fields", {}), **differing}}
 
 
 # The next run finds a node's device by its name among the cluster's devices.
@@ -94,6 +133,7 @@ def plan(
     current: list[dict],
     placement: NodePlacement,
     site_devices: list[dict] = (),
+    facts: dict[str, NodeFacts] | None = None,
 ) -> Plan:
     result = Plan(OBJECT_TYPE)
     by_name = {d["name"]: d for d in current if d.get("name")}
@@ -105,6 +145,9 @@ def plan(
             "tenant": placement.tenant_id,
             "cluster": placement.cluster_id,
         }
+        if node.name in placement.device_types:
+            desired["device_type"] = placement.device_types[node.name]
+        known = fact_fields((facts or {}).get(node.name))
         existing = by_name.get(node.name)
         if existing is None and node.name in marked:
             # Adopted: it joins the cluster, gets `proxbox`, loses `proxbox-adopt`.
@@ -112,7 +155,8 @@ def plan(
             # The node's name too: a device marked by its key may be named otherwise, and
             # the next run finds the node's device by name.
             wanted = {**desired, "name": node.name}
-            changes = tags.with_sync_tags(diff(wanted, _current(device)), device, MANAGED)
+            changes = _with_facts(diff(wanted, _current(device)), known, device)
+            changes = tags.with_sync_tags(changes, device, MANAGED)
             result.updates.append(
                 Update(
                     node.name,
@@ -124,7 +168,8 @@ def plan(
                 )
             )
         elif existing is not None:
-            changes = tags.with_sync_tags(diff(desired, _current(existing)), existing, MANAGED)
+            changes = _with_facts(diff(desired, _current(existing)), known, existing)
+            changes = tags.with_sync_tags(changes, existing, MANAGED)
             if changes:
                 result.updates.append(Update(node.name, node.name, existing["id"], changes))
             else:
@@ -137,9 +182,11 @@ def plan(
             payload = {
                 "name": node.name,
                 "role": placement.role_id,
-                "device_type": placement.device_type_id,
                 **desired,
+                "device_type": placement.device_type_of(node.name),
             }
+            if known:
+                payload["custom_fields"] = known
             payload = tags.with_sync_tags(payload, None, MANAGED)
             result.creates.append(Create(node.name, node.name, payload))
     return result
@@ -151,13 +198,14 @@ async def apply(
     placement: NodePlacement,
     tally: Tally,
     settle: Settle = nothing_to_settle,
+    facts: dict[str, NodeFacts] | None = None,
 ) -> tuple[dict[str, int], VmOutcomes]:
     """(node name → device id for every node that has a device now, what this did to them)."""
     current = await netbox.devices(placement.cluster_id)
     site_devices = []
     if placement.adopt and placement.site_id is not None:
         site_devices = await netbox.site_devices(placement.site_id)
-    the_plan = plan(nodes, current, placement, site_devices)
+    the_plan = plan(nodes, current, placement, site_devices, facts)
     await settle(the_plan)
     ids = await apply_plan(netbox.client, DEVICES, the_plan, tally)
     outcomes = VmOutcomes(
@@ -182,8 +230,16 @@ async def sync_nodes(run: StageRun, gate: Gate) -> dict:
         run.prerequisites.device_role_id,
         run.prerequisites.device_type_id,
         adopt=policy.adopt_existing,
+        device_types={
+            node.name: type_id
+            for node in run.nodes
+            if (type_id := endpoint.node_device_type(node.name)) is not None
+        },
     )
-    device_ids, outcomes = await apply(run.netbox, run.nodes, placement, run.tally, gate.settle)
+    facts = run.inventory.node_facts if run.inventory is not None else {}
+    device_ids, outcomes = await apply(
+        run.netbox, run.nodes, placement, run.tally, gate.settle, facts
+    )
     gate.finished(len(run.nodes))
     if policy.target is not None and policy.target.node is not None:
         run.policy = dataclasses.replace(policy, target=policy.target.with_device(device_ids))
@@ -200,9 +256,10 @@ STAGE = Stage(
     effects=(
         Effect(
             OBJECT_TYPE,
-            frozenset({CREATE, DELETE}),
+            frozenset({CREATE, UPDATE, DELETE}),
             "dcim.devicetype",
             whole_row=False,
+            # An update moves a device to its configured type: both types recount.
             why="a device type counts its devices",
         ),
     ),

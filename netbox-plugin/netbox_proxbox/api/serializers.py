@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dcim.api.serializers_.devicetypes import DeviceTypeSerializer
+from dcim.api.serializers_.platforms import PlatformSerializer
 from dcim.api.serializers_.roles import DeviceRoleSerializer
-from dcim.api.serializers_.sites import SiteSerializer
+from dcim.api.serializers_.sites import LocationSerializer, SiteSerializer
 from dcim.models import Site
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
@@ -23,7 +25,14 @@ from ..choices import (
     SyncModeChoices,
     SyncStatusChoices,
 )
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import (
+    ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxNodeTypeOverride,
+)
+from ..models.assignment import RULE_FIELDS
 from ..models.endpoints import validate_token_secret
 from ..ownership.permissions import visible
 from ..sync.schedules import next_scheduled_sync, schedule_state
@@ -33,8 +42,10 @@ from .visibility import VisibleReferencesMixin
 __all__ = (
     "EndpointCredentialsSerializer",
     "ProxboxClusterSyncStateSerializer",
+    "ProxmoxAssignmentRuleSerializer",
     "ProxmoxClusterSerializer",
     "ProxmoxEndpointSerializer",
+    "ProxmoxNodeTypeOverrideSerializer",
     "SyncClusterRequestSerializer",
     "SyncClusterResponseSerializer",
     "SyncTargetSerializer",
@@ -65,7 +76,7 @@ class VisibleNativeClusterSerializer(ViewerOnlyNestedMixin, ClusterSerializer):
 
 
 class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):
-    visible_references = ("site", "tenant", "vrf", "vm_role")
+    visible_references = ("site", "tenant", "vrf", "vm_role", "node_device_type")
 
     mode = ChoiceField(choices=EndpointModeChoices, required=False)
     site = SiteSerializer(nested=True, required=False, allow_null=True)
@@ -83,6 +94,13 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
     has_token_secret = serializers.BooleanField(read_only=True)
     vrf = VRFSerializer(nested=True, required=False, allow_null=True)
     vm_role = DeviceRoleSerializer(nested=True, required=False, allow_null=True)
+    node_device_type = DeviceTypeSerializer(nested=True, required=False, allow_null=True)
+    node_device_types = serializers.SerializerMethodField(
+        help_text=_(
+            "Node name → device type ID of the endpoint's node type overrides (edited as "
+            "node type overrides)"
+        )
+    )
     next_sync = serializers.SerializerMethodField(
         help_text=_("When the schedule runs next (null: no schedule in place)")
     )
@@ -123,6 +141,10 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             # Only rows written around validation (raw SQL) get here; the backend refuses.
             return None
 
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_node_device_types(self, obj):
+        return obj.node_device_types() if obj.pk else {}
+
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_next_sync(self, obj):
         when = next_scheduled_sync(obj) if obj.pk else None
@@ -153,6 +175,8 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "netbox_cluster",
             "vrf",
             "vm_role",
+            "node_device_type",
+            "node_device_types",
             "sync_descriptions",
             "sync_interval",
             "next_sync",
@@ -192,6 +216,69 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
 
 class VisibleEndpointSerializer(ViewerOnlyNestedMixin, ProxmoxEndpointSerializer):
     pass
+
+
+class ProxmoxAssignmentRuleSerializer(
+    NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer
+):
+    visible_references = ("endpoint", "tenant", "vm_role", "platform", "site", "location")
+
+    endpoint = VisibleEndpointSerializer(nested=True)
+    tenant = TenantSerializer(nested=True, required=False, allow_null=True)
+    vm_role = DeviceRoleSerializer(nested=True, required=False, allow_null=True)
+    platform = PlatformSerializer(nested=True, required=False, allow_null=True)
+    site = SiteSerializer(nested=True, required=False, allow_null=True)
+    location = LocationSerializer(nested=True, required=False, allow_null=True)
+    rule = serializers.SerializerMethodField(
+        help_text=_("The rule as the sync backend applies it (related objects by id)")
+    )
+
+    @extend_schema_field(serializers.JSONField())
+    def get_rule(self, obj):
+        return obj.as_rule()
+
+    class Meta:
+        model = ProxmoxAssignmentRule
+        fields = (
+            "id",
+            "url",
+            "display_url",
+            "display",
+            *RULE_FIELDS,
+            "rule",
+            "tags",
+            "custom_fields",
+            "created",
+            "last_updated",
+        )
+        brief_fields = ("description", "display", "id", "url", "weight")
+
+
+class ProxmoxNodeTypeOverrideSerializer(
+    NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer
+):
+    visible_references = ("endpoint", "device_type")
+
+    endpoint = VisibleEndpointSerializer(nested=True)
+    device_type = DeviceTypeSerializer(nested=True)
+
+    class Meta:
+        model = ProxmoxNodeTypeOverride
+        fields = (
+            "id",
+            "url",
+            "display_url",
+            "display",
+            "endpoint",
+            "node",
+            "device_type",
+            "description",
+            "tags",
+            "custom_fields",
+            "created",
+            "last_updated",
+        )
+        brief_fields = ("description", "display", "id", "node", "url")
 
 
 class ProxmoxClusterSerializer(NulFreePayloadMixin, VisibleReferencesMixin, NetBoxModelSerializer):

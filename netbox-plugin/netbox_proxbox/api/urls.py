@@ -7,8 +7,10 @@ router.APIRootView = views.ProxboxRootView
 
 # Stable public paths (other components depend on them; see README).
 router.register("endpoints/proxmox", views.ProxmoxEndpointViewSet)
+router.register("assignment-rules", views.ProxmoxAssignmentRuleViewSet)
 router.register("clusters", views.ProxmoxClusterViewSet)
 router.register("cluster-sync-states", views.ProxboxClusterSyncStateViewSet)
+router.register("node-type-overrides", views.ProxmoxNodeTypeOverrideViewSet)
 for prefix, viewset in inventory.ROUTES:
     router.register(f"inventory/{prefix}", viewset)
 

@@ -16,7 +16,13 @@ from virtualization.api.serializers_.clusters import ClusterSerializer
 from .. import filtersets
 from ..credentials import may_reveal_credentials
 from ..encryption import SecretDecryptionError
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import (
+    ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxNodeTypeOverride,
+)
 from ..ownership import permissions
 from ..ownership.claim import UNSET, ClaimRequest, claim_native_cluster
 from ..ownership.errors import ClaimError, ConcurrentInventoryChange, is_retryable
@@ -70,7 +76,9 @@ class ConcurrencyConflictsAs409:
 
 
 class ProxmoxEndpointViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
-    queryset = ProxmoxEndpoint.objects.select_related("site", "tenant", "netbox_cluster")
+    queryset = ProxmoxEndpoint.objects.select_related(
+        "site", "tenant", "netbox_cluster", "node_device_type"
+    ).prefetch_related("node_type_overrides")
     serializer_class = serializers.ProxmoxEndpointSerializer
     filterset_class = filtersets.ProxmoxEndpointFilterSet
 
@@ -246,7 +254,21 @@ class ProxmoxClusterViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     filterset_class = filtersets.ProxmoxClusterFilterSet
 
 
+class ProxmoxAssignmentRuleViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
+    queryset = ProxmoxAssignmentRule.objects.select_related(
+        "endpoint", "tenant", "vm_role", "platform", "site", "location"
+    )
+    serializer_class = serializers.ProxmoxAssignmentRuleSerializer
+    filterset_class = filtersets.ProxmoxAssignmentRuleFilterSet
+
+
 class ProxboxClusterSyncStateViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
     queryset = ProxboxClusterSyncState.objects.select_related("cluster", "proxmox_cluster")
     serializer_class = serializers.ProxboxClusterSyncStateSerializer
     filterset_class = filtersets.ProxboxClusterSyncStateFilterSet
+
+
+class ProxmoxNodeTypeOverrideViewSet(ConcurrencyConflictsAs409, NetBoxModelViewSet):
+    queryset = ProxmoxNodeTypeOverride.objects.select_related("endpoint", "device_type")
+    serializer_class = serializers.ProxmoxNodeTypeOverrideSerializer
+    filterset_class = filtersets.ProxmoxNodeTypeOverrideFilterSet

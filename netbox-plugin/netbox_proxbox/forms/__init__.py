@@ -1,3 +1,4 @@
+from .assignment import *  # noqa: F403
 from .bulk_edit import *  # noqa: F403
 from .bulk_import import *  # noqa: F403
 from .filtersets import *  # noqa: F403

@@ -1,4 +1,4 @@
-from dcim.models import Site
+from dcim.models import DeviceType, Site
 from django import forms
 from django.utils.translation import gettext_lazy as _
 from netbox.forms import NetBoxModelImportForm
@@ -6,10 +6,10 @@ from tenancy.models import Tenant
 from utilities.forms.fields import CSVChoiceField, CSVModelChoiceField
 
 from ..choices import EndpointModeChoices
-from ..models import ProxmoxEndpoint
+from ..models import ProxmoxEndpoint, ProxmoxNodeTypeOverride
 from ..models.endpoints import validate_token_secret
 
-__all__ = ("ProxmoxEndpointImportForm",)
+__all__ = ("ProxmoxEndpointImportForm", "ProxmoxNodeTypeOverrideImportForm")
 
 
 class ProxmoxEndpointImportForm(NetBoxModelImportForm):
@@ -75,3 +75,22 @@ class ProxmoxEndpointImportForm(NetBoxModelImportForm):
         if self.cleaned_data.get("token_secret"):
             self.instance.token_secret = self.cleaned_data["token_secret"]
         return self.cleaned_data
+
+
+class ProxmoxNodeTypeOverrideImportForm(NetBoxModelImportForm):
+    endpoint = CSVModelChoiceField(
+        label=_("Endpoint"),
+        queryset=ProxmoxEndpoint.objects.all(),
+        to_field_name="name",
+        help_text=_("Name of the Proxmox endpoint"),
+    )
+    device_type = CSVModelChoiceField(
+        label=_("Device type"),
+        queryset=DeviceType.objects.all(),
+        to_field_name="slug",
+        help_text=_("Slug of the device type"),
+    )
+
+    class Meta:
+        model = ProxmoxNodeTypeOverride
+        fields = ("endpoint", "node", "device_type", "description", "tags")

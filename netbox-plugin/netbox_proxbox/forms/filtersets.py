@@ -1,4 +1,4 @@
-from dcim.models import Site
+from dcim.models import DeviceType, Site
 from django import forms
 from django.utils.translation import gettext_lazy as _
 from netbox.forms import NetBoxModelFilterSetForm
@@ -9,12 +9,18 @@ from utilities.forms.rendering import FieldSet
 from virtualization.models import Cluster
 
 from ..choices import EndpointModeChoices, SyncStatusChoices
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import (
+    ProxboxClusterSyncState,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxNodeTypeOverride,
+)
 
 __all__ = (
     "ProxboxClusterSyncStateFilterForm",
     "ProxmoxClusterFilterForm",
     "ProxmoxEndpointFilterForm",
+    "ProxmoxNodeTypeOverrideFilterForm",
 )
 
 
@@ -64,4 +70,20 @@ class ProxboxClusterSyncStateFilterForm(NetBoxModelFilterSetForm):
         queryset=Cluster.objects.all(), required=False, label=_("Native cluster")
     )
     status = forms.MultipleChoiceField(choices=SyncStatusChoices, required=False)
+    tag = TagFilterField(model)
+
+
+class ProxmoxNodeTypeOverrideFilterForm(NetBoxModelFilterSetForm):
+    model = ProxmoxNodeTypeOverride
+    fieldsets = (
+        FieldSet("q", "filter_id", "tag"),
+        FieldSet("endpoint_id", "node", "device_type_id", name=_("Attributes")),
+    )
+    endpoint_id = DynamicModelMultipleChoiceField(
+        queryset=ProxmoxEndpoint.objects.all(), required=False, label=_("Endpoint")
+    )
+    node = forms.CharField(required=False, label=_("Node"))
+    device_type_id = DynamicModelMultipleChoiceField(
+        queryset=DeviceType.objects.all(), required=False, label=_("Device type")
+    )
     tag = TagFilterField(model)

@@ -1,4 +1,4 @@
-from dcim.models import DeviceRole, Site
+from dcim.models import DeviceRole, DeviceType, Site
 from django import forms
 from django.utils.translation import gettext_lazy as _
 from ipam.models import VRF
@@ -8,7 +8,7 @@ from utilities.forms.fields import CommentField, DynamicModelChoiceField
 from utilities.forms.rendering import FieldSet
 
 from ..choices import ProtectedFieldChoices
-from ..models import ProxmoxEndpoint
+from ..models import ProxmoxEndpoint, ProxmoxNodeTypeOverride
 from ..models.endpoints import validate_token_secret
 from ..models.policy import OBJECT_MODE_FIELDS
 
@@ -28,7 +28,7 @@ POLICY_FORM_FIELDS = (
 )
 
 # Tracking records and sync states are server-owned: read-only in the UI, so no forms.
-__all__ = ("ProxmoxEndpointForm",)
+__all__ = ("ProxmoxEndpointForm", "ProxmoxNodeTypeOverrideForm")
 
 
 class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
@@ -47,6 +47,12 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         queryset=DeviceRole.objects.all(),
         required=False,
         query_params={"vm_role": "True"},
+    )
+    node_device_type = DynamicModelChoiceField(
+        label=_("Node device type"),
+        queryset=DeviceType.objects.all(),
+        required=False,
+        help_text=ProxmoxEndpoint._meta.get_field("node_device_type").help_text,
     )
     # NetBox's own multiple-choice select: its form renderer styles every non-checkbox
     # input as a text box, which left CheckboxSelectMultiple as blank boxes.
@@ -84,7 +90,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             name=_("Endpoint"),
         ),
         FieldSet("token_id", "token_secret", name=_("API token")),
-        FieldSet("site", "tenant_group", "tenant", name=_("Placement")),
+        FieldSet("site", "tenant_group", "tenant", "node_device_type", name=_("Placement")),
         FieldSet("sync_interval", "watch_interval", name=_("Schedule")),
         FieldSet(
             "removed_guests",
@@ -123,6 +129,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             "tenant",
             "vrf",
             "vm_role",
+            "node_device_type",
             "sync_descriptions",
             "sync_interval",
             "watch_interval",
@@ -146,3 +153,16 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
         if self.cleaned_data.get("token_secret"):
             self.instance.token_secret = self.cleaned_data["token_secret"]
         return self.cleaned_data
+
+
+class ProxmoxNodeTypeOverrideForm(NetBoxModelForm):
+    endpoint = DynamicModelChoiceField(label=_("Endpoint"), queryset=ProxmoxEndpoint.objects.all())
+    device_type = DynamicModelChoiceField(label=_("Device type"), queryset=DeviceType.objects.all())
+
+    fieldsets = (
+        FieldSet("endpoint", "node", "device_type", "description", "tags", name=_("Override")),
+    )
+
+    class Meta:
+        model = ProxmoxNodeTypeOverride
+        fields = ("endpoint", "node", "device_type", "description", "tags")

@@ -1,13 +1,24 @@
 import strawberry
 import strawberry_django
 
-from .types import ProxboxClusterSyncStateType, ProxmoxClusterType, ProxmoxEndpointType
+from .types import (
+    ProxboxClusterSyncStateType,
+    ProxmoxAssignmentRuleType,
+    ProxmoxClusterType,
+    ProxmoxEndpointType,
+    ProxmoxNodeTypeOverrideType,
+)
 
 
 @strawberry.type(name="Query")
 class ProxboxQuery:
     proxmox_endpoint: ProxmoxEndpointType = strawberry_django.field()
     proxmox_endpoint_list: list[ProxmoxEndpointType] = strawberry_django.field()
+
+    proxmox_assignment_rule: ProxmoxAssignmentRuleType = strawberry_django.field()
+    proxmox_assignment_rule_list: list[ProxmoxAssignmentRuleType] = strawberry_django.field()
+    proxmox_node_type_override: ProxmoxNodeTypeOverrideType = strawberry_django.field()
+    proxmox_node_type_override_list: list[ProxmoxNodeTypeOverrideType] = strawberry_django.field()
 
     proxmox_cluster: ProxmoxClusterType = strawberry_django.field()
     proxmox_cluster_list: list[ProxmoxClusterType] = strawberry_django.field()

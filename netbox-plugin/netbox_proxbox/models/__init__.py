@@ -1,3 +1,4 @@
+from .assignment import ProxmoxAssignmentRule
 from .clusters import ProxboxClusterSyncState, ProxmoxCluster
 from .endpoints import ProxmoxEndpoint
 from .inventory import (
@@ -10,8 +11,10 @@ from .inventory import (
     ProxmoxSnapshot,
     ProxmoxStorage,
 )
+from .node_types import ProxmoxNodeTypeOverride
 
 __all__ = (
+    "ProxmoxAssignmentRule",
     "ProxboxClusterSyncState",
     "ProxmoxBackup",
     "ProxmoxBackupJob",
@@ -20,6 +23,7 @@ __all__ = (
     "ProxmoxHAGroup",
     "ProxmoxHAResource",
     "ProxmoxHARule",
+    "ProxmoxNodeTypeOverride",
     "ProxmoxReplicationJob",
     "ProxmoxSnapshot",
     "ProxmoxStorage",

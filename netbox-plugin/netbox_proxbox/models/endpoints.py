@@ -140,6 +140,20 @@ class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
         null=True,
         help_text=_("Role given to virtual machines the sync creates (a role allowed for VMs)"),
     )
+    # The nodes' hardware: their devices get this type (a node's override wins); empty:
+    # the sync's generic "Proxmox VE node" type at creation, left alone afterwards.
+    node_device_type = models.ForeignKey(
+        to="dcim.DeviceType",
+        on_delete=models.PROTECT,
+        related_name="proxmox_endpoints",
+        verbose_name=_("node device type"),
+        blank=True,
+        null=True,
+        help_text=_(
+            "Device type of every node's device (a node type override wins); empty: the "
+            "generic Proxmox VE node type when a device is created, never changed afterwards"
+        ),
+    )
     sync_descriptions = models.BooleanField(
         verbose_name=_("sync descriptions"),
         default=False,
@@ -187,6 +201,7 @@ class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
         "enabled",
         "vrf",
         "vm_role",
+        "node_device_type",
         "sync_descriptions",
         "sync_interval",
         "watch_interval",
@@ -214,6 +229,13 @@ class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
 
     def get_mode_color(self):
         return EndpointModeChoices.colors.get(self.mode)
+
+    def node_device_types(self) -> dict[str, int]:
+        """Node name → device type id of the node type overrides (the backend reads them
+        with the endpoint)."""
+        # .all(): the REST view prefetches them, one query for a whole page of endpoints.
+        overrides = sorted(self.node_type_overrides.all(), key=lambda o: o.node)
+        return {o.node: o.device_type_id for o in overrides}
 
     def clean(self):
         super().clean()

@@ -5,10 +5,20 @@ from netbox.context import current_request
 from netbox.tables import NetBoxTable, columns
 from tenancy.tables import TenancyColumnsMixin
 
-from ..models import ProxboxClusterSyncState, ProxmoxCluster, ProxmoxEndpoint
+from ..models import (
+    ProxboxClusterSyncState,
+    ProxmoxCluster,
+    ProxmoxEndpoint,
+    ProxmoxNodeTypeOverride,
+)
 from ..sync.health import SyncHealth, with_sync_health
 
-__all__ = ("ProxboxClusterSyncStateTable", "ProxmoxClusterTable", "ProxmoxEndpointTable")
+__all__ = (
+    "ProxboxClusterSyncStateTable",
+    "ProxmoxClusterTable",
+    "ProxmoxEndpointTable",
+    "ProxmoxNodeTypeOverrideTable",
+)
 
 
 class ViewerAwareTable(NetBoxTable):
@@ -96,6 +106,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
     enabled = columns.BooleanColumn()
     verify_tls = columns.BooleanColumn(verbose_name=_("Verify TLS"))
     site = tables.Column(linkify=True)
+    node_device_type = tables.Column(linkify=True, verbose_name=_("Node device type"))
     netbox_cluster = VisibleRelationColumn(verbose_name=_("Native cluster"))
     sync_health = SyncHealthColumn(verbose_name=_("Sync health"))
     last_success = columns.DateTimeColumn(
@@ -124,6 +135,7 @@ class ProxmoxEndpointTable(TenancyColumnsMixin, ViewerAwareTable):
             "site",
             "tenant",
             "tenant_group",
+            "node_device_type",
             "netbox_cluster",
             "sync_health",
             "last_success",
@@ -208,3 +220,26 @@ class ProxboxClusterSyncStateTable(ViewerAwareTable):
             "last_updated",
         )
         default_columns = ("id", "cluster", "proxmox_cluster", "status", "last_sync", "errors")
+
+
+class ProxmoxNodeTypeOverrideTable(ViewerAwareTable):
+    id = tables.Column(linkify=True)
+    endpoint = VisibleRelationColumn(verbose_name=_("Endpoint"))
+    node = tables.Column(linkify=True)
+    device_type = tables.Column(linkify=True, verbose_name=_("Device type"))
+    tags = columns.TagColumn(url_name="plugins:netbox_proxbox:proxmoxnodetypeoverride_list")
+
+    class Meta(NetBoxTable.Meta):
+        model = ProxmoxNodeTypeOverride
+        fields = (
+            "pk",
+            "id",
+            "endpoint",
+            "node",
+            "device_type",
+            "description",
+            "tags",
+            "created",
+            "last_updated",
+        )
+        default_columns = ("endpoint", "node", "device_type", "description")

@@ -93,15 +93,20 @@ class ScriptedSyncService:
 
 def planned_report(endpoint_id: int = 0):
     """A dry run's report as the backend builds it: a VM to create (on a new node), one to
-    update, one to delete; the recorder is the backend's own."""
+    update (its tenant by an assignment rule), one to delete; the recorder is the
+    backend's own."""
     from proxbox_backend.domain.preview import PlanRecorder
 
     plan = PlanRecorder()
     node = plan.create("dcim.device", {"name": "pve9", "status": "active"})
     plan.create("virtualization.virtualmachine", {"name": "db", "memory": 1024, "device": node})
     plan.update(
-        "virtualization.virtualmachine", 12, {"memory": 4096}, {"name": "web", "memory": 2048}
+        "virtualization.virtualmachine",
+        12,
+        {"memory": 4096, "tenant": 5},
+        {"name": "web", "memory": 2048},
     )
+    plan.explain("virtualization.virtualmachine", 12, {"tenant"}, "rule 10 (web servers)")
     plan.delete("virtualization.virtualmachine", 13, {"name": "old-vm"})
     tally = Tally()
     tally.add("dcim.device", "created")

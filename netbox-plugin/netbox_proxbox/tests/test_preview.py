@@ -80,6 +80,7 @@ class PreviewPageTest(SyncNowTestCase):
             )
             self.assertIn("<code>memory</code>: 2048 &rarr; 4096", page)
             self.assertIn("web (#12)", page)
+            self.assertIn("assigned by rule 10 (web servers)", page)
             self.assertIn("old-vm (#13)", page)
             # A placeholder is named as the object the run would create.
             self.assertIn("<code>device</code>: new dcim.device pve9", page)
@@ -138,7 +139,11 @@ class PreviewRestTest(SyncNowTestCase):
         body = response.json()
         self.assertEqual((body["dry_run"], body["status"]), (True, "previewed"))
         vms = body["plan"]["object_types"]["virtualization.virtualmachine"]
-        self.assertEqual(vms["updates"][0]["changes"], {"memory": {"old": 2048, "new": 4096}})
+        self.assertEqual(
+            vms["updates"][0]["changes"],
+            {"memory": {"old": 2048, "new": 4096}, "tenant": {"old": None, "new": 5}},
+        )
+        self.assertEqual(vms["updates"][0]["because"], "rule 10 (web servers)")
         self.assertEqual([d["label"] for d in vms["deletes"]], ["old-vm"])
         self.assertEqual(service.previews, [self.endpoint.pk])
         self.assertEqual(service.calls, [])

@@ -1,6 +1,6 @@
 """The endpoint page's relations (with and without view permission) and Sync now, its
-schedule and policy form, its sync preview, a running sync Job's live log and a populated
-inventory list, in headless
+schedule and policy form, its sync preview and assignment rules, a running sync Job's
+live log and a populated inventory list, in headless
 Chromium (Debian's /usr/bin/chromium through Playwright; no browser download).
 
 Skipped where that browser is missing, except under CI (`CI` set), where it is a failure.
@@ -13,15 +13,18 @@ import os
 import threading
 
 from core.choices import JobStatusChoices
+from dcim.models import DeviceRole
 from django.contrib.auth import get_user_model
 from django.contrib.staticfiles.testing import StaticLiveServerTestCase
 from django.db import connection
 from django.test import Client
 from proxbox_processes import wait_until
+from tenancy.models import Tenant
 from virtualization.models import Cluster
 
 from netbox_proxbox.models import (
     ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
     ProxmoxBackup,
     ProxmoxCluster,
     ProxmoxEndpoint,
@@ -278,6 +281,31 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
         page.locator(f'a[href="{backup.get_absolute_url()}"]').click()
         page.wait_for_url(f"**{backup.get_absolute_url()}", wait_until="domcontentloaded")
         assert "local-zfs-browser:backup/vzdump-qemu-101.vma" in page.locator("body").inner_text()
+
+    def test_assignment_rules_list_and_the_endpoint_rules_table_render_with_data(self):
+        tenant = Tenant.objects.create(name="Initech", slug="initech")
+        role = DeviceRole.objects.create(name="Batch", slug="batch", vm_role=True)
+        rule = ProxmoxAssignmentRule.objects.create(
+            endpoint=self.endpoint, weight=15, name_pattern="batch-.*", tenant=tenant, vm_role=role
+        )
+        other = make_endpoint("pve-other")
+        ProxmoxAssignmentRule.objects.create(endpoint=other, weight=15, pool="lab", tenant=tenant)
+        page = self.page()
+        page.goto("/plugins/proxbox/assignment-rules/")
+        rows = page.locator("table.object-list tbody tr")
+        assert rows.count() == 2
+        text = page.locator("table.object-list").inner_text()
+        assert "batch-.*" in text and "lab" in text and "Initech" in text and "Batch" in text
+        # The endpoint page fetches its rules table by HTMX: this endpoint's rule only.
+        page.goto(self.endpoint.get_absolute_url())
+        card = page.locator(".card", has_text="Assignment rules")
+        card.locator(f'a[href="{rule.get_absolute_url()}"]').wait_for()
+        table = card.locator("table").inner_text()
+        assert "batch-.*" in table and "Initech" in table and "Batch" in table
+        assert "lab" not in table
+        card.locator(f'a[href="{rule.get_absolute_url()}"]').click()
+        page.wait_for_url(f"**{rule.get_absolute_url()}")
+        assert "Initech" in page.locator(".card", has_text="Assigns").inner_text()
 
     def test_the_sync_health_widget_is_added_from_the_dashboard_and_shows_failures_first(self):
         healthy = make_endpoint("pve-able")

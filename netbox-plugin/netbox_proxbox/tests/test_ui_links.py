@@ -25,6 +25,7 @@ from virtualization.models import Cluster, VirtualMachine
 
 from netbox_proxbox.models import (
     ProxboxClusterSyncState,
+    ProxmoxAssignmentRule,
     ProxmoxBackup,
     ProxmoxBackupJob,
     ProxmoxCluster,
@@ -116,6 +117,9 @@ class PopulatedDemoCluster(TestCase):
         cls.endpoint = make_endpoint("pve-demo")
         cls.endpoint.netbox_cluster = cls.cluster
         cls.endpoint.save(assign_native_cluster=True)
+        cls.rule = ProxmoxAssignmentRule.objects.create(
+            endpoint=cls.endpoint, weight=10, name_pattern="web-.*", vm_role=role, site=site
+        )
         cls.tracking = ProxmoxCluster(
             endpoint=cls.endpoint,
             name="pvesim",
@@ -246,6 +250,7 @@ class EveryLinkRendersTest(PopulatedDemoCluster):
     def seeds(self) -> list[str]:
         objects = [
             self.endpoint,
+            self.rule,
             *self.server_owned(),
             self.project,
             self.script_file,

@@ -35,6 +35,9 @@ class ProxmoxEndpointPanel(panels.ObjectAttributesPanel):
     token_secret = TokenSecretAttr("token_secret_ciphertext", label=_("API token secret"))
     site = attrs.RelatedObjectAttr("site", linkify=True)
     tenant = attrs.RelatedObjectAttr("tenant", linkify=True)
+    node_device_type = attrs.RelatedObjectAttr(
+        "node_device_type", linkify=True, label=_("Node device type")
+    )
     netbox_cluster = ViewableObjectAttr(
         "netbox_cluster", linkify=True, label=_("Native cluster"), dom_id="native-cluster"
     )
@@ -148,9 +151,69 @@ ENDPOINT_LAYOUT = layout.SimpleLayout(
             include_columns=["name", "cluster_id", "netbox_cluster", "last_seen"],
             exclude_columns=["endpoint"],
         ),
+        panels.ObjectsTablePanel(
+            "netbox_proxbox.proxmoxassignmentrule",
+            title=_("Assignment rules"),
+            filters={"endpoint_id": lambda ctx: ctx["object"].pk},
+            exclude_columns=["endpoint"],
+        ),
+        panels.ObjectsTablePanel(
+            "netbox_proxbox.proxmoxnodetypeoverride",
+            title=_("Node type overrides"),
+            filters={"endpoint_id": lambda ctx: ctx["object"].pk},
+            include_columns=["node", "device_type", "description"],
+            exclude_columns=["endpoint"],
+        ),
         RecentSyncsPanel(),
         panels.CommentsPanel(),
     ],
+)
+
+
+class ProxmoxAssignmentRulePanel(panels.ObjectAttributesPanel):
+    title = _("Assignment rule")
+    endpoint = ViewableObjectAttr("endpoint", linkify=True)
+    weight = attrs.NumericAttr("weight", label=_("Order"))
+    enabled = attrs.BooleanAttr("enabled")
+    description = attrs.TextAttr("description")
+
+
+class AssignmentMatchersPanel(panels.ObjectAttributesPanel):
+    title = _("Matches guests (all that are set)")
+    name_pattern = attrs.TextAttr("name_pattern", style="font-monospace")
+    proxmox_tag = attrs.TextAttr("proxmox_tag", label=_("Proxmox tag"))
+    pool = attrs.TextAttr("pool")
+    node = attrs.TextAttr("node")
+    vmid_min = attrs.NumericAttr("vmid_min", label=_("Lowest VMID"))
+    vmid_max = attrs.NumericAttr("vmid_max", label=_("Highest VMID"))
+
+
+class AssignmentsPanel(panels.ObjectAttributesPanel):
+    title = _("Assigns")
+    tenant = attrs.RelatedObjectAttr("tenant", linkify=True, grouped_by="group")
+    vm_role = attrs.RelatedObjectAttr("vm_role", linkify=True, label=_("VM role"))
+    platform = attrs.RelatedObjectAttr("platform", linkify=True)
+    site = attrs.RelatedObjectAttr("site", linkify=True)
+    location = attrs.RelatedObjectAttr("location", linkify=True)
+
+
+ASSIGNMENT_RULE_LAYOUT = layout.SimpleLayout(
+    left_panels=[ProxmoxAssignmentRulePanel(), AssignmentMatchersPanel(), TagsPanel()],
+    right_panels=[AssignmentsPanel(), CustomFieldsPanel()],
+)
+
+
+class ProxmoxNodeTypeOverridePanel(panels.ObjectAttributesPanel):
+    title = _("Node type override")
+    endpoint = ViewableObjectAttr("endpoint", linkify=True)
+    node = attrs.TextAttr("node")
+    device_type = attrs.RelatedObjectAttr("device_type", linkify=True)
+    description = attrs.TextAttr("description")
+
+
+NODE_TYPE_OVERRIDE_LAYOUT = layout.SimpleLayout(
+    left_panels=[ProxmoxNodeTypeOverridePanel(), TagsPanel()],
+    right_panels=[CustomFieldsPanel()],
 )
 
 PROXMOX_CLUSTER_LAYOUT = layout.SimpleLayout(

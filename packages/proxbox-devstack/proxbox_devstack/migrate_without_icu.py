@@ -10,7 +10,8 @@ else runs exactly as `netbox migrate` does, in one pass.
 It is also the stack's `migrate` with progress: the migrations to apply are
 counted from the migration plan and every applied one is reported to the
 launcher (`progress.emit`), so a first `proxbox up` shows N of M instead of
-minutes of silence. `--with-icu` keeps NetBox's ICU collation (a server with ICU).
+minutes of silence. `--with-icu` keeps NetBox's ICU collation (a server with ICU). `--without-apps A,B`
+leaves those apps' migrations out (the test templates' base holds NetBox's alone).
 
 Usage: python -m proxbox_devstack.migrate_without_icu [--with-icu] [--progress LABEL] [migrate options]
 """
@@ -72,6 +73,19 @@ def _counting_migrate(label: str):
     return command
 
 
+WITHOUT_APPS_OPTION = "--without-apps"
+
+
+def _leave_out(app_labels: list[str]) -> None:
+    """Migrate as if these apps had no migrations: `migrate` skips them."""
+    from django.conf import settings
+
+    settings.MIGRATION_MODULES = {
+        **settings.MIGRATION_MODULES,
+        **dict.fromkeys(app_labels),
+    }
+
+
 def main(argv: list[str]) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
     import django
@@ -82,6 +96,10 @@ def main(argv: list[str]) -> int:
         argv.remove("--with-icu")
     else:
         _install_fallback()
+    if WITHOUT_APPS_OPTION in argv:
+        at = argv.index(WITHOUT_APPS_OPTION)
+        _leave_out([label for label in argv[at + 1].split(",") if label])
+        del argv[at : at + 2]
     label = None
     if "--progress" in argv:
         at = argv.index("--progress")

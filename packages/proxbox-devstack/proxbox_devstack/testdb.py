@@ -28,6 +28,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from .migrate_without_icu import WITHOUT_APPS_OPTION
 from .netbox_settings import NETBOX_DATABASE_ENV, PLUGINS
 from .progress import parse_event
 
@@ -191,8 +192,15 @@ def _build(
     if source is None:
         drop_database(conn, building)
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
+        # NetBox's own migrations only: the base is keyed by them, and a base holding one
+        # branch's plugin migrations would poison every other branch's full template.
         run_netbox_migrate(
-            building, icu=server_supports_icu(conn), progress=progress, label="migrating NetBox"
+            building,
+            WITHOUT_APPS_OPTION,
+            ",".join(PLUGINS),
+            icu=server_supports_icu(conn),
+            progress=progress,
+            label="migrating NetBox",
         )
     else:
         with _step(progress, "cloning the NetBox template"):
@@ -207,11 +215,22 @@ def _rename(conn: psycopg.Connection, old: str, new: str) -> None:
     )
 
 
-def _drop_stale(conn: psycopg.Connection, prefix: str, keep: str) -> None:
-    rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", [prefix + "%"])
-    for (name,) in rows.fetchall():
-        if name != keep:
-            drop_database(conn, name)
+# Templates of other keys that stay beside the current one, newest first: worktrees of
+# other branches on the same server (other plugin migrations, so other keys) clone
+# theirs while this one builds.
+RETAINED_TEMPLATES = 2
+
+
+def _drop_stale(
+    conn: psycopg.Connection, prefix: str, keep: str, retain: int = RETAINED_TEMPLATES
+) -> None:
+    """Drop templates under `prefix` other than `keep` and the `retain` newest others."""
+    rows = conn.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s ORDER BY oid DESC",
+        [prefix + "%", keep],
+    )
+    for (name,) in rows.fetchall()[retain:]:
+        drop_database(conn, name)
 
 
 # The migrated template as a compressed dump (pg_dump's custom format), so a

@@ -39,7 +39,7 @@ def server(embedded, tmp_path, monkeypatch):
     yield settings, started.database_url, migrated
     with testdb.maintenance_connection(settings) as conn:
         for prefix in (testdb.BASE_PREFIX, testdb.FULL_PREFIX):
-            testdb._drop_stale(conn, prefix, keep="")
+            testdb._drop_stale(conn, prefix, keep="", retain=0)
 
 
 def use_keys(monkeypatch, base: str, full: str) -> None:
@@ -49,7 +49,7 @@ def use_keys(monkeypatch, base: str, full: str) -> None:
 def drop_templates(settings) -> None:
     with testdb.maintenance_connection(settings) as conn:
         for prefix in (testdb.BASE_PREFIX, testdb.FULL_PREFIX):
-            testdb._drop_stale(conn, prefix, keep="")
+            testdb._drop_stale(conn, prefix, keep="", retain=0)
 
 
 def origin(url: str, database: str) -> str:
@@ -81,8 +81,10 @@ def test_another_netbox_releases_templates_and_dump_are_kept(server, monkeypatch
     assert set(migrated) <= databases(settings)
     assert locked_dump.is_file() and other_dump.is_file() and locked_dump != other_dump
 
-    use_keys(monkeypatch, "b0", "f9")  # the same release's plugins changed: its old one goes
-    testdb.ensure_template(settings, log=lambda _line: None)
+    # The same release's plugins changed: its old one goes once two newer ones exist.
+    for key in ("f7", "f8", "f9"):
+        use_keys(monkeypatch, "b0", key)
+        testdb.ensure_template(settings, log=lambda _line: None)
     assert "proxbox_tpl_full_4_7_0_f0" not in databases(settings)
     assert "proxbox_tpl_full_4_7_3_f1" in databases(settings)
 
@@ -301,3 +303,18 @@ def test_a_terminal_gets_bars_instead_of_lines():
     assert bars._progress.tasks[1].completed == bars._progress.tasks[1].total == 10
     bars.close()
     assert written == []
+
+
+def test_templates_of_other_keys_stay_while_they_are_among_the_newest(server, monkeypatch):
+    """Branches side by side on one server each clone their own full template: a build
+    keeps the two newest others, and drops what is older."""
+    settings, _url, migrated = server
+    for key in ("f1", "f2", "f3", "f4"):
+        use_keys(monkeypatch, "b1", key)
+        testdb.ensure_template(settings, log=lambda _line: None, restore=False)
+    present = {name for name in databases(settings) if name.startswith("proxbox_tpl_full_")}
+    assert present == {
+        "proxbox_tpl_full_4_7_3_f4",
+        "proxbox_tpl_full_4_7_3_f3",
+        "proxbox_tpl_full_4_7_3_f2",
+    }

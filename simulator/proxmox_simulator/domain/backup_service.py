@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from proxmox_simulator.domain import config_sections as sections
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.access import AccessState, Principal
-from proxmox_simulator.domain.errors import ParameterError, PveError
+from proxmox_simulator.domain.errors import ParameterError, PermissionDenied, PveError
 from proxmox_simulator.domain.guest_placement import size_gib
 from proxmox_simulator.domain.guest_service import lock_name, require_node
 from proxmox_simulator.repositories import backups as backup_repo
@@ -205,6 +205,7 @@ async def vzdump(rt, state: AccessState, principal: Principal, node: str, params
             "protected": bool(params.get("protected")),
             "retention": retention,
             "remove": params.get("remove", 1) not in (0, "0"),
+            "notify": _notification(rt, principal, params),
         }
         single = guests[0] if len(guests) == 1 else None
         return await enqueue(
@@ -217,6 +218,22 @@ async def vzdump(rt, state: AccessState, principal: Principal, node: str, params
             payload=payload,
             lock=lock_name(single["type"], single["vmid"]) if single else None,
         )
+
+
+def _notification(rt, principal: Principal, params: dict) -> dict | None:
+    """How the backup's end is told (vzdump's notification-mode): through the
+    notification system (its metadata fields but the hostname, the worker's node), or
+    None: by the legacy mail (``mailto`` in mode auto, or legacy-sendmail), or on a
+    major without the notification system."""
+    job_id = params.get("job-id")
+    if job_id is not None and principal.auth_id != "root@pam":
+        raise PermissionDenied("only root@pam may set 'job-id'")
+    mode = params.get("notification-mode") or "auto"
+    if mode == "auto":
+        mode = "legacy-sendmail" if params.get("mailto") else "notification-system"
+    if not rt.adapter.notification_system or mode != "notification-system":
+        return None
+    return {"type": "vzdump", **({"job-id": job_id} if job_id else {})}
 
 
 def render_notes(template: str, guest, node: str, cluster_name: str | None) -> str:

@@ -292,13 +292,7 @@ async def node_status(rt, node_name: str) -> dict:
         },
         "kversion": release["kversion"],
         "pveversion": release["pveversion"],
-        "current-kernel": {
-            "sysname": "Linux",
-            "release": release["kernel"],
-            "version": release["kversion"].split(" ", 2)[2],
-            "machine": "x86_64",
-        },
-        "boot-info": {"mode": "efi", "secureboot": 0},
+        **rt.adapter.node_status_kernel(release["kversion"]),
     }
 
 

@@ -1,15 +1,30 @@
-"""Notification endpoints (sendmail, smtp, gotify, webhook), matchers and targets.
+"""Notification endpoints (sendmail, smtp, gotify, webhook), matchers and targets,
+and the sending of notifications through them.
 
 Endpoints and matchers share notifications.cfg, so their names are unique
 across both.  Secrets (token, password, secret) are write-only, as PVE keeps
-them in priv/notifications.cfg.  The built-in ``mail-to-root`` endpoint and
-``default-matcher`` always exist; editing one marks it ``modified-builtin``
-and deleting it restores the built-in.
+them in priv/notifications.cfg: a webhook's ``secret`` entries read back by name
+only, and an entry given by name only keeps its stored value.  The built-in
+``mail-to-root`` endpoint and ``default-matcher`` always exist; editing one marks
+it ``modified-builtin`` and deleting it restores the built-in.
+
+``send`` routes a notification (``domain/notify.py``) as proxmox-notify does and
+delivers to webhook targets in the background, outside the task that sent it,
+within DELIVERY_TIMEOUT; a failed delivery is logged, never the sender's failure.
+Mail and gotify targets are matched and logged, not delivered: the simulator
+sends no mail and reaches no gotify server.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
+import httpx
+
 from proxmox_simulator.domain import config_sections as sections
+from proxmox_simulator.domain import notify
+from proxmox_simulator.domain.corosync_service import local_node
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.repositories import backups as backup_repo
 from proxmox_simulator.repositories import inventory
@@ -34,7 +49,11 @@ BUILTINS = {
         },
     ),
 }
-_SEVERITIES = {"info", "notice", "warning", "error", "unknown"}
+log = logging.getLogger("proxmox_simulator.notify")
+# Seconds a webhook delivery may take (connect and answer).
+DELIVERY_TIMEOUT = 5.0
+# Deliveries under way: kept referenced until they end.
+_deliveries: set[asyncio.Task] = set()
 
 
 async def _all(conn) -> dict[str, tuple[str, dict, str, int]]:
@@ -46,12 +65,21 @@ async def _all(conn) -> dict[str, tuple[str, dict, str, int]]:
     return out
 
 
+def _secret_names(options: dict) -> list[str]:
+    return [
+        f"name={notify.key_value(e, 'secret')[0]}" for e in notify.as_list(options.get("secret"))
+    ]
+
+
 def _render(name: str, kind: str, options: dict, origin: str, version: int) -> dict:
     entry = {
         "name": name,
         **{k: v for k, v in options.items() if k not in _SECRETS},
         "origin": origin,
     }
+    if kind == "webhook" and options.get("secret"):
+        # The names are readable, the values never (PVE's priv/notifications.cfg).
+        entry["secret"] = _secret_names(options)
     entry["digest"] = sections.digest(FILE, name, version)
     return entry
 
@@ -88,21 +116,57 @@ async def targets(rt) -> list[dict]:
     return out
 
 
+def _checked(option: str, check, *args) -> None:
+    try:
+        check(*args)
+    except notify.NotifyError as exc:
+        raise ParameterError({option: str(exc)}) from None
+
+
 async def _check(conn, kind: str, options: dict, items: dict) -> None:
     if kind == MATCHER:
         for target in sections.split_list(options.get("target")):
             if target not in items or items[target][0] == MATCHER:
                 raise ParameterError({"target": f"notification target '{target}' does not exist"})
-        for severity in sections.split_list(options.get("match-severity")):
-            if severity not in _SEVERITIES:
-                raise ParameterError({"match-severity": f"unknown severity '{severity}'"})
+        for option, parse in (
+            ("match-field", notify.field_matcher),
+            ("match-severity", notify.severity_matcher),
+            ("match-calendar", notify.calendar_matcher),
+        ):
+            for entry in notify.as_list(options.get(option)):
+                _checked(option, parse, entry)
     elif kind in ("sendmail", "smtp"):
         if not options.get("mailto") and not options.get("mailto-user"):
             raise ParameterError(
                 {"mailto": "at least one of 'mailto' and 'mailto-user' is required"}
             )
-    elif kind == "webhook" and not str(options.get("url", "")).startswith(("http://", "https://")):
-        raise ParameterError({"url": "the URL must start with http:// or https://"})
+    elif kind == "webhook":
+        if not str(options.get("url", "")).startswith(("http://", "https://")):
+            raise ParameterError({"url": "the URL must start with http:// or https://"})
+        for option in ("header", "secret"):
+            for entry in notify.as_list(options.get(option)):
+                _checked(option, notify.key_value, entry, option)
+        if options.get("body"):
+            _checked("body", notify.decode_base64, options["body"], "body")
+
+
+def _kept_secrets(options: dict, current: dict) -> dict:
+    """A webhook's ``secret`` entries given by name only keep their stored values."""
+    if "secret" not in options:
+        return options
+    stored = dict(notify.key_value(e, "secret") for e in notify.as_list(current.get("secret")))
+    entries = []
+    for entry in notify.as_list(options["secret"]):
+        try:
+            name, value = notify.key_value(entry, "secret")
+        except notify.NotifyError as exc:
+            raise ParameterError({"secret": str(exc)}) from None
+        if value is None:
+            if stored.get(name) is None:
+                raise ParameterError({"secret": f"secret '{name}' has no value"})
+            value = stored[name]
+        entries.append(f"name={name},value={value}")
+    return {**options, "secret": entries}
 
 
 async def create(rt, kind: str, params: dict, declared: set[str]) -> None:
@@ -113,6 +177,8 @@ async def create(rt, kind: str, params: dict, declared: set[str]) -> None:
         if name in items:
             raise PveError(f"notification endpoint or matcher '{name}' already exists")
         await _check(conn, kind, options, items)
+        if kind == "webhook":
+            options = _kept_secrets(options, {})
         await repo.insert(conn, FILE, name, kind, options)
 
 
@@ -125,6 +191,8 @@ async def update(rt, kind: str, name: str, params: dict, declared: set[str]) -> 
         sections.check_digest(params.get("digest"), sections.digest(FILE, name, version))
         options = sections.updated_options(current, params, frozenset(declared) - _NOT_OPTIONS)
         await _check(conn, kind, options, items)
+        if kind == "webhook":
+            options = _kept_secrets(options, current)
         if version == 0:  # first change of a built-in
             await repo.insert(conn, FILE, name, kind, options)
         else:
@@ -146,18 +214,105 @@ async def delete(rt, kind: str, name: str) -> None:
 
 
 async def test_target(rt, name: str) -> None:
-    """Sendmail delivers locally; network endpoints cannot be reached from the simulator."""
+    """PVE's test notification, sent to this target alone and at once: a webhook gets
+    the request, and its failure is the answer's; sendmail delivers locally; smtp and
+    gotify servers cannot be reached from the simulator."""
     async with rt.pool.acquire() as conn:
         items = await _all(conn)
+        hostname = local_node(await inventory.nodes(conn))
     if name not in items or items[name][0] == MATCHER:
         raise PveError(f"notification target '{name}' does not exist")
     kind, options, _origin, _version = items[name]
     if options.get("disable"):
         raise PveError(f"notification target '{name}' is disabled")
-    if kind != "sendmail":
+    if kind == "webhook":
+        note = notify.Notification(
+            severity="info",
+            title="Test notification",
+            message=f"This is a test of the notification target '{name}'.",
+            timestamp=int(rt.clock.now()),
+            fields={"hostname": hostname},
+        )
+        try:
+            await _deliver(name, options, note)
+        except (notify.NotifyError, httpx.HTTPError) as exc:
+            raise PveError(f"could not notify via target `{name}`: {_why(exc, options)}") from None
+    elif kind != "sendmail":
         raise PveError(
             f"could not notify via target '{name}': the simulator sends nothing over the network"
         )
+
+
+# ---------------------------------------------------------------- sending
+
+
+def _why(exc: Exception, options: dict) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.HTTPStatusError):
+        text = f"HTTP status code: {exc.response.status_code}"
+    return notify.mask(text, options)
+
+
+async def _deliver(name: str, options: dict, note: notify.Notification) -> None:
+    request = notify.webhook_request(options, note)
+    async with httpx.AsyncClient(timeout=DELIVERY_TIMEOUT) as client:
+        answer = await client.request(
+            request.method.upper(),
+            request.url,
+            headers=request.headers,
+            content=request.body.encode("utf-8") if request.body else None,
+        )
+        answer.raise_for_status()
+
+
+async def _deliver_logged(name: str, options: dict, note: notify.Notification) -> None:
+    try:
+        await _deliver(name, options, note)
+    except (notify.NotifyError, httpx.HTTPError) as exc:
+        log.error("could not notify via target `%s`: %s", name, _why(exc, options))
+    else:
+        log.info("notified via target `%s`", name)
+
+
+def route(items: dict, note: notify.Notification) -> list[str]:
+    """The targets the enabled matchers pick for ``note`` (a failing matcher is
+    logged and skipped, as PVE's)."""
+    targets: set[str] = set()
+    for name, (kind, options, _origin, _version) in sorted(items.items()):
+        if kind != MATCHER:
+            continue
+        if str(options.get("disable", 0)) in ("1", "true"):
+            log.info("skipping disabled matcher '%s'", name)
+            continue
+        try:
+            targets.update(notify.matched_targets(options, note))
+        except notify.NotifyError as exc:
+            log.error("matcher '%s' failed: %s", name, exc)
+    return sorted(targets)
+
+
+async def send(pool, note: notify.Notification) -> list[asyncio.Task]:
+    """Route ``note`` and start its webhook deliveries; answers them (tests wait)."""
+    async with pool.acquire() as conn:
+        items = await _all(conn)
+    started = []
+    for target in route(items, note):
+        if target not in items or items[target][0] == MATCHER:
+            log.error("could not notify via target `%s`: it does not exist", target)
+            continue
+        kind, options, _origin, _version = items[target]
+        if str(options.get("disable", 0)) in ("1", "true"):
+            log.info("skipping disabled target '%s'", target)
+            continue
+        if kind != "webhook":
+            log.info("target `%s` (%s): not delivered, the simulator sends no %s", target,
+                     kind, "notifications to gotify" if kind == "gotify" else "mail")  # fmt: skip
+            continue
+        task = asyncio.create_task(_deliver_logged(target, options, note))
+        _deliveries.add(task)
+        task.add_done_callback(_deliveries.discard)
+        started.append(task)
+    return started
 
 
 def matcher_fields() -> list[dict]:

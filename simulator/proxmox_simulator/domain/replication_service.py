@@ -153,7 +153,8 @@ async def schedule_now(rt, principal, node: str, job_id: str) -> str:
             task_type="replicate",
             task_id=job_id,
             principal=principal,
-            payload={"id": job_id},
+            # A failed run notifies through the notification system where it exists.
+            payload={"id": job_id, "notify": rt.adapter.notification_system},
             lock=f"replication-{job_id}",
         )
 

@@ -33,6 +33,10 @@ class Pve6:
     # JSON error, and the bare message where the answer had no body (a refused
     # ticket).  Before it, the reason phrase of the status line was the only place.
     error_message_in_body_since: tuple[int, int] | None = None
+    # The notification system (matchers and targets; 8.1) with webhook targets (8.3):
+    # vzdump and replication notify through it. Before 8.1 vzdump mailed its report
+    # and replication mailed root; the simulator sends no mail.
+    notification_system = False
 
     # The CPU models a guest may use: what the major's QEMU and qemu-server offer
     # (``/nodes/{node}/cpu``, later ``/capabilities/qemu/cpu``); newer majors add to it.
@@ -70,6 +74,11 @@ class Pve6:
     def node_memory(self, total: int, used: int) -> dict:
         return {"total": total, "used": used, "free": total - used}
 
+    def node_status_kernel(self, kversion: str) -> dict:
+        """What a node's status says of its kernel and boot beyond ``kversion`` (which every
+        major reports: ``uname``'s sysname, release and version in one string)."""
+        return {}
+
     def qemu_migrate_extras(self, mapped: list[str]) -> dict:
         """Fields a major adds to ``GET .../qemu/{vmid}/migrate``; ``mapped`` names the
         guest's devices that go through a cluster resource mapping (8.x+)."""
@@ -103,6 +112,7 @@ class Pve7(Pve6):
 class Pve8(Pve7):
     major = 8
     tfa_lockout = True
+    notification_system = True  # the simulated 8.x is 8.4: webhook targets included
     error_message_in_body_since = (8, 4)
     qemu_version = "9.2.0"
     machine = "pc-i440fx-9.2+pve1"
@@ -117,6 +127,19 @@ class Pve8(Pve7):
         *("Icelake-Server-v7", "SapphireRapids", "SapphireRapids-v2", "GraniteRapids"),
         *("EPYC-v4", "EPYC-Rome-v3", "EPYC-Rome-v4", "EPYC-Milan-v2", "EPYC-Genoa"),
     )
+
+    def node_status_kernel(self, kversion: str) -> dict:
+        # pve-manager 8 added uname's fields one by one, and how the node booted.
+        sysname, release, version = kversion.split(" ", 2)
+        return {
+            "current-kernel": {
+                "sysname": sysname,
+                "release": release,
+                "version": version,
+                "machine": "x86_64",
+            },
+            "boot-info": {"mode": "efi", "secureboot": 0},
+        }
 
     def qemu_migrate_extras(self, mapped: list[str]) -> dict:
         # Resource mappings came with 8.x: which devices are mapped, and (no mapped

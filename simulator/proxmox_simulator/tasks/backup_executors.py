@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxmox_simulator.domain import backup_service
+from proxmox_simulator.domain import backup_service, notification_service, notify
 from proxmox_simulator.domain import guests as rules
 from proxmox_simulator.domain.errors import PveError
 from proxmox_simulator.repositories import backups as backup_repo
@@ -25,6 +25,7 @@ async def vzdump(ctx: TaskContext) -> None:
     )
     await ctx.sleep(_BACKUP_SECONDS * len(guests))
     upid = ctx.row["upid"]
+    written: list[tuple[dict, backup_service.ArchiveWrite]] = []
 
     async def effect(conn) -> None:
         # All archives commit with the task: a lost lease leaves no half-written job.
@@ -37,6 +38,7 @@ async def vzdump(ctx: TaskContext) -> None:
             result = await backup_service.write_archive(
                 conn, node=node, guest=guest, payload=payload, epoch=epoch
             )
+            written.append((dict(guest), result))
             lines = [
                 f"INFO: Starting Backup of VM {guest['vmid']} ({guest['type']})",
                 f"INFO: {noun} Name: {guest['name']}",
@@ -47,7 +49,55 @@ async def vzdump(ctx: TaskContext) -> None:
             lines.append(f"INFO: Finished Backup of VM {guest['vmid']} (00:00:05)")
             await task_repo.append_log(conn, upid, lines)
 
-    await ctx.complete(effect, lines=["INFO: Backup job finished successfully"])
+    try:
+        await ctx.complete(effect, lines=["INFO: Backup job finished successfully"])
+    except PveError as exc:
+        # The effect rolled back: no archive of this job exists.
+        await _notify_backup(ctx, [], exc.message)
+        raise
+    await _notify_backup(ctx, written, None)
+
+
+async def _notify_backup(ctx: TaskContext, written: list, error: str | None) -> None:
+    """vzdump's notification at the job's end (PVE 8.1+): severity error when the job
+    failed, fields type=vzdump, hostname (the node) and job-id when a job started it."""
+    fields = ctx.payload.get("notify")
+    if fields is None:
+        return
+    node = ctx.row["node"]
+    status = "backup failed" if error else "backup successful"
+    rows = [
+        f"{guest['vmid']:<6} {guest['name']:<20} ok     00:00:05  {result.size:>14}  "
+        f"{result.volid.split('/')[-1]}"
+        for guest, result in written
+    ]
+    if error:
+        rows += [
+            f"{g['vmid']:<6} {'':<20} err    00:00:00  {0:>14}  -" for g in ctx.payload["guests"]
+        ]
+    total = sum(result.size for _guest, result in written)
+    message = "\n".join(
+        [
+            *([f"Error: {error}", ""] if error else []),
+            "Details",
+            "=======",
+            f"{'VMID':<6} {'Name':<20} Status Time      {'Size':>14}  Filename",
+            *rows,
+            "",
+            "Summary",
+            "=======",
+            f"Total running time: {int(_BACKUP_SECONDS * len(written))}s",
+            f"Total size: {total}",
+        ]
+    )
+    note = notify.Notification(
+        severity="error" if error else "info",
+        title=f"vzdump backup status ({node}): {status}",
+        message=message,
+        timestamp=int(ctx.clock.now()),
+        fields={**fields, "hostname": node},
+    )
+    await notification_service.send(ctx.worker.pool, note)
 
 
 async def prune_backups(ctx: TaskContext) -> None:

@@ -12,6 +12,8 @@ from proxmox_simulator.domain import (
     migration_tunnel,
     node_power_service,
     node_system_service,
+    notification_service,
+    notify,
     oci_registry,
     realm_sync_service,
     remote_migration,
@@ -169,8 +171,24 @@ async def replicate(ctx: TaskContext) -> None:
         )
     await ctx.log(*log)
     if error:
+        if ctx.payload.get("notify"):
+            await _notify_replication(ctx, log, error)
         raise PveError(error)
     await ctx.complete()
+
+
+async def _notify_replication(ctx: TaskContext, log: list[str], error: str) -> None:
+    """pvesr's notification of a failed run (PVE 8.1+): severity error, fields
+    type=replication, job-id and hostname (the node the guest is on)."""
+    job_id, node = ctx.payload["id"], ctx.row["node"]
+    note = notify.Notification(
+        severity="error",
+        title=f"Replication Job: {job_id} failed",
+        message="\n".join([f"Replication job '{job_id}' failed: {error}", "", *log]),
+        timestamp=int(ctx.clock.now()),
+        fields={"type": "replication", "job-id": job_id, "hostname": node},
+    )
+    await notification_service.send(ctx.worker.pool, note)
 
 
 async def set_ceph_flags(ctx: TaskContext) -> None:
