@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("netbox_proxbox", "0015_assignment_rules"),
+        ("netbox_proxbox", "0016_node_device_types"),
     ]
 
     operations = [
