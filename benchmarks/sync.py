@@ -57,11 +57,13 @@ the child's peak RSS, and the CPU seconds each side used: the client (the backen
 child process, or the floor's httpx), NetBox (gunicorn's arbiter and workers, and each
 worker's share: how gunicorn spread the client's connections) and PostgreSQL (every
 `postgres` process, the machine's whole server); then a markdown table of them.
-`--profile DIR` writes a cProfile file of each sync run's child into DIR.
+`--profile DIR` writes a cProfile file of each sync run's child into DIR.  `--prefixes`
+switches the endpoints' opt-in guest network prefixes on (off by default, as the feature
+is); the floor then writes the same prefixes.
 
     PROXBOX_DATABASE_URL=... PROXBOX_REDIS_URL=... uv run python benchmarks/sync.py \
         [--sizes 100,1000] [--proxmox fake|simulator] [--proxmox-latency-ms N] [--latency-compare N]
-        [--rounds N] [--initial-only] [--profile DIR]
+        [--rounds N] [--initial-only] [--profile DIR] [--prefixes]
 """
 
 from __future__ import annotations
@@ -575,6 +577,12 @@ def parse_arguments():
     )
     parser.add_argument("--profile", metavar="DIR", help="a cProfile file per sync run into DIR")
     parser.add_argument(
+        "--prefixes",
+        action="store_true",
+        help="switch the endpoints' opt-in prefixes_mode on (the floor writes the guest"
+        " networks' prefixes too); off by default, as the feature is",
+    )
+    parser.add_argument(
         "--netbox-keep-alive",
         type=int,
         default=0,
@@ -663,6 +671,8 @@ def main() -> int:
                     simulator = Simulator(f"bench{size}", profile, 1, Path(workdir)).start()
                     site = create_site(netbox, bench.cluster(0))
                     endpoint = create_endpoint(netbox, bench.cluster(0), simulator, site=site)
+                    if args.prefixes:
+                        switch_prefixes_on(netbox, endpoint["id"])
                     bench.spec_base["simulator"] = {
                         "url": simulator.url,
                         "ca_bundle": simulator.ca_bundle,
@@ -689,6 +699,16 @@ def main() -> int:
     print()
     print(markdown_table(rows))
     return 1 if failed else 0
+
+
+def switch_prefixes_on(netbox, endpoint_id: int) -> None:
+    """`--prefixes`: the endpoint's opt-in guest network prefixes, through REST."""
+    with netbox.api() as api:
+        response = api.patch(
+            f"/plugins/proxbox/endpoints/proxmox/{endpoint_id}/", json={"prefixes_mode": "always"}
+        )
+    if response.status_code != 200:
+        raise SystemExit(f"prefixes_mode not switched on: {response.text[:300]}")
 
 
 class SizeBench:
@@ -739,7 +759,10 @@ class SizeBench:
 
         cluster = self.cluster(round_)
         site = create_site(self.netbox, cluster)
-        return create_endpoint_record(self.netbox, cluster, "127.0.0.1", 8006, site=site)["id"]
+        endpoint = create_endpoint_record(self.netbox, cluster, "127.0.0.1", 8006, site=site)
+        if self.args.prefixes:
+            switch_prefixes_on(self.netbox, endpoint["id"])
+        return endpoint["id"]
 
     def sync(self, spec: dict, phase: str, changed: bool, latency: float, full: bool) -> Row:
         profile = None
@@ -777,6 +800,7 @@ class SizeBench:
                 guest_specs(self.size, network, oui=f"BC:{25 + 2 * round_}"),
                 node_addresses(network),
                 sync_floor.sdn_layout(network),
+                prefixes=self.args.prefixes,
             )
         )
         row = floor_row(self.size, floor)

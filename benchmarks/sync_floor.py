@@ -10,8 +10,10 @@ MACs (the tagged one in access mode), guest OS names and node bridge (custom fie
 address with the guest's DNS name, 2 virtual disks, the VM's primary address, a snapshot
 and a backup; one backup job; the HA inventory of `ha_layout` (an HA resource per tenth
 guest, PVE 9 HA rules listing them); the SDN of `sdn_layout` (a VLAN group, VLANs,
-L2VPNs, prefixes, gateway addresses, DHCP ranges).  Whatever the sync takes beyond this is the
-backend's own cost (reads, planning, the claim, the sidecar records).
+L2VPNs, prefixes, gateway addresses, DHCP ranges); with `prefixes` (the benchmark's
+`--prefixes`, which switches the endpoint's opt-in `prefixes_mode` on) the guest networks'
+prefixes (`guest_prefixes`).  Whatever the sync takes beyond this is the backend's own cost
+(reads, planning, the claim, the sidecar records).
 
 The prerequisites (site, cluster, device type and role, tags) are created before the
 clock starts, into a site and cluster of the floor's own.
@@ -96,7 +98,9 @@ class FloorWriter:
         return (await self.send("POST", path, {**lookup, **(extra or {})}))["id"]
 
 
-async def prerequisites(writer: FloorWriter, name: str, tag_names: set[str]) -> dict:
+async def prerequisites(
+    writer: FloorWriter, name: str, tag_names: set[str], prefixes: bool = False
+) -> dict:
     slug = name.lower()
     site = await writer.get_or_create("/dcim/sites/", {"name": name, "slug": slug})
     manufacturer = await writer.get_or_create("/dcim/manufacturers/", {"name": name, "slug": slug})
@@ -140,6 +144,12 @@ async def prerequisites(writer: FloorWriter, name: str, tag_names: set[str]) -> 
             "object_types": ["virtualization.vminterface"],
         },
     )
+    if prefixes:
+        await writer.get_or_create(
+            "/extras/custom-fields/",
+            {"name": "proxbox_prefix"},
+            {"type": "text", "object_types": ["ipam.prefix"]},
+        )
     for name_, value in NODE_FACTS.items():
         await writer.get_or_create(
             "/extras/custom-fields/",
@@ -489,6 +499,39 @@ async def write_records(
     )
 
 
+def guest_prefixes(inventory: dict, sdn: dict) -> list[str]:
+    """The networks of the guests' addresses (each address with its own prefix length)
+    that no SDN subnet equals or contains: the prefixes the sync's `prefixes` stage makes
+    (host routes and link-local addresses name none)."""
+    subnets = [ipaddress.ip_network(s["cidr"]) for found in sdn["subnets"].values() for s in found]
+    networks = set()
+    for guest in inventory.values():
+        for nic in guest["nics"]:
+            if not nic["address"]:
+                continue
+            interface = ipaddress.ip_interface(nic["address"])
+            network = interface.network
+            if network.prefixlen == network.max_prefixlen or interface.ip.is_link_local:
+                continue
+            if not any(network.subnet_of(s) for s in subnets if s.version == network.version):
+                networks.add(network)
+    return [str(n) for n in sorted(networks)]
+
+
+async def write_prefixes(writer: FloorWriter, name: str, networks: list[str], base: dict) -> None:
+    """What the sync's `prefixes` stage writes: a prefix per guest network, scoped to the
+    site, with the proxbox tag and its source key (the benchmark's endpoints have no VRF)."""
+    await writer.bulk(
+        "POST",
+        "/ipam/prefixes/",
+        [
+            {"prefix": n, "scope_type": "dcim.site", "scope_id": base["site"], "status": "active",
+             "tags": [base["tags"]["proxbox"]], "custom_fields": {"proxbox_prefix": f"{name}/{n}"}}
+            for n in networks
+        ],
+    )  # fmt: skip
+
+
 async def write_inventory(
     writer: FloorWriter,
     name: str,
@@ -497,6 +540,7 @@ async def write_inventory(
     base: dict,
     node_addresses: dict,
     sdn: dict,
+    prefixes: bool = False,
 ) -> None:
     tags = base["tags"]
     group = await writer.send("POST", "/ipam/vlan-groups/", {"name": name, "slug": name.lower()})
@@ -623,14 +667,24 @@ async def write_inventory(
     )
     await write_records(writer, nodes, device_ids, guests, vms, base)
     await write_sdn(writer, name, sdn, base)
+    if prefixes:
+        await write_prefixes(writer, name, guest_prefixes(inventory, sdn), base)
 
 
 async def measure_floor(
-    url: str, token: str, name: str, nodes, inventory: dict, node_addresses: dict, sdn: dict
+    url: str,
+    token: str,
+    name: str,
+    nodes,
+    inventory: dict,
+    node_addresses: dict,
+    sdn: dict,
+    prefixes: bool = False,
 ) -> Floor:
     """`inventory`: vmid → {name, node, vcpus, memory_mb, tags, nics: [{name, mac, vlan,
     address}], disks: [{name, size_mb}]} (benchmarks/sync.py's `guest_specs`);
-    `node_addresses`: node → its bridge's address; `sdn`: `sdn_layout`."""
+    `node_addresses`: node → its bridge's address; `sdn`: `sdn_layout`; `prefixes`: the
+    guest networks' prefixes too (the endpoint's `prefixes_mode` on)."""
     scheme = "Bearer" if token.startswith("nbt_") else "Token"
     async with httpx.AsyncClient(
         base_url=f"{url}/api",
@@ -640,7 +694,7 @@ async def measure_floor(
     ) as client:
         writer = FloorWriter(client)
         tag_names = {"proxbox", *(t for g in inventory.values() for t in g["tags"])}
-        base = await prerequisites(writer, name, tag_names)
+        base = await prerequisites(writer, name, tag_names, prefixes)
         started = time.perf_counter()
-        await write_inventory(writer, name, nodes, inventory, base, node_addresses, sdn)
+        await write_inventory(writer, name, nodes, inventory, base, node_addresses, sdn, prefixes)
         return Floor(time.perf_counter() - started, writer.objects, writer.requests, writer.steps)

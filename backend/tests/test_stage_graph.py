@@ -366,6 +366,9 @@ RULES = {
         ["node addresses", "sdn"],
         ["node addresses", "guests", "disks", "sdn", "interfaces"],
     ),
+    # the addresses it counts and the SDN subnets' prefixes that cover a network are
+    # written (and the custom fields the guests stage makes); its prefixes beside the SDN's
+    "prefixes": (["node addresses", "guests", "sdn", "ips"], ["sdn"]),
     "records": ([], []),
 }  # fmt: skip
 

@@ -57,6 +57,9 @@ MODE_OF = {
         )
     },
 }
+# A family's mode when the endpoint's policy does not say (an older plugin, no policy):
+# the guest-network prefixes are opt-in, every other switch is on.
+FAMILY_DEFAULTS = {"prefixes": OFF}
 # A protected field → the NetBox fields it stands for.
 PROTECTED = {
     "name": ("name",),
@@ -139,11 +142,15 @@ class SyncPolicy:
         )
 
     def mode(self, object_type: str) -> str:
-        return self.modes.get(MODE_OF.get(object_type, ""), ALWAYS)
+        return self.family_mode(MODE_OF.get(object_type, ""))
+
+    def family_mode(self, family: str) -> str:
+        """The mode of one switch (`guests`, `sdn`, `prefixes`, …), its default unless set."""
+        return self.modes.get(family, FAMILY_DEFAULTS.get(family, ALWAYS))
 
     def mode_of(self, plan: Plan) -> str:
         """The mode `plan` is written under: its family's switch, else its type's."""
-        return self.modes.get(plan.family, ALWAYS) if plan.family else self.mode(plan.object_type)
+        return self.family_mode(plan.family) if plan.family else self.mode(plan.object_type)
 
     def protected_names(self) -> set[str]:
         """The NetBox fields the protected fields stand for."""
@@ -310,11 +317,14 @@ class Target:
         if plan.object_type == "dcim.interface":
             # Keyed (device id, interface name): a node target refreshes its own interfaces.
             return _keep(plan, lambda item: device is not None and item.key[0] == device)
-        if plan.object_type == "ipam.vlan" or (
-            plan.family == "sdn" and plan.object_type != "vpn.l2vpntermination"
+        if (
+            plan.object_type == "ipam.vlan"
+            or plan.family == "prefixes"
+            or (plan.family == "sdn" and plan.object_type != "vpn.l2vpntermination")
         ):
-            # VLANs and the SDN objects are shared by the whole cluster: a targeted run
-            # creates the ones its guests need, full syncs keep them in shape.
+            # VLANs, the SDN objects and the guest networks' prefixes are shared by the
+            # whole cluster: a targeted run creates the ones its guests need, full syncs
+            # keep them in shape.
             return _keep(plan, lambda item: False, keep_creates=True)
         return plan
 

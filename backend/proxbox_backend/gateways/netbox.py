@@ -15,7 +15,7 @@ from proxbox_backend.clients.netbox import (
     response_body,
 )
 from proxbox_backend.clients.proxmox import ProxmoxCredentials
-from proxbox_backend.domain import sdn
+from proxbox_backend.domain import prefixes, sdn
 from proxbox_backend.domain.assignment import AssignmentRule
 from proxbox_backend.domain.counters import Tally
 from proxbox_backend.domain.endpoint import Endpoint
@@ -152,6 +152,21 @@ SDN_FIELD = {
     "filter_logic": "exact",
     "required": False,
 }
+
+PREFIX_FIELD = {
+    "name": prefixes.KEY_FIELD,
+    "label": "Proxbox guest network",
+    "type": "text",
+    "object_types": [prefixes.OBJECT_TYPE],
+    # NetBox's limit is 200 characters.
+    "description": "<cluster>/<network> of a prefix the Proxbox sync made for its guests'"
+    " addresses; it removes the prefix once no address lives in it or another covers it.",
+    "ui_editable": "no",
+    "filter_logic": "exact",
+    "required": False,
+}
+# What the guest-network planner compares, and what tells whose a prefix is.
+PREFIX_FIELDS = "id,prefix,vrf,scope_type,scope_id,status,description,tags,custom_fields"
 
 # Only the fields the planners compare: NetBox serializes far less per object.
 VM_FIELDS = "id,name,status,vcpus,memory,disk,device,site,tenant,role,cluster,custom_fields,primary_ip4,primary_ip6,platform,tags,description,comments"
@@ -663,6 +678,42 @@ class NetBoxGateway:
         would list them all)."""
         params = {f"cf_{sdn.KEY_FIELD}__isw": sdn.key_prefix(cluster_id), "fields": fields}
         return await self.client.list(path, params)
+
+    async def prefix_field_exists(self) -> bool:
+        return bool(
+            await self.client.list(CUSTOM_FIELDS, {"name": prefixes.KEY_FIELD, "fields": "id"})
+        )
+
+    async def ensure_prefix_field(self, tally: Tally) -> None:
+        """The guest-network prefixes' source-key field (`domain.prefixes.KEY_FIELD`),
+        made the first time the sync has such a prefix to write."""
+        await self._get_or_create(
+            CUSTOM_FIELDS, {"name": prefixes.KEY_FIELD}, PREFIX_FIELD, tally, "extras.customfield"
+        )
+
+    async def own_prefixes(self, cluster_id: int) -> list[dict]:
+        """The prefixes carrying this cluster's guest-network key; asked only once the
+        field exists (NetBox ignores a filter on a custom field it does not know)."""
+        params = {f"cf_{prefixes.KEY_FIELD}__isw": prefixes.key_prefix(cluster_id)}
+        return await self.client.list(PREFIXES, {**params, "fields": PREFIX_FIELDS})
+
+    async def covering_prefixes(self, vrf_id: int | None, networks: list[str]) -> list[dict]:
+        """The VRF's prefixes (None: the global table) that contain or equal one of the
+        networks: asked by their exact prefixes (`domain.prefixes.supernets`), a bounded
+        URL at a time."""
+        params = {"vrf_id": "null" if vrf_id is None else vrf_id, "fields": PREFIX_FIELDS}
+        return await self.client.list_by_ids(
+            PREFIXES, "prefix", prefixes.supernets(networks), params, chunk=50
+        )
+
+    async def vm_addresses_within(self, vrf_id: int | None, networks: list[str]) -> list[dict]:
+        """The addresses on VM interfaces in the VRF that lie in one of the networks."""
+        params = {
+            "vrf_id": "null" if vrf_id is None else vrf_id,
+            "assigned_object_type": VM_INTERFACE_TYPE,
+            "fields": "id,address",
+        }
+        return await self.client.list_by_ids(IP_ADDRESSES, "parent", networks, params, chunk=50)
 
     async def l2vpn_terminations(self, l2vpn_ids: list[int]) -> list[dict]:
         return await self.client.list_by_ids(

@@ -16,6 +16,7 @@ from proxbox_backend.stages import (
     node_addresses,
     node_interfaces,
     nodes,
+    prefixes,
     records,
     sdn,
     vlans,
@@ -35,6 +36,7 @@ GRAPH = (
     interfaces.STAGE,
     sdn.LINKS,
     ips.STAGE,
+    prefixes.STAGE,
     records.STAGE,
 )
 

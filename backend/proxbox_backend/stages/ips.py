@@ -323,8 +323,9 @@ async def read_addresses(run: StageRun, gate: Gate) -> list[dict]:
     return await read(run.netbox, gate.take("guests.kept").preexisting)
 
 
-async def sync_addresses(run: StageRun, gate: Gate) -> None:
-    """The VMs' addresses, then the VMs' primary addresses."""
+async def sync_addresses(run: StageRun, gate: Gate) -> dict:
+    """The VMs' addresses, then the VMs' primary addresses; gives the synced addresses
+    now in NetBox ((interface id, address) → id) to the prefixes stage."""
     owned = gate.take("guests.owned")
     interface_ids = gate.take("interfaces.ids")
     count = sum(len(g.addresses) for _, g in owned.owned)
@@ -354,6 +355,7 @@ async def sync_addresses(run: StageRun, gate: Gate) -> None:
         gate.settle,
     )
     gate.finished(count)
+    return {"ips.addresses": ip_ids}
 
 
 STAGE = Stage(
@@ -362,6 +364,7 @@ STAGE = Stage(
     read=read_addresses,
     starts_with=("guests.kept",),
     takes=("guests.owned", "interfaces.ids"),
+    gives=("ips.addresses",),
     reads=frozenset({OBJECT_TYPE}),
     writes={
         OBJECT_TYPE: EVERY,

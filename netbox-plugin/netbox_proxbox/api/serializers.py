@@ -122,6 +122,7 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
     tags_mode = ChoiceField(choices=SyncModeChoices, required=False)
     records_mode = ChoiceField(choices=SyncModeChoices, required=False)
     sdn_mode = ChoiceField(choices=SyncModeChoices, required=False)
+    prefixes_mode = ChoiceField(choices=SyncModeChoices, required=False)
     protected_fields = serializers.ListField(
         child=serializers.ChoiceField(choices=ProtectedFieldChoices), required=False
     )
@@ -193,6 +194,7 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "tags_mode",
             "records_mode",
             "sdn_mode",
+            "prefixes_mode",
             "protected_fields",
             "keep_operator_objects",
             "adopt_existing",

@@ -29,6 +29,7 @@ OBJECT_MODE_FIELDS = (
     "tags_mode",
     "records_mode",
     "sdn_mode",
+    "prefixes_mode",
 )
 VMID_MAX = 999_999_999  # Proxmox's upper bound for a VMID
 REMOVED_GUESTS_DAYS_MAX = 3650
@@ -56,14 +57,14 @@ def parse_vmid_ranges(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def _mode_field(label, help_text=""):
+def _mode_field(label, help_text="", default=SyncModeChoices.ALWAYS):
     return models.CharField(
         verbose_name=label,
         help_text=help_text,
         max_length=20,
         choices=SyncModeChoices,
-        default=SyncModeChoices.ALWAYS,
-        db_default=SyncModeChoices.ALWAYS,
+        default=default,
+        db_default=default,
     )
 
 
@@ -142,6 +143,17 @@ class SyncPolicyFields(models.Model):
             "Proxmox SDN zones, VNets and subnets: VLAN groups, VLANs, L2VPNs, prefixes, "
             "gateway addresses, DHCP ranges and the guest interfaces' links to them"
         ),
+    )
+    # Opt-in (off by default, here and in the backend for a plugin without the field): a
+    # prefix for each network the synced guest addresses live in that has none in the
+    # endpoint's VRF. Prefixes are the operator's to plan; the sync only fills gaps.
+    prefixes_mode = _mode_field(
+        _("guest network prefixes"),
+        _(
+            "A prefix in the endpoint's VRF for each network of the synced guest addresses "
+            "that no prefix covers yet (removed again once empty or covered); off by default"
+        ),
+        default=SyncModeChoices.OFF,
     )
     protected_fields = ArrayField(
         base_field=models.CharField(max_length=20, choices=ProtectedFieldChoices),

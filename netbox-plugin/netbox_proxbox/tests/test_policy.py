@@ -43,6 +43,9 @@ class SyncPolicyRestTest(TestCase):
         self.assertTrue(policy["keep_operator_objects"])
         self.assertIs(policy["adopt_existing"], False)  # adoption is opt-in
         self.assertIs(body["adopt_existing"], False)
+        # Every switch on but the guest network prefixes (opt-in).
+        self.assertEqual(policy["modes"].pop("prefixes"), "off")
+        self.assertEqual(body["prefixes_mode"]["value"], "off")
         self.assertEqual(set(policy["modes"].values()), {"always"})
         self.assertEqual(
             set(policy["modes"]),
@@ -58,6 +61,7 @@ class SyncPolicyRestTest(TestCase):
             disks_mode="off",
             records_mode="create_only",
             sdn_mode="off",
+            prefixes_mode="always",
             protected_fields=["name", "primary_ip"],
             keep_operator_objects=False,
             adopt_existing=True,
@@ -76,6 +80,7 @@ class SyncPolicyRestTest(TestCase):
         self.assertEqual(policy["modes"]["nodes"], "always")
         self.assertEqual(policy["modes"]["records"], "create_only")
         self.assertEqual(policy["modes"]["sdn"], "off")
+        self.assertEqual(policy["modes"]["prefixes"], "always")
         self.assertEqual(policy["protected_fields"], ["name", "primary_ip"])
         self.assertFalse(policy["keep_operator_objects"])
         self.assertIs(policy["adopt_existing"], True)
@@ -95,6 +100,7 @@ class SyncPolicyRestTest(TestCase):
             "guests_mode": "sometimes",
             "records_mode": "create-only",
             "sdn_mode": "sometimes",
+            "prefixes_mode": "on",
             "removed_guests": "archive",
             "protected_fields": ["name", "colour"],
             "exclude_vmids": "100-199, 150-250",
@@ -118,6 +124,7 @@ class SyncPolicyRestTest(TestCase):
         self.assertEqual(self.endpoint.guests_mode, "always")
         self.assertEqual(self.endpoint.records_mode, "always")
         self.assertEqual(self.endpoint.sdn_mode, "always")
+        self.assertEqual(self.endpoint.prefixes_mode, "off")
         self.assertEqual(self.endpoint.exclude_vmids, "")
 
     def test_offline_then_delete_takes_a_number_of_days(self):
@@ -208,8 +215,13 @@ class SyncPolicyRestTest(TestCase):
     ):
         self.client.force_login(self.operator)
         url = reverse("plugins:netbox_proxbox:proxmoxendpoint_edit", args=[self.endpoint.pk])
-        # The one-switch families: every record type, everything SDN.
-        for family, label in (("records", "Storage and data-protection records"), ("sdn", "SDN")):
+        # The one-switch families: every record type, everything SDN, the guest networks'
+        # prefixes (off until switched on; a form posted without it keeps it off).
+        for family, label, default, chosen, shown in (
+            ("records", "Storage and data-protection records", "always", "off", "Off"),
+            ("sdn", "SDN", "always", "off", "Off"),
+            ("prefixes", "Guest network prefixes", "off", "always", "Create, update and delete"),
+        ):
             with self.subTest(family=family):
                 field = f"{family}_mode"
                 fields = edit_form_fields(self.endpoint)
@@ -217,16 +229,20 @@ class SyncPolicyRestTest(TestCase):
                 self.assertEqual(refused.status_code, 200)
                 self.assertIn("Select a valid choice", refused.content.decode())
                 self.endpoint.refresh_from_db()
-                self.assertEqual(getattr(self.endpoint, field), "always")
-                response = self.client.post(url, {**fields, field: "off"})
+                self.assertEqual(getattr(self.endpoint, field), default)
+                response = self.client.post(url, {**fields, field: chosen})
                 self.assertEqual(response.status_code, 302, response.content.decode()[-2000:])
                 self.endpoint.refresh_from_db()
-                self.assertEqual(getattr(self.endpoint, field), "off")
-                self.assertEqual(self.endpoint.policy()["modes"][family], "off")
+                self.assertEqual(getattr(self.endpoint, field), chosen)
+                self.assertEqual(self.endpoint.policy()["modes"][family], chosen)
                 page = self.client.get(self.endpoint.get_absolute_url()).content.decode()
                 row = page.split(f'id="{family}-mode"', 1)[1].split("</td>", 1)[0]
-                self.assertIn("Off", row)
+                self.assertIn(shown, row)
                 self.assertIn(label, page)
+                if default != chosen:
+                    self.client.post(url, fields)
+                    self.endpoint.refresh_from_db()
+                    self.assertEqual(getattr(self.endpoint, field), default)
 
     def test_live_sync_interval_is_validated_filtered_and_shown(self):
         for bad in (0, -1, 3601, "often"):

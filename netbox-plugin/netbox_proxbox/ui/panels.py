@@ -82,6 +82,7 @@ class SyncModesPanel(panels.ObjectAttributesPanel):
     tags_mode = _mode("tags", _("Tags"))
     records_mode = _mode("records", _("Storage and data-protection records"))
     sdn_mode = _mode("sdn", _("SDN"))
+    prefixes_mode = _mode("prefixes", _("Guest network prefixes"))
 
 
 class RecentSyncsPanel(panels.ObjectPanel):
