@@ -120,6 +120,7 @@ UNIT_SECONDS = {
     "e2e/test_sync_node_hardware.py": 65,
     "e2e/test_sync_webhook.py": 65,
     "e2e/test_sync_breadth.py": 60,
+    "e2e/test_sync_prefixes.py": 60,
     "e2e/test_sync_guest_network.py": 55,
     "e2e/test_sync_preview.py": 55,
     "e2e/test_sync_kept_addresses.py": 30,
