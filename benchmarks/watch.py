@@ -106,7 +106,9 @@ def run_watch(settings, transport, stop: threading.Event, runs: list) -> None:
             async def counted(changes, found_at):
                 task = await launch(changes, found_at)
                 if task is not None:
-                    runs.append((time.monotonic(), changes))
+                    entry = [time.monotonic(), changes, None]  # started, what, ended
+                    runs.append(entry)
+                    task.add_done_callback(lambda _task: entry.__setitem__(2, time.monotonic()))
                 return task
 
             return counted
@@ -223,12 +225,17 @@ def main() -> int:
                     "the catch-up run to sync every guest",
                 )
                 wait(lambda: runs and len(runs) >= 1, 60, "the catch-up run")
+                synced = time.monotonic() - started
+                # Its VMs are in NetBox long before it ends (interfaces, addresses, disks
+                # and records come after): changes made meanwhile wait for its end.
+                wait(lambda: runs[0][2] is not None, 3600, "the catch-up run to end")
                 print(
                     f"{args.guests} guests, {args.poll} s poll, {len(NODES)} nodes: catch-up run "
-                    f"synced them in {time.monotonic() - started:.1f} s",
+                    f"synced their VMs in {synced:.1f} s and ended after "
+                    f"{runs[0][2] - runs[0][0]:.1f} s",
                     flush=True,
                 )
-                time.sleep(args.poll * 2)  # the catch-up run's end, and a quiet poll
+                time.sleep(args.poll * 2)  # a quiet poll
 
                 lags = []
                 vmids = sorted(proxmox.specs)
@@ -245,11 +252,20 @@ def main() -> int:
                         f"{name}'s change in NetBox",
                     )
                     lags.append(time.monotonic() - changed_at)
+                    if lags[-1] > 3 * args.poll:  # what the watcher did meanwhile
+                        started = [
+                            f"+{at - changed_at:.1f} s: {changes.as_dict()['reasons'][:3]}"
+                            for at, changes, _ended in runs
+                            if at >= changed_at - args.poll
+                        ]
+                        print(f"  slow change ({lags[-1]:.1f} s), runs: {started}", flush=True)
                 print(
                     f"change → NetBox over {len(lags)} changes: p50 {percentile(lags, 0.5):.2f} s, "
-                    f"p95 {percentile(lags, 0.95):.2f} s (mean {statistics.mean(lags):.2f} s)",
+                    f"p95 {percentile(lags, 0.95):.2f} s, max {max(lags):.2f} s "
+                    f"(mean {statistics.mean(lags):.2f} s)",
                     flush=True,
                 )
+                print("  each, in order: " + ", ".join(f"{lag:.1f}" for lag in lags), flush=True)
 
                 time.sleep(args.poll * 2)  # the last sample's run over
                 runs_before, requests_before = len(runs), proxmox.requests
