@@ -260,8 +260,8 @@ def test_a_preview_lists_a_rules_change_and_names_the_rule(
     assert preview.ok, (preview.error, preview.as_dict())
     plan = preview.plan.as_dict()["object_types"]["virtualization.virtualmachine"]
     (update,) = [u for u in plan["updates"] if u["id"] == db["id"]]
-    # The current tenant as NetBox nests it (by slug), the new one as the run writes it.
-    assert update["changes"]["tenant"] == {"old": "rules-acme", "new": refs["rules-globex"]}
+    # A reference changes by id on both sides, as the run writes it.
+    assert update["changes"]["tenant"] == {"old": refs["rules-acme"], "new": refs["rules-globex"]}
     assert update["because"] == "rule 20 (databases)"
     assert [u["id"] for u in plan["updates"]] == [db["id"]]  # nothing else would change
     assert object_changes_since(netbox_server, since) == []  # a preview writes nothing

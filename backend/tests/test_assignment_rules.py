@@ -214,6 +214,9 @@ async def test_the_endpoint_is_read_with_its_rules_in_order():
     assert (await netbox_answering(404, []).endpoint(5)).assignment_rules == ()
     with pytest.raises(NetBoxError):
         await netbox_answering(500, []).endpoint(5)
+    # Rules it may not see would be ignored in silence: the run stops naming the grant.
+    with pytest.raises(NetBoxError, match="view_proxmoxassignmentrule"):
+        await netbox_answering(403, []).endpoint(5)
 
 
 def test_a_rules_platform_wins_over_the_one_the_guest_reports():

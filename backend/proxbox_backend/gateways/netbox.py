@@ -30,6 +30,7 @@ ENDPOINTS = f"{PLUGIN}/endpoints/proxmox/"
 SYNC_STATES = f"{PLUGIN}/cluster-sync-states/"
 TRACKING = f"{PLUGIN}/clusters/"
 ASSIGNMENT_RULES = f"{PLUGIN}/assignment-rules/"
+ASSIGNMENT_RULE_VIEW = "netbox_proxbox.view_proxmoxassignmentrule"
 
 CLUSTERS = "/virtualization/clusters/"
 CLUSTER_TYPES = "/virtualization/cluster-types/"
@@ -312,6 +313,15 @@ class NetBoxGateway:
         try:
             found = await self.client.list(ASSIGNMENT_RULES, {"endpoint_id": endpoint_id})
         except NetBoxError as exc:
+            if exc.status == 403:
+                # Rules the backend cannot see would be silently ignored: say what to grant.
+                raise NetBoxError(
+                    403,
+                    "GET",
+                    ASSIGNMENT_RULES,
+                    "the backend's NetBox user may not view assignment rules "
+                    f"(grant {ASSIGNMENT_RULE_VIEW})",
+                ) from exc
             if exc.status != 404:
                 raise
             return ()

@@ -297,7 +297,9 @@ def test_real_backend_reads_the_credentials_api_and_reports_the_failed_run(
     )
     endpoint.token_secret = "the-real-secret"
     endpoint.save()
-    backend_user, backend_token = inv.user(("netbox_proxbox.view_proxmoxendpoint",))
+    backend_user, backend_token = inv.user(
+        ("netbox_proxbox.view_proxmoxendpoint", "netbox_proxbox.view_proxmoxassignmentrule")
+    )
     _, operator_token = inv.user((*CHANGE, "core.view_job"))
 
     handed_to_proxmox = []

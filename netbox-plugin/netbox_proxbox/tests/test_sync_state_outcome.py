@@ -189,6 +189,7 @@ def test_a_run_failing_at_its_first_proxmox_read_marks_the_state_failed_everywhe
     backend_user, backend_token = inv.user(
         (
             "netbox_proxbox.view_proxmoxendpoint",
+            "netbox_proxbox.view_proxmoxassignmentrule",  # read with the endpoint
             "virtualization.view_cluster",  # the endpoint's native cluster shows only then
             SIDECAR_VIEW,
             SIDECAR_CHANGE,
