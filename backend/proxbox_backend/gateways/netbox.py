@@ -294,12 +294,19 @@ class NetBoxGateway:
         """The endpoint record with its assignment rules."""
         text = str(ref)
         if text.isdigit():
-            try:
-                record = await self.client.get(f"{ENDPOINTS}{int(text)}/")
-            except NetBoxError as exc:
-                if exc.status != 404:
-                    raise
-                raise EndpointNotFound(f"no Proxmox endpoint with id {text}") from exc
+            # By id (every run the service or the watcher starts): the rules in the same
+            # round trip, not one after the other.
+            record, rules = await asyncio.gather(
+                self.client.get(f"{ENDPOINTS}{int(text)}/"),
+                self.assignment_rules(int(text)),
+                return_exceptions=True,
+            )
+            if isinstance(record, NetBoxError) and record.status == 404:
+                raise EndpointNotFound(f"no Proxmox endpoint with id {text}") from record
+            for outcome in (record, rules):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            return replace(Endpoint.from_api(record), assignment_rules=rules)
         else:
             found = await self.client.list(ENDPOINTS, {"name": text})
             if len(found) != 1:
