@@ -309,7 +309,11 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
 
     def test_the_sync_health_widget_is_added_from_the_dashboard_and_shows_failures_first(self):
         healthy = make_endpoint("pve-able")
-        sync_job(healthy, JobStatusChoices.STATUS_COMPLETED, 15)
+        # A run the backend's watcher started (`record_live_run`): 2.5 s waited, 20 s run.
+        live = sync_job(healthy, JobStatusChoices.STATUS_COMPLETED, 15)
+        live.data = {"trigger": {"watch": {"reasons": ["qmstop 100"]}, "waited_s": 2.5}}
+        live.execution_time = live.completed - live.started
+        live.save()
         sync_job(self.endpoint, JobStatusChoices.STATUS_ERRORED, 9, error="Proxmox said 401")
         failed = sync_job(
             self.endpoint, JobStatusChoices.STATUS_FAILED, 2, error="NetBox answered 503"
@@ -334,6 +338,10 @@ class EndpointOperatorBrowserTest(ScreenshotsOnFailure, StaticLiveServerTestCase
             "pve-ui",
             "pve-able",
         ]
+        # The live-sync lag: the watcher's wait plus its run, for the endpoint it watches.
+        cells = page.locator('tr[data-endpoint="pve-able"] td')
+        assert "22.5 s" in [cells.nth(i).inner_text().strip() for i in range(cells.count())]
+        assert "22.5 s" not in page.locator('tr[data-endpoint="pve-ui"]').inner_text()
         badge = page.locator('tr[data-endpoint="pve-ui"] .badge').first
         assert badge.inner_text() == "Failing ×2"
         assert "Proxmox sync health" in page.locator("body").inner_text()
