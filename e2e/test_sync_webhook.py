@@ -133,8 +133,19 @@ def test_a_backup_reaches_netbox_through_the_webhook_before_the_next_poll(
 
     # The run that synced it was the webhook's: its trigger names the notification, not
     # the vzdump task a poll would have found.
-    triggers = [j["data"]["trigger"]["watch"]["reasons"] for j in jobs_of(netbox_server, endpoint)]
-    webhook = [r for r in triggers if any(reason.startswith("webhook ") for reason in r)]
+    # The run records its Job once it ends, after it wrote the backup's record.
+    def recorded_reasons() -> list[list[str]]:
+        jobs = jobs_of(netbox_server, endpoint)
+        return [j["data"]["trigger"]["watch"]["reasons"] for j in jobs if j["data"]]
+
+    def webhook_runs(reasons: list[list[str]]) -> list[list[str]]:
+        return [r for r in reasons if any(reason.startswith("webhook ") for reason in r)]
+
+    wait_until(
+        lambda: webhook_runs(recorded_reasons()), DEADLINE, "the webhook's run to be recorded"
+    )
+    triggers = recorded_reasons()
+    webhook = webhook_runs(triggers)
     assert webhook == [[f"webhook vzdump info on {node}"]], triggers
     assert not any(reason.startswith("vzdump ") for r in triggers for reason in r), triggers
 
