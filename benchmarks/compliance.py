@@ -211,9 +211,7 @@ def run(count: int, rounds: int) -> None:
         endpoint_counts(VirtualMachine.objects.all())
 
     def every_vm():
-        rows = list(
-            with_compliance(VirtualMachine.objects.all()).values_list("pk", "compliant")
-        )
+        rows = list(with_compliance(VirtualMachine.objects.all()).values_list("pk", "compliant"))
         assert len(rows) == vms
 
     user = User.objects.create_superuser("bench", "bench@example.net", "x")

@@ -10,6 +10,8 @@ job for all guests but one, a fresh backup of another, and one replication run.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from browser_support import requires_chromium, signed_in_page
 from sync_fixtures import Simulator, create_endpoint, create_site, list_all, run_sync
@@ -31,6 +33,17 @@ def wait_if_task(simulator: Simulator, answer) -> None:
     assert answer.status_code == 200, answer.text
     if isinstance(data := answer.json()["data"], str) and data.startswith("UPID:"):
         simulator.wait_task(data)
+
+
+def task_exit(pve, upid: str) -> str:
+    """The exit status of a task expected to fail."""
+    node = upid.split(":")[1]
+    for _ in range(200):
+        data = pve.get(f"/nodes/{node}/tasks/{upid}/status").json()["data"]
+        if data.get("status") == "stopped":
+            return data.get("exitstatus", "")
+        time.sleep(0.05)
+    raise AssertionError(f"task {upid} still running")
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +86,10 @@ def arranged(netbox_server, simulator):
                 data={"vmid": fresh["vmid"], "storage": "local", "mode": "snapshot"},
             ),
         )
-        wait_if_task(
-            simulator,
-            pve.post(f"/nodes/{replicated['node']}/replication/{job['id']}/schedule_now"),
-        )
+        upid = pve.post(f"/nodes/{replicated['node']}/replication/{job['id']}/schedule_now").json()[
+            "data"
+        ]
+        assert "missing replicate feature" in task_exit(pve, upid)
         status = pve.get(f"/nodes/{replicated['node']}/replication/{job['id']}/status").json()
         assert status["data"]["fail_count"] >= 1, status  # the run failed, as on non-ZFS
     site = create_site(netbox_server, "pbsync-compliance")
@@ -96,7 +109,7 @@ def arranged(netbox_server, simulator):
 def rows(netbox_server, arranged, **params) -> dict[str, dict]:
     found = list_all(
         netbox_server,
-        f"/plugins/proxbox/compliance/",
+        "/plugins/proxbox/compliance/",
         endpoint_id=arranged["endpoint"]["id"],
         **params,
     )
@@ -124,9 +137,7 @@ def test_each_rule_through_rest(netbox_server, arranged):
     assert replicated["ha_state"] == "started"
 
     assert set(rows(netbox_server, arranged, no_backup_job="true")) == {unjobbed["name"]}
-    assert set(rows(netbox_server, arranged, replication_failing="true")) == {
-        replicated["name"]
-    }
+    assert set(rows(netbox_server, arranged, replication_failing="true")) == {replicated["name"]}
     assert stale["name"] in rows(netbox_server, arranged, backup_stale="true")
     assert fresh["name"] not in rows(netbox_server, arranged, compliant="false")
 
@@ -149,7 +160,7 @@ def test_unverified_backups_once_the_endpoint_requires_verification(netbox_serve
             api.patch(url, json={"backup_require_verified": False})
 
 
-@requires_chromium
+@requires_chromium()
 def test_list_tab_and_widget_in_a_browser(netbox_server, arranged):
     out_of_policy = rows(netbox_server, arranged, compliant="false")
     unjobbed = rows(netbox_server, arranged)[arranged["unjobbed"]["name"]]

@@ -25,9 +25,7 @@ INVENTORY_PATHS = (
 
 urlpatterns = [
     # Data-protection compliance (computed from the inventory).
-    path(
-        "compliance/", views_compliance.ComplianceListView.as_view(), name="compliance_list"
-    ),
+    path("compliance/", views_compliance.ComplianceListView.as_view(), name="compliance_list"),
     path("sync-jobs/<int:pk>/report/", views.SyncJobReportView.as_view(), name="sync_job_report"),
     path(
         "sync-object/<str:model>/<int:pk>/",

@@ -65,9 +65,9 @@ def compliance_record(vm) -> dict:
 
 
 class ComplianceListView(generic.ObjectListView):
-    queryset = with_compliance(
-        VirtualMachine.objects.select_related("cluster", "device")
-    ).order_by("endpoint_name", "name", "pk")
+    queryset = with_compliance(VirtualMachine.objects.select_related("cluster", "device")).order_by(
+        "endpoint_name", "name", "pk"
+    )
     table = ComplianceTable
     filterset = ComplianceFilterSet
     filterset_form = ComplianceFilterForm
@@ -77,28 +77,23 @@ class ComplianceListView(generic.ObjectListView):
     def get(self, request):
         export = request.GET.get("export")
         if export == "yaml":
-            queryset = self.filterset(
-                request.GET, self.get_queryset(request), request=request
-            ).qs
-            body = yaml.safe_dump_all(
-                (compliance_record(vm) for vm in queryset), sort_keys=False
-            )
+            queryset = self.filterset(request.GET, self.get_queryset(request), request=request).qs
+            body = yaml.safe_dump_all((compliance_record(vm) for vm in queryset), sort_keys=False)
             response = HttpResponse(body, content_type="text/yaml")
             response["Content-Disposition"] = 'attachment; filename="netbox_compliance.yaml"'
             return response
         if export == "csv":
-            queryset = self.filterset(
-                request.GET, self.get_queryset(request), request=request
-            ).qs
+            queryset = self.filterset(request.GET, self.get_queryset(request), request=request).qs
             table = self.get_table(queryset, request, False)
             return self.export_table(table, filename="netbox_compliance.csv")
         return super().get(request)
 
 
 def _in_endpoint_cluster(vm) -> bool:
-    return vm.cluster_id is not None and ProxmoxEndpoint.objects.filter(
-        netbox_cluster_id=vm.cluster_id
-    ).exists()
+    return (
+        vm.cluster_id is not None
+        and ProxmoxEndpoint.objects.filter(netbox_cluster_id=vm.cluster_id).exists()
+    )
 
 
 @register_model_view(VirtualMachine, "proxbox_compliance", path="data-protection")
@@ -113,17 +108,15 @@ class VirtualMachineComplianceView(generic.ObjectView):
     )
 
     def get_extra_context(self, request, instance):
-        row = (
-            with_compliance(
-                VirtualMachine.objects.filter(pk=instance.pk).select_related("cluster", "device")
-            )
-            .first()
-        )
+        row = with_compliance(
+            VirtualMachine.objects.filter(pk=instance.pk).select_related("cluster", "device")
+        ).first()
         endpoint = ProxmoxEndpoint.objects.filter(netbox_cluster_id=instance.cluster_id).first()
         return {
             "row": row,
             "rules": [
-                (name.removeprefix("rule_"), label, getattr(row, name)) for name, label in RULES.items()
+                (name.removeprefix("rule_"), label, getattr(row, name))
+                for name, label in RULES.items()
             ]
             if row
             else [],

@@ -6,65 +6,92 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('netbox_proxbox', '0017_endpoint_prefixes_mode'),
+        ("netbox_proxbox", "0017_endpoint_prefixes_mode"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='proxmoxbackupjob',
-            name='exclude',
-            field=django.contrib.postgres.fields.ArrayField(base_field=models.PositiveIntegerField(), blank=True, default=list),
+            model_name="proxmoxbackupjob",
+            name="exclude",
+            field=django.contrib.postgres.fields.ArrayField(
+                base_field=models.PositiveIntegerField(), blank=True, default=list
+            ),
         ),
         migrations.AddField(
-            model_name='proxmoxbackupjob',
-            name='pool',
+            model_name="proxmoxbackupjob",
+            name="pool",
             field=models.CharField(blank=True, max_length=100),
         ),
         migrations.AddField(
-            model_name='proxmoxbackupjob',
-            name='pool_vmids',
-            field=django.contrib.postgres.fields.ArrayField(base_field=models.PositiveIntegerField(), blank=True, default=list),
+            model_name="proxmoxbackupjob",
+            name="pool_vmids",
+            field=django.contrib.postgres.fields.ArrayField(
+                base_field=models.PositiveIntegerField(), blank=True, default=list
+            ),
         ),
         migrations.AddField(
-            model_name='proxmoxbackupjob',
-            name='select_all',
+            model_name="proxmoxbackupjob",
+            name="select_all",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='proxmoxbackupjob',
-            name='vmids',
-            field=django.contrib.postgres.fields.ArrayField(base_field=models.PositiveIntegerField(), blank=True, default=list),
+            model_name="proxmoxbackupjob",
+            name="vmids",
+            field=django.contrib.postgres.fields.ArrayField(
+                base_field=models.PositiveIntegerField(), blank=True, default=list
+            ),
         ),
         migrations.AddField(
-            model_name='proxmoxendpoint',
-            name='backup_max_age_hours',
-            field=models.PositiveIntegerField(db_default=26, default=26, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(8784)]),
+            model_name="proxmoxendpoint",
+            name="backup_max_age_hours",
+            field=models.PositiveIntegerField(
+                db_default=26,
+                default=26,
+                validators=[
+                    django.core.validators.MinValueValidator(1),
+                    django.core.validators.MaxValueValidator(8784),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='proxmoxendpoint',
-            name='backup_require_verified',
+            model_name="proxmoxendpoint",
+            name="backup_require_verified",
             field=models.BooleanField(db_default=False, default=False),
         ),
         migrations.AddField(
-            model_name='proxmoxendpoint',
-            name='ha_required',
+            model_name="proxmoxendpoint",
+            name="ha_required",
             field=models.BooleanField(db_default=False, default=False),
         ),
         migrations.AddField(
-            model_name='proxmoxendpoint',
-            name='replication_max_failures',
-            field=models.PositiveSmallIntegerField(db_default=0, default=0, validators=[django.core.validators.MaxValueValidator(1000)]),
+            model_name="proxmoxendpoint",
+            name="replication_max_failures",
+            field=models.PositiveSmallIntegerField(
+                db_default=0, default=0, validators=[django.core.validators.MaxValueValidator(1000)]
+            ),
         ),
         migrations.AddField(
-            model_name='proxmoxendpoint',
-            name='snapshot_max_age_days',
-            field=models.PositiveSmallIntegerField(blank=True, default=30, null=True, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(3650)]),
+            model_name="proxmoxendpoint",
+            name="snapshot_max_age_days",
+            field=models.PositiveSmallIntegerField(
+                blank=True,
+                default=30,
+                null=True,
+                validators=[
+                    django.core.validators.MinValueValidator(1),
+                    django.core.validators.MaxValueValidator(3650),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='proxmoxendpoint',
-            name='snapshot_max_count',
-            field=models.PositiveSmallIntegerField(blank=True, default=None, null=True, validators=[django.core.validators.MaxValueValidator(1000)]),
+            model_name="proxmoxendpoint",
+            name="snapshot_max_count",
+            field=models.PositiveSmallIntegerField(
+                blank=True,
+                default=None,
+                null=True,
+                validators=[django.core.validators.MaxValueValidator(1000)],
+            ),
         ),
     ]

@@ -69,8 +69,7 @@ class CompliancePolicyFields(models.Model):
         db_default=0,
         validators=[MaxValueValidator(1000)],
         help_text=_(
-            "A replication job that failed more often in a row is out of policy "
-            "(0: any failure)"
+            "A replication job that failed more often in a row is out of policy (0: any failure)"
         ),
     )
     ha_required = models.BooleanField(

@@ -196,11 +196,21 @@ class RuleTest(ComplianceFixture):
         vm = self.vm(100)
         self.backup(vm, hours_ago=1)
         ProxmoxReplicationJob.objects.create(
-            cluster=self.cluster, job_id="100-0", vmid=100, virtual_machine=vm, target="pve2",
-            state="error", fail_count=2, error="missing replicate feature",
+            cluster=self.cluster,
+            job_id="100-0",
+            vmid=100,
+            virtual_machine=vm,
+            target="pve2",
+            state="error",
+            fail_count=2,
+            error="missing replicate feature",
         )
         ProxmoxReplicationJob.objects.create(
-            cluster=self.cluster, job_id="100-1", vmid=100, virtual_machine=vm, target="pve2",
+            cluster=self.cluster,
+            job_id="100-1",
+            vmid=100,
+            virtual_machine=vm,
+            target="pve2",
             state="ok",
         )
         row = self.row(vm)
@@ -253,9 +263,12 @@ class ThresholdValidationTest(ComplianceFixture):
 
     def test_rest_refuses_a_bad_threshold_naming_the_field_and_writes_nothing(self):
         _user, token = make_user(
-            "editor", ["netbox_proxbox.view_proxmoxendpoint", "netbox_proxbox.change_proxmoxendpoint"]
+            "editor",
+            ["netbox_proxbox.view_proxmoxendpoint", "netbox_proxbox.change_proxmoxendpoint"],
         )
-        url = reverse("plugins-api:netbox_proxbox-api:proxmoxendpoint-detail", args=[self.endpoint.pk])
+        url = reverse(
+            "plugins-api:netbox_proxbox-api:proxmoxendpoint-detail", args=[self.endpoint.pk]
+        )
         answer = self.client.patch(
             url,
             data=json.dumps({"backup_max_age_hours": 0, "ha_required": True}),
@@ -298,8 +311,12 @@ class CompliancePagesTest(ComplianceFixture):
         ProxmoxBackupJob.objects.create(cluster=cls.cluster, job_id="daily", select_all=True)
         cls.good, cls.bad = cls.vm(100, name="good"), cls.vm(101, name="bad")
         ProxmoxBackup.objects.create(
-            cluster=cls.cluster, storage=cls.storage, volume="local:backup/g", vmid=100,
-            virtual_machine=cls.good, backup_time=NOW,
+            cluster=cls.cluster,
+            storage=cls.storage,
+            volume="local:backup/g",
+            vmid=100,
+            virtual_machine=cls.good,
+            backup_time=NOW,
         )
 
     def setUp(self):
