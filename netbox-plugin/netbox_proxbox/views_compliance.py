@@ -11,7 +11,7 @@ from netbox.views import generic
 from utilities.views import ViewTab, register_model_view
 from virtualization.models import VirtualMachine
 
-from .compliance import RULES, failed_rules, with_compliance
+from .compliance import RULES, failed_rules, with_compliance, without_jit
 from .filtersets_compliance import ComplianceFilterSet
 from .forms.compliance import ComplianceFilterForm
 from .models import ProxmoxEndpoint
@@ -78,13 +78,18 @@ class ComplianceListView(generic.ObjectListView):
         export = request.GET.get("export")
         if export == "yaml":
             queryset = self.filterset(request.GET, self.get_queryset(request), request=request).qs
-            body = yaml.safe_dump_all((compliance_record(vm) for vm in queryset), sort_keys=False)
+            with without_jit():
+                records = [compliance_record(vm) for vm in queryset]
+            body = yaml.safe_dump_all(records, sort_keys=False)
             response = HttpResponse(body, content_type="text/yaml")
             response["Content-Disposition"] = 'attachment; filename="netbox_compliance.yaml"'
             return response
         if export == "csv":
             queryset = self.filterset(request.GET, self.get_queryset(request), request=request).qs
-            table = self.get_table(queryset, request, False)
+            with without_jit():
+                # Evaluated here, inside the transaction that switched JIT off.
+                rows = list(queryset)
+            table = self.get_table(rows, request, False)
             return self.export_table(table, filename="netbox_compliance.csv")
         return super().get(request)
 
