@@ -116,6 +116,19 @@ def rows(netbox_server, arranged, **params) -> dict[str, dict]:
     return {r["name"]: r for r in found}
 
 
+def test_the_backup_job_is_stored_with_its_selection(netbox_server, arranged):
+    (job,) = list_all(
+        netbox_server, "/plugins/proxbox/inventory/backup-jobs/", cluster_id=arranged["cluster_id"]
+    )
+    assert (job["select_all"], job["vmids"], job["exclude"], job["pool"], job["node"]) == (
+        True,
+        [],
+        [arranged["unjobbed"]["vmid"]],
+        "",
+        "",
+    )
+
+
 def test_each_rule_through_rest(netbox_server, arranged):
     every = rows(netbox_server, arranged)
     fresh = every[arranged["fresh"]["name"]]
