@@ -115,6 +115,7 @@ UNIT_SECONDS = {
     "e2e/test_chaos.py": 95,
     "e2e/test_sync_sdn.py": 90,
     "e2e/test_sync_majors.py": 80,
+    "e2e/test_compliance.py": 80,
     "e2e/test_chaos_postgres.py": 75,
     "e2e/test_secrets.py": 75,
     "e2e/test_sync_node_hardware.py": 65,

@@ -84,6 +84,25 @@ def test_backup_job_selection(entry, selection):
     assert job.selection == selection
 
 
+@pytest.mark.parametrize(
+    ("entry", "structure"),
+    [
+        ({"all": 1}, (True, (), (), "", ())),
+        ({"all": 1, "exclude": "102, 0101,x"}, (True, (), (101, 102), "", ())),
+        # vzdump: an exclude list without a pool means all guests but those.
+        ({"exclude": "102"}, (True, (), (102,), "", ())),
+        ({"vmid": "103,101 101"}, (False, (101, 103), (), "", ())),
+        ({"pool": "prod"}, (False, (), (), "prod", (101, 105))),
+        ({"pool": "prod", "exclude": "101"}, (False, (), (101,), "prod", (101, 105))),
+        ({"pool": "empty"}, (False, (), (), "empty", ())),
+    ],
+)
+def test_backup_job_selection_structure(entry, structure):
+    pools = {"prod": {105, 101}, "test": {200}}
+    (job,) = parse.backup_jobs([{"id": "backup-1", "schedule": "02:00", **entry}], pools)
+    assert (job.select_all, job.vmids, job.exclude, job.pool, job.pool_vmids) == structure
+
+
 def test_backup_job_retention_schedule_and_legacy_start_time():
     new, old = parse.backup_jobs(
         [

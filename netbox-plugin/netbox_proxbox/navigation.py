@@ -54,5 +54,15 @@ menu = PluginMenu(
                 _record("proxmoxharule", _("HA rules")),
             ),
         ),
+        (
+            _("Compliance"),
+            (
+                PluginMenuItem(
+                    link="plugins:netbox_proxbox:compliance_list",
+                    link_text=_("Data protection"),
+                    permissions=["virtualization.view_virtualmachine"],
+                ),
+            ),
+        ),
     ),
 )

@@ -1,7 +1,7 @@
 from django.urls import include, path
 from utilities.urls import get_model_urls
 
-from . import views
+from . import views, views_compliance
 
 app_name = "netbox_proxbox"
 
@@ -24,6 +24,8 @@ INVENTORY_PATHS = (
 )
 
 urlpatterns = [
+    # Data-protection compliance (computed from the inventory).
+    path("compliance/", views_compliance.ComplianceListView.as_view(), name="compliance_list"),
     path("sync-jobs/<int:pk>/report/", views.SyncJobReportView.as_view(), name="sync_job_report"),
     path(
         "sync-object/<str:model>/<int:pk>/",

@@ -12,7 +12,7 @@ from extras.dashboard.widgets import DashboardWidget, WidgetConfigForm
 from .models import ProxmoxEndpoint
 from .sync.health import FAILING, NEVER, URGENCY, SyncHealth, with_sync_health
 
-__all__ = ("SyncHealthWidget",)
+__all__ = ("ComplianceWidget", "SyncHealthWidget")
 
 
 @register_widget
@@ -61,5 +61,49 @@ class SyncHealthWidget(DashboardWidget):
                 "hidden": max(len(rows) - limit, 0),
                 "failing": sum(1 for _, h in rows if h.state == FAILING),
                 "list_url": reverse("plugins:netbox_proxbox:proxmoxendpoint_list"),
+            },
+        )
+
+
+# -- data-protection compliance --------------------------------------------------------------
+
+
+@register_widget
+class ComplianceWidget(DashboardWidget):
+    default_title = _("Proxmox data protection")
+    description = _(
+        "The VMs of Proxmox endpoints that are out of data-protection policy: in all, per "
+        "rule and per endpoint."
+    )
+    template_name = "netbox_proxbox/widgets/compliance.html"
+    width = 4
+    height = 4
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.title is not None:
+            self.title = str(self.title)
+
+    def render(self, request):
+        from virtualization.models import VirtualMachine
+
+        from .compliance import RULES, compliance_counts, endpoint_counts
+
+        if not request.user.has_perm("virtualization.view_virtualmachine"):
+            return render_to_string(self.template_name, {"allowed": False})
+        vms = VirtualMachine.objects.restrict(request.user, "view")
+        counts = compliance_counts(vms)
+        list_url = reverse("plugins:netbox_proxbox:compliance_list")
+        return render_to_string(
+            self.template_name,
+            {
+                "allowed": True,
+                "counts": counts,
+                "rules": [
+                    (rule.removeprefix("rule_"), label, counts[rule.removeprefix("rule_")])
+                    for rule, label in RULES.items()
+                ],
+                "endpoints": endpoint_counts(vms),
+                "list_url": list_url,
             },
         )

@@ -65,6 +65,13 @@ class BackupJob:
     mode: str
     retention: str
     comment: str
+    # The selection as Proxmox evaluates it (`selected`): a pool, else a VMID list, else
+    # all guests but `exclude`; `node` restricts any of them.
+    select_all: bool = False
+    vmids: tuple[int, ...] = ()
+    exclude: tuple[int, ...] = ()
+    pool: str = ""
+    pool_vmids: tuple[int, ...] = ()  # the pool's guests as this run read them
 
 
 @dataclass(frozen=True)
@@ -244,8 +251,23 @@ def _retention(value) -> str:
     return ",".join(sorted(p for p in str(value or "").split(",") if p))
 
 
-def backup_jobs(entries: list[dict]) -> list[BackupJob]:
-    """`/cluster/backup`: the scheduled vzdump jobs."""
+def _vmid_list(value) -> tuple[int, ...]:
+    """A job's VMID list as Proxmox reads it: comma/space separated, what is not a
+    VMID (or is 0) ignored, leading zeros dropped, sorted without repeats."""
+    found = set()
+    for part in str(value or "").replace(";", ",").replace(" ", ",").split(","):
+        part = part.strip()
+        if part.isascii() and part.isdigit() and int(part):
+            found.add(int(part))
+    return tuple(sorted(found))
+
+
+def backup_jobs(entries: list[dict], pools: dict[str, set[int]] | None = None) -> list[BackupJob]:
+    """`/cluster/backup`: the scheduled vzdump jobs; `pools` maps a pool to its guests'
+    VMIDs (`/cluster/resources`), resolving a pool selection as Proxmox does at run time.
+
+    Like vzdump, `exclude` without a pool means all guests but those."""
+    pools = pools or {}
     result = []
     for entry in entries:
         if not entry.get("id"):
@@ -254,6 +276,7 @@ def backup_jobs(entries: list[dict]) -> list[BackupJob]:
         if not schedule and entry.get("starttime"):
             # Jobs from before PVE 7 name a time and weekdays instead of a calendar event.
             schedule = f"{entry.get('dow') or 'mon..sun'} {entry['starttime']}"
+        pool = str(entry.get("pool") or "")
         result.append(
             BackupJob(
                 job_id=str(entry["id"]),
@@ -265,6 +288,11 @@ def backup_jobs(entries: list[dict]) -> list[BackupJob]:
                 mode=str(entry.get("mode") or ""),
                 retention=_retention(entry.get("prune-backups") or entry.get("maxfiles") or ""),
                 comment=str(entry.get("comment") or "")[:500],
+                select_all=_flag(entry.get("all")) or bool(entry.get("exclude") and not pool),
+                vmids=_vmid_list(entry.get("vmid")),
+                exclude=_vmid_list(entry.get("exclude")),
+                pool=pool,
+                pool_vmids=tuple(sorted(pools.get(pool, ()))) if pool else (),
             )
         )
     return result

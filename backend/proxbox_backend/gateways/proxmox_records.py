@@ -140,7 +140,11 @@ async def read(
     )
     records.backups = [b for found in backups for b in found]
     records.snapshots = [s for found in snapshots for s in found]
-    records.backup_jobs = parse.backup_jobs(jobs)
+    pools: dict[str, set[int]] = {}
+    for guest in guests:
+        if guest.pool:
+            pools.setdefault(guest.pool, set()).add(guest.vmid)
+    records.backup_jobs = parse.backup_jobs(jobs, pools)
     records.replication = parse.replication(replication, [s for found in statuses for s in found])
     records.ha_groups = parse.ha_groups(groups)
     records.ha_resources = parse.ha_resources(resources)

@@ -33,6 +33,7 @@ from ..models import (
     ProxmoxNodeTypeOverride,
 )
 from ..models.assignment import RULE_FIELDS
+from ..models.compliance import COMPLIANCE_FIELDS
 from ..models.endpoints import validate_token_secret
 from ..ownership.permissions import visible
 from ..sync.schedules import next_scheduled_sync, schedule_state
@@ -203,6 +204,8 @@ class ProxmoxEndpointSerializer(NulFreePayloadMixin, VisibleReferencesMixin, Net
             "exclude_tags",
             "exclude_nodes",
             "exclude_pools",
+            # data-protection compliance thresholds
+            *COMPLIANCE_FIELDS,
             "sync_policy",
             "description",
             "comments",

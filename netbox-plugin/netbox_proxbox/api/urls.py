@@ -1,6 +1,6 @@
 from netbox.api.routers import NetBoxRouter
 
-from . import inventory, views
+from . import compliance, inventory, views
 
 router = NetBoxRouter()
 router.APIRootView = views.ProxboxRootView
@@ -13,6 +13,9 @@ router.register("cluster-sync-states", views.ProxboxClusterSyncStateViewSet)
 router.register("node-type-overrides", views.ProxmoxNodeTypeOverrideViewSet)
 for prefix, viewset in inventory.ROUTES:
     router.register(f"inventory/{prefix}", viewset)
+
+# Data-protection compliance (read-only, computed from the inventory).
+router.register("compliance", compliance.ComplianceViewSet, basename="compliance")
 
 app_name = "netbox_proxbox-api"
 urlpatterns = router.urls

@@ -9,6 +9,7 @@ from utilities.forms.rendering import FieldSet
 
 from ..choices import ProtectedFieldChoices
 from ..models import ProxmoxEndpoint, ProxmoxNodeTypeOverride
+from ..models.compliance import COMPLIANCE_FIELDS
 from ..models.endpoints import validate_token_secret
 from ..models.policy import OBJECT_MODE_FIELDS
 
@@ -113,6 +114,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             "exclude_pools",
             name=_("Exclusions"),
         ),
+        FieldSet(*COMPLIANCE_FIELDS, name=_("Data-protection compliance")),
     )
 
     class Meta:
@@ -134,6 +136,7 @@ class ProxmoxEndpointForm(TenancyForm, NetBoxModelForm):
             "sync_interval",
             "watch_interval",
             *POLICY_FORM_FIELDS,
+            *COMPLIANCE_FIELDS,
             "description",
             "comments",
             "tags",

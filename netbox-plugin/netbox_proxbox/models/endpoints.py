@@ -22,6 +22,7 @@ from ..constants import (
 )
 from ..encryption import decrypt_secret, encrypt_secret
 from ..ownership.errors import ConcurrentInventoryChange, concurrency_conflicts_as_retry
+from .compliance import CompliancePolicyFields
 from .policy import SyncPolicyFields
 
 __all__ = ("CONNECTION_TARGET_FIELDS", "ProxmoxEndpoint", "validate_token_secret")
@@ -68,7 +69,7 @@ TOKEN_ID_VALIDATOR = RegexValidator(
 
 
 # JobsMixin first: its delete() batches the "Sync now" Jobs before NetBoxModel's delete runs.
-class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, NetBoxModel):
+class ProxmoxEndpoint(JobsMixin, SyncPolicyFields, CompliancePolicyFields, NetBoxModel):
     """A Proxmox VE API endpoint (a cluster or a standalone node) that Proxbox synchronizes."""
 
     name = models.CharField(verbose_name=_("name"), max_length=100, unique=True)

@@ -9,6 +9,7 @@ records Proxmox no longer lists; the natural key of each type is unique per clus
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
@@ -176,8 +177,40 @@ class ProxmoxBackupJob(InventoryRecord):
         blank=True,
         help_text=_("all, all except the listed VMIDs, the listed VMIDs, or a pool"),
     )
+    # The selection as Proxmox evaluates it (pve-manager's vzdump job selection): a pool
+    # first, else a VMID list, else all guests but the excluded ones; `node` restricts
+    # any of them to the guests on that node. `pool_vmids` holds the pool's guests as the
+    # sync read them (Proxmox resolves a pool's members when the job runs).
+    select_all = models.BooleanField(verbose_name=_("all guests"), default=False)
+    vmids = ArrayField(
+        base_field=models.PositiveIntegerField(),
+        verbose_name=_("VMIDs"),
+        blank=True,
+        default=list,
+        help_text=_("The guests the job names"),
+    )
+    exclude = ArrayField(
+        base_field=models.PositiveIntegerField(),
+        verbose_name=_("excluded VMIDs"),
+        blank=True,
+        default=list,
+        help_text=_("With all guests: the ones left out"),
+    )
+    pool = models.CharField(verbose_name=_("pool"), max_length=100, blank=True)
+    pool_vmids = ArrayField(
+        base_field=models.PositiveIntegerField(),
+        verbose_name=_("pool members"),
+        blank=True,
+        default=list,
+        help_text=_("The pool's guests when the sync read the job"),
+    )
     storage = models.CharField(verbose_name=_("storage"), max_length=100, blank=True)
-    node = models.CharField(verbose_name=_("node"), max_length=100, blank=True)
+    node = models.CharField(
+        verbose_name=_("node"),
+        max_length=100,
+        blank=True,
+        help_text=_("Only guests on this node; empty: any node"),
+    )
     mode = models.CharField(verbose_name=_("mode"), max_length=20, blank=True)
     retention = models.CharField(
         verbose_name=_("retention"),

@@ -1,0 +1,88 @@
+"""REST: each VM's data-protection compliance, read-only (GET list and detail), filtered as
+the list view filters it. Computed from the stored inventory (`netbox_proxbox.compliance`)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from netbox.api.serializers import BaseModelSerializer
+from rest_framework import serializers, viewsets
+from virtualization.api.serializers_.clusters import ClusterSerializer
+from virtualization.models import VirtualMachine
+
+from ..compliance import RULES, failed_rules, with_compliance
+from ..filtersets_compliance import ComplianceFilterSet
+
+__all__ = ("ComplianceSerializer", "ComplianceViewSet")
+
+
+class ComplianceEndpointSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="endpoint_id")
+    name = serializers.CharField(source="endpoint_name")
+
+
+class ComplianceSerializer(BaseModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="virtualization-api:virtualmachine-detail")
+    endpoint = ComplianceEndpointSerializer(source="*", read_only=True)
+    cluster = ClusterSerializer(nested=True, read_only=True)
+    vmid = serializers.IntegerField(source="proxmox_vmid", allow_null=True, read_only=True)
+    node = serializers.CharField(source="device.name", allow_null=True, read_only=True)
+    compliant = serializers.BooleanField(read_only=True)
+    failed_rules = serializers.SerializerMethodField()
+    backup_job = serializers.BooleanField(read_only=True)
+    last_backup_at = serializers.DateTimeField(allow_null=True, read_only=True)
+    last_backup_verification = serializers.CharField(allow_null=True, read_only=True)
+    snapshot_count = serializers.IntegerField(read_only=True)
+    oldest_snapshot_at = serializers.DateTimeField(allow_null=True, read_only=True)
+    replication_state = serializers.CharField(allow_null=True, read_only=True)
+    replication_failures = serializers.IntegerField(read_only=True)
+    ha_state = serializers.CharField(allow_null=True, read_only=True)
+
+    class Meta:
+        model = VirtualMachine
+        fields = (
+            "id",
+            "url",
+            "display",
+            "name",
+            "endpoint",
+            "cluster",
+            "vmid",
+            "node",
+            "compliant",
+            "failed_rules",
+            "backup_job",
+            "last_backup_at",
+            "last_backup_verification",
+            "snapshot_count",
+            "oldest_snapshot_at",
+            "replication_state",
+            "replication_failures",
+            "ha_state",
+        )
+        read_only_fields = fields
+
+    @extend_schema_field(
+        serializers.ListField(
+            child=serializers.ChoiceField(choices=[r.removeprefix("rule_") for r in RULES])
+        )
+    )
+    def get_failed_rules(self, obj) -> list[str]:
+        return failed_rules(obj)
+
+
+def compliance_queryset(user):
+    return with_compliance(
+        VirtualMachine.objects.restrict(user, "view").select_related("cluster", "device")
+    ).order_by("endpoint_name", "name", "pk")
+
+
+class ComplianceViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = VirtualMachine.objects.all()  # the permission class reads its model
+    serializer_class = ComplianceSerializer
+    filterset_class = ComplianceFilterSet
+
+    def get_queryset(self):
+        return compliance_queryset(self.request.user)
+
+    def get_view_name(self):
+        return "Data-protection compliance"
