@@ -162,22 +162,3 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
             up.kill()
         drop_database(env, env["PROXBOX_NETBOX_DATABASE"])
         drop_database(env, env["PROXBOX_NETBOX_DATABASE"] + "_simulator")
-
-
-def test_next_up_stops_what_a_killed_supervisor_left_behind(start_stack):
-    crashed = start_stack("crashed", "--no-demo")
-    records = crashed.recorded_processes()
-    leased = crashed.redis_databases()
-    os.kill(records["proxbox up"].pid, signal.SIGKILL)
-    wait_until(lambda: not records["proxbox up"].alive(), 10, "proxbox up to die", interval=0.5)
-    assert records["netbox"].alive() and records["rqworker"].alive()  # orphans now
-
-    again = crashed.proxbox("up", "-d", "--no-demo", "--port", str(crashed.port), timeout=300)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert not records["netbox"].alive()
-    assert not records["rqworker"].alive()
-    # The data dir gets its Redis databases back rather than leaking a pair.
-    assert crashed.redis_databases() == leased
-    with crashed.client() as client:
-        assert client.get("/api/status/").status_code == 200
-    assert crashed.stop().returncode == 0

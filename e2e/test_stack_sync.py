@@ -1,6 +1,7 @@
 """`proxbox up` with the demo: the simulator and the sync backend run under the
 supervisor, the demo endpoint is registered and synced once, NetBox's "Sync now"
-reaches the backend, and `proxbox down` stops them all.
+reaches the backend, and `proxbox down` stops them all; a rival stack beside it keeps
+to Redis databases of its own and, its supervisor killed, is cleaned up by the next `up`.
 
 It runs on the session's shared stack (conftest.py), after test_stack.py; starting a
 stack of its own would cost a `proxbox up` (minutes on CI)."""
@@ -8,6 +9,8 @@ stack of its own would cost a `proxbox up` (minutes on CI)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import ssl
 
 import httpx
@@ -267,3 +270,24 @@ def test_down_stops_simulator_and_backend(stack):
     assert result.returncode == 0, result.stderr
     assert not any(record.alive() for record in records.values())
     assert processes_using(stack.home) == []
+
+
+def test_next_up_stops_what_a_killed_supervisor_left_behind(rival):
+    """Last, on the rival stack once the tests that share it are done (one `up` fewer):
+    its supervisor killed, the next `up` on its home stops the orphans it left."""
+    crashed = rival
+    records = crashed.recorded_processes()
+    leased = crashed.redis_databases()
+    os.kill(records["proxbox up"].pid, signal.SIGKILL)
+    wait_until(lambda: not records["proxbox up"].alive(), 10, "proxbox up to die", interval=0.5)
+    assert records["netbox"].alive() and records["rqworker"].alive()  # orphans now
+
+    again = crashed.proxbox("up", "-d", "--no-demo", "--port", str(crashed.port), timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not records["netbox"].alive()
+    assert not records["rqworker"].alive()
+    # The data dir gets its Redis databases back rather than leaking a pair.
+    assert crashed.redis_databases() == leased
+    with crashed.client() as client:
+        assert client.get("/api/status/").status_code == 200
+    assert crashed.stop().returncode == 0
