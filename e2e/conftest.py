@@ -107,6 +107,7 @@ SHARED_UNITS = {
 UNIT_SECONDS = {
     "stack": 260,
     "e2e/test_chaos_workers.py": 200,
+    "e2e/test_ipam_hygiene.py": 195,
     "e2e/test_sync_policy.py": 190,
     "e2e/test_sync_incremental.py": 155,
     "shared simulators": 135,

@@ -35,7 +35,7 @@ from proxbox_devstack.secrets import load_or_create_secrets
 
 pytestmark = requires_chromium()
 
-NETWORK = "10.104.0"  # e2e/test_fixture_networks.py
+NETWORK = "10.104.0"  # the renumber below (e2e/test_fixture_networks.py)
 MAC = re.compile(r"^[0-9A-F]{2}(:[0-9A-F]{2}){5}$", re.I)
 CLASH_VID, CLASH_NAME = 31, "hygiene-storage"
 
@@ -51,7 +51,7 @@ def hygiene_dir(sync_workdir):
 def simulator(hygiene_dir):
     simulator = Simulator("ipam", "compact", 38, hygiene_dir)
     try:
-        simulator.start().renumber(NETWORK)
+        simulator.start().renumber("10.104.0")
         yield simulator
     finally:
         simulator.stop()
