@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from rich.console import Console
 
+from proxbox_backend import cli
 from proxbox_backend import hygiene as checks
 from proxbox_backend.clients.netbox import NetBoxClient
 from proxbox_backend.domain import hygiene, prefixes
 from proxbox_backend.domain.hygiene import ERROR, INFO, WARNING, GuestFacts
+from proxbox_backend.domain.preview import PlanRecorder
 from proxbox_backend.gateways.netbox import NetBoxGateway
+from proxbox_backend.report import RunReport
 from proxbox_backend.secrets import Secret
 
 WEB = GuestFacts(
@@ -173,3 +177,24 @@ async def test_a_run_without_guests_to_check_reads_nothing():
         == []
     )
     assert seen == []
+
+
+def test_the_cli_prints_each_finding_of_a_preview_and_of_a_run():
+    report = RunReport(endpoint={"name": "pve"}, dry_run=True, plan=PlanRecorder())
+    report.hygiene = [
+        hygiene.Finding(
+            "mac_collision",
+            ERROR,
+            "web (qemu/101)",
+            "BC:24:11:00:00:01",
+            "the MAC of net0 is already on a device's interface",
+            "device sw1 interface eth0",
+        ).as_dict()
+    ]
+    for render in (cli.render_plan, cli.render_summary):
+        console = Console(record=True, width=200)
+        render(report, console)
+        assert (
+            "error mac_collision web (qemu/101): the MAC of net0 is already on a device's "
+            "interface (device sw1 interface eth0)"
+        ) in console.export_text()
