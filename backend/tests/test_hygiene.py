@@ -198,3 +198,15 @@ def test_the_cli_prints_each_finding_of_a_preview_and_of_a_run():
             "error mac_collision web (qemu/101): the MAC of net0 is already on a device's "
             "interface (device sw1 interface eth0)"
         ) in console.export_text()
+
+
+@pytest.mark.asyncio
+async def test_a_vlan_group_netbox_does_not_know_yet_has_no_clash():
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/ipam/vlans/"
+        return httpx.Response(400, json={"group": ["Select a valid choice."]})
+
+    client = NetBoxClient(
+        "http://netbox.test", Secret("t" * 40), transport=httpx.MockTransport(answer)
+    )
+    assert await NetBoxGateway(client).group_vlans("proxbox-cluster-9", [20]) == []

@@ -749,7 +749,7 @@ class NetBoxGateway:
         try:
             return await self.client.list(VLANS, {"group": group_slug, "fields": "id,vid,tags"})
         except NetBoxError as exc:
-            if exc.status == 400 and isinstance(exc.body, dict) and "group" in exc.body:
+            if unknown_group(exc):
                 return []
             raise
 
@@ -844,7 +844,7 @@ class NetBoxGateway:
                 VLANS, "vid", vids, {"group": group_slug, "fields": "id,vid,name"}
             )
         except NetBoxError as exc:
-            if exc.status == 400 and isinstance(exc.body, dict) and "group" in exc.body:
+            if unknown_group(exc):
                 return []
             raise
 
@@ -863,6 +863,11 @@ def _body(response) -> Any:
         return response.json()
     except ValueError:
         return response.text[:200]
+
+
+def unknown_group(exc: NetBoxError) -> bool:
+    """NetBox's 400 for a VLAN filter naming a group it does not know (yet)."""
+    return exc.status == 400 and isinstance(exc.body, dict) and "group" in exc.body
 
 
 def _slugs(objects: list[dict]) -> set[str]:
