@@ -3,6 +3,8 @@ Job's page list them: errors first, each with its severity's colour and its rule
 
 from __future__ import annotations
 
+import logging
+
 from django.utils.translation import gettext_lazy as _
 
 SEVERITIES = {"error": "red", "warning": "orange", "info": "blue"}
@@ -35,3 +37,22 @@ def hygiene_context(report: dict | None) -> dict:
     )
     counts = [(s, n) for s in order if (n := sum(r.get("severity") == s for r in rows))]
     return {"checked": True, "findings": rows, "counts": counts}
+
+
+LOG_LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}
+
+
+def hygiene_log(report: dict, most: int) -> list[tuple[int, str]]:
+    """The Job's log lines of the findings (at most `most`; its data keeps them all)."""
+    findings = [f for f in report.get("hygiene") or [] if isinstance(f, dict)]
+    lines = [
+        (
+            LOG_LEVELS.get(f.get("severity"), logging.WARNING),
+            f"IPAM {f.get('rule')} {f.get('guest')}: {f.get('detail')}"
+            + (f" ({f['where']})" if f.get("where") else ""),
+        )
+        for f in hygiene_context({"hygiene": findings})["findings"][:most]
+    ]
+    if len(findings) > most:
+        lines.append((logging.WARNING, f"IPAM: {len(findings) - most} more findings"))
+    return lines

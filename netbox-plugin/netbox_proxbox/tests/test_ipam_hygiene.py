@@ -97,6 +97,12 @@ class HygieneTest(SyncNowTestCase):
         self.assertEqual(
             [f["rule"] for f in job.data["report"]["hygiene"]], ["duplicate_address", "vlan_clash"]
         )
+        logged = [entry["message"] for entry in job.log_entries]
+        self.assertIn(
+            "IPAM duplicate_address web (qemu/101): 10.9.0.5/24 on eth0 duplicates "
+            "10.9.0.5/32 in the global table (device sw1 interface ge-0/0/1)",
+            logged,
+        )
         page = self.operator_client().get(job.get_absolute_url()).content.decode()
         card = page.split('id="sync-job-report"', 1)[1]
         self.assertIn('data-rule="duplicate_address"', hygiene_card(card))
