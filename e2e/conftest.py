@@ -107,7 +107,6 @@ SHARED_UNITS = {
 UNIT_SECONDS = {
     "stack": 260,
     "e2e/test_chaos_workers.py": 200,
-    "e2e/test_ipam_hygiene.py": 195,
     "e2e/test_sync_policy.py": 190,
     "e2e/test_sync_incremental.py": 155,
     "shared simulators": 135,
@@ -120,6 +119,7 @@ UNIT_SECONDS = {
     "e2e/test_secrets.py": 75,
     "e2e/test_sync_node_hardware.py": 65,
     "e2e/test_sync_webhook.py": 65,
+    "e2e/test_ipam_hygiene.py": 65,
     "e2e/test_sync_breadth.py": 60,
     "e2e/test_sync_prefixes.py": 60,
     "e2e/test_sync_guest_network.py": 55,

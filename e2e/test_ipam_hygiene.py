@@ -17,7 +17,7 @@ import re
 import pytest
 from browser_support import requires_chromium, signed_in_page
 from chaos_support import BackendServer, RQWorker, endpoint_cluster
-from proxbox_processes import wait_until
+from proxbox_processes import WaitTimeout, wait_until
 from sync_fixtures import (
     NetBoxServer,
     Simulator,
@@ -74,6 +74,10 @@ def stack(hygiene_dir, simulator):
         worker.stop()
         backend.stop()
         netbox.stop()
+
+
+def logs_of(netbox: NetBoxServer) -> list:
+    return sorted(netbox.workdir.glob("*.log"))
 
 
 def guest_nic(guest: dict) -> tuple[str, dict]:
@@ -142,7 +146,7 @@ def label(guest: dict) -> str:
 
 def test_a_clean_sync_reports_only_the_guests_network_outside_any_prefix(stack, simulator, world):
     report = run_sync(stack, simulator, world["endpoint"]["id"])
-    assert report.ok, report.as_dict()
+    assert report.ok, (report.error, report.read_failures, report.tally.failures)
     found = report.as_dict()["hygiene"]
     # Its own addresses, MACs and VLANs (just written) are no conflict.
     assert {f["rule"] for f in found} == {"outside_prefix"}, found
@@ -252,16 +256,24 @@ def test_the_preview_page_lists_them_and_the_jobs_page_after_apply_too(stack, wo
 
         page.locator("#apply-sync button[type=submit]").click()
         page.wait_for_load_state("domcontentloaded")
-        jobs = wait_until(
-            lambda: [
-                j
-                for j in list_all(stack, "/core/jobs/", object_id=endpoint_id, name="Proxbox sync")
-                if j["status"]["value"] in ("completed", "errored", "failed")
-            ],
-            600,
-            "the applied sync's Job",
-            interval=1,
-        )
+        try:
+            jobs = wait_until(
+                lambda: [
+                    j
+                    for j in list_all(
+                        stack, "/core/jobs/", object_id=endpoint_id, name="Proxbox sync"
+                    )
+                    if j["status"]["value"] in ("completed", "errored", "failed")
+                ],
+                600,
+                "the applied sync's Job",
+                interval=1,
+            )
+        except WaitTimeout:
+            # What the Job, the worker and the backend said, before the workdir goes.
+            jobs = list_all(stack, "/core/jobs/", object_id=endpoint_id)
+            logs = {p.name: p.read_text(errors="replace")[-3000:] for p in logs_of(stack)}
+            raise AssertionError((page.url, [j["status"] for j in jobs], logs)) from None
         (job,) = jobs
         assert job["status"]["value"] == "completed", job
         assert_every_rule(job["data"]["report"]["hygiene"], world, conflicts)
