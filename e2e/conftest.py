@@ -120,6 +120,7 @@ UNIT_SECONDS = {
     "e2e/test_secrets.py": 75,
     "e2e/test_sync_node_hardware.py": 65,
     "e2e/test_sync_webhook.py": 65,
+    "e2e/test_ipam_hygiene.py": 65,
     "e2e/test_sync_breadth.py": 60,
     "e2e/test_sync_prefixes.py": 60,
     "e2e/test_sync_guest_network.py": 55,

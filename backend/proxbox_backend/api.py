@@ -68,6 +68,18 @@ class Plan(BaseModel):
     notes: list[str]
 
 
+class HygieneFinding(BaseModel):
+    """An IPAM conflict the run would create or inherit (`domain.hygiene`)."""
+
+    rule: Literal["duplicate_address", "mac_collision", "outside_prefix", "vlan_clash"]
+    severity: Literal["error", "warning", "info"]
+    guest: str
+    value: str
+    detail: str
+    where: str
+    prefix: str | None
+
+
 class Preview(BaseModel):
     """A dry run's report: the run report's fields (counters as predicted) and the plan."""
 
@@ -83,6 +95,7 @@ class Preview(BaseModel):
     warnings: list[str]
     error: str | None
     plan: Plan
+    hygiene: list[HygieneFinding]
 
 
 class Problem(BaseModel):

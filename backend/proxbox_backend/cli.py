@@ -80,6 +80,7 @@ def render_summary(report: RunReport, console) -> None:
             object_type, *(str(row[k]) for k in row), style="red" if counters.failed else None
         )
     console.print(table)
+    render_hygiene(report, console)
     for failure in report.tally.failures:
         console.print(f"[red]failed[/] {failure.object_type} {failure.label}: {failure.reason}")
     for failure in report.read_failures:
@@ -99,6 +100,22 @@ def render_summary(report: RunReport, console) -> None:
 
 def _value(value) -> str:
     return "—" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+HYGIENE_COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def render_hygiene(report: RunReport, console) -> None:
+    """The IPAM checks' findings (`domain.hygiene`), errors first, one line each."""
+    from rich.markup import escape
+
+    for finding in report.hygiene:
+        colour = HYGIENE_COLOURS.get(finding["severity"], "white")
+        other = f" [dim]({escape(finding['where'])})[/]" if finding["where"] else ""
+        console.print(
+            f"[{colour}]{finding['severity']}[/] {finding['rule']} {escape(finding['guest'])}: "
+            f"{escape(finding['detail'])}{other}"
+        )
 
 
 def render_plan(report: RunReport, console) -> None:
@@ -133,6 +150,7 @@ def render_plan(report: RunReport, console) -> None:
         console.print(f"[cyan]note[/] {escape(note)}")
     if plan.get("placeholders"):
         console.print("Negative ids (new #-n) stand for objects the run would create.")
+    render_hygiene(report, console)
     for failure in report.tally.failures:
         console.print(f"[red]failed[/] {failure.object_type} {failure.label}: {failure.reason}")
     for failure in report.read_failures:

@@ -48,6 +48,8 @@ class RunReport:
     plan: PlanRecorder | None = None
     # Full or incremental, and why (`proxbox_backend.incremental`).
     run_mode: dict = field(default_factory=dict)
+    # IPAM hygiene findings of the guests the run synced (`domain.hygiene.Finding`).
+    hygiene: list[dict] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +86,7 @@ class RunReport:
             "run_mode": self.run_mode,
             "dry_run": self.dry_run,
             "plan": self.plan.as_dict() if self.plan is not None else None,
+            "hygiene": [{**f, "detail": scrub(f["detail"])} for f in self.hygiene],
         }
 
 

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from proxbox_backend import hygiene
 from proxbox_backend.background import in_background
 from proxbox_backend.baselines import BaselineStore
 from proxbox_backend.clients.http import TransportError
@@ -278,8 +279,10 @@ class SyncService:
                 # The sidecar is bookkeeping, not inventory: the baseline's end in the
                 # change log is read while it is written.
                 done = reflection(report.tally, read_failures=report.read_failures)
-                report.sync_state, *_ = await asyncio.gather(
+                # The IPAM checks (`hygiene`) read while the sidecar and baseline are written.
+                report.sync_state, report.hygiene, *_ = await asyncio.gather(
                     netbox.write_sync_state(await sidecar, done),
+                    hygiene.check(run),
                     *([incremental.finish(run)] if incremental is not None else []),
                 )
 

@@ -31,6 +31,7 @@ from .models import (
     ProxmoxStorage,
 )
 from .sync.health import with_sync_health
+from .sync.hygiene import hygiene_context
 from .sync.report import is_sync_job, object_type_title, sync_job_report_context
 from .sync.service import (
     SyncNotFound,
@@ -211,7 +212,12 @@ class ProxmoxEndpointPreviewView(LoginRequiredMixin, View):
         return render(
             request,
             "netbox_proxbox/proxmoxendpoint_preview.html",
-            {"object": endpoint, "report": report, "plan": plan_sections(report)},
+            {
+                "object": endpoint,
+                "report": report,
+                "plan": plan_sections(report),
+                "hygiene": hygiene_context(report),
+            },
         )
 
 

@@ -50,6 +50,7 @@ VLANS = "/ipam/vlans/"
 VLAN_GROUPS = "/ipam/vlan-groups/"
 PREFIXES = "/ipam/prefixes/"
 IP_RANGES = "/ipam/ip-ranges/"
+MAC_ADDRESSES = "/dcim/mac-addresses/"
 L2VPNS = "/vpn/l2vpns/"
 L2VPN_TERMINATIONS = "/vpn/l2vpn-terminations/"
 OBJECT_CHANGES = "/core/object-changes/"
@@ -181,6 +182,8 @@ INTERFACE_FIELDS = (
 DEVICE_INTERFACE_FIELDS = "id,name,type,enabled,mtu,description,device,parent,lag,bridge,tags"
 DISK_FIELDS = "id,name,size,description,virtual_machine,tags"
 IP_FIELDS = "id,address,status,vrf,dns_name,assigned_object_type,assigned_object_id,tags"
+HYGIENE_FIELDS = "id,address,vrf,role,assigned_object_type,assigned_object_id,assigned_object"
+MAC_HYGIENE_FIELDS = "id,mac_address,assigned_object_type,assigned_object_id,assigned_object"
 CHANGE_FIELDS = (
     "id,time,action,changed_object_type,changed_object_id,prechange_data,postchange_data"
 )
@@ -746,7 +749,7 @@ class NetBoxGateway:
         try:
             return await self.client.list(VLANS, {"group": group_slug, "fields": "id,vid,tags"})
         except NetBoxError as exc:
-            if exc.status == 400 and isinstance(exc.body, dict) and "group" in exc.body:
+            if unknown_group(exc):
                 return []
             raise
 
@@ -814,6 +817,37 @@ class NetBoxGateway:
         )
         return {i["id"]: nested_id(i["virtual_machine"]) for i in found}
 
+    # -- IPAM hygiene (`proxbox_backend.hygiene`): many values per request ------------------
+
+    async def addresses_at(self, vrf_id: int | None, hosts: list[str]) -> list[dict]:
+        """The VRF's IP addresses (None: the global table) with one of these host
+        addresses, whatever their mask (NetBox's `address` filter on a bare host)."""
+        params = {"vrf_id": "null" if vrf_id is None else vrf_id, "fields": HYGIENE_FIELDS}
+        return await self.client.list_by_ids(IP_ADDRESSES, "address", hosts, params, chunk=50)
+
+    async def mac_address_objects(self, macs: list[str]) -> list[dict]:
+        """The MAC address objects with one of these MACs, and what they are assigned to."""
+        params = {"fields": MAC_HYGIENE_FIELDS}
+        return await self.client.list_by_ids(MAC_ADDRESSES, "mac_address", macs, params, chunk=50)
+
+    async def vm_clusters(self, vm_ids: list[int]) -> dict[int, str]:
+        """VM id → the name of its cluster ("" for none)."""
+        found = await self.client.list_by_ids(
+            VIRTUAL_MACHINES, "id", vm_ids, {"fields": "id,cluster"}
+        )
+        return {vm["id"]: (vm.get("cluster") or {}).get("name", "") for vm in found}
+
+    async def group_vlans(self, group_slug: str, vids: list[int]) -> list[dict]:
+        """The VLANs of the group with these ids (none while there is no such group)."""
+        try:
+            return await self.client.list_by_ids(
+                VLANS, "vid", vids, {"group": group_slug, "fields": "id,vid,name"}
+            )
+        except NetBoxError as exc:
+            if unknown_group(exc):
+                return []
+            raise
+
 
 @dataclass(frozen=True)
 class GuestScope:
@@ -829,6 +863,11 @@ def _body(response) -> Any:
         return response.json()
     except ValueError:
         return response.text[:200]
+
+
+def unknown_group(exc: NetBoxError) -> bool:
+    """NetBox's 400 for a VLAN filter naming a group it does not know (yet)."""
+    return exc.status == 400 and isinstance(exc.body, dict) and "group" in exc.body
 
 
 def _slugs(objects: list[dict]) -> set[str]:

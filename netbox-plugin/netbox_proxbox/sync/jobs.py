@@ -20,6 +20,7 @@ from netbox.jobs import JobRunner
 from ..constants import SYNC_LOCK_CLASS
 from .client import BackendClient, BackendError
 from .config import BackendNotConfigured, BackendSettings, rq_job_timeout, sync_queue
+from .hygiene import hygiene_log
 
 MAX_LOGGED_FAILURES = 20  # the full list stays in the Job's data
 PROGRESS_SAVE_INTERVAL = 1.0  # seconds between saves of a running Job's log and progress
@@ -206,6 +207,7 @@ def report_log(report: dict) -> list[tuple[int, str]]:
                 f"{failure.get('object_type')} {failure.get('label')}: {failure.get('reason')}",
             )
         )
+    lines += hygiene_log(report, MAX_LOGGED_FAILURES)  # IPAM hygiene findings
     counters = report.get("counters") if isinstance(report.get("counters"), dict) else {}
     for object_type, outcomes in sorted(counters.items()):
         if isinstance(outcomes, dict):

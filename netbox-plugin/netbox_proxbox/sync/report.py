@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.apps import apps
 from django.utils.text import capfirst
 
+from .hygiene import hygiene_context
 from .jobs import SyncEndpointJob
 
 OUTCOMES = ("created", "updated", "unchanged", "deleted", "failed")
@@ -49,4 +50,5 @@ def sync_job_report_context(job) -> dict:
         "report": report,
         "outcomes": OUTCOMES,
         "counters": counters,
+        "hygiene": hygiene_context(report),
     }
