@@ -449,7 +449,7 @@ async def storage_content(rt, node_name: str, storage_name: str, params: dict) -
                 entry["notes"] = row["notes"]
             if row["protected"]:
                 entry["protected"] = 1
-            if verification := pbs_verification.listing_entry(storage["type"], row):
+            if verification := pbs_verification.listing_entry(row):
                 entry["verification"] = verification
         out.append(entry)
     return out

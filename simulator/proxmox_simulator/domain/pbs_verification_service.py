@@ -103,8 +103,9 @@ async def verify(rt, params: dict) -> dict:
     return {"volid": volid, "verification": {"state": state, "upid": upid}}
 
 
-def listing_entry(storage_type: str, row) -> dict | None:
-    """The ``verification`` a content listing carries for a backup row, if any."""
-    if storage_type != "pbs" or not row["verify_state"]:
+def listing_entry(row) -> dict | None:
+    """The ``verification`` a content listing carries for a backup row, if any (only a
+    ``pbs`` storage's snapshots are ever verified: ``verify`` refuses the others)."""
+    if not row["verify_state"]:
         return None
     return {"state": row["verify_state"], "upid": row["verify_upid"]}
