@@ -9,7 +9,6 @@ import httpx
 import pytest
 from simtest_support import (
     ROOT_PASSWORD,
-    Session,
     create_database,
     drop_database,
     expect_data,
@@ -46,18 +45,6 @@ def lab_server(tmp_path_factory):
             yield server
     finally:
         drop_database(url)
-
-
-@pytest.fixture(scope="module")
-def lab(lab_server):
-    with httpx.Client(base_url=lab_server.base_url, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def pve(lab_server):
-    with httpx.Client(base_url=lab_server.base_url + "/api2/json", timeout=30) as client:
-        yield Session(client)
 
 
 @pytest.fixture(scope="module")
