@@ -5,13 +5,17 @@ tab, the dashboard widget).
 The `small` seed has a vzdump archive from its boot day for every fifth guest (stale by
 now) and a replication job of one guest to another node; its storages are not ZFS, so a
 replication run fails as Proxmox's does ("missing replicate feature"). On top: a backup
-job for all guests but one, a fresh backup of another, and one replication run.
+job for all guests but one, a fresh backup of another, one replication run, and a
+Proxmox Backup Server storage holding the newest backup of two more guests, one verified
+`failed` and one `ok` by the simulator's lab control (PBS's verify job).
 """
 
 from __future__ import annotations
 
+import ssl
 import time
 
+import httpx
 import pytest
 from browser_support import requires_chromium, signed_in_page
 from sync_fixtures import Simulator, create_endpoint, create_site, list_all, run_sync
@@ -21,7 +25,7 @@ COMPLIANCE = "/plugins/proxbox/compliance/"
 
 @pytest.fixture(scope="module")
 def simulator(sync_workdir):
-    sim = Simulator("compliance", "small", 11, sync_workdir)
+    sim = Simulator("compliance", "small", 11, sync_workdir, PROXMOX_SIMULATOR_LAB="1")
     try:
         sim.start().renumber("10.103.0")
         yield sim
@@ -33,6 +37,27 @@ def wait_if_task(simulator: Simulator, answer) -> None:
     assert answer.status_code == 200, answer.text
     if isinstance(data := answer.json()["data"], str) and data.startswith("UPID:"):
         simulator.wait_task(data)
+
+
+def pbs_backup(simulator: Simulator, pve, guest: dict, storage: str, state: str) -> str:
+    """Back `guest` up to the PBS storage and have PBS verify the snapshot as `state`."""
+    wait_if_task(
+        simulator,
+        pve.post(
+            f"/nodes/{guest['node']}/vzdump", data={"vmid": guest["vmid"], "storage": storage}
+        ),
+    )
+    [snapshot] = pve.get(
+        f"/nodes/{guest['node']}/storage/{storage}/content", params={"vmid": guest["vmid"]}
+    ).json()["data"]
+    verify = ssl.create_default_context(cafile=simulator.ca_bundle)
+    with httpx.Client(base_url=simulator.url, verify=verify, timeout=30) as lab:
+        answer = lab.post(
+            "/ui/api/pbs/verify",
+            json={"storage": storage, "volume": snapshot["volid"], "state": state},
+        )
+    assert answer.status_code == 200, answer.text
+    return snapshot["volid"]
 
 
 def task_exit(pve, upid: str) -> str:
@@ -65,7 +90,7 @@ def arranged(netbox_server, simulator):
         }
         stale = next(g for g in guests if g["vmid"] in archived and g is not replicated)
         rest = [g for g in guests if g["vmid"] not in archived and g is not replicated]
-        fresh, unjobbed = rest[0], rest[1]
+        fresh, unjobbed, pbs_failed, pbs_ok = rest[:4]
         wait_if_task(
             simulator,
             pve.post(
@@ -86,6 +111,20 @@ def arranged(netbox_server, simulator):
                 data={"vmid": fresh["vmid"], "storage": "local", "mode": "snapshot"},
             ),
         )
+        added = pve.post(
+            "/storage",
+            data={
+                "storage": "pbs-backups",
+                "type": "pbs",
+                "server": "pbs1.example.test",
+                "datastore": "store1",
+                "username": "backup@pbs",
+                "password": "secret",
+            },
+        )
+        assert added.status_code == 200, added.text
+        pbs_backup(simulator, pve, pbs_failed, "pbs-backups", "failed")
+        pbs_backup(simulator, pve, pbs_ok, "pbs-backups", "ok")
         upid = pve.post(f"/nodes/{replicated['node']}/replication/{job['id']}/schedule_now").json()[
             "data"
         ]
@@ -103,6 +142,8 @@ def arranged(netbox_server, simulator):
         "unjobbed": unjobbed,
         "stale": stale,
         "replicated": replicated,
+        "pbs_failed": pbs_failed,
+        "pbs_ok": pbs_ok,
     }
 
 
@@ -155,6 +196,18 @@ def test_each_rule_through_rest(netbox_server, arranged):
     assert fresh["name"] not in rows(netbox_server, arranged, compliant="false")
 
 
+def test_a_failed_pbs_verification_breaks_the_rule_by_default(netbox_server, arranged):
+    """backup_require_verified is off: an unverified backup passes, a failed one does not."""
+    every = rows(netbox_server, arranged)
+    failed = every[arranged["pbs_failed"]["name"]]
+    assert failed["last_backup_verification"] == "failed" and failed["last_backup_at"]
+    assert failed["failed_rules"] == ["backup_unverified"] and failed["compliant"] is False
+    assert set(rows(netbox_server, arranged, backup_unverified="true")) == {failed["name"]}
+    verified = every[arranged["pbs_ok"]["name"]]
+    assert verified["last_backup_verification"] == "ok"
+    assert verified["failed_rules"] == [] and verified["compliant"] is True
+
+
 def test_unverified_backups_once_the_endpoint_requires_verification(netbox_server, arranged):
     url = f"/plugins/proxbox/endpoints/proxmox/{arranged['endpoint']['id']}/"
     with netbox_server.api() as api:
@@ -163,11 +216,15 @@ def test_unverified_backups_once_the_endpoint_requires_verification(netbox_serve
         answer = api.patch(url, json={"backup_require_verified": True})
         assert answer.status_code == 200, answer.text
     try:
-        # The simulator's storages are no Proxmox Backup Server: nothing is verified.
-        fresh = rows(netbox_server, arranged)[arranged["fresh"]["name"]]
+        # A directory storage's archive is never verified; a PBS snapshot verified ok is.
+        every = rows(netbox_server, arranged)
+        fresh = every[arranged["fresh"]["name"]]
         assert fresh["last_backup_verification"] == "none"
         assert fresh["failed_rules"] == ["backup_unverified"]
-        assert fresh["name"] in rows(netbox_server, arranged, backup_unverified="true")
+        unverified = rows(netbox_server, arranged, backup_unverified="true")
+        assert fresh["name"] in unverified
+        verified = every[arranged["pbs_ok"]["name"]]
+        assert verified["failed_rules"] == [] and verified["name"] not in unverified
     finally:
         with netbox_server.api() as api:
             api.patch(url, json={"backup_require_verified": False})

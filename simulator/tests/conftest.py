@@ -67,3 +67,17 @@ def root(server):
     """root@pam logged in with a ticket, against the session's server."""
     with httpx.Client(base_url=server.base_url + "/api2/json", verify=False, timeout=30) as c:
         yield Session(c)
+
+
+# A module that defines ``lab_server`` (a simulator with PROXMOX_SIMULATOR_LAB on) gets
+# these two clients of it: the laboratory surfaces, and PVE's API as root@pam.
+@pytest.fixture(scope="module")
+def lab(lab_server):
+    with httpx.Client(base_url=lab_server.base_url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def pve(lab_server):
+    with httpx.Client(base_url=lab_server.base_url + "/api2/json", timeout=30) as client:
+        yield Session(client)

@@ -50,18 +50,6 @@ def lab_server(lab_settings):
         yield server
 
 
-@pytest.fixture(scope="module")
-def lab(lab_server):
-    with httpx.Client(base_url=lab_server.base_url, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def pve(lab_server):
-    with httpx.Client(base_url=lab_server.base_url + "/api2/json", timeout=30) as client:
-        yield Session(client)
-
-
 @pytest.fixture(autouse=True)
 def no_faults_after(lab):
     yield

@@ -1,4 +1,5 @@
-"""Laboratory JSON API under ``/ui/api``: fault scenarios and the simulation clock.
+"""Laboratory JSON API under ``/ui/api``: fault scenarios, the simulation clock and
+Proxmox Backup Server verify jobs.
 
 Mounted only with ``PROXMOX_SIMULATOR_LAB`` set.  There is no login: network
 exposure is the trust boundary (see the README).  What a browser on another
@@ -14,7 +15,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from proxmox_simulator.domain import fault_service
+from proxmox_simulator.domain import fault_service, pbs_verification_service
 from proxmox_simulator.domain.errors import ParameterError, PveError
 from proxmox_simulator.runtime import Runtime
 from proxmox_simulator.simulation.clock import ManualClock
@@ -152,6 +153,17 @@ def add_routes(app: FastAPI) -> None:
                 raise PveError("the clock is not in manual mode", status=400)
             rt.clock.advance(seconds)
             return answer({"mode": rt.settings.clock, "now": rt.clock.now()})
+        except PveError as exc:
+            return refusal(exc)
+
+    @app.post("/ui/api/pbs/verify", include_in_schema=False)
+    async def verify_pbs_snapshot(request: Request):
+        """A PBS verify job's outcome for one snapshot (``storage``, ``volume``: its volid
+        or ``vm/100/<time>``, ``state``: ok or failed)."""
+        rt: Runtime = request.app.state.rt
+        try:
+            same_origin(request)
+            return answer(await pbs_verification_service.verify(rt, await read_body(request)))
         except PveError as exc:
             return refusal(exc)
 

@@ -6,6 +6,7 @@ import hashlib
 import re
 
 from proxmox_simulator.domain import guests as rules
+from proxmox_simulator.domain import pbs_verification_service as pbs_verification
 from proxmox_simulator.domain.access import AccessState, Principal
 from proxmox_simulator.domain.backup_service import archive_kind
 from proxmox_simulator.domain.errors import ParameterError, PveError
@@ -448,6 +449,8 @@ async def storage_content(rt, node_name: str, storage_name: str, params: dict) -
                 entry["notes"] = row["notes"]
             if row["protected"]:
                 entry["protected"] = 1
+            if verification := pbs_verification.listing_entry(row):
+                entry["verification"] = verification
         out.append(entry)
     return out
 

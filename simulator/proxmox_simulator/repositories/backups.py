@@ -30,6 +30,10 @@ SELECT * FROM volumes WHERE content = 'backup' AND storage = $1 AND vmid = $2
 ORDER BY ctime DESC, volid DESC
 """
 _DELETE_VOLUME = "DELETE FROM volumes WHERE volid = $1"
+_SET_VERIFICATION = """
+UPDATE volumes SET verify_state = $2, verify_upid = $3
+WHERE volid = $1 AND content = 'backup' RETURNING volid
+"""
 
 
 async def jobs(conn: asyncpg.Connection) -> list[asyncpg.Record]:
@@ -82,3 +86,8 @@ async def archives(conn, storage_name: str, vmid: int, node_name: str) -> list[a
 
 async def delete_volume(conn: asyncpg.Connection, volid: str) -> None:
     await conn.execute(_DELETE_VOLUME, volid)
+
+
+async def set_verification(conn, volid: str, state: str, upid: str) -> bool:
+    """Record a PBS snapshot's last verification; False when there is no such backup."""
+    return await conn.fetchval(_SET_VERIFICATION, volid, state, upid) is not None
