@@ -26,6 +26,15 @@ CLAIM_CREATE_PERMS = (
 CLAIM_UPDATE_PERMS = (*CLAIM_CREATE_PERMS, "virtualization.change_cluster")
 
 
+def compliance_form_fields() -> dict:
+    """The data-protection thresholds of the endpoint form as a new endpoint shows them
+    (a form post without its required ones is refused, as in NetBox's own forms)."""
+    return {
+        name: ProxmoxEndpoint._meta.get_field(name).default
+        for name in ("backup_max_age_hours", "replication_max_failures", "snapshot_max_age_days")
+    }
+
+
 def auth_header(token: Token) -> dict:
     return {"HTTP_AUTHORIZATION": f"Bearer {TOKEN_PREFIX}{token.key}.{token.token}"}
 

@@ -15,7 +15,7 @@ from users.models import User
 
 from netbox_proxbox.models import ProxmoxEndpoint
 
-from .base import api_url, auth_header, grant, make_endpoint, make_user
+from .base import api_url, auth_header, compliance_form_fields, grant, make_endpoint, make_user
 from .test_credentials import REVEAL, credentials_url, grant_perm
 
 VIEW = "netbox_proxbox.view_proxmoxendpoint"
@@ -192,6 +192,7 @@ class FormConnectionTargetTest(ConnectionTargetBase):
             "mode": "cluster",
             "enabled": "on",
             "verify_tls": "on",
+            **compliance_form_fields(),
             **fields,
         }
 

@@ -9,7 +9,7 @@ from users.models import Token, User
 
 from netbox_proxbox.models.policy import parse_vmid_ranges
 
-from .base import api_url, auth_header, grant, make_endpoint
+from .base import api_url, auth_header, compliance_form_fields, grant, make_endpoint
 from .test_sync_now import CHANGE
 
 
@@ -316,6 +316,7 @@ def edit_form_fields(endpoint, **fields) -> dict:
         # Left out, the checkbox would turn verification off (a change of connection target).
         "verify_tls": "on" if endpoint.verify_tls else "",
         "keep_operator_objects": "on",
+        **compliance_form_fields(),
         **fields,
     }
 

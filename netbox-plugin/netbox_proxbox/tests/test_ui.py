@@ -9,7 +9,7 @@ from virtualization.models import Cluster
 
 from netbox_proxbox.models import ProxboxClusterSyncState, ProxmoxCluster
 
-from .base import grant, make_endpoint, make_references
+from .base import compliance_form_fields, grant, make_endpoint, make_references
 
 
 class OwnershipLinksTest(TestCase):
@@ -182,6 +182,7 @@ class EditFormsTest(TestCase):
             "mode": "cluster",
             "enabled": "on",
             "verify_tls": "on",
+            **compliance_form_fields(),
         }
         response = self.client.post(url, form)
         self.assertEqual(response.status_code, 302, response.content.decode()[:2000])
