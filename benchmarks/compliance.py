@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import statistics
 import sys
 import time
@@ -37,20 +36,10 @@ def main() -> int:
     parser.add_argument("--explain", action="store_true", help="print the query plans too")
     args = parser.parse_args()
 
-    database = f"nbpx_bench_{os.getpid()}"
-    os.environ.setdefault("NETBOX_CONFIGURATION", "proxbox_devstack.netbox_configuration")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
-    os.environ["PROXBOX_NETBOX_DATABASE"] = database
+    from proxbox_devstack.testdb import netbox_scratch_database
 
-    import django
-
-    django.setup()
-    from django.conf import settings
-
-    from proxbox_devstack.testdb import scratch_database
-
-    with scratch_database(
-        settings.DATABASES["default"], database, log=lambda message: print(message, file=sys.stderr)
+    with netbox_scratch_database(
+        "nbpx_bench_", log=lambda message: print(message, file=sys.stderr)
     ):
         run(args.vms, args.rounds, args.explain)
     return 0

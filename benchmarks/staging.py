@@ -54,22 +54,13 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=50)
     args = parser.parse_args()
 
-    database = f"nbsp_bench_{os.getpid()}"
-    os.environ.setdefault("NETBOX_CONFIGURATION", "proxbox_devstack.netbox_configuration")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
-    os.environ["PROXBOX_NETBOX_DATABASE"] = database
-
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.db import connections
-    from django.test import override_settings
-
-    from proxbox_devstack.testdb import scratch_database
+    from proxbox_devstack.testdb import netbox_scratch_database
 
     work = Path(tempfile.mkdtemp(prefix="nbsp-bench-"))
-    with scratch_database(connections["default"].settings_dict, database, log=lambda *a: None):
+    with netbox_scratch_database("nbsp_bench_", log=lambda *a: None):
+        from django.conf import settings
+        from django.test import override_settings
+
         try:
             tree, store, copy = work / "tree", work / "store", work / "copy"
             tree.mkdir()

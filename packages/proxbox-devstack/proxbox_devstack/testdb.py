@@ -491,3 +491,23 @@ def scratch_database(settings_dict: dict, name: str, log=print):
         connections.close_all()
         with maintenance_connection(settings_dict) as conn:
             drop_database(conn, name)
+
+
+
+@contextmanager
+def netbox_scratch_database(prefix: str, log=print):
+    """NetBox's settings loaded (`django.setup()`) against a throwaway copy of the
+    migrated template named `<prefix><pid>`, dropped on exit: what a benchmark script
+    needs before it touches NetBox's models."""
+    name = f"{prefix}{os.getpid()}"
+    os.environ.setdefault("NETBOX_CONFIGURATION", "proxbox_devstack.netbox_configuration")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
+    os.environ[NETBOX_DATABASE_ENV] = name
+
+    import django
+
+    django.setup()
+    from django.db import connections
+
+    with scratch_database(connections["default"].settings_dict, name, log=log):
+        yield name
