@@ -48,13 +48,27 @@ from .models import (
 )
 
 __all__ = (
+    "INVENTORY_PERMISSIONS",
     "RULES",
     "compliance_counts",
     "endpoint_counts",
     "failed_rules",
+    "may_view_compliance",
     "with_compliance",
     "without_jit",
 )
+
+# What compliance shows is read from these: a user who may view the VMs but not the
+# endpoints or the inventory they derive from learns nothing of it through compliance.
+INVENTORY_PERMISSIONS = (
+    "netbox_proxbox.view_proxmoxendpoint",
+    "netbox_proxbox.view_proxmoxbackup",
+    "netbox_proxbox.view_proxmoxbackupjob",
+    "netbox_proxbox.view_proxmoxsnapshot",
+    "netbox_proxbox.view_proxmoxreplicationjob",
+    "netbox_proxbox.view_proxmoxharesource",
+)
+VM_PERMISSION = "virtualization.view_virtualmachine"
 
 SOURCE_FIELD = "proxbox_source"  # `cluster-<id>/<kind>/<vmid>[#<creation id>]`
 ENDPOINT = "cluster__proxmox_endpoint"
@@ -219,6 +233,11 @@ def without_jit():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL jit = off")
         yield
+
+
+def may_view_compliance(user) -> bool:
+    """Whether `user` may see compliance at all (which VMs: NetBox's VM permissions)."""
+    return user.has_perms((VM_PERMISSION, *INVENTORY_PERMISSIONS))
 
 
 def failed_rules(vm) -> list[str]:

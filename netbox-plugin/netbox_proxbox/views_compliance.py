@@ -11,7 +11,7 @@ from netbox.views import generic
 from utilities.views import ViewTab, register_model_view
 from virtualization.models import VirtualMachine
 
-from .compliance import RULES, failed_rules, with_compliance, without_jit
+from .compliance import INVENTORY_PERMISSIONS, RULES, failed_rules, with_compliance, without_jit
 from .filtersets_compliance import ComplianceFilterSet
 from .forms.compliance import ComplianceFilterForm
 from .models import ProxmoxEndpoint
@@ -68,6 +68,7 @@ class ComplianceListView(generic.ObjectListView):
     queryset = with_compliance(VirtualMachine.objects.select_related("cluster", "device")).order_by(
         "endpoint_name", "name", "pk"
     )
+    additional_permissions = INVENTORY_PERMISSIONS
     table = ComplianceTable
     filterset = ComplianceFilterSet
     filterset_form = ComplianceFilterForm
@@ -104,11 +105,13 @@ def _in_endpoint_cluster(vm) -> bool:
 @register_model_view(VirtualMachine, "proxbox_compliance", path="data-protection")
 class VirtualMachineComplianceView(generic.ObjectView):
     queryset = VirtualMachine.objects.all()
+    additional_permissions = INVENTORY_PERMISSIONS
     template_name = "netbox_proxbox/virtualmachine_compliance.html"
     tab = ViewTab(
         label=_("Data protection"),
         visible=_in_endpoint_cluster,
-        permission="virtualization.view_virtualmachine",
+        # One permission names the tab's; its view asks for every one it reads.
+        permission="netbox_proxbox.view_proxmoxbackup",
         weight=2500,
     )
 

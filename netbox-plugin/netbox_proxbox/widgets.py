@@ -87,9 +87,9 @@ class ComplianceWidget(DashboardWidget):
     def render(self, request):
         from virtualization.models import VirtualMachine
 
-        from .compliance import RULES, compliance_counts, endpoint_counts
+        from .compliance import RULES, compliance_counts, endpoint_counts, may_view_compliance
 
-        if not request.user.has_perm("virtualization.view_virtualmachine"):
+        if not may_view_compliance(request.user):
             return render_to_string(self.template_name, {"allowed": False})
         vms = VirtualMachine.objects.restrict(request.user, "view")
         counts = compliance_counts(vms)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema_field
 from netbox.api.serializers import BaseModelSerializer
-from rest_framework import serializers, viewsets
+from rest_framework import permissions, serializers, viewsets
+from rest_framework.settings import api_settings
 from virtualization.api.serializers_.clusters import ClusterSerializer
 from virtualization.models import VirtualMachine
 
-from ..compliance import RULES, failed_rules, with_compliance
+from ..compliance import RULES, failed_rules, may_view_compliance, with_compliance
 from ..filtersets_compliance import ComplianceFilterSet
 
 __all__ = ("ComplianceSerializer", "ComplianceViewSet")
@@ -76,8 +77,18 @@ def compliance_queryset(user):
     ).order_by("endpoint_name", "name", "pk")
 
 
+class MayViewCompliance(permissions.BasePermission):
+    """Beside NetBox's own check of the VM permission: the inventory compliance reads."""
+
+    message = "Viewing compliance needs view permission on the endpoints and their inventory."
+
+    def has_permission(self, request, view):
+        return may_view_compliance(request.user)
+
+
 class ComplianceViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = VirtualMachine.objects.all()  # the permission class reads its model
+    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, MayViewCompliance]
     serializer_class = ComplianceSerializer
     filterset_class = ComplianceFilterSet
 

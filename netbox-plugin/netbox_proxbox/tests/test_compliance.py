@@ -15,7 +15,12 @@ from django.urls import reverse
 from django.utils import timezone
 from virtualization.models import Cluster, VirtualMachine
 
-from netbox_proxbox.compliance import compliance_counts, failed_rules, with_compliance
+from netbox_proxbox.compliance import (
+    INVENTORY_PERMISSIONS,
+    compliance_counts,
+    failed_rules,
+    with_compliance,
+)
 from netbox_proxbox.models import (
     ProxmoxBackup,
     ProxmoxBackupJob,
@@ -27,7 +32,7 @@ from netbox_proxbox.models import (
 )
 from netbox_proxbox.widgets import ComplianceWidget
 
-from .base import auth_header, make_endpoint, make_references, make_user
+from .base import auth_header, grant, make_endpoint, make_references, make_user
 
 NOW = timezone.now()
 
@@ -320,7 +325,9 @@ class CompliancePagesTest(ComplianceFixture):
         )
 
     def setUp(self):
-        self.user, self.token = make_user("viewer", ["virtualization.view_virtualmachine"])
+        self.user, self.token = make_user(
+            "viewer", ["virtualization.view_virtualmachine", *INVENTORY_PERMISSIONS]
+        )
         self.client.force_login(self.user)
 
     def test_rest_lists_filters_and_details(self):
@@ -346,12 +353,40 @@ class CompliancePagesTest(ComplianceFixture):
 
     def test_rest_shows_only_the_vms_the_user_may_view(self):
         self.client.logout()
-        _user, token = make_user("nobody")
+        user, token = make_user("one-vm", INVENTORY_PERMISSIONS)
+        grant(user, "virtualization.view_virtualmachine", constraints={"name": "good"})
         url = reverse("plugins-api:netbox_proxbox-api:compliance-list")
         answer = self.client.get(url, **auth_header(token))
-        self.assertIn(answer.status_code, (200, 403))
-        if answer.status_code == 200:
-            self.assertEqual(answer.json()["count"], 0)
+        self.assertEqual(answer.status_code, 200, answer.content)
+        self.assertEqual([r["name"] for r in answer.json()["results"]], ["good"])
+        self.assertEqual(
+            self.client.get(f"{url}{self.bad.pk}/", **auth_header(token)).status_code, 404
+        )
+
+    def test_a_vm_viewer_without_the_inventory_permissions_sees_no_compliance(self):
+        """Compliance is read from the endpoints and their backups, jobs, snapshots,
+        replication and HA: each of those view permissions is needed, as well."""
+        url = reverse("plugins-api:netbox_proxbox-api:compliance-list")
+        list_url = reverse("plugins:netbox_proxbox:compliance_list")
+        tab_url = reverse("virtualization:virtualmachine_proxbox_compliance", args=[self.bad.pk])
+        for missing in INVENTORY_PERMISSIONS:
+            with self.subTest(missing=missing):
+                name = f"no-{missing.rsplit('_', 1)[1]}"
+                perms = [p for p in INVENTORY_PERMISSIONS if p != missing]
+                user, token = make_user(name, ["virtualization.view_virtualmachine", *perms])
+                self.client.logout()  # the token's user, not the session's
+                answer = self.client.get(url, **auth_header(token))
+                self.assertEqual(answer.status_code, 403, answer.content)
+                self.client.force_login(user)
+                self.assertEqual(self.client.get(list_url).status_code, 403)
+                self.assertEqual(self.client.get(tab_url).status_code, 403)
+
+                class Request:
+                    pass
+
+                Request.user = user
+                html = ComplianceWidget().render(Request())
+                self.assertNotIn("data-out-of-policy", html)
 
     def test_list_view_filters_and_exports_csv_and_yaml(self):
         url = reverse("plugins:netbox_proxbox:compliance_list")
