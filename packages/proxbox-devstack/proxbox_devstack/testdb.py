@@ -493,7 +493,6 @@ def scratch_database(settings_dict: dict, name: str, log=print):
             drop_database(conn, name)
 
 
-
 @contextmanager
 def netbox_scratch_database(prefix: str, log=print):
     """NetBox's settings loaded (`django.setup()`) against a throwaway copy of the
