@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from proxmoxer import ProxmoxAPI
 from proxmoxer.core import ResourceException
 from proxmoxer.tools import Tasks
 from simtest_support import ROOT_PASSWORD
+
+from proxmox_simulator.domain.guest_service import nic_counters, traffic_wave
 
 NODE_FIELDS = {
     "time",
@@ -106,3 +110,22 @@ def test_storage_rrddata_follows_its_usage(server):
     assert storage.rrd.get(ds="used,total", timeframe="week")["filename"].endswith(".png")
     with pytest.raises(ResourceException):
         prox.nodes("pve1").storage("no-such-storage").rrddata.get(timeframe="hour")
+
+
+def test_a_running_guests_counters_grow_every_second_even_at_the_traffic_trough():
+    """The counters are the rate's integral: at the wave's lowest point, too, one second
+    of running moves bytes through each of two NICs (netstat and status sum them)."""
+    vmid, step = 139219, 60
+    # sin((t / step + vmid) / 7) = -1: the wave's trough.
+    trough = int(step * (7 * (-math.pi / 2 + 2 * math.pi * 5000) - vmid))
+    assert traffic_wave(trough, step, vmid) > 0
+    row = {
+        "status": "running",
+        "started_at": trough,
+        "vmid": vmid,
+        "config": {"net0": "virtio,bridge=vmbr0", "net1": "e1000,bridge=vmbr0"},
+    }
+    for seconds in (1, 2):
+        counters = nic_counters(row, trough + seconds)
+        assert all(bytes_in > 0 and bytes_out > 0 for _, bytes_in, bytes_out in counters)
+    assert nic_counters(row, trough + 2)[0][1] > nic_counters(row, trough + 1)[0][1]
