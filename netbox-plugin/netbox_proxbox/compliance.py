@@ -48,6 +48,7 @@ from .models import (
 )
 
 __all__ = (
+    "FACTS",
     "INVENTORY_PERMISSIONS",
     "RULES",
     "compliance_counts",
@@ -72,6 +73,17 @@ VM_PERMISSION = "virtualization.view_virtualmachine"
 
 SOURCE_FIELD = "proxbox_source"  # `cluster-<id>/<kind>/<vmid>[#<creation id>]`
 ENDPOINT = "cluster__proxmox_endpoint"
+
+# The data-protection facts `with_compliance` annotates on each VM (what every view shows).
+FACTS = (
+    "last_backup_at",
+    "last_backup_verification",
+    "snapshot_count",
+    "oldest_snapshot_at",
+    "replication_state",
+    "replication_failures",
+    "ha_state",
+)
 
 # Each rule: the annotation that is true when the VM breaks it, and what it means.
 RULES = {

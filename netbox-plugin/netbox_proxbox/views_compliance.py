@@ -11,7 +11,14 @@ from netbox.views import generic
 from utilities.views import ViewTab, register_model_view
 from virtualization.models import VirtualMachine
 
-from .compliance import INVENTORY_PERMISSIONS, RULES, failed_rules, with_compliance, without_jit
+from .compliance import (
+    FACTS,
+    INVENTORY_PERMISSIONS,
+    RULES,
+    failed_rules,
+    with_compliance,
+    without_jit,
+)
 from .filtersets_compliance import ComplianceFilterSet
 from .forms.compliance import ComplianceFilterForm
 from .models import ProxmoxEndpoint
@@ -19,16 +26,6 @@ from .models.compliance import COMPLIANCE_FIELDS
 from .tables.compliance import ComplianceTable
 
 __all__ = ("ComplianceListView", "VirtualMachineComplianceView")
-
-EXPORT_FIELDS = (
-    "last_backup_at",
-    "last_backup_verification",
-    "snapshot_count",
-    "oldest_snapshot_at",
-    "replication_state",
-    "replication_failures",
-    "ha_state",
-)
 
 
 class ComplianceExport(ObjectAction):
@@ -60,7 +57,7 @@ def compliance_record(vm) -> dict:
         "compliant": vm.compliant,
         "failed_rules": failed_rules(vm),
         "backup_job": vm.backup_job,
-        **{field: plain(getattr(vm, field)) for field in EXPORT_FIELDS},
+        **{field: plain(getattr(vm, field)) for field in FACTS},
     }
 
 

@@ -10,7 +10,7 @@ from rest_framework.settings import api_settings
 from virtualization.api.serializers_.clusters import ClusterSerializer
 from virtualization.models import VirtualMachine
 
-from ..compliance import RULES, failed_rules, may_view_compliance, with_compliance
+from ..compliance import FACTS, RULES, failed_rules, may_view_compliance, with_compliance
 from ..filtersets_compliance import ComplianceFilterSet
 
 __all__ = ("ComplianceSerializer", "ComplianceViewSet")
@@ -52,13 +52,7 @@ class ComplianceSerializer(BaseModelSerializer):
             "compliant",
             "failed_rules",
             "backup_job",
-            "last_backup_at",
-            "last_backup_verification",
-            "snapshot_count",
-            "oldest_snapshot_at",
-            "replication_state",
-            "replication_failures",
-            "ha_state",
+            *FACTS,
         )
         read_only_fields = fields
 

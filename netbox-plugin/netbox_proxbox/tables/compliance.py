@@ -3,7 +3,7 @@ from django.utils.translation import gettext_lazy as _
 from netbox.tables import NetBoxTable, columns
 from virtualization.models import VirtualMachine
 
-from ..compliance import RULES, failed_rules
+from ..compliance import FACTS, RULES, failed_rules
 
 __all__ = ("ComplianceTable",)
 
@@ -52,13 +52,7 @@ class ComplianceTable(NetBoxTable):
             "compliant",
             "failed_rules",
             "backup_job",
-            "last_backup_at",
-            "last_backup_verification",
-            "snapshot_count",
-            "oldest_snapshot_at",
-            "replication_state",
-            "replication_failures",
-            "ha_state",
+            *FACTS,
             *RULES,
         )
         default_columns = (
