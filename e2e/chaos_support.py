@@ -29,6 +29,7 @@ from sync_fixtures import (
     NetBoxServer,
     change_marker,
     cli_environment,
+    default_tls,
     list_all,
     netbox_inventory,
     object_changes_since,
@@ -269,6 +270,7 @@ class BackendServer:
     def run(self, run_id: str) -> dict:
         response = httpx.get(
             f"{self.url}/runs/{run_id}",
+            verify=default_tls(),
             headers={"Authorization": f"Bearer {self.api_token}"},
             timeout=30,
         )

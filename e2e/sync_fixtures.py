@@ -12,6 +12,8 @@ Every database created here starts with `pbsync_` and is dropped afterwards.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
 import itertools
 import os
 import re
@@ -42,6 +44,16 @@ _INSTANCES = itertools.count(1)
 # Every NetBox of a session gets a database of its own: the suites share one NetBox, and
 # a suite starting another (the API fuzzing) must not clone over the shared one's.
 _NETBOXES = itertools.count(1)
+
+
+@functools.cache
+def default_tls() -> ssl.SSLContext:
+    """One TLS context for the process's clients: httpx builds one per client otherwise,
+    parsing the CA bundle each time (tens of ms of CPU; the suites poll NetBox thousands of
+    times). Only read from, so clients may share it."""
+    return httpx.create_ssl_context()
+
+
 SERVER_URL = os.environ.get("PROXBOX_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 ADMIN_PASSWORD = "pbsync-admin-password"
 
@@ -63,6 +75,46 @@ def drop_database(name: str) -> None:
 
 
 # -- NetBox ----------------------------------------------------------------------------------
+
+
+_ADMIN_TEMPLATES: dict[str, str] = {}
+
+
+def admin_template(settings_dict: dict) -> str:
+    """The migrated template plus NetBox's `createsuperuser` admin, made once per process:
+    every NetBox of the process clones it instead of starting a NetBox management command of
+    its own (a NetBox import, ~10 CPU-s, per server). Dropped when the process exits."""
+    from proxbox_devstack.testdb import clone_database, ensure_template, maintenance_connection
+
+    template = ensure_template(settings_dict)
+    if template not in _ADMIN_TEMPLATES:
+        name = f"{PREFIX}admin_{os.getpid()}"
+        with maintenance_connection(settings_dict) as conn:
+            clone_database(conn, template, name)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "netbox",
+                "createsuperuser",
+                "--noinput",
+                "--username",
+                "admin",
+                "--email",
+                "admin@example.com",
+            ],
+            env={
+                **os.environ,
+                "NETBOX_CONFIGURATION": "proxbox_devstack.netbox_configuration",
+                "PROXBOX_NETBOX_DATABASE": name,
+                "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD,
+            },
+            check=True,
+            capture_output=True,
+        )
+        atexit.register(drop_database, name)
+        _ADMIN_TEMPLATES[template] = name
+    return _ADMIN_TEMPLATES[template]
 
 
 class NetBoxServer:
@@ -96,13 +148,13 @@ class NetBoxServer:
         }
 
     def create_database(self) -> None:
-        """A clone of the migrated template on the tests' server (built once per key)."""
+        """A clone of the migrated template with the admin user (built once per process)."""
         from django.db import connections
 
-        from proxbox_devstack.testdb import clone_database, ensure_template, maintenance_connection
+        from proxbox_devstack.testdb import clone_database, maintenance_connection
 
         settings_dict = connections["default"].settings_dict
-        template = ensure_template(settings_dict)
+        template = admin_template(settings_dict)
         with maintenance_connection(settings_dict) as conn:
             clone_database(conn, template, self.database)
 
@@ -126,22 +178,6 @@ class NetBoxServer:
         self.lease_redis_databases()
         self.create_database()
         timings = {"database": time.monotonic() - started}
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "netbox",
-                "createsuperuser",
-                "--noinput",
-                "--username",
-                "admin",
-                "--email",
-                "admin@example.com",
-            ],
-            env={**self.env(), "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD},
-            check=True,
-            capture_output=True,
-        )
         log = open(self.workdir / f"{self.database}.log", "wb")  # noqa: SIM115 - lives as long as the server
         self.process = subprocess.Popen(
             [
@@ -180,6 +216,7 @@ class NetBoxServer:
     def provision_token(self, username: str, password: str) -> str:
         response = httpx.post(
             f"{self.url}/api/users/tokens/provision/",
+            verify=default_tls(),
             json={"username": username, "password": password},
             timeout=60,
         )
@@ -192,6 +229,7 @@ class NetBoxServer:
         scheme = "Bearer" if token.startswith("nbt_") else "Token"
         return httpx.Client(
             base_url=f"{self.url}/api",
+            verify=default_tls(),
             headers={"Authorization": f"{scheme} {token}", "Accept": "application/json"},
             timeout=120,
         )
@@ -223,6 +261,7 @@ class Simulator:
         self.process: subprocess.Popen | None = None
         self.token_id = "root@pam!proxbox"
         self.token_secret = ""
+        self._tls: ssl.SSLContext | None = None
 
     @property
     def ca_bundle(self) -> str:
@@ -306,9 +345,15 @@ class Simulator:
         return httpx.Client(
             base_url=f"{self.url}/api2/json",
             headers={"Authorization": f"PVEAPIToken={self.token_id}={self.token_secret}"},
-            verify=ssl.create_default_context(cafile=self.ca_bundle),
+            verify=self.tls(),
             timeout=60,
         )
+
+    def tls(self) -> ssl.SSLContext:
+        """The context trusting this simulator's CA, built once (see `default_tls`)."""
+        if self._tls is None:
+            self._tls = ssl.create_default_context(cafile=self.ca_bundle)
+        return self._tls
 
     def inventory(self) -> dict:
         """What Proxmox says, in the shape the assertions compare."""

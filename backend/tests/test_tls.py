@@ -34,6 +34,10 @@ class Sleeps(list):
 @pytest.fixture(scope="module")
 def self_signed(tmp_path_factory):
     """A certificate for 127.0.0.1 that no default trust store knows."""
+    return make_self_signed(tmp_path_factory.mktemp("tls"))
+
+
+def make_self_signed(folder):
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "proxbox-test")])
     now = dt.datetime.now(dt.UTC)
@@ -52,7 +56,7 @@ def self_signed(tmp_path_factory):
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    folder = tmp_path_factory.mktemp("tls")
+    folder.mkdir(parents=True, exist_ok=True)
     cert_file, key_file = folder / "cert.pem", folder / "key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(
@@ -161,3 +165,22 @@ def test_cli_names_the_untrusted_certificate(https_server, monkeypatch):
     assert "netbox: the TLS certificate of 127.0.0.1 is not trusted" in report["error"]
     assert "PROXBOX_NETBOX_CA_BUNDLE" in report["error"]
     assert "retry in" not in result.stderr
+
+
+@pytest.mark.asyncio
+async def test_a_ca_bundle_replaced_in_place_is_read_again(https_server, self_signed, tmp_path):
+    """Clients share one TLS context per bundle (parsing it per client costs CPU on every
+    watcher poll), but a bundle rotated in place is the new trust store at the next client."""
+    url, _ = https_server
+    bundle = tmp_path / "ca.pem"
+    other_ca, _ = make_self_signed(tmp_path / "other")
+    bundle.write_bytes(other_ca.read_bytes())
+    client, _ = _netbox(url, ca_bundle=str(bundle))
+    with pytest.raises(CertificateNotTrusted):
+        await client.get("/status/")
+    await client.aclose()
+
+    bundle.write_bytes(self_signed[0].read_bytes() + b"\n")  # the server's CA now
+    rotated, _ = _netbox(url, ca_bundle=str(bundle))
+    await rotated.get("/status/")
+    await rotated.aclose()
