@@ -18,6 +18,7 @@ from django.db import connection
 from django.test import override_settings
 
 from netbox_script_projects.constants import PLUGIN_NAME
+from proxbox_devstack import warm_netbox
 
 WORKER_TIMEOUT = 120
 
@@ -66,18 +67,14 @@ class RealWorkerMixin:
         )
         return env
 
-    def _command(self, burst):
-        command = [sys.executable, "-m", "netbox_script_projects.tests.rq_worker"]
-        return [*command, "--burst"] if burst else command
+    def _command(self):
+        return [sys.executable, "-m", "netbox_script_projects.tests.rq_worker"]
 
     def drain_queue(self):
-        """Run every queued Job in a real worker process, then return."""
-        completed = subprocess.run(
-            self._command(burst=True),
-            env=self.worker_env(),
-            capture_output=True,
-            text=True,
-            timeout=WORKER_TIMEOUT,
+        """Run every queued Job in a real worker process, then return. The process is forked
+        from one that has NetBox loaded already (a new one costs seconds of CPU)."""
+        completed = warm_netbox.run(
+            "netbox_script_projects.tests.rq_worker", ["--burst"], self.worker_env(), WORKER_TIMEOUT
         )
         if completed.returncode != 0:
             raise AssertionError(f"worker failed:\n{completed.stdout}\n{completed.stderr}")
@@ -86,7 +83,7 @@ class RealWorkerMixin:
     def start_worker(self):
         """A long-running worker process (registered in Redis, as NetBox's UI requires)."""
         process = subprocess.Popen(
-            self._command(burst=False),
+            self._command(),
             env=self.worker_env(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
