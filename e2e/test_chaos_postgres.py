@@ -41,7 +41,8 @@ sync_workdir = fixtures.sync_workdir
 
 
 class PrivateNetBox(NetBoxServer):
-    """NetBox on a PostgreSQL of its own, its database restored from the shared template."""
+    """NetBox on a PostgreSQL of its own, its database restored from the shared template
+    (the one with the admin user, as every test NetBox's)."""
 
     def __init__(self, workdir, postgres: PrivatePostgres):
         super().__init__(workdir, database="chaos_pg_netbox", PROXBOX_DATABASE_URL=postgres.url)
@@ -50,10 +51,8 @@ class PrivateNetBox(NetBoxServer):
     def create_database(self) -> None:
         from django.db import connections
 
-        from proxbox_devstack.testdb import ensure_template
-
         source = connections["default"].settings_dict
-        template = ensure_template(source)
+        template = fixtures.admin_template(source)
         self.postgres.restore(source, template, self.database, self.workdir)
 
     def remove_database(self) -> None:
