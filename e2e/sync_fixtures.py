@@ -185,6 +185,9 @@ class NetBoxServer:
                 "-m",
                 "gunicorn",
                 "--no-control-socket",
+                # Workers end without the interpreter's teardown of NetBox's heap.
+                "--config",
+                "python:proxbox_devstack.gunicorn_config",
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--workers",

@@ -118,6 +118,9 @@ def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
             "--preload",
             # gunicorn 26 otherwise creates a control socket under ~/.gunicorn.
             "--no-control-socket",
+            # Stopping workers skip the interpreter's teardown of NetBox's heap.
+            "--config",
+            "python:proxbox_devstack.gunicorn_config",
         ],
         log_file=ctx.log_file("netbox"),
         env=ctx.env,
