@@ -29,13 +29,13 @@ from sync_fixtures import (
     NetBoxServer,
     change_marker,
     cli_environment,
-    default_tls,
     list_all,
     netbox_inventory,
     object_changes_since,
     of_vms,
 )
 
+from proxbox_backend.clients.tls import verify_setting
 from proxbox_devstack import postgres_server, processes
 from proxbox_devstack.migrate_without_icu import fallback_collation_sql
 from proxbox_devstack.netbox_settings import django_database
@@ -270,7 +270,7 @@ class BackendServer:
     def run(self, run_id: str) -> dict:
         response = httpx.get(
             f"{self.url}/runs/{run_id}",
-            verify=default_tls(),
+            verify=verify_setting(),
             headers={"Authorization": f"Bearer {self.api_token}"},
             timeout=30,
         )

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import functools
 import itertools
 import os
 import re
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,7 @@ from proxbox_processes import free_port, stop_process, wait_for_http
 from psycopg import sql
 
 from proxbox_backend.clients.http import RetryPolicy
+from proxbox_backend.clients.tls import verify_setting
 from proxbox_backend.config import Settings
 from proxbox_backend.domain.policy import Target
 from proxbox_backend.secrets import Secret
@@ -44,14 +43,6 @@ _INSTANCES = itertools.count(1)
 # Every NetBox of a session gets a database of its own: the suites share one NetBox, and
 # a suite starting another (the API fuzzing) must not clone over the shared one's.
 _NETBOXES = itertools.count(1)
-
-
-@functools.cache
-def default_tls() -> ssl.SSLContext:
-    """One TLS context for the process's clients: httpx builds one per client otherwise,
-    parsing the CA bundle each time (tens of ms of CPU; the suites poll NetBox thousands of
-    times). Only read from, so clients may share it."""
-    return httpx.create_ssl_context()
 
 
 SERVER_URL = os.environ.get("PROXBOX_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -219,7 +210,7 @@ class NetBoxServer:
     def provision_token(self, username: str, password: str) -> str:
         response = httpx.post(
             f"{self.url}/api/users/tokens/provision/",
-            verify=default_tls(),
+            verify=verify_setting(),
             json={"username": username, "password": password},
             timeout=60,
         )
@@ -232,7 +223,7 @@ class NetBoxServer:
         scheme = "Bearer" if token.startswith("nbt_") else "Token"
         return httpx.Client(
             base_url=f"{self.url}/api",
-            verify=default_tls(),
+            verify=verify_setting(),
             headers={"Authorization": f"{scheme} {token}", "Accept": "application/json"},
             timeout=120,
         )
@@ -264,7 +255,6 @@ class Simulator:
         self.process: subprocess.Popen | None = None
         self.token_id = "root@pam!proxbox"
         self.token_secret = ""
-        self._tls: ssl.SSLContext | None = None
 
     @property
     def ca_bundle(self) -> str:
@@ -348,15 +338,9 @@ class Simulator:
         return httpx.Client(
             base_url=f"{self.url}/api2/json",
             headers={"Authorization": f"PVEAPIToken={self.token_id}={self.token_secret}"},
-            verify=self.tls(),
+            verify=verify_setting(ca_bundle=self.ca_bundle),
             timeout=60,
         )
-
-    def tls(self) -> ssl.SSLContext:
-        """The context trusting this simulator's CA, built once (see `default_tls`)."""
-        if self._tls is None:
-            self._tls = ssl.create_default_context(cafile=self.ca_bundle)
-        return self._tls
 
     def inventory(self) -> dict:
         """What Proxmox says, in the shape the assertions compare."""

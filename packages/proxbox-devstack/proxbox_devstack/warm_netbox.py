@@ -70,10 +70,7 @@ class _WarmServer:
             raise RuntimeError(f"the warm NetBox process did not start: {log[-2000:]}")
 
     def matches(self, env: dict[str, str]) -> bool:
-        def fixed(values: dict[str, str]) -> dict[str, str]:
-            return {k: v for k, v in values.items() if k not in RUN_VARIABLES}
-
-        return fixed(env) == fixed(self.env)
+        return _fixed(env) == self.env
 
     def run(self, target: str, argv: list[str], env: dict[str, str], timeout: float):
         stdout = self.folder / "stdout"
@@ -111,6 +108,11 @@ class _WarmServer:
             self.folder.rmdir()
 
 
+def _fixed(env: dict[str, str]) -> dict[str, str]:
+    """What the warm process's state depends on: the environment but RUN_VARIABLES."""
+    return {k: v for k, v in env.items() if k not in RUN_VARIABLES}
+
+
 def _read_line(conn: socket.socket) -> bytes:
     data = b""
     while not data.endswith(b"\n"):
@@ -132,7 +134,7 @@ def run(
             return _cold(target, argv, env, timeout)
         if _server is None or _server.process.poll() is not None:
             try:
-                _server = _WarmServer({k: v for k, v in env.items() if k not in RUN_VARIABLES})
+                _server = _WarmServer(_fixed(env))
             except RuntimeError:
                 return _cold(target, argv, env, timeout)
             atexit.register(_server.stop)
