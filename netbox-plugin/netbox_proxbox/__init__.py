@@ -11,9 +11,12 @@ from .constants import (
     DEFAULT_SYNC_TIMEOUT,
     PLUGIN_SYNC_QUEUE,
 )
+from .distribution import DISTRIBUTION, answer_legacy_name
 
 # The version lives in pyproject.toml only; the installed metadata carries it here.
-__version__ = metadata.version("netbox-proxbox")
+__version__ = metadata.version(DISTRIBUTION)
+# Before any migration runs: the released 0.1.0 validator asks for the old name.
+answer_legacy_name()
 
 
 class ProxboxConfig(PluginConfig):

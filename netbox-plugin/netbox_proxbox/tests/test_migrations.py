@@ -9,6 +9,7 @@ import pytest
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
+import netbox_proxbox
 from proxbox_devstack.testdb import (
     clone_database,
     drop_database,
@@ -253,6 +254,8 @@ def test_validator_migration_prints_the_marker_and_is_recorded(scratch, capsys):
     scratch.migrate(VALIDATOR)  # reapplication validates again
     out = capsys.readouterr().out
     assert marker in out
+    # The released module asks for the distribution's 0.1.0 name; the alias answers it.
+    assert version == netbox_proxbox.__version__
     assert f"sha256={digest} version={version}" in out
     assert VALIDATOR[1] in scratch.applied()
     assert (scratch.schema_objects(), scratch.owners()) == (schema, owners)
@@ -462,6 +465,7 @@ def test_second_validator_migration_refuses_a_cascading_owner_key_and_allows_pla
     )
     scratch.migrate(REVALIDATOR)
     digest, version = source_identity()
+    assert version == netbox_proxbox.__version__
     assert (
         f"{MARKER} module=netbox_proxbox/migrations/_release_0_2_0_schema.py "
         f"sha256={digest} version={version}"

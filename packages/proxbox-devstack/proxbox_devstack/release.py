@@ -26,7 +26,7 @@ WORKSPACE_ROOT = Path(__file__).resolve().parents[3]
 # installed into a NetBox must not pull a second NetBox); compatibility is the
 # PluginConfig's min_version/max_version instead.
 HOST = "netbox"
-PLUGINS = ("netbox-proxbox", "netbox-script-projects")
+PLUGINS = ("netbox-proxbox-platform", "netbox-script-projects")
 # What a release must carry besides code.
 REQUIRED_METADATA = ("Classifier", "Project-URL", "License-Expression", "License-File")
 # The same resolution the workspace uses (see the root pyproject's override).
@@ -39,6 +39,8 @@ class Package:
     directory: Path
     version: str
     scripts: tuple[str, ...]
+    # The import package its wheel ships (the plugin's is not its distribution name).
+    module: str
 
 
 def workspace_packages(root: Path = WORKSPACE_ROOT) -> list[Package]:
@@ -51,16 +53,27 @@ def workspace_packages(root: Path = WORKSPACE_ROOT) -> list[Package]:
         )
     packages = []
     for directory in directories:
-        project = tomllib.loads((directory / "pyproject.toml").read_text())["project"]
+        pyproject = tomllib.loads((directory / "pyproject.toml").read_text())
+        project = pyproject["project"]
+        shipped = _hatch_wheel(pyproject).get("packages") or [project["name"].replace("-", "_")]
         packages.append(
             Package(
                 name=project["name"],
                 directory=directory,
                 version=project["version"],
                 scripts=tuple(project.get("scripts", {})),
+                module=Path(shipped[0]).name,
             )
         )
     return packages
+
+
+def _hatch_wheel(pyproject: dict) -> dict:
+    """The `[tool.hatch.build.targets.wheel]` table, or {}."""
+    table = pyproject
+    for key in ("tool", "hatch", "build", "targets", "wheel"):
+        table = table.get(key, {})
+    return table
 
 
 def normalized(name: str) -> str:
@@ -220,7 +233,7 @@ def smoke_test(
             continue
         python = _venv(work / package.name, log)
         _install(python, [str(artifact(out, package, "wheel"))], out)
-        module = package.name.replace("-", "_")
+        module = package.module
         for script in package.scripts:
             printed = _run([str(python.parent / script), "--version"], log)
             if package.version not in printed:
@@ -237,7 +250,7 @@ def smoke_test(
     (config_dir / "release_check_configuration.py").write_text(
         PLUGIN_CHECK_CONFIGURATION
         % {
-            "plugins": [p.name.replace("-", "_") for p in plugins],
+            "plugins": [p.module for p in plugins],
             "key": Fernet.generate_key().decode(),
         }
     )
@@ -259,7 +272,7 @@ def smoke_test(
         log,
         env=env,
     )
-    expected = {p.name.replace("-", "_") for p in plugins}
+    expected = {p.module for p in plugins}
     if set(listing.split()) < expected:
         raise RuntimeError(f"NetBox loaded plugins {listing!r}, expected {sorted(expected)}")
 

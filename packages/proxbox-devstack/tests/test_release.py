@@ -29,7 +29,7 @@ def built(tmp_path_factory) -> Path:
 def test_every_package_builds_a_releasable_wheel_and_sdist(built):
     packages = release.workspace_packages()
     assert {p.name for p in packages} >= {
-        "netbox-proxbox",
+        "netbox-proxbox-platform",
         "netbox-script-projects",
         "proxbox-devstack",
         "proxbox-redaction",
@@ -47,22 +47,23 @@ def test_plugin_wheels_do_not_require_netbox_nor_ship_tests(built):
         names, fields = release.wheel_metadata(release.artifact(built, package, "wheel"))
         assert not [r for r in fields.get("Requires-Dist", []) if r.startswith("netbox")]
         assert not [n for n in names if "/tests/" in n]
-        module = package.name.replace("-", "_")
-        assert f"{module}/__init__.py" in names
+        assert f"{package.module}/__init__.py" in names
 
 
 def _wheel(path: Path, requires: list[str], files: dict[str, str]) -> Path:
     with zipfile.ZipFile(path, "w") as wheel:
-        metadata = ["Metadata-Version: 2.4", "Name: netbox-proxbox", "Version: 0.1.0"]
+        metadata = ["Metadata-Version: 2.4", "Name: netbox-proxbox-platform", "Version: 0.1.0"]
         metadata += [f"Requires-Dist: {r}" for r in requires]
-        wheel.writestr("netbox_proxbox-0.1.0.dist-info/METADATA", "\n".join(metadata) + "\n")
+        wheel.writestr(
+            "netbox_proxbox_platform-0.1.0.dist-info/METADATA", "\n".join(metadata) + "\n"
+        )
         for name, text in files.items():
             wheel.writestr(name, text)
     return path
 
 
 def test_the_check_names_what_a_bad_wheel_gets_wrong(tmp_path):
-    package = release.Package("netbox-proxbox", tmp_path, "0.1.0", ())
+    package = release.Package("netbox-proxbox-platform", tmp_path, "0.1.0", (), "netbox_proxbox")
     bad = _wheel(
         tmp_path / "bad.whl",
         ["netbox==4.7.*", "proxbox-redaction"],
