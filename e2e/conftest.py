@@ -125,6 +125,7 @@ UNIT_SECONDS = {
     "e2e/test_sync_prefixes.py": 60,
     "e2e/test_sync_guest_network.py": 55,
     "e2e/test_sync_preview.py": 55,
+    "e2e/test_sync_permissions.py": 35,
     "e2e/test_sync_kept_addresses.py": 30,
     "e2e/test_chaos_faults.py": 20,
     "e2e/test_sync_assignment_rules.py": 15,

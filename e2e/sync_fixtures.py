@@ -467,16 +467,16 @@ def cli_environment(
     proxmox = {"PROXBOX_PROXMOX_TOKEN": simulator.token_secret}
     if any(name.startswith("PROXBOX_PROXMOX_") for name in variables):
         proxmox = {}
-    return dict(
-        os.environ,
-        PROXBOX_NETBOX_URL=netbox.url,
-        PROXBOX_NETBOX_TOKEN=token or netbox.admin_token,
-        PROXBOX_PROXMOX_URL=simulator.url,
-        PROXBOX_PROXMOX_CA_BUNDLE=simulator.ca_bundle,
-        PROXBOX_HTTP_TIMEOUT=str(HTTP_TIMEOUT),
+    return {
+        **os.environ,
+        "PROXBOX_NETBOX_URL": netbox.url,
+        "PROXBOX_NETBOX_TOKEN": token or netbox.admin_token,
+        "PROXBOX_PROXMOX_URL": simulator.url,
+        "PROXBOX_PROXMOX_CA_BUNDLE": simulator.ca_bundle,
+        "PROXBOX_HTTP_TIMEOUT": str(HTTP_TIMEOUT),
         **proxmox,
-        **variables,
-    )
+        **variables,  # they win
+    }
 
 
 def run_cli(

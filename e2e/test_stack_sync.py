@@ -18,6 +18,8 @@ import pytest
 from proxbox_processes import wait_until
 from stack_support import processes_using
 
+from proxbox_backend.permissions import required_permissions
+
 ENDPOINTS = "/api/plugins/proxbox/endpoints/proxmox/"
 
 
@@ -227,6 +229,18 @@ def test_backend_user_holds_only_its_grants(stack):
     # Not a superuser: nothing outside its grants.
     assert users.status_code == 403
     assert racks.status_code == 403
+    # Its grants are exactly what `proxbox-sync permissions` lists.
+    with stack.client() as admin:
+        (user,) = admin.get("/api/users/users/", params={"username": "proxbox-backend"}).json()[
+            "results"
+        ]
+        grants = admin.get("/api/users/permissions/", params={"user_id": user["id"]}).json()
+    held: dict[str, set[str]] = {}
+    for grant in grants["results"]:
+        assert grant["enabled"] and grant["constraints"] is None, grant
+        for object_type in grant["object_types"]:
+            held.setdefault(object_type, set()).update(grant["actions"])
+    assert held == {t: set(actions) for t, actions in required_permissions().items()}
 
 
 def test_stacks_sharing_a_redis_server_use_databases_of_their_own(stack, rival):

@@ -337,6 +337,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def cmd_permissions(args) -> int:
+    """The NetBox permissions the backend's user needs (no NetBox is asked)."""
+    from proxbox_backend.permissions import grouped_by_actions, required_permissions
+
+    if args.json:
+        print(json.dumps(required_permissions(), indent=2))
+        return EXIT_OK
+    print("| Object types | Actions |\n|---|---|")
+    for actions, object_types in sorted(grouped_by_actions().items(), key=lambda g: g[1][0]):
+        types = ", ".join(f"`{t}`" for t in object_types)
+        print(f"| {types} | {', '.join(actions)} |")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     from proxbox_backend import __version__
 
@@ -364,6 +378,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8800)
     _common(serve)
     serve.set_defaults(func=cmd_serve)
+    permissions = sub.add_parser(
+        "permissions",
+        help="print the NetBox permissions the backend's user needs (one ObjectPermission "
+        "per row: its object types and actions)",
+    )
+    permissions.add_argument("--json", action="store_true", help="object type → actions, as JSON")
+    permissions.set_defaults(func=cmd_permissions)
     return parser
 
 

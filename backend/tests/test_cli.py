@@ -228,3 +228,20 @@ def test_the_http_timeout_comes_from_the_environment_and_bounds_each_request():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_permissions_prints_what_the_operator_guide_shows_and_needs_no_netbox():
+    import json
+    from pathlib import Path
+
+    from proxbox_backend.permissions import required_permissions
+
+    table = _cli("permissions", PROXBOX_NETBOX_URL="", PROXBOX_NETBOX_TOKEN="")
+    assert table.returncode == 0, table.stderr
+    guide = Path(__file__).resolve().parents[2] / "docs" / "operator-guide.md"
+    assert table.stdout in guide.read_text(), "the guide's table differs: paste the output"
+    as_json = _cli("permissions", "--json")
+    assert json.loads(as_json.stdout) == {t: list(a) for t, a in required_permissions().items()}
+    rows = table.stdout.splitlines()[2:]
+    listed = {t.strip(" `") for row in rows for t in row.split(" | ")[0].strip("| ").split(",")}
+    assert listed == set(required_permissions())  # every type once, in one row

@@ -33,32 +33,8 @@ from .secrets import write_private_file
 CREDENTIALS_FILE = "credentials.json"
 BACKEND_CREDENTIALS_FILE = "backend-credentials.json"
 BACKEND_USERNAME = "proxbox-backend"
-BACKEND_PERMISSION = "proxbox-backend: sync writes"
-BACKEND_ENDPOINT_PERMISSION = "proxbox-backend: endpoint credentials"
-# What a sync reads and writes: its inventory objects, the prerequisites it creates
-# (types, roles, custom fields, tags, platforms, VLAN groups) and the plugin's
-# tracking records.
-BACKEND_WRITES = (
-    "dcim.device",
-    "dcim.devicerole",
-    "dcim.devicetype",
-    "dcim.interface",
-    "dcim.manufacturer",
-    "dcim.macaddress",
-    "dcim.platform",
-    "extras.customfield",
-    "extras.tag",
-    "ipam.ipaddress",
-    "ipam.vlan",
-    "ipam.vlangroup",
-    "virtualization.cluster",
-    "virtualization.clustertype",
-    "virtualization.virtualmachine",
-    "virtualization.vminterface",
-    "virtualization.virtualdisk",
-)
-# The change log lets runs be incremental.
-BACKEND_READS = ("dcim.site", "tenancy.tenant", "core.objectchange")
+# Its ObjectPermissions are named "proxbox-backend: <actions>" (one per set of actions).
+BACKEND_PERMISSION_PREFIX = "proxbox-backend: "
 CLONE_STEP = "cloning the NetBox database"
 ADMIN_USERNAME = "admin"
 TOKEN_DESCRIPTION = "proxbox dev stack"
@@ -162,28 +138,25 @@ def _grant(name: str, user, models: list, actions: list[str]) -> None:
 def _ensure_backend_user(data_dir: Path) -> bool:
     """The sync backend's own NetBox user: not a superuser, only what a sync needs.
 
-    `reveal_credentials` is never implied (not even for superusers), so the backend
-    user holds it explicitly on the plugin's endpoints.
+    Exactly the permissions `proxbox-sync permissions` lists (the backend derives them
+    from what its runs read and write); `reveal_credentials` is never implied, not even
+    for superusers, so the user holds it explicitly on the plugin's endpoints.
     """
     from django.apps import apps
-    from users.models import Token, User
+    from users.models import ObjectPermission, Token, User
+
+    from proxbox_backend.permissions import grouped_by_actions
 
     user, _ = User.objects.get_or_create(username=BACKEND_USERNAME)
-    plugin_models = [
-        model
-        for model in apps.get_app_config("netbox_proxbox").get_models()
-        if model._meta.model_name != "proxmoxendpoint"
-    ]
-    writes = [apps.get_model(label) for label in BACKEND_WRITES] + plugin_models
-    _grant(BACKEND_PERMISSION, user, writes, ["view", "add", "change", "delete"])
-    _grant(
-        BACKEND_PERMISSION + " (read)",
-        user,
-        [apps.get_model(label) for label in BACKEND_READS],
-        ["view"],
-    )
-    endpoint = apps.get_model("netbox_proxbox.proxmoxendpoint")
-    _grant(BACKEND_ENDPOINT_PERMISSION, user, [endpoint], ["view", "change", "reveal_credentials"])
+    granted = []
+    for actions, object_types in grouped_by_actions().items():
+        name = BACKEND_PERMISSION_PREFIX + ", ".join(actions)
+        _grant(name, user, [apps.get_model(label) for label in object_types], list(actions))
+        granted.append(name)
+    # Exactly these: an earlier stack's broader grants go.
+    ObjectPermission.objects.filter(name__startswith=BACKEND_PERMISSION_PREFIX).exclude(
+        name__in=granted
+    ).delete()
 
     path = backend_credentials_path(data_dir)
     try:
