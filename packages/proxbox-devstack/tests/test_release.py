@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 import zipfile
 from importlib import import_module
 from pathlib import Path
@@ -92,3 +94,24 @@ def test_compatibility_table_matches_the_plugin_config(readme, module):
     row = re.search(rf"^\| {re.escape(minor)}\.x \| (\S+) – (\S+) \|", section, re.M)
     assert row, f"no Compatibility row for {minor}.x in {readme}"
     assert (row.group(1), row.group(2)) == (config.min_version, config.max_version)
+
+
+def test_the_guides_local_requirements_install_the_plugin_wheels(built, tmp_path):
+    """NetBox's upgrade.sh installs /opt/netbox/local_requirements.txt: the guide's lines
+    (their wheel names and versions) install both plugins from the built wheels."""
+    guide = (release.WORKSPACE_ROOT / "docs" / "operator-guide.md").read_text()
+    block = guide.split("# /opt/netbox/local_requirements.txt\n", 1)[1].split("```", 1)[0]
+    lines = [line.replace("/opt/proxbox/dist/", f"{built}/") for line in block.splitlines()]
+    requirements = tmp_path / "local_requirements.txt"
+    requirements.write_text("\n".join(lines) + "\n")
+    target = tmp_path / "site-packages"
+    subprocess.run(
+        ["uv", "pip", "install", "--quiet", "--no-deps", "--python", sys.executable]
+        + ["--target", str(target), "-r", str(requirements)],
+        check=True,
+        timeout=120,
+    )
+    plugins = [p for p in release.workspace_packages() if p.name in release.PLUGINS]
+    assert len(lines) == len(plugins)
+    for package in plugins:
+        assert (target / package.module / "__init__.py").is_file(), package.name
