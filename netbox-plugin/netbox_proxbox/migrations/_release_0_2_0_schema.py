@@ -232,7 +232,7 @@ def source_identity() -> tuple[str, str]:
     from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
     digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    for distribution in packages_distributions().get(APP) or ["netbox-proxbox-platform"]:
+    for distribution in packages_distributions().get(APP) or ["netbox-proxbox"]:
         try:
             return digest, version(distribution)
         except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
