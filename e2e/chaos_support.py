@@ -319,6 +319,20 @@ def sync_midway(
     return run
 
 
+def settled(netbox: NetBoxServer, quiet: float = 2.0, timeout: float = 60) -> None:
+    """Until NetBox's change log has not grown for `quiet` seconds: a killed client's last
+    request goes on in its gunicorn worker (nothing tells Django the client is gone), and a
+    run started while it commits plans against a state that changes under it."""
+    last, since = change_marker(netbox), time.monotonic()
+    deadline = since + timeout
+    while time.monotonic() - since < quiet:
+        assert time.monotonic() < deadline, "NetBox's change log kept growing"
+        time.sleep(0.25)
+        marker = change_marker(netbox)
+        if marker != last:
+            last, since = marker, time.monotonic()
+
+
 class PrivatePostgres:
     """The dev stack's embedded PostgreSQL on a data dir and port of its own: a case may
     restart it without touching the server the other suites (and engineers) share."""

@@ -25,6 +25,7 @@ from chaos_support import (
     assert_consistent,
     assert_converged,
     endpoint_cluster,
+    settled,
     sync_command,
     sync_midway,
     sync_state,
@@ -63,6 +64,7 @@ def test_sync_killed_midway_converges_on_rerun(netbox_server, chaos_simulator, c
     os.kill(run.pid, signal.SIGKILL)
     run.communicate(timeout=60)
     assert run.returncode == -signal.SIGKILL, "the run ended before it could be killed midway"
+    settled(netbox_server)
 
     cluster_id = endpoint_cluster(netbox_server, chaos_endpoint["id"])
     partial = assert_consistent(netbox_server, cluster_id)
@@ -73,8 +75,12 @@ def test_sync_killed_midway_converges_on_rerun(netbox_server, chaos_simulator, c
     assert sync_state(netbox_server, cluster_id)["status"]["value"] != "succeeded"
 
     rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    report = json.loads(rerun.stdout)
+    report = json.loads(rerun.stdout) if rerun.stdout.strip() else {}
+    assert rerun.returncode == 0, (
+        report.get("failures"),
+        report.get("error"),
+        rerun.stderr[-3000:],
+    )
     assert report["ok"], report
     assert_converged(netbox_server, cluster_id, expected, partial, report["counters"])
 
