@@ -5,6 +5,7 @@ from __future__ import annotations
 import django_filters
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from utilities.filters import MultiValueNumberFilter
 from virtualization.models import VirtualMachine
 
 from .compliance import RULES
@@ -26,8 +27,10 @@ class ComplianceFilterSet(django_filters.FilterSet):
         queryset=ProxmoxEndpoint.objects.all(),
         label=_("Endpoint (ID)"),
     )
-    cluster_id = django_filters.NumberFilter(field_name="cluster_id")
-    vmid = django_filters.NumberFilter(field_name="proxmox_vmid", label=_("VMID"))
+    # NetBox's own multi-value filters: `?vmid=100&vmid=101`, documented as integer lists
+    # and refusing a non-number as NetBox's core lists do.
+    cluster_id = MultiValueNumberFilter(field_name="cluster_id")
+    vmid = MultiValueNumberFilter(field_name="proxmox_vmid", label=_("VMID"))
     compliant = django_filters.BooleanFilter()
     backup_job = django_filters.BooleanFilter(label=_("Selected by a backup job"))
 

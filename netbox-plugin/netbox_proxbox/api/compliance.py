@@ -3,7 +3,12 @@ the list view filters it. Computed from the stored inventory (`netbox_proxbox.co
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from netbox.api.serializers import BaseModelSerializer
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.settings import api_settings
@@ -80,6 +85,16 @@ class MayViewCompliance(permissions.BasePermission):
         return may_view_compliance(request.user)
 
 
+@extend_schema_view(
+    list=extend_schema(
+        responses={
+            200: ComplianceSerializer(many=True),
+            400: OpenApiResponse(
+                description="A filter's value is invalid (the body names the filter)."
+            ),
+        }
+    )
+)
 class ComplianceViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = VirtualMachine.objects.all()  # the permission class reads its model
     permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, MayViewCompliance]

@@ -343,10 +343,21 @@ class CompliancePagesTest(ComplianceFixture):
             ({"backup_stale": "true"}, ["bad"]),
             ({"no_backup_job": "true"}, []),
             ({"vmid": 100}, ["good"]),
+            ({"vmid": [100, 101]}, ["bad", "good"]),
+            ({"cluster_id": [self.cluster.pk]}, ["bad", "good"]),
             ({"endpoint_id": self.endpoint.pk, "q": "goo"}, ["good"]),
         ):
             got = self.client.get(url, query, **auth_header(self.token)).json()["results"]
             self.assertEqual([r["name"] for r in got], names, query)
+        # A non-number is refused naming the filter, as NetBox's own lists refuse one.
+        for filter_name, core_url, core_filter in (
+            ("vmid", reverse("virtualization-api:virtualmachine-list"), "vcpus"),
+            ("cluster_id", reverse("virtualization-api:virtualmachine-list"), "cluster_id"),
+        ):
+            refused = self.client.get(url, {filter_name: "null"}, **auth_header(self.token))
+            core = self.client.get(core_url, {core_filter: "x"}, **auth_header(self.token))
+            self.assertEqual((refused.status_code, core.status_code), (400, 400), filter_name)
+            self.assertEqual(list(refused.json()), [filter_name])
         detail = self.client.get(f"{url}{self.good.pk}/", **auth_header(self.token)).json()
         self.assertTrue(detail["compliant"])
         self.assertIn(self.client.post(url, {}, **auth_header(self.token)).status_code, (403, 405))

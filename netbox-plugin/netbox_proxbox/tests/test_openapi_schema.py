@@ -57,3 +57,17 @@ def test_the_actions_document_their_refusals(openapi):
     for path, method in actions:
         documented = set(openapi["paths"][path][method]["responses"])
         assert {"400", "403", "404", "409"} <= documented, (path, documented)
+
+
+def test_the_compliance_list_documents_its_page_and_a_refused_filter(openapi):
+    responses = openapi["paths"]["/api/plugins/proxbox/compliance/"]["get"]["responses"]
+    assert {"200", "400"} <= set(responses)
+    page = _response_schema(openapi, "/api/plugins/proxbox/compliance/", "get", "200")
+    assert {"count", "next", "previous", "results"} <= set(page["properties"])
+    vmid = next(
+        p
+        for p in openapi["paths"]["/api/plugins/proxbox/compliance/"]["get"]["parameters"]
+        if p["name"] == "vmid"
+    )
+    assert vmid["schema"]["type"] == "array"  # NetBox's multi-value filter: ?vmid=1&vmid=2
+    assert vmid["schema"]["items"]["type"] == "integer"
