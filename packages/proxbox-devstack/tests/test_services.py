@@ -94,6 +94,9 @@ def test_taken_default_ports_fall_back_to_free_ones(home, monkeypatch):
     blockers = []
     for port in (postgres_server.DEFAULT_PORT, redis_server.DEFAULT_PORT):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # As the servers bind: a port whose last connections linger in TIME_WAIT (the
+        # previous test's server) is free for them, so it must be taken here too.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
             sock.listen()
