@@ -440,6 +440,12 @@ class Simulator:
 HTTP_TIMEOUT = 300
 
 
+def pve_ok(response) -> dict | list | str | None:
+    """A PVE API answer's `data`, once it is a 200 (else the test fails with the body)."""
+    assert response.status_code == 200, response.text
+    return response.json()["data"]
+
+
 def settings_for(
     netbox: NetBoxServer, simulator: Simulator, token: str | None = None, **overrides
 ) -> Settings:

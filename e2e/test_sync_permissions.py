@@ -28,6 +28,7 @@ from sync_fixtures import (
     create_endpoint,
     create_site,
     object_changes_since,
+    pve_ok,
     run_cli,
 )
 
@@ -129,9 +130,13 @@ def backend_token(netbox) -> str:
     return netbox.provision_token(USERNAME, PASSWORD)
 
 
-def pve_ok(response):
-    assert response.status_code == 200, response.text
-    return response.json()["data"]
+def qemu_guests(simulator) -> list[dict]:
+    """The simulator's QEMU guests (templates aside), in key order."""
+    return [
+        g["resource"]
+        for _key, g in sorted(simulator.inventory()["guests"].items())
+        if g["resource"]["type"] == "qemu" and not g["resource"].get("template")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -185,11 +190,7 @@ def endpoint(netbox, simulator) -> dict:
             )
         )
         simulator.wait_task(pve_ok(pve.put(sdn)))
-    guest = next(
-        g["resource"]
-        for _key, g in sorted(simulator.inventory()["guests"].items())
-        if g["resource"]["type"] == "qemu" and not g["resource"].get("template")
-    )
+    guest = qemu_guests(simulator)[0]
     with simulator.api() as pve:
         pve_ok(
             pve.put(
@@ -262,11 +263,7 @@ def test_the_listed_permissions_sync_every_feature_into_an_empty_netbox(
 def test_the_listed_permissions_change_and_delete_what_proxmox_changed(
     netbox, simulator, endpoint, backend_token
 ):
-    guest, other = [
-        g["resource"]
-        for _key, g in sorted(simulator.inventory()["guests"].items())
-        if g["resource"]["type"] == "qemu" and not g["resource"].get("template")
-    ][:2]
+    guest, other = qemu_guests(simulator)[:2]
     qemu = f"/nodes/{guest['node']}/qemu/{guest['vmid']}"
     with simulator.api() as pve:
         # Another guest's NIC gets a new MAC (NetBox moves it to a new MAC address object).

@@ -11,7 +11,7 @@ import json
 
 import pytest
 from proxbox_processes import wait_until
-from sync_fixtures import Simulator, create_endpoint, create_site, list_all, run_sync
+from sync_fixtures import Simulator, create_endpoint, create_site, list_all, pve_ok, run_sync
 
 from proxbox_backend.domain.sdn import KEY_FIELD
 
@@ -28,11 +28,6 @@ def simulator(sync_workdir):
         yield sim
     finally:
         sim.stop()
-
-
-def pve_ok(response) -> dict | list | str | None:
-    assert response.status_code == 200, response.text
-    return response.json()["data"]
 
 
 def apply_sdn(simulator) -> None:
