@@ -796,11 +796,12 @@ def test_concurrent_config_writes_are_serialized_not_lost(root, unique_vmid):
     def add_nic(index):
         return root.put(path, data={f"net{index}": "virtio,bridge=vmbr0"}).status_code
 
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        statuses = list(pool.map(add_nic, range(6)))
-    assert statuses == [200] * 6
+    writers = 16
+    with ThreadPoolExecutor(max_workers=writers) as pool:
+        statuses = list(pool.map(add_nic, range(writers)))
+    assert statuses == [200] * writers
     config = root.get(path).json()["data"]
-    assert {f"net{i}" for i in range(6)} <= set(config)
+    assert {f"net{i}" for i in range(writers)} <= set(config)
     root.wait(root.delete(f"/nodes/pve3/qemu/{unique_vmid}").json()["data"])
 
 

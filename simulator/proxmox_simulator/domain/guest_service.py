@@ -381,9 +381,10 @@ async def update_config(
         d.strip() for d in str(params.get("delete") or "").replace(";", ",").split(",") if d.strip()
     ]
     digest = params.get("digest")
-    # Without a digest the caller did not ask for compare-and-swap: like PVE's
-    # config-file lock, concurrent writers are serialized by retrying the
-    # read-modify-write when the optimistic version check loses a race.
+    # Writers through this path hold the guest's row lock, as PVE's update holds
+    # the config-file lock. Without a digest the caller did not ask for
+    # compare-and-swap, so a race lost to a writer that does not lock (a task
+    # executor) is retried rather than answered.
     attempts = 1 if digest else CONFIG_WRITE_ATTEMPTS
     for attempt in range(1, attempts + 1):
         try:
@@ -411,7 +412,7 @@ async def _write_config(
 ) -> str | None:
     digest = params.get("digest")
     async with rt.pool.acquire() as conn, conn.transaction():
-        row = await load_guest(conn, kind, node, vmid)
+        row = await load_guest(conn, kind, node, vmid, for_update=True)
         if state is not None and kind == rules.QEMU:
             check_qemu_options(state, principal, vmid, row["pool"], [*changes, *deletions])
         current = dict(row["config"])
