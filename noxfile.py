@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import shutil
 import time
 from collections.abc import Iterator
@@ -41,6 +42,8 @@ FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
 # The guests of `soak`'s sync benchmark.
 SOAK_GUESTS = "10000"
+# `soak`'s live-sync benchmark: every guest changed at once after its samples.
+SOAK_WATCH_ARGS = "--guests 1000 --burst 1000"
 # The slowest tests of each run, printed so CI's time budget can be watched.
 DURATIONS = "--durations=15"
 CHAOS_SUITES = [
@@ -233,6 +236,11 @@ def chaos(session: nox.Session) -> None:
 @session
 def fuzz(session: nox.Session) -> None:
     """Schemathesis with a large example budget (not in the default sessions): minutes."""
+    run_fuzzing(session)
+
+
+def run_fuzzing(session: nox.Session) -> None:
+    """The fuzz suites at PROXBOX_FUZZ_EXAMPLES examples per operation (default 1,000)."""
     examples = os.environ.get("PROXBOX_FUZZ_EXAMPLES", FUZZ_EXAMPLES)
     env = {"PROXBOX_FUZZ_EXAMPLES": examples}
     session.log(f"{examples} examples per operation")
@@ -248,13 +256,21 @@ def fuzz(session: nox.Session) -> None:
 
 @session
 def soak(session: nox.Session) -> None:
-    """Nightly size, never in CI (hours): the sync benchmark at PROXBOX_SOAK_GUESTS guests
-    (default 10,000: the initial sync, its floor and the resync phases) and then `fuzz`
-    (PROXBOX_FUZZ_EXAMPLES, default 1,000 per operation). Figures go to stdout."""
+    """Nightly size (hours; CI runs it at a few dozen guests, e2e/test_soak_session.py):
+    the sync benchmark at PROXBOX_SOAK_GUESTS guests
+    (default 10,000: the initial sync, its floor and the resync phases), the live-sync
+    benchmark with PROXBOX_SOAK_WATCH_ARGS (default: a burst of 1,000 changes at once
+    among 1,000 guests) and then `fuzz` (PROXBOX_FUZZ_EXAMPLES, default 1,000 per
+    operation). Figures go to stdout."""
     guests = os.environ.get("PROXBOX_SOAK_GUESTS", SOAK_GUESTS)
-    session.log(f"sync benchmark at {guests} guests")
-    session.run("python", "benchmarks/sync.py", "--sizes", guests, "--rounds", "1", external=True)
-    fuzz(session)
+    watch_args = shlex.split(os.environ.get("PROXBOX_SOAK_WATCH_ARGS", SOAK_WATCH_ARGS))
+    with stack_services(session) as env:
+        session.log(f"sync benchmark at {guests} guests")
+        sync_args = ["--sizes", guests, "--rounds", "1"]
+        session.run("python", "benchmarks/sync.py", *sync_args, env=env, external=True)
+        session.log(f"live-sync benchmark: {shlex.join(watch_args)}")
+        session.run("python", "benchmarks/watch.py", *watch_args, env=env, external=True)
+    run_fuzzing(session)
 
 
 @session
