@@ -30,7 +30,9 @@ def test_soak_session_runs_every_part_at_small_size():
         "PROXBOX_FUZZ_EXAMPLES": "1",
     }
     result = subprocess.run(
-        [sys.executable, "-m", "nox", "-s", "soak"],
+        # A fixed seed: the fuzzing explores the same examples each run, so CI meets a
+        # finding once, not by chance.
+        [sys.executable, "-m", "nox", "-s", "soak", "--", "--hypothesis-seed=1"],
         cwd=ROOT,
         env=env,
         capture_output=True,
