@@ -40,6 +40,10 @@ FUZZ_SUITES = ["backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.
 # Needs a live NetBox (pytest-django loads its settings) and the session's services.
 FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
+# PROXBOX_FUZZ_EXAMPLES=ci: each fuzz suite at the derandomized budget `tests` gives it.
+FUZZ_CI_BUDGET = "ci"
+# The soak session's test (e2e) runs the fuzz suites: with it in a run, they run there only.
+SOAK_TEST = "e2e/test_soak_session.py"
 # The guests of `soak`'s sync benchmark.
 SOAK_GUESTS = "10000"
 # `soak`'s live-sync benchmark: every guest changed at once after its samples.
@@ -143,14 +147,24 @@ def e2e_workers() -> list[str]:
     return ["-n", workers, "--dist", "loadscope"]
 
 
+def soak_fuzzed_ignored() -> list[str]:
+    """pytest options leaving out the fuzz suites where the soak session's test runs them
+    (at their CI budget, inside `nox -s soak`): once per run, not twice."""
+    if not (ROOT / SOAK_TEST).exists():
+        return []
+    return [f"--ignore={path}" for path in [*FUZZ_SUITES, *FUZZ_STACK_SUITES]]
+
+
 def suite_runs(with_e2e: bool) -> list:
     """The suites of a run, longest first (the runner starts them in this order)."""
     from proxbox_devstack.suites import Suite
 
     suites = []
+    fuzzed_in_soak = []
     if with_e2e and has_tests(E2E_SUITE):
         # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
-        suites.append(Suite("e2e", [E2E_SUITE, *e2e_workers()]))
+        suites.append(Suite("e2e", [E2E_SUITE, *e2e_workers(), *soak_fuzzed_ignored()]))
+        fuzzed_in_soak = soak_fuzzed_ignored()
     django_suites = [path for path in DJANGO_SUITES if has_tests(path)]
     if django_suites:
         suites.append(Suite(" ".join(django_suites), django_suites))
@@ -158,7 +172,7 @@ def suite_runs(with_e2e: bool) -> list:
     # runs on xdist workers: it mostly ends alone, after e2e and beside the backend's
     # (measured alone here: 149 s on two workers, about 340 s in one process).
     suites += [
-        Suite(path, [path, "-p", "no:django", *PLAIN_SUITE_WORKERS.get(path, ())])
+        Suite(path, [path, "-p", "no:django", *PLAIN_SUITE_WORKERS.get(path, ()), *fuzzed_in_soak])
         for path in PLAIN_SUITES
         if has_tests(path)
     ]
@@ -222,7 +236,14 @@ def e2e(session: nox.Session) -> None:
     with stack_services(session) as env:
         ensure_netbox_template(session, env)
         session.run(
-            "pytest", E2E_SUITE, *e2e_workers(), DURATIONS, *session.posargs, env=env, external=True
+            "pytest",
+            E2E_SUITE,
+            *e2e_workers(),
+            *soak_fuzzed_ignored(),
+            DURATIONS,
+            *session.posargs,
+            env=env,
+            external=True,
         )
 
 
@@ -240,10 +261,15 @@ def fuzz(session: nox.Session) -> None:
 
 
 def run_fuzzing(session: nox.Session) -> None:
-    """The fuzz suites at PROXBOX_FUZZ_EXAMPLES examples per operation (default 1,000)."""
+    """The fuzz suites at PROXBOX_FUZZ_EXAMPLES examples per operation (default 1,000;
+    `ci`: each suite's own budget, derandomized)."""
     examples = os.environ.get("PROXBOX_FUZZ_EXAMPLES", FUZZ_EXAMPLES)
-    env = {"PROXBOX_FUZZ_EXAMPLES": examples}
-    session.log(f"{examples} examples per operation")
+    if examples == FUZZ_CI_BUDGET:
+        env: dict[str, str | None] = {"PROXBOX_FUZZ_EXAMPLES": None}
+        session.log("each suite's CI budget, derandomized")
+    else:
+        env = {"PROXBOX_FUZZ_EXAMPLES": examples}
+        session.log(f"{examples} examples per operation")
     with stack_services(session) as services:
         env.update(services)
         # One process per suite: each package has its own conftest and helpers.

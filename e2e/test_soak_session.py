@@ -1,10 +1,10 @@
 """`nox -s soak`, the nightly-size session, run whole at a few dozen guests.
 
 The nightly run takes hours, so nothing else would notice its parts drifting apart:
-the sync benchmark, the live-sync benchmark and the fuzz suites at a given example
-budget (every method probed at integer bounds, which CI's own fuzzing leaves out).
+the sync benchmark, the live-sync benchmark and the fuzz suites at an example budget.
 Here it runs as an operator starts it, with the environment knobs it documents, and
-must print each part's figures and end well.
+must print each part's figures and end well. Its fuzzing is CI's: the fuzz suites run
+here, at their own derandomized budgets, instead of in their packages' suites.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ def test_soak_session_runs_every_part_at_small_size():
         "PROXBOX_SOAK_WATCH_ARGS": (
             f"--guests {GUESTS} --burst {GUESTS} --poll 1 --samples 2 --idle 2"
         ),
-        "PROXBOX_FUZZ_EXAMPLES": "1",
+        # The fuzz suites at the derandomized budgets CI gives them: `tests` leaves them
+        # out of their own suites when this test runs (noxfile.soak_fuzzed_ignored).
+        "PROXBOX_FUZZ_EXAMPLES": "ci",
     }
     result = subprocess.run(
-        # A fixed seed: the fuzzing explores the same examples each run, so CI meets a
-        # finding once, not by chance.
-        [sys.executable, "-m", "nox", "-s", "soak", "--", "--hypothesis-seed=1"],
+        [sys.executable, "-m", "nox", "-s", "soak"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -49,9 +49,8 @@ def test_soak_session_runs_every_part_at_small_size():
     assert re.search(r"change → NetBox over 2 changes: p50 [\d.]+ s", output)
     assert re.search(r"idle 2 s: [\d.]+ Proxmox requests per minute, 0 NetBox writes", output)
     assert re.search(rf"burst of {GUESTS} changes: all in NetBox after [\d.]+ s", output)
-    # The fuzzing at the budget asked for: each suite ran and passed, every method at the
-    # integer bounds included.
-    assert "1 examples per operation" in output
+    # The fuzzing at the budget asked for: each suite ran and passed.
+    assert "each suite's CI budget, derandomized" in output
     for suite in ("backend/tests/test_api_fuzz.py", "simulator/tests/test_api_fuzz.py"):
         assert f"pytest {suite} -p no:django" in output, suite
     assert "pytest e2e/test_plugin_api_fuzz.py" in output

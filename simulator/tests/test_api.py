@@ -821,6 +821,20 @@ def test_sizes_past_32_and_64_bits_are_kept_as_pve_keeps_them(root, unique_vmid)
     assert (str(config["cores"]), str(config["memory"])) == (huge, huge)
     assert root.get(f"{path}/status/current").json()["data"]["maxmem"] >= 2**62
     root.wait(root.delete(path).json()["data"])
+    # A running container takes a new memory size at once; its list entry shows the use.
+    container = f"/nodes/pve1/lxc/{unique_vmid}"
+    template = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+    created = root.post(
+        "/nodes/pve1/lxc",
+        data={"vmid": unique_vmid, "ostemplate": template, "storage": "local-lvm", "rootfs": "1"},
+    )
+    root.wait(created.json()["data"])
+    root.wait(root.post(f"{container}/status/start").json()["data"])
+    assert root.put(f"{container}/config", data={"memory": huge}).status_code == 200
+    listed = {g["vmid"]: g for g in root.get("/nodes/pve1/lxc").json()["data"]}
+    assert listed[unique_vmid]["maxmem"] >= 2**62 and listed[unique_vmid]["mem"] > 0
+    root.wait(root.post(f"{container}/status/stop").json()["data"])
+    root.wait(root.delete(container).json()["data"])
 
 
 def test_lxc_root_disk_defaults_and_property_string_memory(root, unique_vmid):
