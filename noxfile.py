@@ -42,7 +42,7 @@ FUZZ_STACK_SUITES = ["e2e/test_plugin_api_fuzz.py"]
 FUZZ_EXAMPLES = "1000"
 # PROXBOX_FUZZ_EXAMPLES=ci: each fuzz suite at the derandomized budget `tests` gives it.
 FUZZ_CI_BUDGET = "ci"
-# The soak session's test (e2e) runs the fuzz suites: with it in a run, they run there only.
+# `soak` run whole at small size (minutes): its own session, not part of `tests`.
 SOAK_TEST = "e2e/test_soak_session.py"
 # The guests of `soak`'s sync benchmark.
 SOAK_GUESTS = "10000"
@@ -147,24 +147,14 @@ def e2e_workers() -> list[str]:
     return ["-n", workers, "--dist", "loadscope"]
 
 
-def soak_fuzzed_ignored() -> list[str]:
-    """pytest options leaving out the fuzz suites where the soak session's test runs them
-    (at their CI budget, inside `nox -s soak`): once per run, not twice."""
-    if not (ROOT / SOAK_TEST).exists():
-        return []
-    return [f"--ignore={path}" for path in [*FUZZ_SUITES, *FUZZ_STACK_SUITES]]
-
-
 def suite_runs(with_e2e: bool) -> list:
     """The suites of a run, longest first (the runner starts them in this order)."""
     from proxbox_devstack.suites import Suite
 
     suites = []
-    fuzzed_in_soak = []
     if with_e2e and has_tests(E2E_SUITE):
         # pytest-django stays on: some e2e suites read NetBox's database through its ORM.
-        suites.append(Suite("e2e", [E2E_SUITE, *e2e_workers(), *soak_fuzzed_ignored()]))
-        fuzzed_in_soak = soak_fuzzed_ignored()
+        suites.append(Suite("e2e", [E2E_SUITE, *e2e_workers(), f"--ignore={SOAK_TEST}"]))
     django_suites = [path for path in DJANGO_SUITES if has_tests(path)]
     if django_suites:
         suites.append(Suite(" ".join(django_suites), django_suites))
@@ -172,7 +162,7 @@ def suite_runs(with_e2e: bool) -> list:
     # runs on xdist workers: it mostly ends alone, after e2e and beside the backend's
     # (measured alone here: 149 s on two workers, about 340 s in one process).
     suites += [
-        Suite(path, [path, "-p", "no:django", *PLAIN_SUITE_WORKERS.get(path, ()), *fuzzed_in_soak])
+        Suite(path, [path, "-p", "no:django", *PLAIN_SUITE_WORKERS.get(path, ())])
         for path in PLAIN_SUITES
         if has_tests(path)
     ]
@@ -239,7 +229,7 @@ def e2e(session: nox.Session) -> None:
             "pytest",
             E2E_SUITE,
             *e2e_workers(),
-            *soak_fuzzed_ignored(),
+            f"--ignore={SOAK_TEST}",
             DURATIONS,
             *session.posargs,
             env=env,
@@ -282,8 +272,8 @@ def run_fuzzing(session: nox.Session) -> None:
 
 @session
 def soak(session: nox.Session) -> None:
-    """Nightly size (hours; CI runs it at a few dozen guests, e2e/test_soak_session.py):
-    the sync benchmark at PROXBOX_SOAK_GUESTS guests
+    """Nightly size (hours; `soak_smoke` runs it at 20 guests): the sync benchmark at
+    PROXBOX_SOAK_GUESTS guests
     (default 10,000: the initial sync, its floor and the resync phases), the live-sync
     benchmark with PROXBOX_SOAK_WATCH_ARGS (default: a burst of 1,000 changes at once
     among 1,000 guests) and then `fuzz` (PROXBOX_FUZZ_EXAMPLES, default 1,000 per
@@ -297,6 +287,16 @@ def soak(session: nox.Session) -> None:
         session.log(f"live-sync benchmark: {shlex.join(watch_args)}")
         session.run("python", "benchmarks/watch.py", *watch_args, env=env, external=True)
     run_fuzzing(session)
+
+
+@session
+def soak_smoke(session: nox.Session) -> None:
+    """`soak` run whole at 20 guests with the fuzz suites at their CI budgets, checked by
+    e2e/test_soak_session.py (about 4.5 minutes alone here; not in `tests`: beside the
+    other suites it made CI 1,154 s instead of about 720)."""
+    with stack_services(session) as env:
+        ensure_netbox_template(session, env)
+        session.run("pytest", SOAK_TEST, *session.posargs, env=env, external=True)
 
 
 @session

@@ -105,7 +105,6 @@ SHARED_UNITS = {
 # xdist workers beside the other suites (a scheduling hint only; a unit not listed
 # starts last).
 UNIT_SECONDS = {
-    "e2e/test_soak_session.py": 300,
     "stack": 260,
     "e2e/test_chaos_workers.py": 200,
     "e2e/test_sync_policy.py": 190,

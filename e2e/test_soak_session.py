@@ -3,8 +3,8 @@
 The nightly run takes hours, so nothing else would notice its parts drifting apart:
 the sync benchmark, the live-sync benchmark and the fuzz suites at an example budget.
 Here it runs as an operator starts it, with the environment knobs it documents, and
-must print each part's figures and end well. Its fuzzing is CI's: the fuzz suites run
-here, at their own derandomized budgets, instead of in their packages' suites.
+must print each part's figures and end well; its fuzzing runs the suites at their own
+derandomized budgets. `nox -s soak_smoke` runs it (minutes; not part of `tests`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ def test_soak_session_runs_every_part_at_small_size():
         "PROXBOX_SOAK_WATCH_ARGS": (
             f"--guests {GUESTS} --burst {GUESTS} --poll 1 --samples 2 --idle 2"
         ),
-        # The fuzz suites at the derandomized budgets CI gives them: `tests` leaves them
-        # out of their own suites when this test runs (noxfile.soak_fuzzed_ignored).
+        # The fuzz suites at the derandomized budgets CI gives them: nothing by chance.
         "PROXBOX_FUZZ_EXAMPLES": "ci",
     }
     result = subprocess.run(
