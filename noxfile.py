@@ -273,11 +273,10 @@ def run_fuzzing(session: nox.Session) -> None:
 @session
 def soak(session: nox.Session) -> None:
     """Nightly size (hours; `soak_smoke` runs it at 20 guests): the sync benchmark at
-    PROXBOX_SOAK_GUESTS guests
-    (default 10,000: the initial sync, its floor and the resync phases), the live-sync
-    benchmark with PROXBOX_SOAK_WATCH_ARGS (default: a burst of 1,000 changes at once
-    among 1,000 guests) and then `fuzz` (PROXBOX_FUZZ_EXAMPLES, default 1,000 per
-    operation). Figures go to stdout."""
+    PROXBOX_SOAK_GUESTS guests (default 10,000: the initial sync, its floor and the resync
+    phases), the live-sync benchmark with PROXBOX_SOAK_WATCH_ARGS (default: a burst of
+    1,000 changes at once among 1,000 guests) and then `fuzz` (PROXBOX_FUZZ_EXAMPLES,
+    default 1,000 per operation). Figures go to stdout."""
     guests = os.environ.get("PROXBOX_SOAK_GUESTS", SOAK_GUESTS)
     watch_args = shlex.split(os.environ.get("PROXBOX_SOAK_WATCH_ARGS", SOAK_WATCH_ARGS))
     with stack_services(session) as env:

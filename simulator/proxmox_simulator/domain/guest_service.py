@@ -133,15 +133,7 @@ def guest_sizing(kind: str, config: dict, defaults: dict | None = None) -> tuple
                 disk += int(float(size[:-1]) * GIB)
             elif size.endswith("M"):
                 disk += int(float(size[:-1]) * MIB)
-    return _stored(memory * MIB), _stored(disk), _stored(cores * sockets)
-
-
-# The widest size the guests table stores; PVE's Perl numbers go on as floats past it.
-_STORED_MAX = 2**63 - 1
-
-
-def _stored(size: int) -> int:
-    return min(size, _STORED_MAX)
+    return memory * MIB, disk, cores * sockets
 
 
 def visible_vmids(state: AccessState, principal: Principal, guests) -> list[int] | None:

@@ -75,6 +75,15 @@ async def exists(conn: asyncpg.Connection, vmid: int) -> bool:
     return await conn.fetchval(_EXISTS, vmid)
 
 
+# The widest size a guest row stores (bigint): PVE bounds `cores` and `memory` only below,
+# and its Perl numbers go on as floats past this.
+_WIDEST_SIZE = 2**63 - 1
+
+
+def _stored(size: int) -> int:
+    return min(size, _WIDEST_SIZE)
+
+
 async def insert(
     conn, *, vmid, kind, node, name, template, pool, config, interfaces, maxmem, maxdisk, cpus
 ):
@@ -89,9 +98,9 @@ async def insert(
             pool,
             config,
             interfaces,
-            maxmem,
-            maxdisk,
-            cpus,
+            _stored(maxmem),
+            _stored(maxdisk),
+            _stored(cpus),
         )
     except asyncpg.UniqueViolationError as exc:
         raise VmidTaken(f"unable to create VM {vmid} - VM {vmid} already exists") from exc
@@ -106,9 +115,9 @@ async def update_config(
         expected_version,
         config,
         name,
-        maxmem,
-        maxdisk,
-        cpus,
+        _stored(maxmem),
+        _stored(maxdisk),
+        _stored(cpus),
         interfaces,
         pool,
     )
