@@ -11,7 +11,9 @@ tests, the benchmarks.
 * `interruptible()`: a `preexec_fn` for a child a test interrupts with SIGINT (Ctrl-C);
 * `wait_until(predicate, timeout, what)`: poll until the predicate holds and return its
   value, or raise `WaitTimeout` naming what was awaited (an AssertionError, so a test
-  fails as on any assertion, and a TimeoutError, so code outside tests can catch it).
+  fails as on any assertion, and a TimeoutError, so code outside tests can catch it);
+* `collect_garbage_less_often()`: CPython's cyclic collector at thresholds that fit a
+  process holding a large heap (NetBox's, a test run's), called once at its start.
 
 The devstack's `processes` module is the supervisor's side (records of detached children,
 process groups); these helpers are for a `subprocess.Popen` the caller owns.
@@ -19,6 +21,7 @@ process groups); these helpers are for a `subprocess.Popen` the caller owns.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -30,7 +33,9 @@ from importlib import metadata
 import httpx
 
 __all__ = [
+    "GARBAGE_COLLECTION_THRESHOLDS",
     "WaitTimeout",
+    "collect_garbage_less_often",
     "free_port",
     "interruptible",
     "run_into_closed_pipe",
@@ -41,6 +46,19 @@ __all__ = [
 __version__ = metadata.version("proxbox-processes")
 
 LOCALHOST = "127.0.0.1"
+# CPython collects its youngest generation after every 700 net allocations of container
+# objects (default thresholds 700, 10, 10), and a process that holds NetBox's heap or
+# generates thousands of requests collects all the time. Measured on a 2-core machine:
+# the plugin's migration, page and filter tests used 13 % less CPU at these thresholds
+# (75.5 -> 65.8 CPU-s), the plugin API fuzzing against a live NetBox 11 % less (76.3 ->
+# 68.2 CPU-s, NetBox's gunicorn included). Cycles live a little longer; no more.
+GARBAGE_COLLECTION_THRESHOLDS = (50_000, 50, 100)
+
+
+def collect_garbage_less_often() -> None:
+    """Set the cyclic collector's thresholds to GARBAGE_COLLECTION_THRESHOLDS; children
+    forked afterwards (gunicorn's workers, warm RQ workers) keep them."""
+    gc.set_threshold(*GARBAGE_COLLECTION_THRESHOLDS)
 
 
 def interruptible() -> None:

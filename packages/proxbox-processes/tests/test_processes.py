@@ -13,12 +13,34 @@ from threading import Thread
 
 import pytest
 from proxbox_processes import (
+    GARBAGE_COLLECTION_THRESHOLDS,
     WaitTimeout,
     free_port,
     stop_process,
     wait_for_http,
     wait_until,
 )
+
+
+def test_the_collector_thresholds_hold_in_the_process_and_its_forked_children():
+    # A fresh interpreter: the test process itself already runs at these thresholds.
+    program = (
+        "import gc, os, sys\n"
+        "print(gc.get_threshold())\n"
+        "from proxbox_processes import collect_garbage_less_often\n"
+        "collect_garbage_less_often()\n"
+        "sys.stdout.flush()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    print(gc.get_threshold()); sys.stdout.flush(); os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60
+    )
+    default, forked = result.stdout.splitlines()
+    assert default == "(700, 10, 10)"
+    assert forked == str(GARBAGE_COLLECTION_THRESHOLDS)
 
 
 def test_free_port_can_be_bound():
