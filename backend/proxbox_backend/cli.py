@@ -389,7 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int | None:
+    from proxbox_processes import collect_garbage_less_often
+
     from proxbox_redaction import run_console
+
+    collect_garbage_less_often()
 
     def command() -> int:
         args = build_parser().parse_args(argv)
