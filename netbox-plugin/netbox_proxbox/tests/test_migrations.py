@@ -4,6 +4,7 @@ scratch copy of the migrated database (Django's MigrationExecutor, separate tran
 from __future__ import annotations
 
 import os
+from functools import cached_property
 
 import pytest
 from django.db import connections
@@ -94,7 +95,7 @@ class Scratch:
     def migrate(self, target):
         executor = MigrationExecutor(self.connection)
         executor.migrate([target])
-        return executor.loader.project_state([target]).apps
+        return HistoricalModels(executor.loader, target)
 
     def columns(self):
         with self.connection.cursor() as cursor:
@@ -141,6 +142,23 @@ class Scratch:
         with self.connection.cursor() as cursor:
             cursor.execute("SELECT name, netbox_cluster_id FROM netbox_proxbox_proxmoxendpoint")
             return dict(cursor.fetchall())
+
+
+class HistoricalModels:
+    """The models as of a migration target, rendered when a test first asks for one:
+    rendering NetBox's whole model state costs seconds of CPU, and most migrations a
+    test runs are not followed by writes through historical models."""
+
+    def __init__(self, loader, target):
+        self._loader = loader
+        self._target = target
+
+    @cached_property
+    def _apps(self):
+        return self._loader.project_state([self._target]).apps
+
+    def get_model(self, app_label, model_name):
+        return self._apps.get_model(app_label, model_name)
 
 
 class History:
