@@ -4,7 +4,6 @@ scratch copy of the migrated database (Django's MigrationExecutor, separate tran
 from __future__ import annotations
 
 import os
-from functools import cached_property
 
 import pytest
 from django.db import connections
@@ -93,9 +92,9 @@ class Scratch:
         self.connection = connection
 
     def migrate(self, target):
-        executor = MigrationExecutor(self.connection)
-        executor.migrate([target])
-        return HistoricalModels(executor.loader, target)
+        """Migrate to `target`; Django's project state after it, whose `apps` (the
+        historical models) renders only when a test asks for them."""
+        return MigrationExecutor(self.connection).migrate([target])
 
     def columns(self):
         with self.connection.cursor() as cursor:
@@ -144,23 +143,6 @@ class Scratch:
             return dict(cursor.fetchall())
 
 
-class HistoricalModels:
-    """The models as of a migration target, rendered when a test first asks for one:
-    rendering NetBox's whole model state costs seconds of CPU, and most migrations a
-    test runs are not followed by writes through historical models."""
-
-    def __init__(self, loader, target):
-        self._loader = loader
-        self._target = target
-
-    @cached_property
-    def _apps(self):
-        return self._loader.project_state([self._target]).apps
-
-    def get_model(self, app_label, model_name):
-        return self._apps.get_model(app_label, model_name)
-
-
 class History:
     """Legacy inventory written through historical models (no plugin rules apply there)."""
 
@@ -188,7 +170,7 @@ class History:
 
 
 def test_backfill_fills_only_pairs_unique_in_both_directions(scratch):
-    apps = scratch.migrate(BEFORE)
+    apps = scratch.migrate(BEFORE).apps
     # Reversal retained the physical column; drop it to exercise the creating path too.
     assert "netbox_cluster_id" in scratch.columns()
     with scratch.connection.cursor() as cursor:
@@ -206,7 +188,7 @@ def test_backfill_fills_only_pairs_unique_in_both_directions(scratch):
     h.link(shared_b, c4)
     h.Tracking.objects.using(ALIAS).create(endpoint=bare, name="unlinked")
 
-    apps = scratch.migrate(AFTER)
+    scratch.migrate(AFTER)
     assert scratch.owners() == {
         "unique-pair": c1.pk,
         "ambiguous-endpoint": None,
@@ -227,7 +209,7 @@ def test_backfill_fills_only_pairs_unique_in_both_directions(scratch):
 
 
 def test_reversal_retains_owners_and_reapplication_never_replaces_them(scratch):
-    apps = scratch.migrate(AFTER)
+    apps = scratch.migrate(AFTER).apps
     h = History(apps)
     retained, newcomer, unrelated = (
         h.endpoint("retained"),
@@ -237,7 +219,7 @@ def test_reversal_retains_owners_and_reapplication_never_replaces_them(scratch):
     owned, elsewhere, free = h.cluster("owned"), h.cluster("elsewhere"), h.cluster("free")
     h.Endpoint.objects.using(ALIAS).filter(pk=retained.pk).update(netbox_cluster=owned)
 
-    apps = scratch.migrate(BEFORE)
+    apps = scratch.migrate(BEFORE).apps
     assert "netbox_cluster_id" in scratch.columns()
     assert scratch.owners()["retained"] == owned.pk
     # Legacy tracking changes while the older schema is active.
@@ -246,7 +228,7 @@ def test_reversal_retains_owners_and_reapplication_never_replaces_them(scratch):
     h.link(newcomer, owned)  # a conflicting candidate for an owned cluster
     h.link(unrelated, free)  # an unrelated unambiguous pair
 
-    apps = scratch.migrate(AFTER)
+    scratch.migrate(AFTER)
     assert scratch.owners() == {"retained": owned.pk, "newcomer": None, "unrelated": free.pk}
 
 
@@ -255,7 +237,7 @@ def test_validator_migration_prints_the_marker_and_is_recorded(scratch, capsys):
 
     digest, version = source_identity()
     marker = f"{MARKER} module=netbox_proxbox/migrations/_release_0_1_0_schema.py"
-    h = History(scratch.migrate(BEFORE))
+    h = History(scratch.migrate(BEFORE).apps)
     owned = h.cluster("kept-cluster")
     h.link(h.endpoint("kept-owner"), owned)
     capsys.readouterr()
@@ -303,7 +285,7 @@ def test_failing_validator_leaves_the_ownership_migration_committed_and_itself_u
 def test_database_that_applied_an_unpublished_dev_migration_keeps_its_owner(scratch):
     """Column and unique constraint exist from a development migration whose recorder row
     stays behind as an ignored orphan; the release migration keeps them and only backfills."""
-    apps = scratch.migrate(BEFORE)
+    apps = scratch.migrate(BEFORE).apps
     h = History(apps)
     retained, other, unrelated = h.endpoint("retained"), h.endpoint("other"), h.endpoint("free")
     owned, elsewhere, free = h.cluster("owned"), h.cluster("elsewhere"), h.cluster("free")
@@ -366,7 +348,7 @@ def test_retained_column_that_breaks_the_rules_fails_the_ownership_migration(
 
 
 def test_every_backfill_rule_forward_backward_and_forward_again(scratch):
-    apps = scratch.migrate(BEFORE)
+    apps = scratch.migrate(BEFORE).apps
     scratch.execute(f"ALTER TABLE {ENDPOINTS} DROP COLUMN netbox_cluster_id")
     h = History(apps)
     single, duplicated, ambiguous, shared_a, shared_b, bare, later = (
@@ -396,7 +378,7 @@ def test_every_backfill_rule_forward_backward_and_forward_again(scratch):
 
     scratch.migrate(VALIDATOR)
     assert scratch.owners() == first
-    apps = scratch.migrate(BEFORE)
+    apps = scratch.migrate(BEFORE).apps
     assert scratch.owners() == first  # reversal keeps the column and its values
     h = History(apps)
     h.Tracking.objects.using(ALIAS).filter(endpoint_id=single.pk).update(netbox_cluster=c_moved)
