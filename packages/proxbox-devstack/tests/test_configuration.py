@@ -121,3 +121,33 @@ def test_natural_sort_stand_in_per_server_version(version, provider):
     assert fallback_collation_sql("natural_sort", version) == (
         f'CREATE COLLATION "natural_sort" (provider = {provider})'
     )
+
+
+# How the stack's processes begin: NetBox imports its NETBOX_CONFIGURATION module first
+# (gunicorn's master before forking, RQ workers, manage.py); the simulator and the backend
+# start through their console scripts' `main`.
+PROCESS_STARTS = {
+    "netbox": "import proxbox_devstack.netbox_configuration",
+    "simulator": "from proxmox_simulator.cli import main\ntry:\n    main(['--help'])\n"
+    "except SystemExit:\n    pass",
+    "backend": "from proxbox_backend.cli import main\ntry:\n    main(['--help'])\n"
+    "except SystemExit:\n    pass",
+}
+
+
+@pytest.mark.parametrize("start", PROCESS_STARTS.values(), ids=PROCESS_STARTS.keys())
+def test_every_stack_process_collects_garbage_at_the_shared_thresholds(tmp_path, urls, start):
+    import os
+    import subprocess
+    import sys
+
+    from proxbox_processes import GARBAGE_COLLECTION_THRESHOLDS
+
+    # A fresh interpreter: this test process already runs at these thresholds.
+    program = f"{start}\nimport gc\nprint('thresholds', gc.get_threshold())"
+    env = dict(os.environ, PROXBOX_HOME=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"thresholds {GARBAGE_COLLECTION_THRESHOLDS}" in result.stdout.splitlines()
