@@ -1,10 +1,12 @@
 """CPU per test, for finding where a test run's time goes: a pytest plugin and a report.
 
 As a plugin it records, for every test, the CPU its own process used (`getrusage`
-RUSAGE_SELF) and that of the children it reaped meanwhile (RUSAGE_CHILDREN: a server a
-fixture stops at a module's or the session's end counts in the test that ends it;
-detached processes and PostgreSQL count nowhere). Each test process writes one
-tab-separated file (self, children, test id) into PROXBOX_CPU_PER_TEST_DIR:
+RUSAGE_SELF), that of the children it reaped meanwhile (RUSAGE_CHILDREN: a server a
+fixture stops at a module's or the session's end counts in the test that ends it) and
+that of its live descendants (from /proc: the servers a fixture runs, NetBox's gunicorn
+workers included, while the test uses them; what they reaped counts too). Detached
+processes and PostgreSQL count nowhere. Each test process writes one tab-separated file
+(self, children, descendants, test id) into PROXBOX_CPU_PER_TEST_DIR:
 
     PROXBOX_CPU_PER_TEST_DIR=/tmp/cpu PYTHONPATH=benchmarks \\
         PYTEST_ADDOPTS="-p cpu_per_test" bash .ci/run
@@ -25,13 +27,44 @@ from pathlib import Path
 import pytest
 
 DIR_ENV = "PROXBOX_CPU_PER_TEST_DIR"
-_rows: list[tuple[float, float, str]] = []
+_TICKS = os.sysconf("SC_CLK_TCK")
+_rows: list[tuple[float, float, float, str]] = []
 
 
-def _cpu() -> tuple[float, float]:
+def _descendants_cpu(root: int) -> float:
+    """CPU-s of `root`'s live descendants, each with what it reaped (utime, stime,
+    cutime, cstime from /proc/PID/stat)."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        cpu[pid] = sum(int(value) for value in fields[11:15])
+    total = 0
+    for pid, ticks in cpu.items():
+        ancestor = parents.get(pid)
+        while ancestor and ancestor != root:
+            ancestor = parents.get(ancestor)
+        if ancestor == root:
+            total += ticks
+    return total / _TICKS
+
+
+def _cpu() -> tuple[float, float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+    return (
+        own.ru_utime + own.ru_stime,
+        children.ru_utime + children.ru_stime,
+        _descendants_cpu(os.getpid()),
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -39,14 +72,18 @@ def pytest_runtest_protocol(item, nextitem):
     before = _cpu()
     yield
     after = _cpu()
-    _rows.append((after[0] - before[0], after[1] - before[1], item.nodeid))
+    own, children, descendants = (a - b for a, b in zip(after, before, strict=True))
+    _rows.append((own, children, descendants, item.nodeid))
 
 
 def pytest_sessionfinish(session):
     folder = os.environ.get(DIR_ENV)
     if not folder or not _rows:
         return
-    lines = (f"{own:.2f}\t{children:.2f}\t{nodeid}\n" for own, children, nodeid in _rows)
+    lines = (
+        f"{own:.2f}\t{children:.2f}\t{descendants:.2f}\t{nodeid}\n"
+        for own, children, descendants, nodeid in _rows
+    )
     (Path(folder) / f"cpu_{os.getpid()}.tsv").write_text("".join(lines), "utf-8")
 
 
@@ -60,19 +97,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cpu_per_test: no cpu_*.tsv in {args.folder}", file=sys.stderr)
         return 1
     every = []
-    print("process totals (CPU-s: own + reaped children, tests, first test):")
+    print("process totals (CPU-s: own + reaped children + live descendants, tests, first test):")
+    modules: dict[str, float] = {}
     for path in files:
         rows = []
         for line in path.read_text("utf-8").splitlines():
-            own, children, nodeid = line.split("\t", 2)
-            rows.append((float(own), float(children), nodeid))
+            own, children, descendants, nodeid = line.split("\t", 3)
+            rows.append((float(own), float(children), float(descendants), nodeid))
+            module = nodeid.split("::", 1)[0]
+            modules[module] = modules.get(module, 0.0) + sum(rows[-1][:3])
         every += rows
-        own = sum(row[0] for row in rows)
-        children = sum(row[1] for row in rows)
-        print(f"  {own:8.1f} + {children:8.1f}  {len(rows):5d}  {rows[0][2]}")
-    print(f"costliest {args.top} tests (CPU-s: total = own + reaped children):")
-    for own, children, nodeid in sorted(every, key=lambda r: -(r[0] + r[1]))[: args.top]:
-        print(f"  {own + children:7.1f} = {own:6.1f} + {children:6.1f}  {nodeid}")
+        own, children, descendants = (sum(row[i] for row in rows) for i in range(3))
+        print(f"  {own:8.1f} + {children:8.1f} + {descendants:8.1f}  {len(rows):5d}  {rows[0][3]}")
+    print(f"costliest {args.top} modules (CPU-s):")
+    for module, seconds in sorted(modules.items(), key=lambda m: -m[1])[: args.top]:
+        print(f"  {seconds:7.1f}  {module}")
+    print(f"costliest {args.top} tests (CPU-s: total = own + reaped children + descendants):")
+    for own, children, descendants, nodeid in sorted(every, key=lambda r: -sum(r[:3]))[: args.top]:
+        total = own + children + descendants
+        print(f"  {total:7.1f} = {own:6.1f} + {children:6.1f} + {descendants:6.1f}  {nodeid}")
     return 0
 
 
