@@ -6,7 +6,7 @@ fixture stops at a module's or the session's end counts in the test that ends it
 that of its live descendants (from /proc: the servers a fixture runs, NetBox's gunicorn
 workers included, while the test uses them; what they reaped counts too). Detached
 processes and PostgreSQL count nowhere. Each test process writes one tab-separated file
-(self, children, descendants, test id) into PROXBOX_CPU_PER_TEST_DIR:
+(self, children, descendants, wall-clock seconds, test id) into PROXBOX_CPU_PER_TEST_DIR:
 
     PROXBOX_CPU_PER_TEST_DIR=/tmp/cpu PYTHONPATH=benchmarks \\
         PYTEST_ADDOPTS="-p cpu_per_test" bash .ci/run
@@ -22,13 +22,14 @@ import argparse
 import os
 import resource
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 DIR_ENV = "PROXBOX_CPU_PER_TEST_DIR"
 _TICKS = os.sysconf("SC_CLK_TCK")
-_rows: list[tuple[float, float, float, str]] = []
+_rows: list[tuple[float, float, float, float, str]] = []
 
 
 def _descendants_cpu(root: int) -> float:
@@ -69,11 +70,11 @@ def _cpu() -> tuple[float, float, float]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    before = _cpu()
+    started, before = time.monotonic(), _cpu()
     yield
     after = _cpu()
     own, children, descendants = (a - b for a, b in zip(after, before, strict=True))
-    _rows.append((own, children, descendants, item.nodeid))
+    _rows.append((own, children, descendants, time.monotonic() - started, item.nodeid))
 
 
 def pytest_sessionfinish(session):
@@ -81,8 +82,8 @@ def pytest_sessionfinish(session):
     if not folder or not _rows:
         return
     lines = (
-        f"{own:.2f}\t{children:.2f}\t{descendants:.2f}\t{nodeid}\n"
-        for own, children, descendants, nodeid in _rows
+        f"{own:.2f}\t{children:.2f}\t{descendants:.2f}\t{wall:.2f}\t{nodeid}\n"
+        for own, children, descendants, wall, nodeid in _rows
     )
     (Path(folder) / f"cpu_{os.getpid()}.tsv").write_text("".join(lines), "utf-8")
 
@@ -97,25 +98,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cpu_per_test: no cpu_*.tsv in {args.folder}", file=sys.stderr)
         return 1
     every = []
-    print("process totals (CPU-s: own + reaped children + live descendants, tests, first test):")
-    modules: dict[str, float] = {}
+    print("process totals (CPU-s: own + reaped children + live descendants; wall-clock s;")
+    print("tests; first test):")
+    modules: dict[str, list[float]] = {}
     for path in files:
         rows = []
         for line in path.read_text("utf-8").splitlines():
-            own, children, descendants, nodeid = line.split("\t", 3)
-            rows.append((float(own), float(children), float(descendants), nodeid))
-            module = nodeid.split("::", 1)[0]
-            modules[module] = modules.get(module, 0.0) + sum(rows[-1][:3])
+            own, children, descendants, wall, nodeid = line.split("\t", 4)
+            row = (float(own), float(children), float(descendants), float(wall), nodeid)
+            rows.append(row)
+            module = modules.setdefault(nodeid.split("::", 1)[0], [0.0, 0.0])
+            module[0] += sum(row[:3])
+            module[1] += row[3]
         every += rows
-        own, children, descendants = (sum(row[i] for row in rows) for i in range(3))
-        print(f"  {own:8.1f} + {children:8.1f} + {descendants:8.1f}  {len(rows):5d}  {rows[0][3]}")
-    print(f"costliest {args.top} modules (CPU-s):")
-    for module, seconds in sorted(modules.items(), key=lambda m: -m[1])[: args.top]:
-        print(f"  {seconds:7.1f}  {module}")
-    print(f"costliest {args.top} tests (CPU-s: total = own + reaped children + descendants):")
-    for own, children, descendants, nodeid in sorted(every, key=lambda r: -sum(r[:3]))[: args.top]:
+        own, children, descendants, wall = (sum(row[i] for row in rows) for i in range(4))
+        print(
+            f"  {own:8.1f} + {children:8.1f} + {descendants:8.1f}  {wall:8.1f}  {len(rows):5d}"
+            f"  {rows[0][4]}"
+        )
+    print(f"costliest {args.top} modules (CPU-s, wall-clock s):")
+    for name, (cpu, wall) in sorted(modules.items(), key=lambda m: -m[1][0])[: args.top]:
+        print(f"  {cpu:7.1f}  {wall:7.1f}  {name}")
+    print(f"costliest {args.top} tests (CPU-s: total = own + reaped children + descendants; wall):")
+    for own, children, descendants, wall, nodeid in sorted(every, key=lambda r: -sum(r[:3]))[
+        : args.top
+    ]:
         total = own + children + descendants
-        print(f"  {total:7.1f} = {own:6.1f} + {children:6.1f} + {descendants:6.1f}  {nodeid}")
+        print(
+            f"  {total:7.1f} = {own:6.1f} + {children:6.1f} + {descendants:6.1f}  {wall:7.1f}"
+            f"  {nodeid}"
+        )
     return 0
 
 
