@@ -62,8 +62,10 @@ def backend(data_dir: Path) -> int:
     )
     port = os.environ.get(BACKEND_PORT_ENV, "8800")
     host = os.environ.get("PROXBOX_BACKEND_HOST", "0.0.0.0")
-    argv = ["proxbox-sync", "serve", "--host", host, "--port", port]
-    os.execvpe(argv[0], argv, env)
+    # This interpreter's own backend, as `proxbox up` starts it: `proxbox-sync` on PATH
+    # may be another installation's, or missing where the venv's bin is not on PATH.
+    argv = [sys.executable, "-m", "proxbox_backend.cli", "serve", "--host", host, "--port", port]
+    os.execve(argv[0], argv, env)
     return 1  # not reached
 
 

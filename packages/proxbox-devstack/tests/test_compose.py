@@ -299,6 +299,9 @@ def test_backend_command_serves_with_the_tokens_from_the_data_dir(tmp_path):
         PROXBOX_REDIS_URL=server_url(redis_port),
         PROXBOX_BACKEND_HOST=LOCALHOST,
         PROXBOX_BACKEND_PORT=str(port),
+        # As under systemd or `python -m` from a venv that was never activated: the venv's
+        # console scripts are not on PATH, and the backend must start all the same.
+        PATH=os.defpath,
     )
     env.pop("PROXBOX_REDIS_DATABASES", None)
     child = subprocess.Popen(
