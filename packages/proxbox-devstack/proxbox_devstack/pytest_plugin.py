@@ -1,4 +1,5 @@
-"""pytest plugin: NetBox test databases cloned from a migrated template.
+"""pytest plugin: NetBox test databases cloned from a migrated template, and a fast
+password hasher for the tests that use them.
 
 Imported by the workspace root conftest.py (a conftest fixture overrides
 pytest-django's own `django_db_setup`, which would
@@ -9,11 +10,29 @@ from __future__ import annotations
 
 import pytest
 
+# Django's advice for test suites: its default hasher (PBKDF2, 1.5 million rounds) costs
+# 0.36 CPU-s a hash here, paid by every test user with a password and every login. PBKDF2
+# stays second so that hashes made outside the tests (the template's) still verify.
+TEST_PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.MD5PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
+
+
+def use_fast_password_hashers(settings) -> None:
+    from django.contrib.auth.hashers import get_hashers, get_hashers_by_algorithm
+
+    settings.PASSWORD_HASHERS = TEST_PASSWORD_HASHERS
+    get_hashers.cache_clear()
+    get_hashers_by_algorithm.cache_clear()
+
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_test_environment, django_db_blocker):
     from django.conf import settings
     from django.db import connections
+
+    use_fast_password_hashers(settings)
 
     from .testdb import clone_database, ensure_template, maintenance_connection
 
