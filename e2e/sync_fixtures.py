@@ -414,6 +414,13 @@ class Simulator:
             if isinstance(templated.json()["data"], str):  # a task from PVE 7 on
                 self.wait_task(templated.json()["data"])
 
+    def wait_if_task(self, answer: httpx.Response) -> None:
+        """Wait for the task an accepted API call started, if it answered with a UPID (PVE
+        runs some calls as tasks and answers others at once)."""
+        assert answer.status_code == 200, answer.text
+        if isinstance(data := answer.json()["data"], str) and data.startswith("UPID:"):
+            self.wait_task(data)
+
     def wait_task(self, upid: str) -> None:
         node = upid.split(":")[1]
         with self.api() as pve:

@@ -33,16 +33,9 @@ def simulator(sync_workdir):
         sim.stop()
 
 
-def wait_if_task(simulator: Simulator, answer) -> None:
-    assert answer.status_code == 200, answer.text
-    if isinstance(data := answer.json()["data"], str) and data.startswith("UPID:"):
-        simulator.wait_task(data)
-
-
 def pbs_backup(simulator: Simulator, pve, guest: dict, storage: str, state: str) -> str:
     """Back `guest` up to the PBS storage and have PBS verify the snapshot as `state`."""
-    wait_if_task(
-        simulator,
+    simulator.wait_if_task(
         pve.post(
             f"/nodes/{guest['node']}/vzdump", data={"vmid": guest["vmid"], "storage": storage}
         ),
@@ -91,8 +84,7 @@ def arranged(netbox_server, simulator):
         stale = next(g for g in guests if g["vmid"] in archived and g is not replicated)
         rest = [g for g in guests if g["vmid"] not in archived and g is not replicated]
         fresh, unjobbed, pbs_failed, pbs_ok = rest[:4]
-        wait_if_task(
-            simulator,
+        simulator.wait_if_task(
             pve.post(
                 "/cluster/backup",
                 data={
@@ -104,8 +96,7 @@ def arranged(netbox_server, simulator):
                 },
             ),
         )
-        wait_if_task(
-            simulator,
+        simulator.wait_if_task(
             pve.post(
                 f"/nodes/{fresh['node']}/vzdump",
                 data={"vmid": fresh["vmid"], "storage": "local", "mode": "snapshot"},

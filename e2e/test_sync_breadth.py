@@ -352,7 +352,7 @@ def test_node_addresses_and_primary_ip(netbox_server, simulator, endpoint, first
             f"/nodes/{device['name']}/network/vmbr1", data={"type": "bridge", "cidr": new}
         )
         assert answer.status_code == 200, answer.text
-        wait_if_task(simulator, pve.put(f"/nodes/{device['name']}/network"))
+        simulator.wait_if_task(pve.put(f"/nodes/{device['name']}/network"))
     report = sync(netbox_server, simulator, endpoint, templates="sync")
     counted = report.tally.of("ipam.ipaddress")
     assert (counted.created, counted.deleted, counted.updated) == (1, 1, 0)
@@ -381,7 +381,7 @@ def test_a_node_targeted_sync_refreshes_that_nodes_network(
             data={"type": "bridge", "cidr": moved, "comments": "storage network"},
         )
         assert answer.status_code == 200, answer.text
-        wait_if_task(simulator, pve.put(f"/nodes/{node}/network"))
+        simulator.wait_if_task(pve.put(f"/nodes/{node}/network"))
     report = run_sync(
         netbox_server, simulator, endpoint["id"], target=Target.parse(node=node), templates="sync"
     )
@@ -406,12 +406,6 @@ def records_of(netbox_server, kind: str, **params) -> list[dict]:
     return list_all(netbox_server, f"/plugins/proxbox/inventory/{kind}/", **params)
 
 
-def wait_if_task(simulator: Simulator, answer) -> None:
-    assert answer.status_code == 200, answer.text
-    if isinstance(data := answer.json()["data"], str) and data.startswith("UPID:"):
-        simulator.wait_task(data)
-
-
 def test_storage_and_data_protection_records(netbox_server, simulator, endpoint, first_run):
     cluster_id = first_run.cluster["id"]
     guests = simulator.inventory()["guests"]
@@ -419,14 +413,12 @@ def test_storage_and_data_protection_records(netbox_server, simulator, endpoint,
     node, vmid = qemu["node"], qemu["vmid"]
     guest = f"/nodes/{node}/qemu/{vmid}"
     with simulator.api() as pve:
-        wait_if_task(
-            simulator,
+        simulator.wait_if_task(
             pve.post(
                 f"{guest}/snapshot", data={"snapname": "before-upgrade", "description": "pre"}
             ),
         )
-        wait_if_task(
-            simulator,
+        simulator.wait_if_task(
             pve.post(
                 "/cluster/backup",
                 data={
@@ -438,13 +430,11 @@ def test_storage_and_data_protection_records(netbox_server, simulator, endpoint,
                 },
             ),
         )
-        wait_if_task(
-            simulator,
+        simulator.wait_if_task(
             pve.post("/cluster/ha/groups", data={"group": "prefer", "nodes": f"{node}:2"}),
         )
         state = "started" if qemu["status"] == "running" else "stopped"
-        wait_if_task(
-            simulator,
+        simulator.wait_if_task(
             pve.post(
                 "/cluster/ha/resources",
                 data={"sid": f"vm:{vmid}", "group": "prefer", "state": state},
@@ -495,7 +485,7 @@ def test_storage_and_data_protection_records(netbox_server, simulator, endpoint,
 
     # A snapshot removed in Proxmox disappears; everything else stays.
     with simulator.api() as pve:
-        wait_if_task(simulator, pve.delete(f"{guest}/snapshot/before-upgrade"))
+        simulator.wait_if_task(pve.delete(f"{guest}/snapshot/before-upgrade"))
     report = sync(netbox_server, simulator, endpoint)
     assert report.tally.of("netbox_proxbox.proxmoxsnapshot").deleted == 1
     assert report.tally.writes == 1, report.as_dict()["counters"]
@@ -518,8 +508,7 @@ def test_endpoint_policy_vrf_role_and_descriptions(netbox_server, simulator, end
         assert answer.status_code == 200, answer.text
     node = next(iter(simulator.inventory()["guests"].values()))["resource"]["node"]
     with simulator.api() as pve:
-        wait_if_task(
-            simulator,
+        simulator.wait_if_task(
             pve.post(
                 f"/nodes/{node}/qemu",
                 data={
@@ -562,8 +551,7 @@ def test_guests_sharing_a_name_each_get_a_vm(netbox_server, simulator, endpoint,
     name, node = first["resource"]["name"], first["resource"]["node"]
     with simulator.api() as pve:
         for new_vmid, new_name in ((970, name), (971, name.upper())):
-            wait_if_task(
-                simulator,
+            simulator.wait_if_task(
                 pve.post(
                     f"/nodes/{node}/qemu",
                     data={"vmid": new_vmid, "name": new_name, "memory": 512},
