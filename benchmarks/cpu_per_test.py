@@ -11,7 +11,8 @@ processes and PostgreSQL count nowhere. Each test process writes one tab-separat
     PROXBOX_CPU_PER_TEST_DIR=/tmp/cpu PYTHONPATH=benchmarks \\
         PYTEST_ADDOPTS="-p cpu_per_test" bash .ci/run
 
-Run as a script it prints each process's totals and the costliest tests of all of them:
+Run as a script it prints each process's totals, then the costliest modules and tests of
+all of them:
 
     uv run python benchmarks/cpu_per_test.py /tmp/cpu [--top 40]
 """
@@ -91,7 +92,9 @@ def pytest_sessionfinish(session):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("folder", type=Path, help=f"what {DIR_ENV} named")
-    parser.add_argument("--top", type=int, default=40, help="tests to list (default 40)")
+    parser.add_argument(
+        "--top", type=int, default=40, help="modules and tests to list (default 40)"
+    )
     args = parser.parse_args(argv)
     files = sorted(args.folder.glob("cpu_*.tsv"))
     if not files:
@@ -132,4 +135,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from proxbox_redaction import run_console  # a closed pipe (`| head`) ends it quietly
+
+    sys.exit(run_console("cpu_per_test", main))

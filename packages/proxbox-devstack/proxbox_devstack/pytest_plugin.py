@@ -12,30 +12,25 @@ import pytest
 
 # Django's advice for test suites: its default hasher (PBKDF2, 1.5 million rounds) costs
 # 0.36 CPU-s a hash here, paid by every test user with a password and every login. PBKDF2
-# stays second so that hashes made outside the tests (the template's) still verify.
+# stays second, so a hash written by a NetBox process a test starts (NetBox's own
+# settings) still verifies in the test process.
 TEST_PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.MD5PasswordHasher",
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
 ]
 
 
-def use_fast_password_hashers(settings) -> None:
-    from django.contrib.auth.hashers import get_hashers, get_hashers_by_algorithm
-
-    settings.PASSWORD_HASHERS = TEST_PASSWORD_HASHERS
-    get_hashers.cache_clear()
-    get_hashers_by_algorithm.cache_clear()
-
-
 @pytest.fixture(scope="session")
 def django_db_setup(django_test_environment, django_db_blocker):
     from django.conf import settings
     from django.db import connections
-
-    use_fast_password_hashers(settings)
+    from django.test import override_settings
 
     from .testdb import clone_database, ensure_template, maintenance_connection
 
+    # Django's own override: its setting_changed signal empties the hasher caches.
+    fast_hashers = override_settings(PASSWORD_HASHERS=TEST_PASSWORD_HASHERS)
+    fast_hashers.enable()
     default = connections["default"]
     test_name = default.settings_dict["TEST"]["NAME"]
     with django_db_blocker.unblock():
@@ -51,3 +46,4 @@ def django_db_setup(django_test_environment, django_db_blocker):
             connection.close()
         with maintenance_connection(default.settings_dict) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{test_name}" WITH (FORCE)')
+    fast_hashers.disable()
