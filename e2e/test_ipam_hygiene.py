@@ -49,7 +49,7 @@ def hygiene_dir(sync_workdir):
 
 @pytest.fixture(scope="module")
 def simulator(hygiene_dir):
-    simulator = Simulator("ipam", "compact", 38, hygiene_dir)
+    simulator = Simulator("ipam", "pair", 38, hygiene_dir)
     try:
         simulator.start().renumber("10.104.0")
         yield simulator

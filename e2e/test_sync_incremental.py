@@ -27,7 +27,7 @@ from proxbox_backend.service import SyncService
 
 @pytest.fixture(scope="module")
 def simulator(sync_workdir):
-    simulator = Simulator("incremental", "small", 9, sync_workdir)
+    simulator = Simulator("incremental", "pair", 9, sync_workdir)
     try:
         simulator.start().renumber("10.86.0")
         yield simulator
