@@ -6,7 +6,11 @@ suite mostly waits on the servers it starts, while the Django suites keep one co
 busy. So up to `jobs` suites run at once, each a pytest process of its own with its
 output in a log file; a finished suite prints one line (its duration and outcome),
 a failed one its whole log, and the run ends with every suite's duration and the
-wall-clock time, the figures CI's time budget is watched by.
+wall-clock time, the figures CI's time budget is watched by, and with what the machine
+did meanwhile: how busy its CPUs were, how much CPU work the run took, and how long a
+fixed piece of Python work took before and after. Two machines drawn for CI can differ
+by half in speed, and one machine by a fifth within an hour; those figures say whether a
+longer run did more work or ran on a slower machine.
 
 Suites that run at the same time must not share a NetBox's Redis queues (a NetBox test
 case flushes its queue database): each suite names its Redis database pair in its
@@ -15,7 +19,9 @@ environment (PROXBOX_REDIS_DATABASES).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -61,6 +67,69 @@ def jobs_from_env(environ: dict[str, str] | os._Environ = os.environ) -> int:
     return int(raw)
 
 
+@dataclass(frozen=True)
+class CpuTimes:
+    """The machine's CPU seconds so far, summed over its CPUs (`/proc/stat`'s `cpu` line)."""
+
+    busy: float
+    idle: float
+    stolen: float
+
+    @classmethod
+    def read(cls, stat: Path = Path("/proc/stat")) -> CpuTimes | None:
+        """None where there is no such file (not Linux)."""
+        try:
+            label, *values = stat.read_text().splitlines()[0].split()
+        except (OSError, IndexError):
+            return None
+        if label != "cpu":
+            return None
+        # user nice system idle iowait irq softirq steal; guest time is inside user's.
+        user, nice, system, idle, iowait, irq, softirq, steal = [int(v) for v in values[:8]]
+        hz = os.sysconf("SC_CLK_TCK")
+        return cls(
+            busy=(user + nice + system + irq + softirq) / hz,
+            idle=(idle + iowait) / hz,
+            stolen=steal / hz,
+        )
+
+
+def reference_work_seconds(repeats: int = 3) -> float:
+    """CPU seconds of a fixed piece of Python work (dicts, strings, JSON, a regex: what
+    the suites' processes mostly do), the fastest of `repeats`: the machine's speed."""
+    fastest = float("inf")
+    for _ in range(repeats):
+        began = time.process_time()
+        guests = [
+            {"vmid": i, "name": f"vm-{i}", "tags": ["proxbox", f"t{i % 7}"], "mb": i * 64}
+            for i in range(60_000)
+        ]
+        text = json.dumps(guests)
+        by_tag: dict[str, int] = {}
+        for guest in json.loads(text):
+            for tag in guest["tags"]:
+                by_tag[tag] = by_tag.get(tag, 0) + guest["mb"]
+        sorted(guests, key=lambda guest: (guest["tags"][1], guest["name"]))
+        assert len(re.findall(r'"vm-(\d+)"', text)) == len(guests)
+        fastest = min(fastest, time.process_time() - began)
+    return fastest
+
+
+def machine_summary(
+    before: CpuTimes, after: CpuTimes, cpus: int, work_before: float, work_after: float
+) -> str:
+    busy = after.busy - before.busy
+    stolen = after.stolen - before.stolen
+    total = busy + stolen + (after.idle - before.idle)
+    share = (lambda part: 100 * part / total) if total > 0 else (lambda part: 0.0)
+    return (
+        f"machine: {cpus} CPUs {share(busy):.0f} % busy, {share(stolen):.0f} % stolen by the"
+        f" host; {busy:,.0f} CPU-s of work while the suites ran; a fixed piece of Python work"
+        f" took {work_before:.2f} CPU-s before them and {work_after:.2f} after (less is a"
+        " faster machine)"
+    )
+
+
 def _summary_lines(log: Path, count: int = 25) -> str:
     """The end of a passed suite's log: pytest's slowest tests and its result line."""
     lines = log.read_text(errors="replace").splitlines()
@@ -80,6 +149,8 @@ def run_suites(
     waiting = list(suites)
     running: dict[str, tuple[Suite, subprocess.Popen, float, Path, BinaryIO]] = {}
     outcomes: dict[str, Outcome] = {}
+    work_before = reference_work_seconds()
+    cpu_before = CpuTimes.read()
     started = time.monotonic()
     try:
         while waiting or running:
@@ -122,8 +193,12 @@ def run_suites(
                 process.wait()
             handle.close()
     wall = time.monotonic() - started
+    cpu_after = CpuTimes.read()
     ordered = [outcomes[s.name] for s in suites]
     say(durations_table(ordered, wall, jobs))
+    if cpu_before is not None and cpu_after is not None:
+        cpus = os.cpu_count() or 1
+        say(machine_summary(cpu_before, cpu_after, cpus, work_before, reference_work_seconds()))
     return ordered
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 
 from proxbox_devstack import suites as runner
@@ -48,9 +51,46 @@ def test_every_suite_runs_and_a_failure_shows_its_output(project, tmp_path):
     assert "fails: FAILED (exit 1)" in text
     assert "AssertionError: broken" in text  # the failed suite's whole log is printed
     assert "passes: passed in" in text
-    table = said[-1]
+    table, machine = said[-2:]
     assert table.startswith("suite durations (1 at once):")
     assert "FAILED  fails" in table and "passed  passes" in table and "wall clock" in table
+    # What the machine did meanwhile (this runs on Linux: /proc/stat is there).
+    assert re.fullmatch(
+        r"machine: \d+ CPUs \d+ % busy, \d+ % stolen by the host; [\d,]+ CPU-s of work while"
+        r" the suites ran; a fixed piece of Python work took \d+\.\d\d CPU-s before them and"
+        r" \d+\.\d\d after \(less is a faster machine\)",
+        machine,
+    ), machine
+
+
+def _stat(path, user, system, idle, steal):
+    """A /proc/stat in ticks: user nice system idle iowait irq softirq steal guest."""
+    hz = os.sysconf("SC_CLK_TCK")
+    ticks = [user * hz, 0, system * hz, idle * hz, 0, 0, 0, steal * hz, 5 * hz]
+    path.write_text("cpu  " + " ".join(str(int(t)) for t in ticks) + "\ncpu0 1 2 3\n")
+    return runner.CpuTimes.read(path)
+
+
+def test_the_machine_line_reads_busy_stolen_and_work_from_proc_stat(tmp_path):
+    before = _stat(tmp_path / "a", user=100, system=20, idle=400, steal=0)
+    after = _stat(tmp_path / "b", user=250, system=50, idle=420, steal=20)
+    assert (after.busy, after.idle, after.stolen) == (300, 420, 20)  # guest is in user
+    line = runner.machine_summary(before, after, 2, 0.31, 0.35)
+    # 180 CPU-s busy of 220 (180 busy, 20 idle, 20 stolen).
+    assert line.startswith("machine: 2 CPUs 82 % busy, 9 % stolen by the host; 180 CPU-s")
+    assert "took 0.31 CPU-s before them and 0.35 after" in line
+
+
+def test_no_machine_line_without_proc_stat(tmp_path):
+    assert runner.CpuTimes.read(tmp_path / "missing") is None
+    (tmp_path / "other").write_text("intr 1 2 3\n")
+    assert runner.CpuTimes.read(tmp_path / "other") is None
+
+
+def test_the_reference_work_takes_cpu_time_and_is_the_fastest_of_its_repeats(monkeypatch):
+    clock = iter([0.0, 0.5, 1.0, 1.3, 2.0, 2.9])
+    monkeypatch.setattr(runner.time, "process_time", lambda: next(clock))
+    assert runner.reference_work_seconds(repeats=3) == pytest.approx(0.3)
 
 
 def test_suites_run_side_by_side_up_to_the_limit(project, tmp_path):
