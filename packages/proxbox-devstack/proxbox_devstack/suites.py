@@ -77,15 +77,16 @@ class CpuTimes:
 
     @classmethod
     def read(cls, stat: Path = Path("/proc/stat")) -> CpuTimes | None:
-        """None where there is no such file (not Linux)."""
+        """None where there is no such file (not Linux) or its first line is not the
+        machine's `cpu` line: the run's figures never fail the run."""
         try:
             label, *values = stat.read_text().splitlines()[0].split()
-        except (OSError, IndexError):
+            # user nice system idle iowait irq softirq steal; guest time is inside user's.
+            user, nice, system, idle, iowait, irq, softirq, steal = map(int, values[:8])
+        except (OSError, IndexError, ValueError):
             return None
         if label != "cpu":
             return None
-        # user nice system idle iowait irq softirq steal; guest time is inside user's.
-        user, nice, system, idle, iowait, irq, softirq, steal = [int(v) for v in values[:8]]
         hz = os.sysconf("SC_CLK_TCK")
         return cls(
             busy=(user + nice + system + irq + softirq) / hz,
@@ -110,7 +111,7 @@ def reference_work_seconds(repeats: int = 3) -> float:
             for tag in guest["tags"]:
                 by_tag[tag] = by_tag.get(tag, 0) + guest["mb"]
         sorted(guests, key=lambda guest: (guest["tags"][1], guest["name"]))
-        assert len(re.findall(r'"vm-(\d+)"', text)) == len(guests)
+        re.findall(r'"vm-(\d+)"', text)
         fastest = min(fastest, time.process_time() - began)
     return fastest
 

@@ -85,6 +85,10 @@ def test_no_machine_line_without_proc_stat(tmp_path):
     assert runner.CpuTimes.read(tmp_path / "missing") is None
     (tmp_path / "other").write_text("intr 1 2 3\n")
     assert runner.CpuTimes.read(tmp_path / "other") is None
+    (tmp_path / "short").write_text("cpu  1 2 3 4\n")  # fewer fields than steal needs
+    assert runner.CpuTimes.read(tmp_path / "short") is None
+    (tmp_path / "garbled").write_text("cpu  1 2 x 4 5 6 7 8\n")
+    assert runner.CpuTimes.read(tmp_path / "garbled") is None
 
 
 def test_the_reference_work_takes_cpu_time_and_is_the_fastest_of_its_repeats(monkeypatch):
