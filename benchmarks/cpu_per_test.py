@@ -123,9 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, (cpu, wall) in sorted(modules.items(), key=lambda m: -m[1][0])[: args.top]:
         print(f"  {cpu:7.1f}  {wall:7.1f}  {name}")
     print(f"costliest {args.top} tests (CPU-s: total = own + reaped children + descendants; wall):")
-    for own, children, descendants, wall, nodeid in sorted(every, key=lambda r: -sum(r[:3]))[
-        : args.top
-    ]:
+    costliest = sorted(every, key=lambda row: -sum(row[:3]))[: args.top]
+    for own, children, descendants, wall, nodeid in costliest:
         total = own + children + descendants
         print(
             f"  {total:7.1f} = {own:6.1f} + {children:6.1f} + {descendants:6.1f}  {wall:7.1f}"

@@ -45,8 +45,9 @@ def _require(name: str) -> str:
 
 
 def backend(data_dir: Path) -> int:
-    """Exec `proxbox-sync serve` with the backend user's NetBox token and the API token
-    NetBox's PLUGINS_CONFIG carries (both made by the `setup` job)."""
+    """Exec the backend's `serve`, as `proxbox up` starts it, with the backend user's NetBox
+    token and the API token NetBox's PLUGINS_CONFIG carries (both made by the `setup` job)."""
+    from .demo import backend_serve_argv
     from .netbox_settings import tasks_redis_url
     from .state import REDIS_URL_ENV
 
@@ -62,9 +63,7 @@ def backend(data_dir: Path) -> int:
     )
     port = os.environ.get(BACKEND_PORT_ENV, "8800")
     host = os.environ.get("PROXBOX_BACKEND_HOST", "0.0.0.0")
-    # This interpreter's own backend, as `proxbox up` starts it: `proxbox-sync` on PATH
-    # may be another installation's, or missing where the venv's bin is not on PATH.
-    argv = [sys.executable, "-m", "proxbox_backend.cli", "serve", "--host", host, "--port", port]
+    argv = backend_serve_argv(host, port)
     os.execve(argv[0], argv, env)
     return 1  # not reached
 

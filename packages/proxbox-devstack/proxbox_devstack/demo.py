@@ -178,6 +178,22 @@ def assign_backend_url(ctx: StackContext) -> None:
     ctx.env[BACKEND_URL_ENV] = f"http://127.0.0.1:{port}"
 
 
+def backend_serve_argv(host: str, port: int | str) -> list[str]:
+    """This interpreter's own backend serving on host:port: a `proxbox-sync` that PATH
+    finds may be another installation's, or missing where the venv's bin is not on PATH
+    (systemd, a venv never activated)."""
+    return [
+        sys.executable,
+        "-m",
+        "proxbox_backend.cli",
+        "serve",
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+
+
 def backend_specs(ctx: StackContext) -> list[ProcessSpec]:
     port = int(ctx.notes["backend_port"])
     credentials = json.loads(backend_credentials_path(ctx.data_dir).read_text("utf-8"))
@@ -194,16 +210,7 @@ def backend_specs(ctx: StackContext) -> list[ProcessSpec]:
     return [
         ProcessSpec(
             name="backend",
-            argv=[
-                sys.executable,
-                "-m",
-                "proxbox_backend.cli",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
+            argv=backend_serve_argv("127.0.0.1", port),
             log_file=ctx.log_file("backend"),
             env=env,
             ready=lambda: http_answers("127.0.0.1", port, "/health"),

@@ -40,10 +40,12 @@ def django_db_setup(django_test_environment, django_db_blocker):
         default.close()
         default.settings_dict["NAME"] = test_name
         settings.DATABASES["default"]["NAME"] = test_name
-    yield
+    try:
+        yield
+    finally:
+        fast_hashers.disable()
     with django_db_blocker.unblock():
         for connection in connections.all():
             connection.close()
         with maintenance_connection(default.settings_dict) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{test_name}" WITH (FORCE)')
-    fast_hashers.disable()
