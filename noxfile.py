@@ -88,10 +88,23 @@ TEST_PGOPTIONS = "-c synchronous_commit=off"
 
 @contextmanager
 def stack_services(session: nox.Session) -> Iterator[dict[str, str]]:
-    """The service URLs for a session, with TEST_PGOPTIONS for its PostgreSQL clients."""
+    """The service URLs for a session, with TEST_PGOPTIONS for its PostgreSQL clients and
+    the tablespace in memory its test databases go to where the server allows one."""
     options = " ".join(filter(None, [os.environ.get("PGOPTIONS"), TEST_PGOPTIONS]))
     with service_urls(session) as urls:
-        yield {**urls, "PGOPTIONS": options}
+        yield {**urls, "PGOPTIONS": options, **scratch_tablespace_env(session, urls)}
+
+
+def scratch_tablespace_env(session: nox.Session, urls: dict[str, str]) -> dict[str, str]:
+    """PROXBOX_TEST_TABLESPACE for the suites: the environment's, else one made in memory
+    (`proxbox_devstack.scratch_tablespace`: a test database in 0.09 CPU-s instead of 2.1)."""
+    from proxbox_devstack import scratch_tablespace
+
+    if scratch_tablespace.configured():
+        return {}
+    name, line = scratch_tablespace.ensure(urls["PROXBOX_DATABASE_URL"])
+    session.log(line if name else f"test databases in the default tablespace: {line}")
+    return {scratch_tablespace.TABLESPACE_ENV: name} if name else {}
 
 
 @contextmanager

@@ -34,7 +34,7 @@ from proxbox_backend.config import Settings
 from proxbox_backend.domain.policy import Target
 from proxbox_backend.secrets import Secret
 from proxbox_backend.service import RunReport, SyncService
-from proxbox_devstack import redis_databases
+from proxbox_devstack import redis_databases, scratch_tablespace
 
 PREFIX = "pbsync_"
 # Every simulator of a session gets its own number: node addresses derive from it, since
@@ -306,7 +306,7 @@ class Simulator:
     def start(self) -> Simulator:
         drop_database(self.database)
         with admin_connection() as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database)))
+            conn.execute(scratch_tablespace.create_database_sql(self.database))
         self.token_secret = self.prepare_database()
         log = open(self.workdir / f"sim-{self.label}.log", "wb")  # noqa: SIM115
         self.process = subprocess.Popen(

@@ -20,6 +20,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from proxbox_devstack import scratch_tablespace
 from proxmox_simulator.config import Settings
 from proxmox_simulator.contracts import sources
 from proxmox_simulator.contracts.model import Contract
@@ -73,7 +74,7 @@ def create_database(suffix: str) -> str:
     assert prefix.startswith("pvesim_")
     name = f"{prefix}{os.getpid()}_{suffix}"
     run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    run(_admin(f'CREATE DATABASE "{name}"'))
+    run(_admin(scratch_tablespace.create_database_sql(name).as_string()))
     url = _with_database(BASE_URL, name)
     run(migrate_database(Settings(database_url=url)))
     return url

@@ -25,11 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-from psycopg import sql
-
 from proxbox_backend.clients.netbox import NetBoxClient, NetBoxError
 from proxbox_backend.secrets import Secret
 
+from . import scratch_tablespace
 from .context import StackContext, http_answers
 from .errors import StackError
 from .netbox_db import backend_credentials_path, load_credentials
@@ -114,7 +113,7 @@ def prepare_simulator(ctx: StackContext) -> None:
             "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
         ).fetchone()
         if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+            conn.execute(scratch_tablespace.create_database_sql(database))
             # A token recorded for a database that no longer exists is worthless.
             state_path.unlink(missing_ok=True)
     _simulator_cli(ctx, "migrate")

@@ -28,6 +28,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from . import scratch_tablespace
 from .migrate_without_icu import WITHOUT_APPS_OPTION
 from .netbox_settings import NETBOX_DATABASE_ENV, PLUGINS
 from .progress import parse_event
@@ -109,13 +110,19 @@ def drop_database(conn: psycopg.Connection, name: str) -> None:
     conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def clone_database(conn: psycopg.Connection, template: str, name: str) -> None:
+def clone_database(
+    conn: psycopg.Connection, template: str, name: str, *, lasting: bool = False
+) -> None:
+    """`name` as a copy of `template`: in the test sessions' tablespace in memory when one
+    is configured (`scratch_tablespace`), unless it is `lasting` (a template)."""
     drop_database(conn, name)
-    conn.execute(
-        sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+    if lasting:
+        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
             sql.Identifier(name), sql.Identifier(template)
         )
-    )
+    else:
+        statement = scratch_tablespace.create_database_sql(name, template)
+    conn.execute(statement)
 
 
 def run_netbox_migrate(
@@ -204,7 +211,7 @@ def _build(
         )
     else:
         with _step(progress, "cloning the NetBox template"):
-            clone_database(conn, source, building)
+            clone_database(conn, source, building, lasting=True)
         run_netbox_migrate(building, progress=progress, label="migrating the plugins")
     _rename(conn, building, name)
 
