@@ -9,9 +9,10 @@ sessions make hundreds of databases: NetBox test databases, e2e NetBoxes and sim
 `ensure(database_url)` makes the tablespace `proxbox_scratch` in a directory of
 `/dev/shm` when the server runs on this machine and this process can hand the directory
 to the server's user (root, or the user the server runs as: the embedded server); the
-test sessions then name it in PROXBOX_TEST_TABLESPACE, and every database the tests
-create goes there (`create_database_sql`). The migrated templates stay in the server's
-default tablespace: they outlive a reboot, the tablespace's memory does not. After a
+test sessions then name it in PROXBOX_TEST_TABLESPACE, and the databases the test
+helpers create on the session's server go there (`create_database_sql`). The migrated
+templates stay in the server's default tablespace (`lasting`): they outlive a reboot,
+the tablespace's memory does not. After a
 reboot the tablespace's directory is gone, and so are the files of any database left
 in it: `ensure` drops those databases and makes the tablespace again.
 """
@@ -38,12 +39,15 @@ def configured() -> str | None:
     return os.environ.get(TABLESPACE_ENV) or None
 
 
-def create_database_sql(name: str, template: str | None = None) -> sql.Composed:
-    """`CREATE DATABASE name [TEMPLATE template]`, in the configured test tablespace."""
+def create_database_sql(
+    name: str, template: str | None = None, *, lasting: bool = False
+) -> sql.Composed:
+    """`CREATE DATABASE name [TEMPLATE template]`, in the configured test tablespace unless
+    the database is `lasting` (a template)."""
     statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template is not None:
         statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
-    tablespace = configured()
+    tablespace = None if lasting else configured()
     if tablespace is not None:
         statement += sql.SQL(" TABLESPACE {}").format(sql.Identifier(tablespace))
     return statement
@@ -72,7 +76,7 @@ def _ensure(conn: psycopg.Connection, parent: Path, name: str) -> tuple[str | No
     if row is not None:
         if Path(row[0]).is_dir():
             return name, f"test databases in tablespace {name} ({row[0]})"
-        _drop(conn, name)
+        drop(conn, name)
     if not on_memory_filesystem(parent):
         return None, f"{parent} is not a memory filesystem"
     owner = data_dir.stat()
@@ -97,9 +101,9 @@ def _ensure(conn: psycopg.Connection, parent: Path, name: str) -> tuple[str | No
     return name, f"test databases in tablespace {name} ({location})"
 
 
-def _drop(conn: psycopg.Connection, tablespace: str) -> None:
-    """Drop the tablespace whose directory is gone, with the databases left in it (their
-    files went with the directory; only their catalog rows remain)."""
+def drop(conn: psycopg.Connection, tablespace: str) -> None:
+    """Drop `tablespace` with the databases in it (after a reboot, only their catalog rows
+    remain: their files went with the directory)."""
     rows = conn.execute(
         "SELECT datname FROM pg_database d JOIN pg_tablespace t ON t.oid = d.dattablespace"
         " WHERE t.spcname = %s",

@@ -116,13 +116,7 @@ def clone_database(
     """`name` as a copy of `template`: in the test sessions' tablespace in memory when one
     is configured (`scratch_tablespace`), unless it is `lasting` (a template)."""
     drop_database(conn, name)
-    if lasting:
-        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(template)
-        )
-    else:
-        statement = scratch_tablespace.create_database_sql(name, template)
-    conn.execute(statement)
+    conn.execute(scratch_tablespace.create_database_sql(name, template, lasting=lasting))
 
 
 def run_netbox_migrate(

@@ -56,7 +56,7 @@ def own_tablespace() -> Iterator[tuple[str, Path]]:
     yield name, parent
     with psycopg.connect(_server_url(), autocommit=True) as conn:
         if _location(conn, name) is not None:
-            scratch_tablespace._drop(conn, name)
+            scratch_tablespace.drop(conn, name)
     shutil.rmtree(parent, ignore_errors=True)
 
 
