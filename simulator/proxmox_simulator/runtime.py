@@ -76,12 +76,27 @@ class AccessCache:
         async with self._lock:
             if self._fresh(self._state):
                 return self._state
-            epoch = self._epoch
-            async with self.pool.acquire() as conn:
-                loaded = await access_repo.load_state(conn)
-            if epoch == self._epoch:
-                self._state = loaded
-            return loaded
+            return await self._load()
+
+    async def reload(self) -> AccessState:
+        """The access data as the database holds it now, read before a denial is answered.
+
+        Another process (the ``token create`` CLI, an API replica) tells this one
+        of its changes by NOTIFY, which may arrive after a request that already
+        depends on the change: PVE's pmxcfs answers that request with the change
+        applied, so a refusal decided on the cached state is decided again here.
+        """
+        async with self._lock:
+            return await self._load()
+
+    async def _load(self) -> AccessState:
+        # Called with self._lock held.
+        epoch = self._epoch
+        async with self.pool.acquire() as conn:
+            loaded = await access_repo.load_state(conn)
+        if epoch == self._epoch:
+            self._state = loaded
+        return loaded
 
 
 @dataclass(frozen=True)

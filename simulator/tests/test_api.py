@@ -724,6 +724,58 @@ def test_token_management_follows_allowtoken_and_permissions(client, settings, a
     assert client.get("/version", headers=alice_token).status_code == 401
 
 
+def test_access_another_process_changed_counts_before_its_notification_arrives(
+    client, settings, root, alice
+):
+    """The ``token create`` CLI and API replicas write access data and tell the
+        server by NOTIFY; a request that depends on the change may come first. PVE
+        answers it with the change applied, so a refusal is decided again on what the
+        database holds now (here: rows written without any notification). Permissions
+    a handler checks itself still follow the notification."""
+    from proxmox_simulator.domain.auth import hash_secret
+
+    assert alice.get("/nodes/pve2/dns").status_code == 403  # the state is cached
+    tokenid, secret = f"silent{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+
+    async def write_silently(sql, *args):
+        conn = await db.connect(settings.database_url)
+        try:
+            await conn.execute(sql, *args)
+        finally:
+            await conn.close()
+
+    try:
+        # Each check comes right after its own silent write, the other's reload before it.
+        run(
+            write_silently(
+                "INSERT INTO acl (path, ugid_type, ugid, roleid, propagate)"
+                " VALUES ('/nodes/pve2', 'user', 'alice@pve', 'PVEAuditor', true)"
+            )
+        )
+        assert alice.get("/nodes/pve2/dns").status_code == 200
+        run(
+            write_silently(
+                "INSERT INTO api_tokens (userid, tokenid, secret_hash, privsep, expire, comment)"
+                " VALUES ('root@pam', $1, $2, false, 0, '')",
+                tokenid,
+                hash_secret(secret),
+            )
+        )
+        token = token_header(f"root@pam!{tokenid}", secret)
+        assert client.get("/version", headers=token).status_code == 200
+        wrong = token_header(f"root@pam!{tokenid}", str(uuid.uuid4()))
+        assert client.get("/version", headers=wrong).status_code == 401
+    finally:
+        # Through the API: the server that answers next drops its cache at once.
+        assert root.delete(f"/access/users/root@pam/token/{tokenid}").status_code == 200
+        revoked = root.put(
+            "/access/acl",
+            data={"path": "/nodes/pve2", "users": "alice@pve", "roles": "PVEAuditor", "delete": 1},
+        )
+        assert revoked.status_code == 200
+    assert alice.get("/nodes/pve2/dns").status_code == 403
+
+
 def test_idempotency_key_makes_task_creation_retry_safe(root, unique_vmid):
     headers = {"Idempotency-Key": f"create-{unique_vmid}"}
     first = root.post(

@@ -32,6 +32,7 @@ from proxmox_simulator.domain.errors import (
     AuthenticationFailed,
     NotImplementedByHandler,
     ParameterError,
+    PermissionDenied,
     PveError,
 )
 from proxmox_simulator.domain.file_restore import Download
@@ -208,10 +209,14 @@ async def dispatch(request: Request, fmt: str, path: str, requested_fmt: str) ->
                     raise AuthenticationFailed("API tokens are not allowed for this API call")
             state = await rt.access.get()
             # Permissions before validation and before touching any resource.
-            pool = await _guest_pool(rt, principal, {**raw, **match.params})
-            check_permissions(
-                state, principal, endpoint.permissions, {**raw, **match.params}, pool=pool
-            )
+            checked = {**raw, **match.params}
+            pool = await _guest_pool(rt, principal, checked)
+            try:
+                check_permissions(state, principal, endpoint.permissions, checked, pool=pool)
+            except PermissionDenied:
+                # A grant another process made may not have been notified yet.
+                state = await rt.access.reload()
+                check_permissions(state, principal, endpoint.permissions, checked, pool=pool)
             params = validate(endpoint, match.params, raw)
             handler = semantic_handler(selection.contract, endpoint)
             if handler is None:

@@ -185,6 +185,19 @@ async def authenticate_token(rt, header: str) -> Principal:
     if creds is None:
         raise AuthenticationFailed("invalid token value")
     state = await rt.access.get()
+    try:
+        return await _token_principal(rt, state, creds)
+    except AuthenticationFailed:
+        current = await rt.access.reload()
+        key = (creds.userid, creds.tokenid)
+        if current.tokens.get(key) == state.tokens.get(key) and current.users.get(
+            creds.userid
+        ) == state.users.get(creds.userid):
+            raise  # nothing changed meanwhile: no second scrypt for a wrong secret
+        return await _token_principal(rt, current, creds)
+
+
+async def _token_principal(rt, state, creds) -> Principal:
     token = state.tokens.get((creds.userid, creds.tokenid))
     now = time.time()
     if token is None or (token.expire and token.expire < now):
