@@ -736,6 +736,7 @@ def test_access_another_process_changed_counts_before_its_notification_arrives(
 
     assert alice.get("/nodes/pve2/dns").status_code == 403  # the state is cached
     tokenid, secret = f"silent{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    userid = f"dave{uuid.uuid4().hex[:8]}@pve"
 
     async def write_silently(sql, *args):
         conn = await db.connect(settings.database_url)
@@ -765,6 +766,18 @@ def test_access_another_process_changed_counts_before_its_notification_arrives(
         assert client.get("/version", headers=token).status_code == 200
         wrong = token_header(f"root@pam!{tokenid}", str(uuid.uuid4()))
         assert client.get("/version", headers=wrong).status_code == 401
+        run(
+            write_silently(
+                "INSERT INTO users (userid, realm, password_hash) VALUES ($1, 'pve', $2)",
+                userid,
+                hash_secret("dave-password"),
+            )
+        )
+        dave = Session(client, userid, "dave-password")  # a login right after the write
+        assert root.put(f"/access/users/{userid}", data={"enable": 0}).status_code == 200
+        assert dave.get("/version").status_code == 401
+        run(write_silently("UPDATE users SET enable = true WHERE userid = $1", userid))
+        assert dave.get("/version").status_code == 200  # the ticket, right after the write
     finally:
         # Through the API: the server that answers next drops its cache at once.
         assert root.delete(f"/access/users/root@pam/token/{tokenid}").status_code == 200
@@ -773,6 +786,7 @@ def test_access_another_process_changed_counts_before_its_notification_arrives(
             data={"path": "/nodes/pve2", "users": "alice@pve", "roles": "PVEAuditor", "delete": 1},
         )
         assert revoked.status_code == 200
+        root.delete(f"/access/users/{userid}")
     assert alice.get("/nodes/pve2/dns").status_code == 403
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from starlette.requests import Request
 
 from proxmox_simulator.domain import access_service
@@ -38,8 +36,7 @@ async def _authenticate(rt, request: Request, method: str) -> Principal:
         if method != "POST" or not request.url.path.endswith("/access/tfa"):
             raise AuthenticationFailed()
         userid = userid.removeprefix(access_service.OLD_TFA_PREFIX)
-    state = await rt.access.get()
-    if not state.user_active(userid, time.time()):
+    if await access_service.active_state(rt, userid) is None:
         raise AuthenticationFailed("user account disabled or expired")
     if method != "GET" and not rt.tickets.verify_csrf(request.headers.get(CSRF_HEADER), userid):
         raise AuthenticationFailed("Permission denied - invalid csrf token")

@@ -70,7 +70,6 @@ async def login(rt, params: dict) -> dict:
     password = str(params["password"])
     if not is_valid_userid(userid):
         raise AuthenticationFailed()
-    state = await rt.access.get()
     if params.get("tfa-challenge"):
         # Second step: the half ticket plus "totp:<code>" / "recovery:<key>" as password.
         rt.tickets.verify_tfa(str(params["tfa-challenge"]), userid)
@@ -78,7 +77,8 @@ async def login(rt, params: dict) -> dict:
             passed = await tfa_service.verify_response(
                 conn, userid, password, lockout=rt.adapter.tfa_lockout
             )
-        if not passed or not state.user_active(userid, time.time()):
+        state = await active_state(rt, userid) if passed else None
+        if state is None:
             raise AuthenticationFailed()
         return await _full_ticket(rt, state, userid)
     authenticated = False
@@ -92,7 +92,8 @@ async def login(rt, params: dict) -> dict:
         async with rt.pool.acquire() as conn:
             row = await access_repo.user(conn, userid)
         authenticated = row is not None and await _verify(password, row["password_hash"])
-    if not authenticated or not state.user_active(userid, time.time()):
+    state = await active_state(rt, userid) if authenticated else None
+    if state is None:
         raise AuthenticationFailed()
     if not renewal:  # renewing a full ticket needs no second factor again
         async with rt.pool.acquire() as conn:
@@ -177,6 +178,18 @@ def capabilities(state: AccessState, principal: Principal) -> dict:
         held = state.privileges(principal, path)
         caps[name] = {p: 1 for p in sorted(held) if p.startswith(prefixes[name])}
     return caps
+
+
+async def active_state(rt, userid: str) -> AccessState | None:
+    """The access state when ``userid`` exists, is enabled and has not expired, else None.
+
+    A refusal is read again from the database first (``AccessCache.reload``): the
+    user may have been made or enabled by another replica a moment ago.
+    """
+    state = await rt.access.get()
+    if not state.user_active(userid, time.time()):
+        state = await rt.access.reload()
+    return state if state.user_active(userid, time.time()) else None
 
 
 async def authenticate_token(rt, header: str) -> Principal:
