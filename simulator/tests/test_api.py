@@ -728,10 +728,11 @@ def test_access_another_process_changed_counts_before_its_notification_arrives(
     client, settings, root, alice
 ):
     """The ``token create`` CLI and API replicas write access data and tell the
-        server by NOTIFY; a request that depends on the change may come first. PVE
-        answers it with the change applied, so a refusal is decided again on what the
-        database holds now (here: rows written without any notification). Permissions
-    a handler checks itself still follow the notification."""
+    server by NOTIFY; a request that depends on the change may come first. PVE
+    answers it with the change applied, so a refusal is decided again on what the
+    database holds now (here: rows written without any notification): a grant, a
+    token, a user logging in, a user enabled again. Permissions a handler checks
+    itself still follow the notification."""
     from proxmox_simulator.domain.auth import hash_secret
 
     assert alice.get("/nodes/pve2/dns").status_code == 403  # the state is cached
