@@ -180,11 +180,15 @@ class RQWorker:
         )
         return self
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def kill9(self) -> None:
         kill9(self.process)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        if self.running:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=30)

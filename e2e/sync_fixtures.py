@@ -687,27 +687,22 @@ def of_vms(netbox: NetBoxServer, path: str, vm_ids) -> list[dict]:
     return found
 
 
-def netbox_inventory(netbox: NetBoxServer, cluster_id: int) -> dict:
-    devices = list_all(netbox, "/dcim/devices/", cluster_id=cluster_id)
+INVENTORY_PARTS = ("nodes", "node_ips", "vms", "interfaces", "ips", "disks")
+
+
+def netbox_inventory(
+    netbox: NetBoxServer, cluster_id: int, parts: tuple[str, ...] = INVENTORY_PARTS
+) -> dict:
+    """What NetBox holds for the cluster, in the shape `expected_inventory` gives, with the
+    VMs as NetBox answered them (`raw_vms`). Only `parts` are read: a test that polls
+    for a few of them does not pay NetBox for the others (each list is a NetBox request)."""
+    unknown = set(parts) - set(INVENTORY_PARTS)
+    assert not unknown, unknown
     vms = list_all(netbox, "/virtualization/virtual-machines/", cluster_id=cluster_id)
     names = {vm["id"]: vm["name"] for vm in vms}
-    ifaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
-    iface_by_id = {i["id"]: (names[i["virtual_machine"]["id"]], i["name"]) for i in ifaces}
-    ips = of_vms(netbox, "/ipam/ip-addresses/", names)
-    disks = of_vms(netbox, "/virtualization/virtual-disks/", names)
-    node_ips = (
-        list_all(netbox, "/ipam/ip-addresses/", device_id=[d["id"] for d in devices])
-        if devices
-        else []
-    )
-    return {
-        "nodes": {d["name"] for d in devices},
-        # Addresses on the nodes' device interfaces, from each node's network.
-        "node_ips": {
-            (ip["assigned_object"]["device"]["name"], ip["assigned_object"]["name"], ip["address"])
-            for ip in node_ips
-        },
-        "vms": {
+    inventory: dict = {"raw_vms": vms}
+    if "vms" in parts:
+        inventory["vms"] = {
             (
                 vm["name"],
                 vm["status"]["value"],
@@ -716,19 +711,39 @@ def netbox_inventory(netbox: NetBoxServer, cluster_id: int) -> dict:
                 vm["device"]["name"] if vm["device"] else None,
             )
             for vm in vms
-        },
-        "interfaces": {
+        }
+    if "nodes" in parts or "node_ips" in parts:
+        devices = list_all(netbox, "/dcim/devices/", cluster_id=cluster_id)
+        inventory["nodes"] = {d["name"] for d in devices}
+        # Addresses on the nodes' device interfaces, from each node's network.
+        node_ips = (
+            list_all(netbox, "/ipam/ip-addresses/", device_id=[d["id"] for d in devices])
+            if devices and "node_ips" in parts
+            else []
+        )
+        inventory["node_ips"] = {
+            (ip["assigned_object"]["device"]["name"], ip["assigned_object"]["name"], ip["address"])
+            for ip in node_ips
+        }
+    if "interfaces" in parts or "ips" in parts:
+        ifaces = list_all(netbox, "/virtualization/interfaces/", cluster_id=cluster_id)
+        inventory["interfaces"] = {
             (
                 names[i["virtual_machine"]["id"]],
                 i["name"],
                 (i["primary_mac_address"] or {}).get("mac_address"),
             )
             for i in ifaces
-        },
-        "ips": {(*iface_by_id[ip["assigned_object_id"]], ip["address"]) for ip in ips},
-        "disks": {(names[d["virtual_machine"]["id"]], d["name"], d["size"]) for d in disks},
-        "raw_vms": vms,
-    }
+        }
+        iface_by_id = {i["id"]: (names[i["virtual_machine"]["id"]], i["name"]) for i in ifaces}
+        ips = of_vms(netbox, "/ipam/ip-addresses/", names) if "ips" in parts else []
+        inventory["ips"] = {(*iface_by_id[ip["assigned_object_id"]], ip["address"]) for ip in ips}
+    if "disks" in parts:
+        disks = of_vms(netbox, "/virtualization/virtual-disks/", names)
+        inventory["disks"] = {
+            (names[d["virtual_machine"]["id"]], d["name"], d["size"]) for d in disks
+        }
+    return {part: inventory[part] for part in (*parts, "raw_vms")}
 
 
 # -- pytest fixtures ----------------------------------------------------------------------------

@@ -117,9 +117,11 @@ def backend(worker_netbox, workers_simulator, workers_dir):
 
 
 @pytest.fixture(scope="module")
-def worker(worker_netbox, workers_dir):
-    """Started by each test (a killed worker is replaced by a new one, like a supervisor)."""
-    worker = RQWorker(worker_netbox, workers_dir)
+def worker(worker_netbox, workers_dir, backend):
+    """Started by each test (a killed worker is replaced by a new one, like a supervisor).
+    It knows the backend from the start: one NetBox start-up fewer than restarting it
+    for the sync case."""
+    worker = RQWorker(worker_netbox, workers_dir, PROXBOX_BACKEND_URL=backend.url)
     try:
         yield worker
     finally:
@@ -205,7 +207,8 @@ def test_validation_killed_midway_is_reclaimed_after_lease_expiry(
             upload()
             return _validation_jobs(worker_netbox, revision["id"])[1:]
 
-        [second] = wait_until(requeued, 60, "a new validation Job after the lease", interval=0.5)
+        # Each poll is an upload: once a second is enough to see the lease run out.
+        [second] = wait_until(requeued, 60, "a new validation Job after the lease", interval=1)
         # Queued only once the lease had run out (it was taken after the first Job started).
         started = datetime.fromisoformat(_job(worker_netbox, first["id"])["started"])
         assert datetime.fromisoformat(second["created"]) >= started + timedelta(
@@ -221,6 +224,7 @@ def test_validation_killed_midway_is_reclaimed_after_lease_expiry(
             ),
             120,
             "the verdict",
+            interval=0.5,
         )
         assert verdict == "valid", api.get(
             f"/plugins/script-projects/project-revisions/{revision['id']}/"
@@ -257,15 +261,18 @@ def test_sync_now_killed_midway_is_errored_and_the_rerun_converges(
     expected = expected_inventory(workers_simulator.inventory())
     site = create_site(worker_netbox, "pbsync-chaos-workers")
     endpoint = create_endpoint(worker_netbox, "pve-chaos-workers", workers_simulator, site=site)
-    worker.stop()
-    worker.extra_env["PROXBOX_BACKEND_URL"] = backend.url
-    worker.start()
+    if not worker.running:  # the validation case leaves its replacement worker running
+        worker.start()
     since = change_marker(worker_netbox)
     with worker_netbox.api() as api:
         job = api.post(f"/plugins/proxbox/endpoints/proxmox/{endpoint['id']}/sync/")
         assert job.status_code in (200, 201, 202), job.text
         job = job.json()
-    wait_until(lambda: vm_creates(worker_netbox, since) >= 5, 300, "the sync's first VMs")
+    # Each poll is a change-log query to the NetBox the sync writes to: a few a second
+    # still kill the worker within a create or two of the fifth.
+    wait_until(
+        lambda: vm_creates(worker_netbox, since) >= 5, 300, "the sync's first VMs", interval=0.25
+    )
     worker.kill9()
     killed_jobs.append(job["id"])
     assert _job(worker_netbox, job["id"])["status"]["value"] == "running"

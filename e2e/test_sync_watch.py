@@ -56,7 +56,7 @@ def in_step(netbox_server, simulator, cluster_id: int) -> bool:
     creation started gave its VM no vCPUs (nothing said how many until the broadcast)."""
     try:
         expected = expected_inventory(simulator.inventory())
-        actual = netbox_inventory(netbox_server, cluster_id)
+        actual = netbox_inventory(netbox_server, cluster_id, PARTS)
     except (KeyError, TypeError):
         return False
     return all(actual[part] == expected[part] for part in PARTS)
@@ -105,7 +105,9 @@ def test_netbox_follows_proxmox_with_nobody_starting_a_sync(
         return record["netbox_cluster"]
 
     # The watch's first run (nobody watched before) syncs the whole inventory.
-    cluster_id = wait_until(cluster, DEADLINE, "the watch's first run to claim the cluster")["id"]
+    cluster_id = wait_until(
+        cluster, DEADLINE, "the watch's first run to claim the cluster", interval=0.5
+    )["id"]
     follows(netbox_server, simulator, cluster_id, "the first run to sync every guest")
     guests = simulator.inventory()["guests"]
     nodes = sorted({g["resource"]["node"] for g in guests.values()})
