@@ -21,7 +21,8 @@ import sys
 import threading
 import time
 
-_TICKS = os.sysconf("SC_CLK_TCK")
+import proc_stat
+
 # The first of these found in a process's command line names its kind.
 KINDS = (
     "gunicorn",
@@ -43,41 +44,21 @@ def kind_of(command: str) -> str:
     return next((kind for kind in KINDS if kind in command), command[:40] or "(unnamed)")
 
 
-def read_processes() -> dict[tuple[str, str], tuple[str, float]]:
-    """(pid, start time) -> (command line, CPU-s so far) of every readable process."""
-    found = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            if not command:
-                with open(f"/proc/{pid}/comm") as comm:
-                    command = comm.read().strip()
-        except OSError:
-            continue
-        cpu = (int(fields[11]) + int(fields[12])) / _TICKS
-        found[(pid, fields[19])] = (command, cpu)
-    return found
-
-
 def sample(stop: threading.Event, interval: float) -> dict[str, float]:
-    baseline = {key: cpu for key, (_, cpu) in read_processes().items()}
-    last: dict[tuple[str, str], tuple[str, float]] = {}
+    """CPU-s per kind of process from now until `stop` is set (this script's own aside)."""
+    baseline = {(p.pid, p.started): p.own for p in proc_stat.read_all().values()}
+    last: dict[tuple[int, int], tuple[str, float]] = {}
     while True:
-        for key, (command, cpu) in read_processes().items():
-            known = last.get(key)
-            last[key] = (known[0] if known else command, cpu)
+        for process in proc_stat.read_all().values():
+            key = (process.pid, process.started)
+            command = last[key][0] if key in last else proc_stat.command_line(process.pid)
+            last[key] = (command, process.own)
         if stop.wait(interval):
             break
     per_kind: dict[str, float] = collections.Counter()
-    me = str(os.getpid())
-    for key, (command, cpu) in last.items():
-        if key[0] != me:
-            per_kind[kind_of(command)] += cpu - baseline.get(key, 0.0)
+    for (pid, started), (command, cpu) in last.items():
+        if pid != os.getpid():
+            per_kind[kind_of(command)] += cpu - baseline.get((pid, started), 0.0)
     return per_kind
 
 

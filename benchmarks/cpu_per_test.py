@@ -26,37 +26,24 @@ import sys
 import time
 from pathlib import Path
 
+import proc_stat
 import pytest
 
 DIR_ENV = "PROXBOX_CPU_PER_TEST_DIR"
-_TICKS = os.sysconf("SC_CLK_TCK")
 _rows: list[tuple[float, float, float, float, str]] = []
 
 
 def _descendants_cpu(root: int) -> float:
-    """CPU-s of `root`'s live descendants, each with what it reaped (utime, stime,
-    cutime, cstime from /proc/PID/stat)."""
-    parents: dict[int, int] = {}
-    cpu: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        pid = int(entry.name)
-        parents[pid] = int(fields[1])
-        cpu[pid] = sum(int(value) for value in fields[11:15])
-    total = 0
-    for pid, ticks in cpu.items():
-        ancestor = parents.get(pid)
+    """CPU-s of `root`'s live descendants, each with what it reaped."""
+    processes = proc_stat.read_all()
+    total = 0.0
+    for process in processes.values():
+        ancestor = process.parent
         while ancestor and ancestor != root:
-            ancestor = parents.get(ancestor)
+            ancestor = processes[ancestor].parent if ancestor in processes else 0
         if ancestor == root:
-            total += ticks
-    return total / _TICKS
+            total += process.own + process.reaped
+    return total
 
 
 def _cpu() -> tuple[float, float, float]:
