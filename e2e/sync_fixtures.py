@@ -27,6 +27,7 @@ import psycopg
 import pytest
 from proxbox_processes import free_port, stop_process, wait_for_http
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from proxbox_backend.clients.http import RetryPolicy
 from proxbox_backend.clients.tls import verify_setting
@@ -72,9 +73,8 @@ _ADMIN_TEMPLATES: dict[str, str] = {}
 
 
 def admin_template(settings_dict: dict) -> str:
-    """The migrated template plus NetBox's `createsuperuser` admin, made once per process:
-    every NetBox of the process clones it instead of starting a NetBox management command of
-    its own (a NetBox import, ~10 CPU-s, per server). Dropped when the process exits."""
+    """The migrated template plus an admin superuser, made once per process: every NetBox of
+    the process clones it. Dropped when the process exits."""
     from proxbox_devstack.testdb import clone_database, ensure_template, maintenance_connection
 
     template = ensure_template(settings_dict)
@@ -82,30 +82,36 @@ def admin_template(settings_dict: dict) -> str:
         name = f"{PREFIX}admin_{os.getpid()}"
         with maintenance_connection(settings_dict) as conn:
             clone_database(conn, template, name)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "netbox",
-                "createsuperuser",
-                "--noinput",
-                "--username",
-                "admin",
-                "--email",
-                "admin@example.com",
-            ],
-            env={
-                **os.environ,
-                "NETBOX_CONFIGURATION": "proxbox_devstack.netbox_configuration",
-                "PROXBOX_NETBOX_DATABASE": name,
-                "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD,
-            },
-            check=True,
-            capture_output=True,
-        )
         atexit.register(drop_database, name)
+        _create_admin(settings_dict, name)
         _ADMIN_TEMPLATES[template] = name
     return _ADMIN_TEMPLATES[template]
+
+
+def _create_admin(settings_dict: dict, database: str) -> None:
+    """What NetBox's `createsuperuser` leaves behind: the user and the UserConfig its
+    post_save signal adds. Written here, its password hashed by this process's Django: the
+    management command would import NetBox again (~8 CPU-s) in every e2e process."""
+    from django.conf import settings
+    from django.contrib.auth.hashers import make_password
+    from netbox.config.parameters import PARAMS
+
+    from proxbox_devstack.testdb import connect
+
+    # As NetBox's configuration resolves it for a database without a ConfigRevision.
+    default = next(param.default for param in PARAMS if param.name == "DEFAULT_USER_PREFERENCES")
+    preferences = getattr(settings, "DEFAULT_USER_PREFERENCES", default)
+    with connect(settings_dict, database) as conn, conn.transaction():
+        (user_id,) = conn.execute(
+            "INSERT INTO users_user (username, email, password, first_name, last_name,"
+            " is_superuser, is_active, date_joined)"
+            " VALUES ('admin', 'admin@example.com', %s, '', '', true, true, now()) RETURNING id",
+            (make_password(ADMIN_PASSWORD),),
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO users_userconfig (user_id, data) VALUES (%s, %s)",
+            (user_id, Jsonb(preferences)),
+        )
 
 
 class NetBoxServer:

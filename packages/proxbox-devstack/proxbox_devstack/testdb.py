@@ -84,16 +84,21 @@ def template_keys() -> tuple[str, str]:
     return base, full
 
 
-@contextmanager
-def maintenance_connection(settings_dict: dict):
-    conn = psycopg.connect(
-        dbname="postgres",
+def connect(settings_dict: dict, dbname: str) -> psycopg.Connection:
+    """An autocommit connection to `dbname` on the server Django's `settings_dict` names."""
+    return psycopg.connect(
+        dbname=dbname,
         user=settings_dict["USER"] or None,
         password=settings_dict["PASSWORD"] or None,
         host=settings_dict["HOST"] or None,
         port=settings_dict["PORT"] or None,
         autocommit=True,
     )
+
+
+@contextmanager
+def maintenance_connection(settings_dict: dict):
+    conn = connect(settings_dict, "postgres")
     try:
         yield conn
     finally:
