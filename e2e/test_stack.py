@@ -103,11 +103,11 @@ def test_netbox_and_sync_rq_workers_run(stack):
 def test_status_command_reports_every_process(stack):
     result = stack.proxbox("status")
     assert result.returncode == 0, result.stdout
-    for name in ("proxbox up", "netbox", "rqworker", "rqworker-sync", "simulator", "backend"):
+    for name in ("proxbox up", "netbox", "rqworkers", "simulator", "backend"):
         assert name in result.stdout
     report = json.loads(stack.proxbox("status", "--json").stdout)
     assert report["running"] is True and report["supervisor"]["pid"] > 0
-    assert {"netbox", "rqworker", "rqworker-sync", "simulator", "backend"} <= {
+    assert {"netbox", "rqworkers", "simulator", "backend"} <= {
         name for name, process in report["processes"].items() if process["running"]
     }
     assert report["urls"]["netbox"] == f"{stack.url}/"
@@ -148,10 +148,10 @@ def test_foreground_up_stops_every_child_on_sigterm(tmp_path, services_env):
         programs = {
             word
             for proc in children
-            for word in ("gunicorn", "rqworker", "proxmox_simulator", "proxbox_backend")
+            for word in ("gunicorn", "rq_workers", "proxmox_simulator", "proxbox_backend")
             if word in " ".join(proc.cmdline())
         }
-        assert programs == {"gunicorn", "rqworker"}, programs
+        assert programs == {"gunicorn", "rq_workers"}, programs
         up.send_signal(signal.SIGTERM)
         assert up.wait(120) == 0
         wait_until(

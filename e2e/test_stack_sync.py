@@ -253,8 +253,8 @@ def test_stacks_sharing_a_redis_server_use_databases_of_their_own(stack, rival):
 
 def test_sync_now_reaches_the_backend(stack, rival):
     # Workers that must not take our job (Sync now goes to the sync queue's).
-    rivals = rival.recorded_processes()
-    assert rivals["rqworker"].alive() and rivals["rqworker-sync"].alive()
+    rivals = rival.recorded_processes()["rqworkers"].process()
+    assert rivals is not None and len(rivals.children()) == 2
     endpoint = _demo_endpoint(stack)
     with stack.client() as client:
         job = client.post(f"{ENDPOINTS}{endpoint['id']}/sync/")
@@ -279,7 +279,7 @@ def test_sync_now_reaches_the_backend(stack, rival):
 
 def test_down_stops_simulator_and_backend(stack):
     records = stack.recorded_processes()
-    assert {"proxbox up", "netbox", "rqworker", "simulator", "backend"} <= set(records)
+    assert {"proxbox up", "netbox", "rqworkers", "simulator", "backend"} <= set(records)
     result = stack.stop()
     assert result.returncode == 0, result.stderr
     assert not any(record.alive() for record in records.values())
@@ -294,12 +294,15 @@ def test_next_up_stops_what_a_killed_supervisor_left_behind(rival):
     leased = crashed.redis_databases()
     os.kill(records["proxbox up"].pid, signal.SIGKILL)
     wait_until(lambda: not records["proxbox up"].alive(), 10, "proxbox up to die", interval=0.5)
-    assert records["netbox"].alive() and records["rqworker"].alive()  # orphans now
+    assert records["netbox"].alive() and records["rqworkers"].alive()  # orphans now
+    workers = records["rqworkers"].process().children()
+    assert len(workers) == 2
 
     again = crashed.proxbox("up", "-d", "--no-demo", "--port", str(crashed.port), timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert not records["netbox"].alive()
-    assert not records["rqworker"].alive()
+    assert not records["rqworkers"].alive()
+    assert not any(worker.is_running() for worker in workers)
     # The data dir gets its Redis databases back rather than leaking a pair.
     assert crashed.redis_databases() == leased
     with crashed.client() as client:

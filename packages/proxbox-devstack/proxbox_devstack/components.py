@@ -26,6 +26,7 @@ from .demo import (
 from .errors import StackError
 from .processes import ProcessSpec, open_log
 from .progress import parse_event
+from .rq_workers import Worker, worker_arguments
 
 NETBOX_CONFIGURATION = "proxbox_devstack.netbox_configuration"
 # NetBox's own RQ queues, served by a worker that never runs a sync.
@@ -128,19 +129,21 @@ def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
         ready_timeout=120,
     )
     workers = [
-        ProcessSpec(
-            name=name,
-            argv=[sys.executable, "-m", "netbox", "rqworker", *queues],
-            log_file=ctx.log_file(name),
-            env=ctx.env,
-            # SIGTERM is RQ's warm shutdown: the running job finishes first.
-            stop_timeout=30,
-        )
+        Worker(name, ctx.log_file(name), queues)
         for name, queues in (("rqworker", NETBOX_QUEUES), ("rqworker-sync", (SYNC_QUEUE,)))
     ]
+    # Both workers forked from one NetBox import (proxbox_devstack.rq_workers).
+    rq_workers = ProcessSpec(
+        name="rqworkers",
+        argv=[sys.executable, "-m", "proxbox_devstack.rq_workers", *worker_arguments(workers)],
+        log_file=ctx.log_file("rqworkers"),
+        env=ctx.env,
+        # SIGTERM is RQ's warm shutdown: the running job finishes first.
+        stop_timeout=30,
+    )
     base = f"http://{host}:{port}"
     ctx.urls.update({"netbox": f"{base}/", "api": f"{base}/api/"})
-    return [web, *workers]
+    return [web, rq_workers]
 
 
 def _demo_components() -> list[Component]:

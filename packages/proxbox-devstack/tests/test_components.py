@@ -1,4 +1,5 @@
-"""`proxbox up`'s NetBox component: the web server and two RQ workers, syncs on their own."""
+"""`proxbox up`'s NetBox component: the web server and two RQ workers (forked from one
+process), syncs on their own."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import sys
 
 from proxbox_devstack.components import COMPONENTS, NETBOX_QUEUES, SYNC_QUEUE
 from proxbox_devstack.context import StackContext, UpOptions
+from proxbox_devstack.rq_workers import parse
 from proxbox_devstack.services import Services
 
-RQWORKER = [sys.executable, "-m", "netbox", "rqworker"]
+RQ_WORKERS = [sys.executable, "-m", "proxbox_devstack.rq_workers"]
 
 
 def netbox_processes(tmp_path) -> dict:
@@ -22,23 +24,20 @@ def netbox_processes(tmp_path) -> dict:
     return {spec.name: spec for spec in netbox.specs(ctx)}
 
 
-def queues_of(spec) -> list[str]:
-    assert spec.argv[: len(RQWORKER)] == RQWORKER, spec.argv
-    return spec.argv[len(RQWORKER) :]
-
-
 def test_netbox_queues_and_sync_queue_have_a_worker_each(tmp_path):
     processes = netbox_processes(tmp_path)
-    workers = {name: queues_of(spec) for name, spec in processes.items() if name != "netbox"}
-    assert workers == {
-        "rqworker": ["high", "default", "low"],
-        "rqworker-sync": ["netbox_proxbox.sync"],
+    assert set(processes) == {"netbox", "rqworkers"}
+    spec = processes["rqworkers"]
+    assert spec.argv[: len(RQ_WORKERS)] == RQ_WORKERS, spec.argv
+    workers = {worker.name: worker for worker in parse(spec.argv[len(RQ_WORKERS) :])}
+    assert {name: worker.queues for name, worker in workers.items()} == {
+        "rqworker": NETBOX_QUEUES,
+        "rqworker-sync": (SYNC_QUEUE,),
     }
-    assert tuple(workers["rqworker"]) == NETBOX_QUEUES
-    assert workers["rqworker-sync"] == [SYNC_QUEUE]
-    for name in workers:
-        spec = processes[name]
+    assert NETBOX_QUEUES == ("high", "default", "low")
+    assert SYNC_QUEUE == "netbox_proxbox.sync"
+    for name, worker in workers.items():
         # Each worker logs apart, so a sync's trace is not buried under NetBox's jobs.
-        assert spec.log_file == tmp_path / "logs" / f"{name}.log"
-        assert spec.env["PROXBOX_REDIS_DATABASES"] == "4,5"
-        assert spec.stop_timeout == 30
+        assert worker.log_file == tmp_path / "logs" / f"{name}.log"
+    assert spec.env["PROXBOX_REDIS_DATABASES"] == "4,5"
+    assert spec.stop_timeout == 30

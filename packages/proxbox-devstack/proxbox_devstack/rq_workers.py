@@ -1,0 +1,171 @@
+"""NetBox's RQ workers of `proxbox up`, forked from one process that has imported NetBox.
+
+    python -m proxbox_devstack.rq_workers --worker NAME LOG QUEUES [--worker ...]
+
+QUEUES is a comma-separated list. Each worker is `netbox rqworker QUEUES`, as NetBox's own
+command line starts it, writing to its own LOG. The parent loads NetBox and builds its
+URLconf (the GraphQL schema) once, before forking: every worker would otherwise spend
+seconds of CPU on each, and the forked workers share those pages in memory.
+
+The parent stays and supervises: SIGTERM or SIGINT reaches each worker once (RQ's warm
+shutdown: a running job finishes first; a second signal would be RQ's cold shutdown, so
+workers lead process groups of their own and a signal to the parent's group reaches them
+only through the parent). When a worker exits on its own the parent stops the others and
+exits with that worker's code, so whoever supervises the parent sees the failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .processes import open_log
+
+_PR_SET_PDEATHSIG = 1
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+@dataclass(frozen=True)
+class Worker:
+    name: str
+    log_file: Path
+    queues: tuple[str, ...]
+
+
+def worker_arguments(workers: list[Worker]) -> list[str]:
+    """The command-line arguments that run `workers`."""
+    arguments = []
+    for worker in workers:
+        arguments += ["--worker", worker.name, str(worker.log_file), ",".join(worker.queues)]
+    return arguments
+
+
+def parse(argv: list[str]) -> list[Worker]:
+    parser = argparse.ArgumentParser(prog="python -m proxbox_devstack.rq_workers")
+    parser.add_argument(
+        "--worker",
+        nargs=3,
+        action="append",
+        required=True,
+        metavar=("NAME", "LOG", "QUEUES"),
+        help="a worker's name, its log file and its comma-separated queues",
+    )
+    options = parser.parse_args(argv)
+    workers = []
+    for name, log_file, queues in options.worker:
+        names = tuple(queue for queue in queues.split(",") if queue)
+        if not names:
+            parser.error(f"--worker {name}: no queue named")
+        workers.append(Worker(name, Path(log_file), names))
+    return workers
+
+
+def load_netbox() -> None:
+    """NetBox set up and its URLconf built; no database connection left for a fork."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
+    import django
+
+    django.setup()
+    from django.db import connections
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 - built once here, inherited by every worker
+    connections.close_all()
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM (a warm shutdown) when the parent dies without stopping us."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _run_worker(worker: Worker, parent: int) -> None:
+    code = 1
+    try:
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        os.setpgid(0, 0)
+        _die_with_parent()
+        if os.getppid() != parent:  # the parent died before the line above took effect
+            os._exit(1)
+        with open_log(worker.log_file) as log:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            log.write(f"\n--- {stamp} starting {worker.name}\n".encode())
+            log.flush()
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        from netbox.cli import main as netbox_main
+
+        try:
+            code = netbox_main(["rqworker", *worker.queues]) or 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def supervise(workers: list[Worker]) -> int:
+    parent = os.getpid()
+    children: dict[int, Worker] = {}
+    stopping = False
+
+    def stop_workers(signum: int, _frame=None) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, stop_workers)
+    # A stop asked for while forking is handled once every worker exists to receive it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    for worker in workers:
+        pid = os.fork()
+        if pid == 0:
+            _run_worker(worker, parent)
+        children[pid] = worker
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    code = 0
+    while children:
+        pid, status = os.wait()
+        worker = children.pop(pid, None)
+        if worker is None:
+            continue
+        exit_code = os.waitstatus_to_exitcode(status)
+        if not stopping:
+            print(
+                f"{worker.name} exited with code {exit_code}; stopping the other workers",
+                flush=True,
+            )
+            code = exit_code or 1
+            stop_workers(signal.SIGTERM)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    workers = parse(sys.argv[1:] if argv is None else argv)
+    load_netbox()
+    return supervise(workers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

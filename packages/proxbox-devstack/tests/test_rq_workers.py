@@ -1,0 +1,142 @@
+"""`proxbox up`'s RQ workers, forked from one NetBox process: each serves its own queues
+through RQ and logs apart; a stop reaches each once (RQ's warm shutdown); a worker that
+dies takes the others and the parent down with it; so does a parent killed outright."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from django.db import connection
+from proxbox_processes import wait_until
+
+from proxbox_devstack.rq_workers import Worker, worker_arguments
+
+NETBOX_QUEUES = ("high", "default", "low")
+SYNC_QUEUE = "netbox_proxbox.sync"
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class ForkedWorkers:
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.workers = [
+            Worker("rqworker", folder / "rqworker.log", NETBOX_QUEUES),
+            Worker("rqworker-sync", folder / "rqworker-sync.log", (SYNC_QUEUE,)),
+        ]
+        self.output = folder / "rqworkers.log"
+        with self.output.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "proxbox_devstack.rq_workers"]
+                + worker_arguments(self.workers),
+                env={**os.environ, "PROXBOX_NETBOX_DATABASE": connection.settings_dict["NAME"]},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.children: dict[str, psutil.Process] = {}
+        self.descendants: list[psutil.Process] = []
+
+    def registered(self) -> dict[int, set[str]]:
+        """Queue names of the workers RQ knows, by the worker's process id."""
+        import django_rq
+        from rq import Worker as RQWorker
+
+        redis = django_rq.get_connection("default")
+        return {worker.pid: set(worker.queue_names()) for worker in RQWorker.all(redis)}
+
+    def wait_serving(self) -> None:
+        """Until both workers are registered with RQ; `children` names them by their queues."""
+
+        def mine() -> dict[int, set[str]]:
+            assert self.process.poll() is None, self.output.read_text()
+            children = {child.pid for child in psutil.Process(self.process.pid).children()}
+            return {pid: queues for pid, queues in self.registered().items() if pid in children}
+
+        wait_until(lambda: len(mine()) == 2, 120, "both workers registered with RQ", interval=0.5)
+        names = {frozenset(worker.queues): worker.name for worker in self.workers}
+        self.children = {
+            names[frozenset(queues)]: psutil.Process(pid) for pid, queues in mine().items()
+        }
+        # RQ's scheduler processes too: a worker killed outright leaves its scheduler behind.
+        self.descendants = psutil.Process(self.process.pid).children(recursive=True)
+
+    def log(self, name: str) -> str:
+        return (self.folder / f"{name}.log").read_text()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        for process in self.descendants:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
+@pytest.fixture
+def forked(tmp_path):
+    workers = ForkedWorkers(tmp_path)
+    try:
+        yield workers
+    finally:
+        workers.stop()
+
+
+def enqueue_and_wait(queue_name: str) -> None:
+    import django_rq
+
+    job = django_rq.get_queue(queue_name).enqueue("os.getpid")
+    wait_until(
+        lambda: job.get_status(refresh=True) == "finished",
+        60,
+        f"a job on {queue_name}",
+        interval=0.25,
+    )
+
+
+def test_each_worker_serves_its_queues_and_a_dying_one_stops_the_rest(forked):
+    forked.wait_serving()
+    assert set(forked.children) == {"rqworker", "rqworker-sync"}
+    enqueue_and_wait("default")
+    enqueue_and_wait(SYNC_QUEUE)
+    assert "starting rqworker-sync" in forked.log("rqworker-sync")
+    assert "netbox_proxbox.sync" in forked.log("rqworker-sync")
+    assert "netbox_proxbox.sync" not in forked.log("rqworker")
+
+    forked.children["rqworker-sync"].kill()
+    assert forked.process.wait(60) != 0
+    assert "rqworker-sync exited with code -9; stopping the other workers" in (
+        forked.output.read_text()
+    )
+    assert not forked.children["rqworker"].is_running()
+    assert "warm shut down requested" in forked.log("rqworker")
+
+
+def test_a_stop_to_the_process_group_reaches_each_worker_as_a_warm_shutdown(forked):
+    forked.wait_serving()
+    # What `proxbox down` and the supervisor send: SIGTERM to the parent's group.
+    os.killpg(forked.process.pid, signal.SIGTERM)
+    assert forked.process.wait(60) == 0, forked.output.read_text()
+    for name, process in forked.children.items():
+        assert not process.is_running()
+        log = forked.log(name)
+        assert "warm shut down requested" in log
+        assert "cold shut down" not in log, log
+    assert not set(forked.registered()) & {p.pid for p in forked.children.values()}
+
+
+def test_workers_stop_when_their_parent_is_killed(forked):
+    forked.wait_serving()
+    os.kill(forked.process.pid, signal.SIGKILL)
+    forked.process.wait()
+    gone, alive = psutil.wait_procs(list(forked.children.values()), timeout=60)
+    assert not alive
+    for name in forked.children:
+        assert "warm shut down requested" in forked.log(name)
