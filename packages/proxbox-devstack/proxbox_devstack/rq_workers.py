@@ -7,11 +7,13 @@ command line starts it, writing to its own LOG. The parent loads NetBox and buil
 URLconf (the GraphQL schema) once, before forking: every worker would otherwise spend
 seconds of CPU on each, and the forked workers share those pages in memory.
 
-The parent stays and supervises: SIGTERM or SIGINT reaches each worker once (RQ's warm
-shutdown: a running job finishes first; a second signal would be RQ's cold shutdown, so
-workers lead process groups of their own and a signal to the parent's group reaches them
-only through the parent). When a worker exits on its own the parent stops the others and
-exits with that worker's code, so whoever supervises the parent sees the failure.
+The parent stays and supervises: SIGTERM or SIGINT reaches each worker once, through the
+parent (RQ's warm shutdown: a running job finishes first; a second signal a second or
+more later is RQ's cold shutdown, which kills the job). Workers lead process groups of
+their own, so a signal to the parent's group does not reach them twice. When a worker exits
+on its own the parent stops the others and exits with that worker's code (128 + the
+signal's number when a signal ended it), so whoever supervises the parent sees the
+failure; a parent killed outright takes the workers along (Linux's parent-death signal).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .processes import open_log
+from .warm_netbox import load_netbox_for_forks
 
 _PR_SET_PDEATHSIG = 1
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -65,19 +68,6 @@ def parse(argv: list[str]) -> list[Worker]:
             parser.error(f"--worker {name}: no queue named")
         workers.append(Worker(name, Path(log_file), names))
     return workers
-
-
-def load_netbox() -> None:
-    """NetBox set up and its URLconf built; no database connection left for a fork."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
-    import django
-
-    django.setup()
-    from django.db import connections
-    from django.urls import get_resolver
-
-    get_resolver().url_patterns  # noqa: B018 - built once here, inherited by every worker
-    connections.close_all()
 
 
 def _die_with_parent() -> None:
@@ -152,18 +142,18 @@ def supervise(workers: list[Worker]) -> int:
             continue
         exit_code = os.waitstatus_to_exitcode(status)
         if not stopping:
-            print(
-                f"{worker.name} exited with code {exit_code}; stopping the other workers",
-                flush=True,
-            )
-            code = exit_code or 1
+            if exit_code < 0:
+                ended, code = f"ended by {signal.Signals(-exit_code).name}", 128 - exit_code
+            else:
+                ended, code = f"exited with code {exit_code}", exit_code or 1
+            print(f"{worker.name} {ended}; stopping the other workers", flush=True)
             stop_workers(signal.SIGTERM)
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
     workers = parse(sys.argv[1:] if argv is None else argv)
-    load_netbox()
+    load_netbox_for_forks()
     return supervise(workers)
 
 

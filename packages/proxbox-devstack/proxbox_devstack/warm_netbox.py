@@ -151,16 +151,23 @@ def _cold(target: str, argv: list[str], env: dict[str, str], timeout: float):
 # -- the warm process --------------------------------------------------------------------
 
 
-def serve(socket_path: str) -> None:
+def load_netbox_for_forks() -> None:
+    """NetBox set up and its URLconf built, in a process that forks NetBox processes from
+    itself: they inherit both. No database connection is left open for a child to share
+    (each connects on its own; Redis clients reconnect after a fork by themselves)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "netbox.settings")
     import django
 
     django.setup()
     from django.db import connections
     from django.urls import get_resolver
 
-    get_resolver().url_patterns  # noqa: B018 - built here once, inherited by every run
-    # Nothing open for a child to inherit: each run connects on its own.
+    get_resolver().url_patterns  # noqa: B018 - built here once, inherited by every child
     connections.close_all()
+
+
+def serve(socket_path: str) -> None:
+    load_netbox_for_forks()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind(socket_path)
