@@ -13,9 +13,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 from django.db import connection
 from proxbox_processes import wait_until
+from rq import Queue
+from rq import Worker as RQWorker
 
+from proxbox_devstack import redis_databases
 from proxbox_devstack.rq_workers import Worker, worker_arguments
 
 NETBOX_QUEUES = ("high", "default", "low")
@@ -24,18 +28,30 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class ForkedWorkers:
+    """The workers on a Redis database pair of their own (leased as `proxbox up` leases
+    one): the registration a killed worker leaves in RQ for minutes, and its scheduler's
+    locks, must not reach the other tests' queues."""
+
     def __init__(self, folder: Path):
         self.folder = folder
         self.workers = [
             Worker("rqworker", folder / "rqworker.log", NETBOX_QUEUES),
             Worker("rqworker-sync", folder / "rqworker-sync.log", (SYNC_QUEUE,)),
         ]
+        redis_url = os.environ["PROXBOX_REDIS_URL"]
+        self.lease = redis_databases.acquire(redis_url, folder)
+        assert self.lease is not None, f"{redis_url} names a database: no pair to lease"
+        self.redis = redis.Redis.from_url(redis_url, db=self.lease.databases.tasks)
         self.output = folder / "rqworkers.log"
         with self.output.open("wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "proxbox_devstack.rq_workers"]
                 + worker_arguments(self.workers),
-                env={**os.environ, "PROXBOX_NETBOX_DATABASE": connection.settings_dict["NAME"]},
+                env={
+                    **os.environ,
+                    "PROXBOX_NETBOX_DATABASE": connection.settings_dict["NAME"],
+                    redis_databases.DATABASES_ENV: self.lease.databases.to_env(),
+                },
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -46,11 +62,16 @@ class ForkedWorkers:
 
     def registered(self) -> dict[int, set[str]]:
         """Queue names of the workers RQ knows, by the worker's process id."""
-        import django_rq
-        from rq import Worker as RQWorker
+        return {worker.pid: set(worker.queue_names()) for worker in RQWorker.all(self.redis)}
 
-        redis = django_rq.get_connection("default")
-        return {worker.pid: set(worker.queue_names()) for worker in RQWorker.all(redis)}
+    def enqueue_and_wait(self, queue_name: str) -> None:
+        job = Queue(queue_name, connection=self.redis).enqueue("os.getpid")
+        wait_until(
+            lambda: job.get_status(refresh=True) == "finished",
+            60,
+            f"a job on {queue_name}",
+            interval=0.25,
+        )
 
     def wait_serving(self) -> None:
         """Until both workers are registered with RQ; `children` names them by their queues."""
@@ -78,6 +99,8 @@ class ForkedWorkers:
         for process in self.descendants:
             with contextlib.suppress(psutil.Error):
                 process.kill()
+        self.redis.close()
+        self.lease.release()
 
 
 @pytest.fixture
@@ -89,23 +112,11 @@ def forked(tmp_path):
         workers.stop()
 
 
-def enqueue_and_wait(queue_name: str) -> None:
-    import django_rq
-
-    job = django_rq.get_queue(queue_name).enqueue("os.getpid")
-    wait_until(
-        lambda: job.get_status(refresh=True) == "finished",
-        60,
-        f"a job on {queue_name}",
-        interval=0.25,
-    )
-
-
 def test_each_worker_serves_its_queues_and_a_dying_one_stops_the_rest(forked):
     forked.wait_serving()
     assert set(forked.children) == {"rqworker", "rqworker-sync"}
-    enqueue_and_wait("default")
-    enqueue_and_wait(SYNC_QUEUE)
+    forked.enqueue_and_wait("default")
+    forked.enqueue_and_wait(SYNC_QUEUE)
     assert "starting rqworker-sync" in forked.log("rqworker-sync")
     assert "netbox_proxbox.sync" in forked.log("rqworker-sync")
     assert "netbox_proxbox.sync" not in forked.log("rqworker")
