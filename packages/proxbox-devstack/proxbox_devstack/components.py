@@ -36,6 +36,15 @@ NETBOX_QUEUES = ("high", "default", "low")
 SYNC_QUEUE = "netbox_proxbox.sync"
 
 
+def stack_workers(log_file: Callable[[str], Path]) -> list[Worker]:
+    """The stack's RQ workers: NetBox's queues, and the sync queue apart; `log_file` names
+    each one's log from its name."""
+    return [
+        Worker(name, log_file(name), queues)
+        for name, queues in (("rqworker", NETBOX_QUEUES), ("rqworker-sync", (SYNC_QUEUE,)))
+    ]
+
+
 @dataclass
 class Component:
     name: str
@@ -128,14 +137,15 @@ def netbox_specs(ctx: StackContext) -> list[ProcessSpec]:
         ready=lambda: http_answers(host, port, "/api/status/"),
         ready_timeout=120,
     )
-    workers = [
-        Worker(name, ctx.log_file(name), queues)
-        for name, queues in (("rqworker", NETBOX_QUEUES), ("rqworker-sync", (SYNC_QUEUE,)))
-    ]
     # Both workers forked from one NetBox import (proxbox_devstack.rq_workers).
     rq_workers = ProcessSpec(
         name="rqworkers",
-        argv=[sys.executable, "-m", "proxbox_devstack.rq_workers", *worker_arguments(workers)],
+        argv=[
+            sys.executable,
+            "-m",
+            "proxbox_devstack.rq_workers",
+            *worker_arguments(stack_workers(ctx.log_file)),
+        ],
         log_file=ctx.log_file("rqworkers"),
         env=ctx.env,
         # SIGTERM is RQ's warm shutdown: the running job finishes first.

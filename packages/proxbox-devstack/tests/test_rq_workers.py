@@ -20,10 +20,9 @@ from rq import Queue
 from rq import Worker as RQWorker
 
 from proxbox_devstack import redis_databases
-from proxbox_devstack.rq_workers import Worker, worker_arguments
+from proxbox_devstack.components import SYNC_QUEUE, stack_workers
+from proxbox_devstack.rq_workers import worker_arguments
 
-NETBOX_QUEUES = ("high", "default", "low")
-SYNC_QUEUE = "netbox_proxbox.sync"
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -34,10 +33,7 @@ class ForkedWorkers:
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.workers = [
-            Worker("rqworker", folder / "rqworker.log", NETBOX_QUEUES),
-            Worker("rqworker-sync", folder / "rqworker-sync.log", (SYNC_QUEUE,)),
-        ]
+        self.workers = stack_workers(lambda name: folder / f"{name}.log")
         redis_url = os.environ["PROXBOX_REDIS_URL"]
         self.lease = redis_databases.acquire(redis_url, folder)
         assert self.lease is not None, f"{redis_url} names a database: no pair to lease"
@@ -147,7 +143,7 @@ def test_workers_stop_when_their_parent_is_killed(forked):
     forked.wait_serving()
     os.kill(forked.process.pid, signal.SIGKILL)
     forked.process.wait()
-    gone, alive = psutil.wait_procs(list(forked.children.values()), timeout=60)
+    _, alive = psutil.wait_procs(list(forked.children.values()), timeout=60)
     assert not alive
     for name in forked.children:
         assert "warm shut down requested" in forked.log(name)
