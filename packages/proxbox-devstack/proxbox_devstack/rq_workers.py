@@ -8,12 +8,14 @@ URLconf (the GraphQL schema) once, before forking: every worker would otherwise 
 seconds of CPU on each, and the forked workers share those pages in memory.
 
 The parent stays and supervises: SIGTERM or SIGINT reaches each worker once, through the
-parent (RQ's warm shutdown: a running job finishes first; a second signal a second or
-more later is RQ's cold shutdown, which kills the job). Workers lead process groups of
-their own, so a signal to the parent's group does not reach them twice. When a worker exits
-on its own the parent stops the others and exits with that worker's code (128 + the
-signal's number when a signal ended it), so whoever supervises the parent sees the
-failure; a parent killed outright takes the workers along (Linux's parent-death signal).
+parent, once the worker has set its handlers for it (RQ's warm shutdown: a running job
+finishes first; a second signal a second or more later is RQ's cold shutdown, which kills
+the job). Workers lead process groups of their own, so a signal to the parent's group does
+not reach them twice. When a worker exits on its own the parent stops the others and exits
+with that worker's code (128 + the signal's number when a signal ended it), so whoever
+supervises the parent sees the failure. What a dead worker left in its process group (RQ's
+scheduler, a job's work horse) is stopped. A parent killed outright takes the workers
+along (Linux's parent-death signal).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from .warm_netbox import load_netbox_for_forks
 
 _PR_SET_PDEATHSIG = 1
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+# How long a stop waits for a starting worker to set its stop handlers.
+STARTUP_GRACE = 10.0
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,6 @@ def _die_with_parent() -> None:
 def _run_worker(worker: Worker, parent: int) -> None:
     code = 1
     try:
-        for signum in _STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         os.setpgid(0, 0)
         _die_with_parent()
@@ -110,6 +112,38 @@ def _run_worker(worker: Worker, parent: int) -> None:
         os._exit(code)
 
 
+def _catches_or_ended(pid: int, signum: int) -> bool:
+    """Whether `pid` has a handler for `signum` or has ended (Linux's /proc; elsewhere,
+    and for a process already reaped, True)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("State", "").split()[:1] in (["Z"], ["X"]):
+        return True
+    caught = fields.get("SigCgt")
+    return caught is None or bool(int(caught, 16) >> (signum - 1) & 1)
+
+
+def _wait_until_it_catches(pid: int, signum: int) -> None:
+    """RQ registers a worker and starts its scheduler before it sets its stop handlers; a
+    stop in between would kill the worker outright (no warm shutdown, its scheduler left
+    running, its registration kept until RQ's heartbeat expires). A worker that never gets
+    there in STARTUP_GRACE seconds is sent the signal anyway."""
+    deadline = time.monotonic() + STARTUP_GRACE
+    while not _catches_or_ended(pid, signum) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _stop_what_it_left(worker_pid: int) -> None:
+    """A worker killed outright leaves its process group behind: RQ's scheduler and, when
+    a job ran, its work horse. The group outlives its reaped leader while they live, so its
+    id is not reused by then; a worker that exited cleanly leaves none (ESRCH)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(worker_pid, signal.SIGTERM)
+
+
 def supervise(workers: list[Worker]) -> int:
     parent = os.getpid()
     children: dict[int, Worker] = {}
@@ -121,18 +155,23 @@ def supervise(workers: list[Worker]) -> int:
             return
         stopping = True
         for pid in children:
+            _wait_until_it_catches(pid, signum)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
 
-    for signum in _STOP_SIGNALS:
-        signal.signal(signum, stop_workers)
     # A stop asked for while forking is handled once every worker exists to receive it.
+    # The workers start with the default actions: a handler inherited from here would
+    # read, to _wait_until_it_catches, as RQ's.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
     for worker in workers:
         pid = os.fork()
         if pid == 0:
             _run_worker(worker, parent)
         children[pid] = worker
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, stop_workers)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     code = 0
     while children:
@@ -140,6 +179,7 @@ def supervise(workers: list[Worker]) -> int:
         worker = children.pop(pid, None)
         if worker is None:
             continue
+        _stop_what_it_left(pid)
         exit_code = os.waitstatus_to_exitcode(status)
         if not stopping:
             if exit_code < 0:

@@ -56,6 +56,17 @@ class ForkedWorkers:
         self.children: dict[str, psutil.Process] = {}
         self.descendants: list[psutil.Process] = []
 
+    def forks(self) -> list[psutil.Process]:
+        """The parent's forked workers: a command NetBox's import runs has a command line of
+        its own."""
+        parent = psutil.Process(self.process.pid)
+        forks = []
+        for child in parent.children():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if child.cmdline() == parent.cmdline():
+                    forks.append(child)
+        return forks
+
     def registered(self) -> dict[int, set[str]]:
         """Queue names of the workers RQ knows, by the worker's process id."""
         return {worker.pid: set(worker.queue_names()) for worker in RQWorker.all(self.redis)}
@@ -96,6 +107,7 @@ class ForkedWorkers:
             with contextlib.suppress(psutil.Error):
                 process.kill()
         self.redis.close()
+        self.lease.empty()
         self.lease.release()
 
 
@@ -117,12 +129,18 @@ def test_each_worker_serves_its_queues_and_a_dying_one_stops_the_rest(forked):
     assert "netbox_proxbox.sync" in forked.log("rqworker-sync")
     assert "netbox_proxbox.sync" not in forked.log("rqworker")
 
+    # RQ's scheduler, which a worker killed outright would leave running.
+    left_behind = wait_until(
+        lambda: forked.children["rqworker-sync"].children(), 30, "rqworker-sync's scheduler"
+    )
     forked.children["rqworker-sync"].kill()
     assert forked.process.wait(60) == 128 + signal.SIGKILL
     assert "rqworker-sync ended by SIGKILL; stopping the other workers" in (
         forked.output.read_text()
     )
     assert not forked.children["rqworker"].is_running()
+    _, alive = psutil.wait_procs(left_behind, timeout=30)
+    assert not alive
     assert "warm shut down requested" in forked.log("rqworker")
 
 
@@ -137,6 +155,21 @@ def test_a_stop_to_the_process_group_reaches_each_worker_as_a_warm_shutdown(fork
         assert "warm shut down requested" in log
         assert "cold shut down" not in log, log
     assert not set(forked.registered()) & {p.pid for p in forked.children.values()}
+
+
+def test_a_stop_while_the_workers_start_waits_for_their_warm_shutdown(forked):
+    # RQ registers a worker and starts its scheduler before it sets its stop handlers:
+    # stopped in between, a worker would die outright and leave its scheduler running.
+    wait_until(lambda: len(forked.forks()) == 2, 60, "the forked workers")
+    workers = forked.forks()
+    os.killpg(forked.process.pid, signal.SIGTERM)
+    assert forked.process.wait(90) == 0, forked.output.read_text()
+    for worker in forked.workers:
+        assert "warm shut down requested" in forked.log(worker.name)
+    assert not forked.registered()
+    for process in workers:  # its process group: the worker and its scheduler
+        with pytest.raises(ProcessLookupError):
+            os.killpg(process.pid, 0)
 
 
 def test_workers_stop_when_their_parent_is_killed(forked):
