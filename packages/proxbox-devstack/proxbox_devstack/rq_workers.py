@@ -14,8 +14,9 @@ the job). Workers lead process groups of their own, so a signal to the parent's 
 not reach them twice. When a worker exits on its own the parent stops the others and exits
 with that worker's code (128 + the signal's number when a signal ended it), so whoever
 supervises the parent sees the failure. What a dead worker left in its process group (RQ's
-scheduler, a job's work horse) is stopped. A parent killed outright takes the workers
-along (Linux's parent-death signal).
+scheduler, a job's work horse) is stopped, and a worker killed outright is removed from
+RQ's registry. A parent killed outright takes the workers along (Linux's parent-death
+signal).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -144,6 +146,22 @@ def _stop_what_it_left(worker_pid: int) -> None:
         os.killpg(worker_pid, signal.SIGTERM)
 
 
+def _forget_registration(worker: Worker, pid: int) -> None:
+    """RQ keeps a worker killed outright registered until its heartbeat expires (seven
+    minutes): NetBox would list it among the live workers, and `proxbox up` would take its
+    Redis pair for another stack's."""
+    try:
+        import django_rq
+        from rq import Worker as RQWorker
+
+        hostname = socket.gethostname()
+        for registered in RQWorker.all(queue=django_rq.get_queue(worker.queues[0])):
+            if registered.pid == pid and registered.hostname == hostname:
+                registered.register_death()
+    except Exception as exc:  # the stop goes on; RQ forgets the worker later by itself
+        print(f"could not remove {worker.name} from RQ's workers: {exc}", flush=True)
+
+
 def supervise(workers: list[Worker]) -> int:
     parent = os.getpid()
     children: dict[int, Worker] = {}
@@ -181,6 +199,8 @@ def supervise(workers: list[Worker]) -> int:
             continue
         _stop_what_it_left(pid)
         exit_code = os.waitstatus_to_exitcode(status)
+        if exit_code < 0:
+            _forget_registration(worker, pid)
         if not stopping:
             if exit_code < 0:
                 ended, code = f"ended by {signal.Signals(-exit_code).name}", 128 - exit_code
