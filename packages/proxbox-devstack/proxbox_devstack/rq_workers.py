@@ -128,12 +128,11 @@ def _catches_or_ended(pid: int, signum: int) -> bool:
     return caught is None or bool(int(caught, 16) >> (signum - 1) & 1)
 
 
-def _wait_until_it_catches(pid: int, signum: int) -> None:
+def _wait_until_it_catches(pid: int, signum: int, deadline: float) -> None:
     """RQ registers a worker and starts its scheduler before it sets its stop handlers; a
     stop in between would kill the worker outright (no warm shutdown, its scheduler left
-    running, its registration kept until RQ's heartbeat expires). A worker that never gets
-    there in STARTUP_GRACE seconds is sent the signal anyway."""
-    deadline = time.monotonic() + STARTUP_GRACE
+    running, its registration kept until RQ's heartbeat expires). A worker not there by
+    `deadline` (time.monotonic) is sent the signal anyway."""
     while not _catches_or_ended(pid, signum) and time.monotonic() < deadline:
         time.sleep(0.05)
 
@@ -172,8 +171,10 @@ def supervise(workers: list[Worker]) -> int:
         if stopping:
             return
         stopping = True
+        # One grace for all: the workers start side by side.
+        deadline = time.monotonic() + STARTUP_GRACE
         for pid in children:
-            _wait_until_it_catches(pid, signum)
+            _wait_until_it_catches(pid, signum, deadline)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
 

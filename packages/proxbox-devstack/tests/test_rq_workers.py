@@ -1,6 +1,7 @@
 """`proxbox up`'s RQ workers, forked from one NetBox process: each serves its own queues
-through RQ and logs apart; a stop reaches each once (RQ's warm shutdown); a worker that
-dies takes the others and the parent down with it; so does a parent killed outright."""
+through RQ and logs apart; a stop reaches each once (RQ's warm shutdown), even while they
+start; a worker that dies takes the others and the parent down with it, and leaves neither
+its scheduler nor its registration behind; a parent killed outright takes them along."""
 
 from __future__ import annotations
 
@@ -60,10 +61,11 @@ class ForkedWorkers:
         """The parent's forked workers: a command NetBox's import runs has a command line of
         its own."""
         parent = psutil.Process(self.process.pid)
+        command = parent.cmdline()
         forks = []
         for child in parent.children():
             with contextlib.suppress(psutil.NoSuchProcess):
-                if child.cmdline() == parent.cmdline():
+                if child.cmdline() == command:
                     forks.append(child)
         return forks
 
@@ -93,7 +95,7 @@ class ForkedWorkers:
         self.children = {
             names[frozenset(queues)]: psutil.Process(pid) for pid, queues in mine().items()
         }
-        # RQ's scheduler processes too: a worker killed outright leaves its scheduler behind.
+        # RQ's scheduler processes too, killed at teardown should a failed test leave them.
         self.descendants = psutil.Process(self.process.pid).children(recursive=True)
 
     def log(self, name: str) -> str:
